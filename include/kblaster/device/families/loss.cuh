@@ -1,0 +1,137 @@
+// Family `loss`: a per-row statistic over the class axis combined with the logit of the row's
+// target, then one scalar over all rows:
+//   loss = finalize_rows(sum over rows of row_loss(reduce(x[row, :]), x[row, target[row]])).
+// x is viewed as [outer, extent, inner] (extent = classes); target has outer * inner int64 values.
+//
+// A task's math file defines
+//   template <class A> struct kb_op {
+//     struct state { ... };
+//     static KB_HD state init();
+//     static KB_HD state accumulate(state s, A x);
+//     static KB_HD state combine(state a, state b);
+//     static KB_HD A row_loss(state s, A x_target, int64_t n, const double* params);
+//     static KB_HD A finalize_rows(A sum, int64_t rows);   // e.g. the mean
+//   };
+#pragma once
+
+#include "kblaster/device/families/common.cuh"
+#include "kblaster/device/families/normalize.cuh"
+
+namespace kb::loss {
+
+struct config {
+  int begin;
+  int end;
+  int x;
+  int target;
+};
+
+using normalize::layout;
+
+KB_HD layout layout_of(const kb_tensor& x, const config& c) {
+  return {product(x, 0, c.begin), product(x, c.begin, c.end), product(x, c.end, x.ndim)};
+}
+
+template <template <class> class Op, class A, class Tin>
+__global__ void row_losses(const Tin* __restrict__ x, const int64_t* __restrict__ target, A* __restrict__ losses,
+                           layout L, scalars p) {
+  using op = Op<A>;
+  const int64_t rows = L.outer * L.inner;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t o = row / L.inner;
+    const int64_t i = row % L.inner;
+    const int64_t base = o * L.extent * L.inner + i;
+    typename op::state s = op::init();
+    for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
+      s = op::accumulate(s, cvt<A>(x[base + r * L.inner]));
+    }
+    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) { return op::combine(u, v); });
+    if (threadIdx.x == 0) {
+      const int64_t t = target[row];
+      const A xt = (t >= 0 && t < L.extent) ? cvt<A>(x[base + t * L.inner]) : A(NAN);
+      losses[row] = op::row_loss(s, xt, L.extent, p.v);
+    }
+  }
+}
+
+template <template <class> class Op, class A, class Tout>
+__global__ void sum_rows(const A* __restrict__ losses, int64_t rows, Tout* __restrict__ y) {
+  A acc = A(0);
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    acc += losses[r];
+  }
+  acc = block_reduce(acc, [](A u, A v) { return u + v; });
+  if (threadIdx.x == 0) {
+    y[0] = cvt<Tout>(Op<A>::finalize_rows(acc, rows));
+  }
+}
+
+template <class A> uint64_t workspace_bytes(const kb_args* a, const config& c) {
+  const layout L = layout_of(a->inputs[c.x], c);
+  return static_cast<uint64_t>(L.outer * L.inner) * sizeof(A);
+}
+
+// Two fixed-order stages (no atomics), so the result is bitwise reproducible.
+template <template <class> class Op, class A, bool OutputIsInputType>
+int launch_naive(const kb_args* a, const config& c) {
+  const kb_tensor& xt = a->inputs[c.x];
+  const layout L = layout_of(xt, c);
+  if (!is_contiguous(xt) || a->inputs[c.target].dtype != KB_INT64 || numel(a->inputs[c.target]) != L.outer * L.inner ||
+      numel(a->outputs[0]) != 1 || a->workspace_bytes < workspace_bytes<A>(a, c)) {
+    return -1;
+  }
+  return dispatch_float(xt.dtype, [&](auto tag) {
+    using Tin = typename decltype(tag)::type;
+    using Tout = typename std::conditional<OutputIsInputType, Tin, double>::type;
+    const int64_t rows = L.outer * L.inner;
+    A* losses = static_cast<A*>(a->workspace);
+    const unsigned grid = static_cast<unsigned>(rows < 65535 * 32 ? rows : 65535 * 32);
+    row_losses<Op, A, Tin><<<grid, 256, 0, stream_of(a)>>>(static_cast<const Tin*>(xt.data),
+                                                           static_cast<const int64_t*>(a->inputs[c.target].data),
+                                                           losses, L, scalars_of(a));
+    sum_rows<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(losses, rows, static_cast<Tout*>(a->outputs[0].data));
+    return static_cast<int>(cudaGetLastError());
+  });
+}
+
+template <template <class> class Op> int oracle_cpu(const kb_args* a, const config& c) {
+  using op = Op<double>;
+  const kb_tensor& xt = a->inputs[c.x];
+  const layout L = layout_of(xt, c);
+  const int64_t* target = static_cast<const int64_t*>(a->inputs[c.target].data);
+  const scalars p = scalars_of(a);
+  bool poison = false;
+  double sum = 0;
+  for (int64_t o = 0; o < L.outer; ++o) {
+    for (int64_t i = 0; i < L.inner; ++i) {
+      const int64_t base = o * L.extent * L.inner + i;
+      typename op::state s = op::init();
+      for (int64_t r = 0; r < L.extent; ++r) {
+        s = op::accumulate(s, read_as_double(xt.data, xt.dtype, base + r * L.inner, &poison));
+      }
+      const int64_t t = target[o * L.inner + i];
+      const double x_t = (t >= 0 && t < L.extent) ? read_as_double(xt.data, xt.dtype, base + t * L.inner, &poison) : NAN;
+      sum += op::row_loss(s, x_t, L.extent, p.v);
+    }
+  }
+  static_cast<double*>(a->outputs[0].data)[0] = op::finalize_rows(sum, L.outer * L.inner);
+  return 0;
+}
+
+} // namespace kb::loss
+
+#define KB_LOSS_ORACLE(OP, CONFIG)                                                                 \
+  KB_ORACLE_EXPORTS("loss", (kb::loss::launch_naive<OP, double, false>(args, CONFIG)),             \
+                    (kb::loss::oracle_cpu<OP>(args, CONFIG)), (kb::loss::workspace_bytes<double>(args, CONFIG)))
+
+#define KB_LOSS_BASELINE(OP, CONFIG)                                                               \
+  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {             \
+    *bytes = kb::loss::workspace_bytes<float>(args, CONFIG);                                       \
+    return 0;                                                                                      \
+  }                                                                                                \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+    return kb::loss::launch_naive<OP, float, true>(args, CONFIG);                                  \
+  }                                                                                                \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+    return "baseline: loss, one block per row, then one block over the rows";                     \
+  }

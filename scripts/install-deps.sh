@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what KernelBlaster needs to build and test on Debian 12 (run as root). The CUDA toolkit
+# (nvcc 13.0) is expected under /usr/local/cuda.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build git pkg-config
+  libsqlite3-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+  libtomlplusplus-dev libcpp-httplib-dev libgtest-dev bubblewrap python3
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "install-deps: nvcc not found at /usr/local/cuda/bin/nvcc; install the CUDA toolkit 13.0" >&2
+  exit 1
+fi

@@ -1,0 +1,28 @@
+// The CLI: one function per command family, registered on a CLI11 app in commands.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kb::cli {
+
+std::string_view help_text();
+
+// Options every command sees.
+struct global_options {
+  std::optional<std::filesystem::path> root;  // project folder (tasks/, include/)
+  std::optional<std::filesystem::path> store; // store folder
+  bool quiet = false;
+};
+
+int run(int argc, char** argv);
+
+// Each command family adds its subcommands to `app`; the callback it installs sets `*result`
+// to the process exit code.
+void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
+
+} // namespace kb::cli

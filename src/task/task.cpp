@@ -1,0 +1,832 @@
+#include "task/task.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace kb::task {
+
+std::string to_string(dtype d) {
+  switch (d) {
+  case dtype::float32: return "float32";
+  case dtype::float16: return "float16";
+  case dtype::bfloat16: return "bfloat16";
+  case dtype::float64: return "float64";
+  case dtype::int64: return "int64";
+  case dtype::int32: return "int32";
+  }
+  return "?";
+}
+
+std::optional<dtype> dtype_from_string(const std::string& s) {
+  for (dtype d : {dtype::float32, dtype::float16, dtype::bfloat16, dtype::float64, dtype::int64, dtype::int32}) {
+    if (to_string(d) == s) {
+      return d;
+    }
+  }
+  return std::nullopt;
+}
+
+size_t dtype_size(dtype d) {
+  switch (d) {
+  case dtype::float16:
+  case dtype::bfloat16: return 2;
+  case dtype::float32:
+  case dtype::int32: return 4;
+  case dtype::float64:
+  case dtype::int64: return 8;
+  }
+  return 0;
+}
+
+bool is_floating(dtype d) { return d != dtype::int64 && d != dtype::int32; }
+
+int abi_dtype(dtype d) {
+  switch (d) {
+  case dtype::float32: return 0;
+  case dtype::float16: return 1;
+  case dtype::bfloat16: return 2;
+  case dtype::float64: return 3;
+  case dtype::int64: return 4;
+  case dtype::int32: return 5;
+  }
+  return -1;
+}
+
+std::string to_string(family f) {
+  switch (f) {
+  case family::elementwise: return "elementwise";
+  case family::normalize: return "normalize";
+  case family::reduce: return "reduce";
+  case family::loss: return "loss";
+  case family::matmul: return "matmul";
+  }
+  return "?";
+}
+
+std::optional<family> family_from_string(const std::string& s) {
+  for (family f : {family::elementwise, family::normalize, family::reduce, family::loss, family::matmul}) {
+    if (to_string(f) == s) {
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string to_string(const distribution& d) { return d.label; }
+
+int64_t concrete_tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t e : shape) {
+    n *= e;
+  }
+  return n;
+}
+
+uint64_t concrete_tensor::bytes() const { return static_cast<uint64_t>(numel()) * dtype_size(type); }
+
+// ---------------------------------------------------------------------------------------------
+// Shape expressions: integers, dim names, + - * / and parentheses; 64-bit, overflow is an error.
+
+namespace {
+
+class expr_parser {
+public:
+  expr_parser(const std::string& text, const std::map<std::string, int64_t>& dims) : m_text(text), m_dims(dims) {}
+
+  int64_t parse() {
+    const int64_t v = sum();
+    skip();
+    if (m_pos != m_text.size()) {
+      error("unexpected '" + std::string(1, m_text[m_pos]) + "'");
+    }
+    return v;
+  }
+
+private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail_input("expression \"{}\": {} at column {}", m_text, what, m_pos + 1);
+  }
+  void skip() {
+    while (m_pos < m_text.size() && std::isspace(static_cast<unsigned char>(m_text[m_pos]))) {
+      ++m_pos;
+    }
+  }
+  int64_t sum() {
+    int64_t v = product();
+    while (true) {
+      skip();
+      if (m_pos < m_text.size() && (m_text[m_pos] == '+' || m_text[m_pos] == '-')) {
+        const char op = m_text[m_pos++];
+        const int64_t r = product();
+        if (op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v)) {
+          error("overflow");
+        }
+      } else {
+        return v;
+      }
+    }
+  }
+  int64_t product() {
+    int64_t v = atom();
+    while (true) {
+      skip();
+      if (m_pos < m_text.size() && (m_text[m_pos] == '*' || m_text[m_pos] == '/')) {
+        const char op = m_text[m_pos++];
+        const int64_t r = atom();
+        if (op == '*') {
+          if (__builtin_mul_overflow(v, r, &v)) {
+            error("overflow");
+          }
+        } else {
+          if (r == 0) {
+            error("division by zero");
+          }
+          v /= r;
+        }
+      } else {
+        return v;
+      }
+    }
+  }
+  int64_t atom() {
+    skip();
+    if (m_pos >= m_text.size()) {
+      error("unexpected end");
+    }
+    const char c = m_text[m_pos];
+    if (c == '(') {
+      ++m_pos;
+      const int64_t v = sum();
+      skip();
+      if (m_pos >= m_text.size() || m_text[m_pos] != ')') {
+        error("expected ')'");
+      }
+      ++m_pos;
+      return v;
+    }
+    if (c == '-') {
+      ++m_pos;
+      return -atom();
+    }
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      int64_t v = 0;
+      while (m_pos < m_text.size() && std::isdigit(static_cast<unsigned char>(m_text[m_pos]))) {
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, m_text[m_pos] - '0', &v)) {
+          error("overflow");
+        }
+        ++m_pos;
+      }
+      return v;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const size_t start = m_pos;
+      while (m_pos < m_text.size() && (std::isalnum(static_cast<unsigned char>(m_text[m_pos])) || m_text[m_pos] == '_')) {
+        ++m_pos;
+      }
+      const std::string name = m_text.substr(start, m_pos - start);
+      const auto it = m_dims.find(name);
+      if (it == m_dims.end()) {
+        m_pos = start;
+        error("unknown dim '" + name + "'");
+      }
+      return it->second;
+    }
+    error("unexpected '" + std::string(1, c) + "'");
+  }
+
+  const std::string& m_text;
+  const std::map<std::string, int64_t>& m_dims;
+  size_t m_pos = 0;
+};
+
+} // namespace
+
+int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>& dims) {
+  return expr_parser(expr, dims).parse();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing. Every error names the file, the field and what was expected.
+
+namespace {
+
+class reader {
+public:
+  explicit reader(fs::path file) : m_file(std::move(file)) {}
+
+  [[noreturn]] void error(const std::string& field, const std::string& expected, const toml::node* node = nullptr) const {
+    std::string where = m_file.string();
+    if (node != nullptr && node->source().begin.line > 0) {
+      where += ":" + std::to_string(node->source().begin.line);
+    }
+    fail_input("{}: field '{}': expected {}", where, field, expected);
+  }
+
+  std::string str(const toml::table& t, const std::string& key, const std::string& path, std::optional<std::string> fallback = {}) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (fallback) {
+        return *fallback;
+      }
+      error(path + key, "a string (required)");
+    }
+    if (!n->is_string()) {
+      error(path + key, "a string", n);
+    }
+    return std::string(*n->as_string());
+  }
+
+  double number(const toml::table& t, const std::string& key, const std::string& path, std::optional<double> fallback = {}) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (fallback) {
+        return *fallback;
+      }
+      error(path + key, "a number (required)");
+    }
+    if (n->is_floating_point()) {
+      return n->as_floating_point()->get();
+    }
+    if (n->is_integer()) {
+      return static_cast<double>(n->as_integer()->get());
+    }
+    error(path + key, "a number", n);
+  }
+
+  bool boolean(const toml::table& t, const std::string& key, const std::string& path, bool fallback) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      return fallback;
+    }
+    if (!n->is_boolean()) {
+      error(path + key, "true or false", n);
+    }
+    return n->as_boolean()->get();
+  }
+
+  const toml::table& table(const toml::table& t, const std::string& key, const std::string& path) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr || !n->is_table()) {
+      error(path + key, "a table", n);
+    }
+    return *n->as_table();
+  }
+
+  const toml::array& array(const toml::table& t, const std::string& key, const std::string& path, bool required = true) const {
+    static const toml::array empty;
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (!required) {
+        return empty;
+      }
+      error(path + key, "an array (required)");
+    }
+    if (!n->is_array()) {
+      error(path + key, "an array", n);
+    }
+    return *n->as_array();
+  }
+
+  const fs::path& file() const { return m_file; }
+
+private:
+  fs::path m_file;
+};
+
+distribution parse_distribution(const reader& r, const toml::node& n, const std::string& path) {
+  distribution d;
+  if (n.is_string()) {
+    const std::string s(*n.as_string());
+    d.label = s;
+    if (s == "uniform01") {
+      d = {distribution::kind::uniform, 0, 1, "", s};
+    } else if (s == "normal") {
+      d = {distribution::kind::normal, 0, 1, "", s};
+    } else if (s == "heavy_tailed") {
+      d = {distribution::kind::student_t, 3, 1, "", s};
+    } else if (s == "ones") {
+      d = {distribution::kind::constant, 1, 0, "", s};
+    } else if (s == "zeros") {
+      d = {distribution::kind::constant, 0, 0, "", s};
+    } else {
+      r.error(path, "\"uniform01\", \"normal\", \"heavy_tailed\", \"ones\", \"zeros\" or a table {kind = ...}", &n);
+    }
+    return d;
+  }
+  if (!n.is_table()) {
+    r.error(path, "a distribution name or table", &n);
+  }
+  const auto& t = *n.as_table();
+  const std::string kind = r.str(t, "kind", path + ".");
+  if (kind == "uniform") {
+    d.k = distribution::kind::uniform;
+    d.a = r.number(t, "low", path + ".");
+    d.b = r.number(t, "high", path + ".");
+    if (!(d.b > d.a)) {
+      r.error(path + ".high", "a value above low", &n);
+    }
+  } else if (kind == "normal") {
+    d.k = distribution::kind::normal;
+    d.a = r.number(t, "mean", path + ".", 0.0);
+    d.b = r.number(t, "std", path + ".", 1.0);
+    if (!(d.b > 0)) {
+      r.error(path + ".std", "a positive number", &n);
+    }
+  } else if (kind == "student_t") {
+    d.k = distribution::kind::student_t;
+    d.a = r.number(t, "nu", path + ".", 3.0);
+    d.b = r.number(t, "scale", path + ".", 1.0);
+    if (!(d.a >= 1)) {
+      r.error(path + ".nu", "a number >= 1", &n);
+    }
+  } else if (kind == "constant") {
+    d.k = distribution::kind::constant;
+    d.a = r.number(t, "value", path + ".");
+  } else if (kind == "randint") {
+    d.k = distribution::kind::randint;
+    d.a = r.number(t, "low", path + ".", 0.0);
+    const toml::node* high = t.get("high");
+    if (high != nullptr && high->is_string()) {
+      d.b_expr = std::string(*high->as_string());
+    } else {
+      d.b = r.number(t, "high", path + ".");
+    }
+  } else {
+    r.error(path + ".kind", "one of uniform, normal, student_t, constant, randint", &n);
+  }
+  std::ostringstream label;
+  label << kind;
+  d.label = label.str() + "(" + [&] {
+    std::ostringstream o;
+    switch (d.k) {
+    case distribution::kind::uniform: o << d.a << "," << d.b; break;
+    case distribution::kind::normal: o << d.a << "," << d.b; break;
+    case distribution::kind::student_t: o << "nu=" << d.a << ",scale=" << d.b; break;
+    case distribution::kind::constant: o << d.a; break;
+    case distribution::kind::randint: o << d.a << "," << (d.b_expr.empty() ? std::to_string(static_cast<int64_t>(d.b)) : d.b_expr); break;
+    }
+    return o.str();
+  }() + ")";
+  return d;
+}
+
+tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::string& path, bool is_input) {
+  tensor_spec s;
+  s.name = r.str(t, "name", path);
+  s.role = r.str(t, "role", path, s.name);
+  const std::string dt = r.str(t, "dtype", path);
+  const auto d = dtype_from_string(dt);
+  if (!d) {
+    r.error(path + "dtype", "one of float32, float16, bfloat16, float64, int64, int32 (got \"" + dt + "\")", t.get("dtype"));
+  }
+  s.type = *d;
+  s.layout = r.str(t, "layout", path, std::string("contiguous"));
+  if (s.layout != "contiguous") {
+    r.error(path + "layout", "\"contiguous\" (the only layout the harness generates)", t.get("layout"));
+  }
+  const auto& shape = r.array(t, "shape", path);
+  if (shape.size() > 8) {
+    r.error(path + "shape", "at most 8 dims", &shape);
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const auto& e = shape[i];
+    if (e.is_string()) {
+      s.shape.emplace_back(*e.as_string());
+    } else if (e.is_integer()) {
+      s.shape.push_back(std::to_string(e.as_integer()->get()));
+    } else {
+      r.error(path + "shape[" + std::to_string(i) + "]", "a dim name, an expression or an integer", &e);
+    }
+  }
+  if (is_input) {
+    const auto& dists = r.array(t, "distributions", path);
+    if (dists.empty()) {
+      r.error(path + "distributions", "at least one distribution (the official one first)", &dists);
+    }
+    for (size_t i = 0; i < dists.size(); ++i) {
+      s.distributions.push_back(parse_distribution(r, dists[i], path + "distributions[" + std::to_string(i) + "]"));
+    }
+    const bool integer = !is_floating(s.type);
+    for (size_t i = 0; i < s.distributions.size(); ++i) {
+      const bool randint = s.distributions[i].k == distribution::kind::randint;
+      if (integer != randint) {
+        r.error(path + "distributions[" + std::to_string(i) + "]",
+                integer ? "randint for an integer input" : "a floating-point distribution for a floating-point input", &dists[i]);
+      }
+    }
+  }
+  return s;
+}
+
+} // namespace
+
+contract load_contract(const fs::path& task_toml) {
+  const reader r(task_toml);
+  toml::table root;
+  try {
+    root = toml::parse_file(task_toml.string());
+  } catch (const toml::parse_error& e) {
+    fail_input("{}:{}:{}: TOML syntax error: {}", task_toml.string(), e.source().begin.line, e.source().begin.column,
+               std::string(e.description()));
+  }
+  contract c;
+  c.file = fs::absolute(task_toml);
+  c.dir = c.file.parent_path();
+  c.id = r.str(root, "id", "");
+  if (c.id.empty() || !std::all_of(c.id.begin(), c.id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; })) {
+    r.error("id", "a non-empty identifier of letters, digits and '_'", root.get("id"));
+  }
+  c.name = r.str(root, "name", "");
+  c.suite = r.str(root, "suite", "");
+  c.title = r.str(root, "title", "", c.name);
+  const std::string fam = r.str(root, "family", "");
+  const auto f = family_from_string(fam);
+  if (!f) {
+    r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")", root.get("family"));
+  }
+  c.fam = *f;
+  c.pytorch = r.str(root, "pytorch", "");
+  c.pytorch_setup = r.str(root, "pytorch_setup", "", std::string());
+  c.kernelbench = r.str(root, "kernelbench", "", std::string());
+  c.math = c.dir / r.str(root, "math", "", std::string("math.cuh"));
+  c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
+  for (const auto& [field, path] : {std::pair{"math", c.math}, std::pair{"baseline", c.baseline}}) {
+    if (!fs::is_regular_file(path)) {
+      r.error(field, "the path of an existing file (" + path.string() + " does not exist)", root.get(field));
+    }
+  }
+  c.math = fs::weakly_canonical(c.math);
+  c.baseline = fs::weakly_canonical(c.baseline);
+
+  for (const auto& [i, node] : [&] {
+         std::vector<std::pair<size_t, const toml::node*>> v;
+         const auto& a = r.array(root, "reduce_dims", "", false);
+         for (size_t k = 0; k < a.size(); ++k) {
+           v.emplace_back(k, &a[k]);
+         }
+         return v;
+       }()) {
+    if (!node->is_integer() || node->as_integer()->get() < 0) {
+      r.error("reduce_dims[" + std::to_string(i) + "]", "a non-negative axis index", node);
+    }
+    c.reduce_dims.push_back(static_cast<int>(node->as_integer()->get()));
+  }
+  if (c.fam == family::normalize || c.fam == family::reduce || c.fam == family::loss) {
+    if (c.reduce_dims.empty()) {
+      r.error("reduce_dims", "the reduced axes of input x (required for family " + fam + ")", root.get("reduce_dims"));
+    }
+    for (size_t i = 1; i < c.reduce_dims.size(); ++i) {
+      if (c.reduce_dims[i] != c.reduce_dims[i - 1] + 1) {
+        r.error("reduce_dims", "consecutive axes in increasing order", root.get("reduce_dims"));
+      }
+    }
+  }
+
+  const auto& params = r.array(root, "params", "", false);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string path = "params[" + std::to_string(i) + "].";
+    if (!params[i].is_table()) {
+      r.error("params[" + std::to_string(i) + "]", "a table {name, value}", &params[i]);
+    }
+    const auto& t = *params[i].as_table();
+    c.params.push_back({r.str(t, "name", path), r.number(t, "value", path)});
+  }
+  for (const auto& [key, list, is_input] : {std::tuple{"inputs", &c.inputs, true}, std::tuple{"outputs", &c.outputs, false}}) {
+    const auto& arr = r.array(root, key, "");
+    if (arr.empty()) {
+      r.error(key, "at least one tensor", &arr);
+    }
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string path = std::string(key) + "[" + std::to_string(i) + "].";
+      if (!arr[i].is_table()) {
+        r.error(std::string(key) + "[" + std::to_string(i) + "]", "a table", &arr[i]);
+      }
+      list->push_back(parse_tensor(r, *arr[i].as_table(), path, is_input));
+    }
+  }
+  std::set<std::string> names;
+  for (const auto* list : {&c.inputs, &c.outputs}) {
+    for (const auto& t : *list) {
+      if (!names.insert(t.name).second) {
+        r.error("inputs/outputs", "unique tensor names ('" + t.name + "' appears twice)");
+      }
+    }
+  }
+
+  const auto& shapes = r.array(root, "shapes", "");
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string path = "shapes[" + std::to_string(i) + "].";
+    if (!shapes[i].is_table()) {
+      r.error("shapes[" + std::to_string(i) + "]", "a table {role, dims}", &shapes[i]);
+    }
+    const auto& t = *shapes[i].as_table();
+    shape_case s;
+    s.role = r.str(t, "role", path);
+    if (s.role != "official" && s.role != "bench" && s.role != "check") {
+      r.error(path + "role", "official, bench or check", t.get("role"));
+    }
+    s.name = r.str(t, "name", path, s.role == "official" ? std::string("official") : s.role + "-" + std::to_string(i));
+    const auto& dims = r.table(t, "dims", path);
+    for (const auto& [k, v] : dims) {
+      if (!v.is_integer() || v.as_integer()->get() <= 0) {
+        r.error(path + "dims." + std::string(k.str()), "a positive integer", &v);
+      }
+      s.dims[std::string(k.str())] = v.as_integer()->get();
+    }
+    c.shapes.push_back(std::move(s));
+  }
+  const auto count = [&](const std::string& role) {
+    return std::count_if(c.shapes.begin(), c.shapes.end(), [&](const shape_case& s) { return s.role == role; });
+  };
+  if (count("official") != 1) {
+    r.error("shapes", "exactly one shape with role = \"official\"", &shapes);
+  }
+  if (count("check") < 1) {
+    r.error("shapes", "at least one shape with role = \"check\" (a small correctness shape besides the official one)", &shapes);
+  }
+  std::set<std::string> shape_names;
+  for (const auto& s : c.shapes) {
+    if (!shape_names.insert(s.name).second) {
+      r.error("shapes", "unique shape names ('" + s.name + "' appears twice)");
+    }
+    for (const auto* list : {&c.inputs, &c.outputs}) {
+      for (const auto& t : *list) {
+        for (size_t k = 0; k < t.shape.size(); ++k) {
+          try {
+            if (eval_expr(t.shape[k], s.dims) <= 0) {
+              fail_input("not positive");
+            }
+          } catch (const input_error& e) {
+            r.error(t.name + ".shape[" + std::to_string(k) + "] at shape '" + s.name + "'",
+                    "a positive size from the shape's dims (" + std::string(e.what()) + ")");
+          }
+        }
+      }
+    }
+  }
+
+  if (const toml::node* tol = root.get("tolerance"); tol != nullptr) {
+    if (!tol->is_table()) {
+      r.error("tolerance", "a table", tol);
+    }
+    const auto& t = *tol->as_table();
+    c.tol.atol = r.number(t, "atol", "tolerance.", c.tol.atol);
+    c.tol.rtol = r.number(t, "rtol", "tolerance.", c.tol.rtol);
+    c.tol.rel_l2 = r.number(t, "rel_l2", "tolerance.", c.tol.rel_l2);
+    c.tol.deterministic = r.boolean(t, "deterministic", "tolerance.", true);
+    for (const auto& [name, v] : {std::pair{"atol", c.tol.atol}, std::pair{"rtol", c.tol.rtol}, std::pair{"rel_l2", c.tol.rel_l2}}) {
+      if (!(v >= 0 && v < 1)) {
+        r.error(std::string("tolerance.") + name, "a number in [0, 1)", t.get(name));
+      }
+    }
+  } else {
+    r.error("tolerance", "a table {atol, rtol, rel_l2, deterministic} (required)");
+  }
+  const auto& roof = r.table(root, "roofline", "");
+  c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
+  c.roof.flops_expr = r.str(roof, "flops", "roofline.");
+  for (const auto& s : c.shapes) {
+    for (const auto& [field, e] : {std::pair{"roofline.bytes", c.roof.bytes_expr}, std::pair{"roofline.flops", c.roof.flops_expr}}) {
+      try {
+        eval_expr(e, s.dims);
+      } catch (const input_error& err) {
+        r.error(field, "an expression over the shape's dims (" + std::string(err.what()) + ")", roof.get(field == std::string("roofline.bytes") ? "bytes" : "flops"));
+      }
+    }
+  }
+  for (const auto& in : c.inputs) {
+    for (const auto& d : in.distributions) {
+      if (!d.b_expr.empty()) {
+        for (const auto& s : c.shapes) {
+          try {
+            eval_expr(d.b_expr, s.dims);
+          } catch (const input_error& err) {
+            r.error(in.name + ".distributions.high", "an expression over the shape's dims (" + std::string(err.what()) + ")");
+          }
+        }
+      }
+    }
+  }
+
+  c.digest = sha256_builder()
+                 .field(read_file(c.file))
+                 .field(read_file(c.math))
+                 .field(read_file(c.baseline))
+                 .hex();
+  return c;
+}
+
+const shape_case& contract::official() const { return shape("official"); }
+
+const shape_case& contract::shape(const std::string& n) const {
+  for (const auto& s : shapes) {
+    if (s.name == n) {
+      return s;
+    }
+  }
+  std::string known;
+  for (const auto& s : shapes) {
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  fail_input("task {}: no shape named '{}' (known: {})", id, n, known);
+}
+
+std::vector<const shape_case*> contract::shapes_with_role(const std::string& role) const {
+  std::vector<const shape_case*> out;
+  for (const auto& s : shapes) {
+    if (s.role == role) {
+      out.push_back(&s);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<concrete_tensor> concretise(const std::vector<tensor_spec>& specs, const shape_case& s) {
+  std::vector<concrete_tensor> out;
+  for (const auto& t : specs) {
+    concrete_tensor c{t.name, t.type, {}};
+    for (const auto& e : t.shape) {
+      c.shape.push_back(eval_expr(e, s.dims));
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<concrete_tensor> concrete_inputs(const contract& c, const shape_case& s) { return concretise(c.inputs, s); }
+std::vector<concrete_tensor> concrete_outputs(const contract& c, const shape_case& s) { return concretise(c.outputs, s); }
+
+double roofline_bytes(const contract& c, const shape_case& s) { return static_cast<double>(eval_expr(c.roof.bytes_expr, s.dims)); }
+double roofline_flops(const contract& c, const shape_case& s) { return static_cast<double>(eval_expr(c.roof.flops_expr, s.dims)); }
+
+double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
+  return std::max(roofline_bytes(c, s) / ceil.bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
+}
+
+std::vector<contract> load_all(const fs::path& root) {
+  std::vector<contract> out;
+  const fs::path tasks = root / "tasks";
+  if (!fs::is_directory(tasks)) {
+    fail_input("{}: no tasks folder", tasks.string());
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(tasks)) {
+    if (e.is_regular_file() && e.path().filename() == "task.toml") {
+      files.push_back(e.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    out.push_back(load_contract(f));
+  }
+  std::sort(out.begin(), out.end(), [](const contract& a, const contract& b) {
+    return std::tie(a.suite, a.id) < std::tie(b.suite, b.id);
+  });
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (out[i].id == out[i - 1].id) {
+      fail_input("task id '{}' is used by both {} and {}", out[i].id, out[i - 1].file.string(), out[i].file.string());
+    }
+  }
+  return out;
+}
+
+std::vector<contract> load_suite(const fs::path& root, const std::string& suite) {
+  std::vector<contract> out;
+  for (auto& c : load_all(root)) {
+    if (c.suite == suite) {
+      out.push_back(std::move(c));
+    }
+  }
+  if (out.empty()) {
+    fail_input("no tasks in suite '{}' under {}", suite, (root / "tasks").string());
+  }
+  return out;
+}
+
+contract find_task(const fs::path& root, const std::string& id) {
+  const fs::path direct = root / "tasks" / id / "task.toml";
+  if (fs::is_regular_file(direct)) {
+    return load_contract(direct);
+  }
+  for (const auto& e : fs::recursive_directory_iterator(root / "tasks")) {
+    if (e.is_regular_file() && e.path().filename() == "task.toml") {
+      const std::string folder = e.path().parent_path().filename().string();
+      if (folder == id || folder.rfind(id + "_", 0) == 0) {
+        return load_contract(e.path());
+      }
+    }
+  }
+  fail_input("no task '{}' under {} (see `kblaster tasks list`)", id, (root / "tasks").string());
+}
+
+nlohmann::json to_json(const contract& c) {
+  using nlohmann::json;
+  json j;
+  j["id"] = c.id;
+  j["name"] = c.name;
+  j["suite"] = c.suite;
+  j["title"] = c.title;
+  j["family"] = to_string(c.fam);
+  j["reduce_dims"] = c.reduce_dims;
+  j["pytorch"] = c.pytorch;
+  if (!c.pytorch_setup.empty()) {
+    j["pytorch_setup"] = c.pytorch_setup;
+  }
+  j["kernelbench"] = c.kernelbench;
+  j["file"] = c.file.string();
+  j["math"] = c.math.string();
+  j["baseline"] = c.baseline.string();
+  j["digest"] = c.digest;
+  for (const auto& p : c.params) {
+    j["params"].push_back({{"name", p.name}, {"value", p.value}});
+  }
+  for (const auto& [key, list] : {std::pair{"inputs", &c.inputs}, std::pair{"outputs", &c.outputs}}) {
+    for (const auto& t : *list) {
+      json tj{{"name", t.name}, {"role", t.role}, {"dtype", to_string(t.type)}, {"layout", t.layout}, {"shape", t.shape}};
+      for (const auto& d : t.distributions) {
+        tj["distributions"].push_back(d.label);
+      }
+      j[key].push_back(tj);
+    }
+  }
+  for (const auto& s : c.shapes) {
+    json sj{{"name", s.name}, {"role", s.role}, {"dims", s.dims}};
+    sj["roofline_bytes"] = roofline_bytes(c, s);
+    sj["roofline_flops"] = roofline_flops(c, s);
+    j["shapes"].push_back(sj);
+  }
+  j["tolerance"] = {{"atol", c.tol.atol}, {"rtol", c.tol.rtol}, {"rel_l2", c.tol.rel_l2}, {"deterministic", c.tol.deterministic}};
+  j["roofline"] = {{"bytes", c.roof.bytes_expr}, {"flops", c.roof.flops_expr}};
+  return j;
+}
+
+} // namespace kb::task
+
+namespace kb::task {
+
+namespace {
+
+int input_index(const contract& c, const std::string& role, bool required) {
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (c.inputs[i].role == role) {
+      return static_cast<int>(i);
+    }
+  }
+  if (required) {
+    fail_input("{}: family {} needs an input with role = \"{}\"", c.file.string(), to_string(c.fam), role);
+  }
+  return -1;
+}
+
+} // namespace
+
+std::string family_config_source(const contract& c) {
+  const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
+  const int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
+  switch (c.fam) {
+  case family::elementwise: return "";
+  case family::normalize:
+    return fmt::format("static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}}};\n", begin, end,
+                       input_index(c, "x", true), input_index(c, "weight", false), input_index(c, "bias", false));
+  case family::reduce:
+    return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n", begin, end, input_index(c, "x", true));
+  case family::loss:
+    return fmt::format("static constexpr kb::loss::config kb_family_config{{{}, {}, {}, {}}};\n", begin, end,
+                       input_index(c, "x", true), input_index(c, "target", true));
+  case family::matmul:
+    return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}}};\n", input_index(c, "a", true),
+                       input_index(c, "b", true));
+  }
+  return "";
+}
+
+std::string oracle_module_source(const contract& c) {
+  const std::string fam = to_string(c.fam);
+  std::string macro;
+  switch (c.fam) {
+  case family::elementwise: macro = "KB_ELEMENTWISE_ORACLE(kb_op)"; break;
+  case family::normalize: macro = "KB_NORMALIZE_ORACLE(kb_op, kb_family_config)"; break;
+  case family::reduce: macro = "KB_REDUCE_ORACLE(kb_op, kb_family_config)"; break;
+  case family::loss: macro = "KB_LOSS_ORACLE(kb_op, kb_family_config)"; break;
+  case family::matmul: macro = "KB_MATMUL_ORACLE(kb_op, kb_family_config)"; break;
+  }
+  return fmt::format("// Oracle module of task {} ({}), generated from {}.\n"
+                     "#include <kblaster/device/families/{}.cuh>\n"
+                     "#include KB_TASK_MATH\n\n{}{}\n",
+                     c.id, fam, c.file.string(), fam, family_config_source(c), macro);
+}
+
+} // namespace kb::task

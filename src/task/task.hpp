@@ -1,0 +1,148 @@
+// Task contracts: what to compute, on which shapes and dtypes, how to check it and what the
+// roofline floor is. A contract is data (tasks/<suite>/<id>_<name>/task.toml, documented in
+// docs/task-format.md); this module parses and validates it, evaluates its shape expressions and
+// generates the sources that bind a task's math to its op family.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::task {
+
+namespace fs = std::filesystem;
+
+enum class dtype { float32, float16, bfloat16, float64, int64, int32 };
+std::string to_string(dtype d);
+std::optional<dtype> dtype_from_string(const std::string& s);
+size_t dtype_size(dtype d);
+bool is_floating(dtype d);
+// The kb_dtype value of include/kblaster/candidate.h.
+int abi_dtype(dtype d);
+
+// The op families the search knows. Each names the device functions a task's math file provides
+// (include/kblaster/device/families/<family>.cuh documents them).
+enum class family { elementwise, normalize, reduce, loss, matmul };
+std::string to_string(family f);
+std::optional<family> family_from_string(const std::string& s);
+
+// How input values are drawn. The same counter-based generator runs on the CPU and the GPU.
+struct distribution {
+  enum class kind { uniform, normal, student_t, constant, randint };
+  kind k = kind::uniform;
+  double a = 0; // uniform: low;  normal: mean; student_t: nu; constant: value; randint: low
+  double b = 1; // uniform: high; normal: std;  student_t: scale;               randint: high (exclusive)
+  std::string b_expr; // randint's high may be a shape expression ("C")
+  std::string label;  // as written in the contract
+};
+std::string to_string(const distribution& d);
+
+struct tensor_spec {
+  std::string name;
+  std::string role; // x, weight, bias, target, a, b, y (family specific; docs/task-format.md)
+  dtype type = dtype::float32;
+  std::string layout = "contiguous";
+  std::vector<std::string> shape;          // expressions over the shape's dims
+  std::vector<distribution> distributions; // inputs only; [0] is the official one
+};
+
+struct param_spec {
+  std::string name;
+  double value = 0;
+};
+
+struct shape_case {
+  std::string name;                  // "official", "check-1", "t4096-h8192" ...
+  std::string role;                  // official | bench | check
+  std::map<std::string, int64_t> dims;
+};
+
+struct tolerance {
+  double atol = 1e-4;   // times the scale (RMS of the reference output)
+  double rtol = 1e-4;   // times |ref|
+  double rel_l2 = 1e-4; // ||y - ref|| / ||ref||
+  bool deterministic = true;
+};
+
+struct roofline {
+  std::string bytes_expr; // minimum bytes moved: each input read once, each output written once
+  std::string flops_expr;
+};
+
+struct contract {
+  fs::path dir;   // the task's folder
+  fs::path file;  // its task.toml
+  std::string id;
+  std::string name;
+  std::string suite;
+  std::string title;
+  family fam = family::elementwise;
+  std::vector<int> reduce_dims; // normalize/reduce/loss: the reduced axes of the `x` input
+  std::string pytorch;          // the PyTorch expression the task mirrors
+  std::string pytorch_setup;    // optional Python lines run before it (module construction)
+  std::string kernelbench;      // the KernelBench problem it mirrors, when it does
+  fs::path math;                // absolute path of the math header
+  fs::path baseline;            // absolute path of the baseline candidate
+  std::vector<param_spec> params;
+  std::vector<tensor_spec> inputs;
+  std::vector<tensor_spec> outputs;
+  std::vector<shape_case> shapes;
+  tolerance tol;
+  roofline roof;
+  std::string digest; // SHA-256 over task.toml, the math header and the baseline
+
+  const shape_case& official() const;
+  const shape_case& shape(const std::string& name) const;
+  std::vector<const shape_case*> shapes_with_role(const std::string& role) const;
+};
+
+// A contract's figures at one shape.
+struct concrete_tensor {
+  std::string name;
+  dtype type;
+  std::vector<int64_t> shape;
+  int64_t numel() const;
+  uint64_t bytes() const;
+};
+
+std::vector<concrete_tensor> concrete_inputs(const contract& c, const shape_case& s);
+std::vector<concrete_tensor> concrete_outputs(const contract& c, const shape_case& s);
+double roofline_bytes(const contract& c, const shape_case& s);
+double roofline_flops(const contract& c, const shape_case& s);
+
+// Evaluates an integer expression (+ - * / parentheses, integers, dim names) over the dims.
+int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>& dims);
+
+// Loading. Errors name the file, the field and what was expected (kb::input_error).
+contract load_contract(const fs::path& task_toml);
+// All tasks under <root>/tasks, sorted by suite then id.
+std::vector<contract> load_all(const fs::path& root);
+std::vector<contract> load_suite(const fs::path& root, const std::string& suite);
+// By id ("023"), "suite/id" or folder name ("023_softmax").
+contract find_task(const fs::path& root, const std::string& id);
+
+nlohmann::json to_json(const contract& c);
+
+// The roofline ceilings the floor is computed against. Measured values replace the defaults
+// once `kblaster calibrate` has run on the device.
+struct ceilings {
+  double bandwidth = 4.3e12;   // [bytes/s] device-to-device copy, bytes read + written
+  double fp32_flops = 67e12;   // [FLOP/s] fp32 FMA peak (2 FLOP per FMA)
+  std::string source = "default (H200 copy bandwidth and fp32 FMA peak)";
+};
+double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil);
+
+// `kb_family_config`, the family driver's configuration for this task (reduced axes, which input
+// plays which role), as C++ source; empty for families that need none.
+std::string family_config_source(const contract& c);
+
+// Source of the task's oracle module: the family's float64 oracles (GPU and CPU) bound to the
+// task's math. Compiled once per (task digest, toolkit, architecture) by build/.
+std::string oracle_module_source(const contract& c);
+
+} // namespace kb::task
