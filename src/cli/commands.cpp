@@ -20,6 +20,8 @@ int run(int argc, char** argv) {
 
   int result = exit_code::ok;
   add_tasks_commands(app, globals, &result);
+  add_eval_commands(app, globals, &result);
+  add_check_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

@@ -275,18 +275,25 @@ KB_HD int error_bin(double err, double scale) {
   return bin < 0 ? 0 : (bin >= error_histogram_bins ? error_histogram_bins - 1 : bin);
 }
 
-KB_HD void accumulate(error_metrics& m, double y, double ref, bool poison, const tolerance_spec& t, uint64_t index) {
+// Adds one element to the metrics; returns the histogram bin to count it in, or -1 when the
+// element has no finite error (the caller owns the histogram, so a GPU block can keep it in
+// shared memory).
+KB_HD int accumulate(error_metrics& m, double y, double ref, bool poison, const tolerance_spec& t, uint64_t index) {
   m.count += 1;
   m.sum_sq_ref += ref * ref;
   if (poison) {
     m.unwritten += 1;
     m.violations += 1;
-    m.max_excess = INFINITY;
-    m.worst_index = index;
-    return;
+    if (m.max_excess != INFINITY) {
+      m.max_excess = INFINITY;
+      m.worst_index = index;
+    }
+    return -1;
   }
   if (!is_finite(y)) {
-    if (is_finite(ref) || !(y != y) != !(ref != ref)) {
+    // Non-finite output is acceptable only where the reference has the same non-finite value.
+    const bool same = (y != y && ref != ref) || (y == ref);
+    if (!same) {
       m.nonfinite += 1;
       m.violations += 1;
       if (m.max_excess != INFINITY) {
@@ -294,7 +301,16 @@ KB_HD void accumulate(error_metrics& m, double y, double ref, bool poison, const
         m.worst_index = index;
       }
     }
-    return;
+    return -1;
+  }
+  if (!is_finite(ref)) {
+    m.nonfinite += 1; // a finite value where the reference is not
+    m.violations += 1;
+    if (m.max_excess != INFINITY) {
+      m.max_excess = INFINITY;
+      m.worst_index = index;
+    }
+    return -1;
   }
   const double err = ::fabs(y - ref);
   const double aref = ::fabs(ref);
@@ -303,7 +319,8 @@ KB_HD void accumulate(error_metrics& m, double y, double ref, bool poison, const
   if (err > m.max_abs_err) {
     m.max_abs_err = err;
   }
-  const double rel = err / (aref > t.scale * 1e-12 ? aref : (t.scale > 0 ? t.scale * 1e-12 : 1e-300));
+  const double floor_ref = t.scale > 0 ? t.scale * 1e-12 : 1e-300;
+  const double rel = err / (aref > floor_ref ? aref : floor_ref);
   if (rel > m.max_rel_err) {
     m.max_rel_err = rel;
   }
@@ -315,7 +332,7 @@ KB_HD void accumulate(error_metrics& m, double y, double ref, bool poison, const
   if (err > bound) {
     m.violations += 1;
   }
-  m.histogram[error_bin(err, t.scale)] += 1;
+  return error_bin(err, t.scale);
 }
 
 KB_HD void merge(error_metrics& into, const error_metrics& m) {

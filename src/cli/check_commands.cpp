@@ -1,0 +1,100 @@
+#include "cli/commands.hpp"
+#include "build/build.hpp"
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "eval/eval.hpp"
+#include "task/task.hpp"
+
+#include <fmt/format.h>
+
+namespace kb::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// Candidate files that belong to a task: portfolio/<suite>/<id>_*.cu.
+std::vector<fs::path> portfolio_of(const fs::path& root, const task::contract& c) {
+  std::vector<fs::path> out;
+  const fs::path dir = root / "portfolio" / c.suite;
+  if (!fs::is_directory(dir)) {
+    return out;
+  }
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (e.path().extension() == ".cu" && name.rfind(c.id + "_", 0) == 0) {
+      out.push_back(e.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace
+
+void add_check_commands(CLI::App& app, const global_options& globals, int* result) {
+  auto* check = app.add_subcommand("check", "validate tasks, compile every candidate, run the CPU oracles, then the GPU stages");
+  static std::string suite;
+  static std::string json_out;
+  check->add_option("--suite", suite, "only this suite (default: all)");
+  check->add_option("--json", json_out, "write the report as JSON here");
+  check->callback([&globals, result] {
+    const auto root = find_project_root(globals.root);
+    const auto tasks = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
+    eval::options o;
+    o.cache_dir = default_cache_dir();
+    json report{{"tasks", json::array()}};
+    bool all_ok = true;
+    fmt::print("{} task contracts valid\n", tasks.size());
+    fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", "task", "name", "oracle", "baseline", "checks", "portfolio", "checker self-test (CPU)");
+    for (const auto& c : tasks) {
+      json t = eval::check_task_without_gpu(root, c, o);
+      build::compiler comp(build::detect_toolchain(o.arch), o.cache_dir);
+      int compiled = 0;
+      int total = 0;
+      for (const auto& p : portfolio_of(root, c)) {
+        ++total;
+        const auto b = comp.compile(build::candidate_request(root, c, read_file(p), p.filename().string()));
+        t["portfolio"].push_back({{"file", fs::relative(p, root).string()}, {"build", b.to_json()}});
+        compiled += b.ok() ? 1 : 0;
+        if (!b.ok()) {
+          fmt::print(stderr, "{}: does not compile:\n{}\n", p.string(), b.log);
+        }
+      }
+      const auto& st = t.value("checker_selftest", json::object());
+      fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", c.id, c.name, t["oracle_build"].value("status", ""), t["baseline_build"].value("status", ""),
+                 t.value("checks", 0), fmt::format("{}/{}", compiled, total),
+                 t.value("ok", false) ? fmt::format("rejects zeros {}x, copy {}x, constant {}x", st.value("zeros_rejected_by", 0),
+                                                    st.value("copy_of_input_rejected_by", 0), st.value("constant_rejected_by", 0))
+                                      : t.value("message", std::string("failed")));
+      all_ok = all_ok && t.value("ok", false) && compiled == total;
+      report["tasks"].push_back(t);
+    }
+    const auto dev = eval::probe_device();
+    report["device"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
+    if (!dev.available) {
+      fmt::print("\nGPU stages BLOCKED: {}.\nNot run: GPU oracles, candidate verification and timing. Nothing above was measured on a GPU.\n", dev.reason);
+      report["gpu_stages"] = {{"status", "blocked"}, {"reason", dev.reason}};
+      *result = all_ok ? exit_code::blocked : exit_code::tool;
+    } else {
+      fmt::print("\nGPU: {} — verifying each task's baseline against itself (A/A)\n", dev.info.value("name", ""));
+      json gpu = json::array();
+      for (const auto& c : tasks) {
+        const eval::candidate_input base{read_file(c.baseline), c.baseline.filename().string(), "baseline"};
+        const auto r = eval::evaluate(root, c, base, base, o, {});
+        const auto& s = r.detail.value("statistics", json::object());
+        fmt::print("{:<6} {:<16} {:<12} baseline {:>10.4f} ms  A/A speedup {:.3f}x  floor fraction {:.1f}%\n", c.id, c.name, eval::to_string(r.final),
+                   1e3 * s.value("median_baseline_s", 0.0), s.value("speedup", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
+        all_ok = all_ok && r.final == eval::verdict::same;
+        gpu.push_back(r.detail);
+      }
+      report["gpu_stages"] = {{"status", "ran"}, {"evaluations", gpu}};
+      *result = all_ok ? exit_code::ok : exit_code::tool;
+    }
+    if (!json_out.empty()) {
+      write_file_atomic(json_out, report.dump(2) + "\n");
+    }
+  });
+}
+
+} // namespace kb::cli

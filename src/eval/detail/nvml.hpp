@@ -1,0 +1,31 @@
+// NVML, loaded at run time (the driver ships it; machines without a driver have none), for the
+// SM clock of every timing sample and the driver version.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace kb::eval::detail {
+
+class nvml {
+public:
+  // Binds to the device with this PCI bus id ("0000:19:00.0"); inert when NVML is missing.
+  explicit nvml(const std::string& pci_bus_id);
+  ~nvml();
+  nvml(const nvml&) = delete;
+  nvml& operator=(const nvml&) = delete;
+
+  bool available() const { return m_device != nullptr; }
+  std::optional<unsigned> sm_clock_mhz() const;
+  std::optional<unsigned> max_sm_clock_mhz() const;
+  std::optional<unsigned> memory_clock_mhz() const;
+  std::string driver_version() const;
+  std::string error() const { return m_error; }
+
+private:
+  void* m_lib = nullptr;
+  void* m_device = nullptr;
+  std::string m_error;
+};
+
+} // namespace kb::eval::detail

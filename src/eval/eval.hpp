@@ -1,0 +1,110 @@
+// Evaluation: verify a candidate against the task's float64 oracle, then time it against a
+// baseline under the statistical gate. GPU work runs in worker processes (`kblaster worker`), one
+// at a time per device: a candidate that crashes, hangs or corrupts its CUDA context ends only
+// its worker, its failure becomes a verdict with a reason code, and the next job gets a fresh one.
+#pragma once
+
+#include "build/build.hpp"
+#include "task/task.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::eval {
+
+namespace fs = std::filesystem;
+
+// Final word on one evaluation. Stored, so names round-trip through strings.
+enum class verdict { improved, same, regressed, inconclusive, rejected, error, blocked };
+std::string to_string(verdict v);
+std::optional<verdict> verdict_from_string(const std::string& s);
+
+struct timing_options {
+  int min_samples = 10;          // per side, per session
+  int max_samples = 2000;
+  double min_time = 0.5;         // [s] of measured time per side before the noise rule may stop
+  double target_rsd = 0.005;     // relative standard deviation that ends sampling
+  double max_wall = 6.0;         // [s] per session
+  int input_sets = 3;            // rotated input sets (pointer-keyed caching is caught)
+  int check_every = 4;           // every k-th round poisons and re-checks both outputs
+  bool cold_l2 = true;           // flush L2 before every sample
+  bool block_launches = true;    // queue launches behind a blocking kernel
+  double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
+};
+
+struct options {
+  std::string shape = "official";
+  int seeds = 3;                  // per distribution and shape
+  uint64_t seed_base = 20251130;  // input seeds are derived from it
+  int determinism_runs = 5;
+  int sessions = 2;               // timing sessions, each in a fresh worker
+  bool verify_only = false;
+  bool sanitize = false;          // compute-sanitizer memcheck/racecheck/initcheck/synccheck at check shapes
+  std::chrono::seconds hang_timeout{30}; // no word from a worker for this long ends it
+  std::chrono::seconds compile_timeout{120};
+  timing_options timing;
+  double delta = 0.01;            // gate: max(1%, A/A spread); set from calibration
+  std::string delta_source = "default 1%";
+  std::optional<std::string> arch; // default: the device's
+  fs::path cache_dir;
+  bool show_progress = true;
+};
+
+// One line of progress, for the CLI.
+using progress_fn = std::function<void(const std::string& line)>;
+
+struct candidate_input {
+  std::string source;
+  std::string name;               // file name, for messages
+  std::string origin = "candidate"; // candidate | baseline | portfolio | adversarial | proposer
+};
+
+struct result {
+  verdict final = verdict::error;
+  std::string reason;             // reason code, e.g. "verify.mismatch", "crash.sigsegv", "timing.improved"
+  std::string message;            // one readable sentence
+  nlohmann::json detail;          // everything: builds, checks, samples, statistics, environment
+  double seconds = 0;             // [s] wall time of the whole evaluation
+};
+
+// Verifies and times `candidate` against `baseline` on task `c`. Never throws for a bad
+// candidate; throws kb::error only when the tool itself cannot go on.
+result evaluate(const fs::path& project_root, const task::contract& c, const candidate_input& candidate,
+                const candidate_input& baseline, const options& opt, const progress_fn& progress);
+
+// Builds the task's oracle module (cached) and returns the shared object.
+fs::path build_oracle(const fs::path& project_root, const task::contract& c, const fs::path& cache_dir);
+
+// Runs the task's float64 CPU oracle on host inputs, given as doubles and stored in each input's
+// dtype first (so fp16 inputs are rounded as the GPU would see them). Returns every output.
+std::vector<std::vector<double>> cpu_reference(const fs::path& oracle_module, const task::contract& c, const task::shape_case& s,
+                                               const std::vector<std::vector<double>>& inputs);
+
+// What a machine without a GPU can still do for a task: compile its oracle module and baseline,
+// run the CPU oracle at the check shapes and prove the checker rejects trivial outputs there.
+nlohmann::json check_task_without_gpu(const fs::path& project_root, const task::contract& c, const options& opt);
+
+// Whether a CUDA device is usable here, with the reason when not (no driver, no device, ...).
+struct device_probe {
+  bool available = false;
+  std::string reason;
+  nlohmann::json info; // name, uuid, sm count, clocks, memory, driver and runtime versions
+};
+device_probe probe_device();
+
+// `kblaster worker`: reads jobs from stdin, writes events to the descriptor named by
+// $KBLASTER_RESULT_FD. Not for direct use.
+int worker_main();
+
+// A/A calibration: the baseline of `c` against itself in `repeats` independent evaluations.
+nlohmann::json calibrate(const fs::path& project_root, const task::contract& c, int repeats, const options& opt,
+                         const progress_fn& progress);
+
+} // namespace kb::eval

@@ -1,0 +1,488 @@
+// The parent side of an evaluation: compile, run worker sessions, attribute failures, apply the
+// statistical gate and assemble the record.
+#include "eval/eval.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+#include "eval/session.hpp"
+#include "eval/stats.hpp"
+
+#include <fmt/format.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace kb::eval {
+
+using nlohmann::json;
+
+std::string to_string(verdict v) {
+  switch (v) {
+  case verdict::improved: return "improved";
+  case verdict::same: return "same";
+  case verdict::regressed: return "regressed";
+  case verdict::inconclusive: return "inconclusive";
+  case verdict::rejected: return "rejected";
+  case verdict::error: return "error";
+  case verdict::blocked: return "blocked";
+  }
+  return "?";
+}
+
+std::optional<verdict> verdict_from_string(const std::string& s) {
+  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive, verdict::rejected,
+                    verdict::error, verdict::blocked}) {
+    if (to_string(v) == s) {
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+device_probe probe_device() {
+  device_probe p;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    p.reason = e != cudaSuccess ? fmt::format("no usable CUDA device: {} ({})", cudaGetErrorName(e), cudaGetErrorString(e))
+                                : "no CUDA device present";
+    cudaGetLastError();
+    return p;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    p.reason = "cannot read the properties of device 0";
+    return p;
+  }
+  int driver = 0;
+  int runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  p.available = true;
+  std::string uuid = "GPU";
+  for (int i = 0; i < 16; ++i) {
+    uuid += fmt::format("{}{:02x}", (i == 4 || i == 6 || i == 8 || i == 10 || i == 0) ? "-" : "", static_cast<unsigned char>(prop.uuid.bytes[i]));
+  }
+  p.info = {{"name", prop.name},
+            {"uuid", uuid},
+            {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
+            {"arch", prop.major == 9 && prop.minor == 0 ? "sm_90a" : fmt::format("sm_{}{}", prop.major, prop.minor)},
+            {"sm_count", prop.multiProcessorCount},
+            {"memory_bytes", prop.totalGlobalMem},
+            {"l2_bytes", prop.l2CacheSize},
+            {"devices", count},
+            {"cuda_driver_api", driver},
+            {"cuda_runtime", runtime}};
+  return p;
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+json distribution_json(const task::distribution& d, const task::shape_case& s) {
+  double b = d.b;
+  if (!d.b_expr.empty()) {
+    b = static_cast<double>(task::eval_expr(d.b_expr, s.dims));
+  }
+  return {{"kind", static_cast<int>(d.k)}, {"a", d.a}, {"b", b}, {"label", d.label}};
+}
+
+json shape_json(const task::contract& c, const task::shape_case& s) {
+  json j{{"name", s.name}, {"role", s.role}};
+  const auto ins = task::concrete_inputs(c, s);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    json dists = json::array();
+    for (const auto& d : c.inputs[i].distributions) {
+      dists.push_back(distribution_json(d, s));
+    }
+    j["inputs"].push_back({{"name", ins[i].name}, {"dtype", task::abi_dtype(ins[i].type)}, {"shape", ins[i].shape}, {"dists", dists}});
+  }
+  for (const auto& o : task::concrete_outputs(c, s)) {
+    j["outputs"].push_back({{"name", o.name}, {"dtype", task::abi_dtype(o.type)}, {"shape", o.shape}});
+  }
+  return j;
+}
+
+std::vector<uint64_t> seeds_for(const options& opt) {
+  std::vector<uint64_t> seeds;
+  for (int i = 0; i < opt.seeds; ++i) {
+    seeds.push_back(opt.seed_base * 1000003ull + static_cast<uint64_t>(i));
+  }
+  return seeds;
+}
+
+// The job every session shares; callers add what differs.
+json base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
+  json job{{"op", "evaluate"}, {"task", c.id}, {"oracle", oracle.string()}, {"timing_shape", opt.shape}};
+  job["shapes"] = json::array();
+  for (const auto* s : c.shapes_with_role("check")) {
+    job["shapes"].push_back(shape_json(c, *s));
+  }
+  const auto& timed = c.shape(opt.shape);
+  if (timed.role != "check") {
+    job["shapes"].push_back(shape_json(c, timed));
+  }
+  for (const auto& p : c.params) {
+    job["scalars"].push_back(p.value);
+  }
+  job["tolerance"] = {{"atol", c.tol.atol}, {"rtol", c.tol.rtol}, {"rel_l2", c.tol.rel_l2}, {"deterministic", c.tol.deterministic}};
+  job["seeds"] = seeds_for(opt);
+  job["determinism_runs"] = opt.determinism_runs;
+  return job;
+}
+
+json timing_json(const timing_options& t, uint64_t order_seed) {
+  return {{"min_samples", t.min_samples}, {"max_samples", t.max_samples}, {"min_time", t.min_time}, {"target_rsd", t.target_rsd},
+          {"max_wall", t.max_wall},       {"input_sets", t.input_sets},   {"check_every", t.check_every},
+          {"cold_l2", t.cold_l2},         {"block_launches", t.block_launches}, {"order_seed", order_seed}};
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
+
+// What a worker's end means for each candidate.
+struct attribution {
+  std::string who;    // "candidate", "baseline", or "" when the harness itself failed
+  std::string reason; // crash.sigsegv, hang.timeout, worker.exit
+  std::string message;
+};
+
+attribution attribute(const detail::worker_outcome& w) {
+  attribution a;
+  const std::string who = w.last_step.value("who", "");
+  const std::string stage = w.last_step.value("stage", "");
+  const std::string what = w.last_step.value("what", "");
+  a.who = (who == "candidate" || who == "baseline") ? who : "";
+  if (w.failure == "crash") {
+    a.reason = "crash." + lower(w.failure_detail);
+    a.message = fmt::format("the process died with {} during {} ({})", w.failure_detail, stage, what);
+  } else if (w.failure == "hang") {
+    a.reason = "hang.timeout";
+    a.message = fmt::format("no progress for the hang limit during {} ({})", stage, what);
+  } else if (w.failure == "exit") {
+    a.reason = "crash.exit";
+    a.message = fmt::format("the process ended ({}) during {} ({})", w.failure_detail, stage, what);
+  } else {
+    a.reason = "harness.error";
+    a.message = w.failure_detail;
+    a.who = "";
+  }
+  return a;
+}
+
+const json* find_lib(const json& result, const std::string& role) {
+  for (const auto& l : result.at("candidates")) {
+    if (l.at("role") == role) {
+      return &l;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<double> sample_times(const json& timing, const std::string& role, std::vector<double>* clocks) {
+  std::vector<double> t;
+  if (!timing.contains("samples") || !timing["samples"].contains(role)) {
+    return t;
+  }
+  for (const auto& s : timing["samples"][role]) {
+    t.push_back(s.at("t").get<double>());
+    if (clocks != nullptr) {
+      clocks->push_back(s.at("clock_mhz").is_null() ? std::nan("") : s.at("clock_mhz").get<double>());
+    }
+  }
+  return t;
+}
+
+std::string compute_sanitizer_path() {
+  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"}) {
+    if (fs::exists(p)) {
+      return p;
+    }
+  }
+  return "compute-sanitizer";
+}
+
+} // namespace
+
+result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
+                const options& opt, const progress_fn& progress) {
+  const auto started = clock_type::now();
+  const auto say = [&](const std::string& s) {
+    if (progress) {
+      progress(s);
+    }
+  };
+  result res;
+  json& d = res.detail;
+  const task::ceilings ceil;
+  const auto& shape = c.shape(opt.shape);
+  d["task"] = {{"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
+  d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
+  d["floor_seconds"] = task::floor_seconds(c, shape, ceil);
+  d["ceilings"] = {{"bandwidth", ceil.bandwidth}, {"fp32_flops", ceil.fp32_flops}, {"source", ceil.source}};
+  d["protocol"] = {{"seeds", opt.seeds}, {"seed_base", opt.seed_base}, {"determinism_runs", opt.determinism_runs},
+                   {"sessions", opt.sessions}, {"timing", timing_json(opt.timing, 0)}, {"delta", opt.delta},
+                   {"delta_source", opt.delta_source}, {"sanitize", opt.sanitize}, {"hang_timeout_s", opt.hang_timeout.count()}};
+  d["candidate"] = {{"name", candidate.name}, {"origin", candidate.origin}, {"source_digest", sha256_hex(candidate.source)}};
+  d["baseline"] = {{"name", baseline.name}, {"origin", baseline.origin}, {"source_digest", sha256_hex(baseline.source)}};
+  const auto finish = [&](verdict v, std::string reason, std::string message) {
+    res.final = v;
+    res.reason = std::move(reason);
+    res.message = std::move(message);
+    res.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    d["verdict"] = to_string(v);
+    d["reason"] = res.reason;
+    d["message"] = res.message;
+    d["seconds"] = res.seconds;
+    return res;
+  };
+
+  const device_probe dev = probe_device();
+  d["device_probe"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
+  const std::optional<std::string> arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
+  build::compiler comp(build::detect_toolchain(arch), opt.cache_dir);
+  d["toolchain"] = {{"nvcc", comp.tools().nvcc.string()}, {"version", comp.tools().version}, {"arch", comp.tools().arch}};
+
+  say("compile: oracle module, baseline, candidate");
+  auto oracle_req = build::oracle_request(root, c);
+  oracle_req.timeout = opt.compile_timeout;
+  const auto oracle = comp.compile(oracle_req);
+  d["builds"]["oracle"] = oracle.to_json();
+  if (!oracle.ok()) {
+    return finish(verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log);
+  }
+  auto base_req = build::candidate_request(root, c, baseline.source, "baseline.cu");
+  base_req.timeout = opt.compile_timeout;
+  const auto base_build = comp.compile(base_req);
+  d["builds"]["baseline"] = base_build.to_json();
+  if (!base_build.ok()) {
+    return finish(verdict::error, "baseline." + base_build.reason, "the baseline does not compile:\n" + base_build.log);
+  }
+  auto cand_req = build::candidate_request(root, c, candidate.source, "candidate.cu");
+  cand_req.timeout = opt.compile_timeout;
+  const auto cand_build = comp.compile(cand_req);
+  d["builds"]["candidate"] = cand_build.to_json();
+  if (!cand_build.ok()) {
+    return finish(verdict::rejected, cand_build.reason, "the candidate does not compile (see builds.candidate.log_tail)");
+  }
+  say(fmt::format("compile: done ({} cached, candidate {:.1f} s)", cand_build.cached ? "candidate" : "nothing", cand_build.seconds));
+
+  if (!dev.available) {
+    return finish(verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + dev.reason);
+  }
+
+  temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
+  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", base_build.binary}, {"candidate", cand_build.binary}};
+  const auto event_printer = [&](const json& e) {
+    const std::string kind = e.value("event", "");
+    if (kind == "progress" && e.value("stage", "") == "verify") {
+      say(fmt::format("verify: {}/{} {}", e.value("done", 0) + 1, e.value("total", 0), e.value("what", "")));
+    } else if (kind == "progress" && e.value("stage", "") == "time") {
+      say(fmt::format("time: round {} samples {}", e.value("round", 0), e.value("samples", json::object()).dump()));
+    } else if (kind == "rejected") {
+      say(fmt::format("{} rejected: {} {}", e.value("who", ""), e.value("reason", ""), e.value("message", "")));
+    }
+  };
+
+  // Optional memory-safety pass at the check shapes, before anything is timed.
+  if (opt.sanitize) {
+    json tools = json::object();
+    for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
+      say(fmt::format("sanitize: {}", tool));
+      json job = base_job(c, opt, oracle.binary);
+      json shapes = json::array();
+      for (const auto& s : job["shapes"]) {
+        if (s["role"] == "check") {
+          shapes.push_back(s);
+        }
+      }
+      job["shapes"] = shapes;
+      job["timing_shape"] = shapes.at(0).at("name");
+      job["seeds"] = json::array({seeds_for(opt).at(0)});
+      job["determinism_runs"] = 1;
+      job["checker_selftest"] = false;
+      job["host_reference"] = true;
+      job["candidates"] = json::array({json{{"role", "candidate"}, {"path", cand_build.binary.string()}}});
+      detail::worker_launch launch;
+      launch.prefix = {compute_sanitizer_path(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20", "--nvtx", "no"};
+      launch.hang_timeout = opt.hang_timeout * 4;
+      launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
+      const auto w = detail::run_worker_job(job, launch, event_printer);
+      const bool errors = w.exit_code == 86 || w.log_tail.find("ERROR SUMMARY: 0 errors") == std::string::npos;
+      tools[tool] = {{"exit_code", w.exit_code}, {"errors", errors}, {"failure", w.failure}, {"log_tail", w.log_tail.substr(w.log_tail.size() > 6000 ? w.log_tail.size() - 6000 : 0)}};
+      if (w.failure == "hang" || w.failure == "crash" || errors) {
+        d["sanitize"] = tools;
+        const std::string why = w.failure == "hang" || w.failure == "crash" ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
+        return finish(verdict::rejected, fmt::format("sanitize.{}", tool), why);
+      }
+    }
+    d["sanitize"] = tools;
+  }
+
+  // Session 1: verification of both, then interleaved timing.
+  json job = base_job(c, opt, oracle.binary);
+  for (const auto& [role, path] : libs) {
+    job["candidates"].push_back({{"role", role}, {"path", path.string()}});
+  }
+  std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
+  if (!opt.verify_only) {
+    job["timing"] = timing_json(opt.timing, rng());
+    job["fresh_seed"] = rng();
+  }
+  detail::worker_launch launch;
+  launch.hang_timeout = opt.hang_timeout;
+  launch.log_path = logs.path() / "session-1.log";
+  say("verify: starting worker");
+  const auto w1 = detail::run_worker_job(job, launch, event_printer);
+  d["sessions"].push_back({{"seconds", w1.seconds}, {"failure", w1.failure}, {"failure_detail", w1.failure_detail},
+                           {"log_tail", w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
+  if (!w1.result) {
+    const auto a = attribute(w1);
+    if (a.who == "candidate") {
+      return finish(verdict::rejected, a.reason, a.message);
+    }
+    if (a.who == "baseline") {
+      return finish(verdict::error, "baseline." + a.reason, "the baseline failed: " + a.message);
+    }
+    return finish(verdict::error, a.reason, "the evaluation worker failed: " + a.message);
+  }
+  const json& r1 = *w1.result;
+  d["device"] = r1.at("device");
+  d["verification"] = r1.at("candidates");
+  if (r1.contains("checker_selftest")) {
+    d["checker_selftest"] = r1["checker_selftest"];
+    if (!r1["checker_selftest"].value("sound", true)) {
+      return finish(verdict::error, "checker.unsound",
+                    "the task's checker accepted a trivial output (zeros, a copy of the input or a constant): fix the task's tolerances or distributions");
+    }
+  }
+  const json* base_lib = find_lib(r1, "baseline");
+  const json* cand_lib = find_lib(r1, "candidate");
+  if (base_lib == nullptr || cand_lib == nullptr) {
+    return finish(verdict::error, "harness.error", "the worker returned no verdict for a candidate");
+  }
+  if (!base_lib->value("accepted", false)) {
+    return finish(verdict::error, "baseline." + base_lib->value("reason", std::string("rejected")),
+                  "the baseline failed verification: " + base_lib->value("message", std::string()));
+  }
+  if (!cand_lib->value("accepted", false)) {
+    return finish(verdict::rejected, cand_lib->value("reason", std::string("verify.rejected")), cand_lib->value("message", std::string()));
+  }
+  if (opt.verify_only) {
+    return finish(verdict::same, "verify.passed", "the candidate passed verification (not timed)");
+  }
+
+  // Further sessions in fresh processes: the same bits on the timing sets, then timing again.
+  std::vector<json> timings{r1.at("timing")};
+  for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
+    json next = base_job(c, opt, oracle.binary);
+    next["verify"] = false;
+    for (const auto& [role, path] : libs) {
+      next["candidates"].push_back({{"role", role}, {"path", path.string()}});
+    }
+    next["expected_digests"] = {{"baseline", base_lib->at("set_digests")}, {"candidate", cand_lib->at("set_digests")}};
+    next["timing"] = timing_json(opt.timing, rng());
+    next["fresh_seed"] = rng();
+    launch.log_path = logs.path() / fmt::format("session-{}.log", sidx);
+    say(fmt::format("time: session {} of {}", sidx, opt.sessions));
+    const auto w = detail::run_worker_job(next, launch, event_printer);
+    d["sessions"].push_back({{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}});
+    if (!w.result) {
+      const auto a = attribute(w);
+      if (a.who == "candidate") {
+        return finish(verdict::rejected, a.reason, fmt::format("session {}: {}", sidx, a.message));
+      }
+      return finish(verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason, fmt::format("session {}: {}", sidx, a.message));
+    }
+    for (const auto& l : w.result->at("candidates")) {
+      if (!l.value("accepted", false)) {
+        const std::string role = l.at("role");
+        return finish(role == "candidate" ? verdict::rejected : verdict::error,
+                      (role == "candidate" ? "" : "baseline.") + l.value("reason", std::string("rejected")),
+                      fmt::format("session {}: {}", sidx, l.value("message", std::string())));
+      }
+    }
+    timings.push_back(w.result->at("timing"));
+  }
+  d["timing"] = timings;
+
+  // Pool the sessions' samples; drop throttled ones; gate.
+  std::vector<double> a_all;
+  std::vector<double> b_all;
+  size_t dropped = 0;
+  json session_medians = json::array();
+  for (const auto& t : timings) {
+    std::vector<double> ca;
+    std::vector<double> cb;
+    auto a = sample_times(t, "baseline", &ca);
+    auto b = sample_times(t, "candidate", &cb);
+    const double def = t.value("default_sm_clock_mhz", 0.0);
+    if (def > 0) {
+      auto fa = stats::drop_throttled(a, ca, def, opt.timing.throttle_fraction);
+      auto fb = stats::drop_throttled(b, cb, def, opt.timing.throttle_fraction);
+      dropped += fa.dropped + fb.dropped;
+      a = fa.kept;
+      b = fb.kept;
+    }
+    if (!a.empty() && !b.empty()) {
+      session_medians.push_back({{"baseline", stats::median(a)}, {"candidate", stats::median(b)}});
+    }
+    a_all.insert(a_all.end(), a.begin(), a.end());
+    b_all.insert(b_all.end(), b.begin(), b.end());
+  }
+  if (a_all.size() < 3 || b_all.size() < 3) {
+    return finish(verdict::error, "timing.too_few_samples", "too few unthrottled samples to compare");
+  }
+  stats::comparison_options co;
+  co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
+  co.bootstrap.resamples = stats::gate_min_resamples;
+  co.bootstrap.seed = opt.seed_base;
+  const auto cmp = stats::compare(a_all, b_all, co);
+  // A distribution-free 95% interval of each median from order statistics.
+  const auto median_ci = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    const double n = static_cast<double>(x.size());
+    const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
+    return json::array({at(std::floor(n / 2 - 0.98 * std::sqrt(n))), at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))});
+  };
+  const double floor = task::floor_seconds(c, shape, ceil);
+  const auto plaus = stats::check_roofline_floor(cmp.median_b, floor);
+  d["statistics"] = {{"n_baseline", cmp.n_a},
+                     {"n_candidate", cmp.n_b},
+                     {"throttled_dropped", dropped},
+                     {"median_baseline_s", cmp.median_a},
+                     {"median_candidate_s", cmp.median_b},
+                     {"median_baseline_ci_s", median_ci(a_all)},
+                     {"median_candidate_ci_s", median_ci(b_all)},
+                     {"ratio", cmp.interval.ratio},
+                     {"ratio_ci", {cmp.interval.low, cmp.interval.high}},
+                     {"speedup", cmp.median_a / cmp.median_b},
+                     {"speedup_ci", {1.0 / cmp.interval.high, 1.0 / cmp.interval.low}},
+                     {"mann_whitney_p", cmp.test.p},
+                     {"delta", cmp.delta},
+                     {"verdict", stats::to_string(cmp.result)},
+                     {"reason", cmp.reason},
+                     {"session_medians", session_medians},
+                     {"floor_fraction", floor / cmp.median_b},
+                     {"baseline_floor_fraction", floor / cmp.median_a},
+                     {"faster_than_floor", plaus.flagged}};
+  if (plaus.flagged) {
+    return finish(verdict::rejected, "timing.faster_than_floor",
+                  fmt::format("measured {:.4g} ms is faster than the roofline floor {:.4g} ms: a bug or an exploit", cmp.median_b * 1e3, floor * 1e3));
+  }
+  const verdict v = *verdict_from_string(stats::to_string(cmp.result));
+  return finish(v, "timing." + stats::to_string(cmp.result),
+                fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%", cmp.median_a / cmp.median_b,
+                            1.0 / cmp.interval.high, 1.0 / cmp.interval.low, cmp.test.p, 100 * cmp.delta));
+}
+
+} // namespace kb::eval
