@@ -1,0 +1,656 @@
+#include "eval/stats.hpp"
+
+#include "common/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace kb::stats {
+namespace {
+
+void require_values(std::span<const double> x, const char* what) {
+  if (x.empty()) {
+    fail("{}: no values", what);
+  }
+}
+
+void require_positive(std::span<const double> x, const char* what) {
+  require_values(x, what);
+  for (double v : x) {
+    if (!std::isfinite(v) || v <= 0) {
+      fail("{}: every value must be positive and finite, got {}", what, v);
+    }
+  }
+}
+
+double quantile_of_sorted(std::span<const double> sorted, double q) {
+  const double h = static_cast<double>(sorted.size() - 1) * q;
+  const auto lo = static_cast<size_t>(std::floor(h));
+  if (lo + 1 >= sorted.size()) {
+    return sorted.back();
+  }
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
+
+// Median of the values in place, reordering them.
+double median_in_place(std::span<double> x) {
+  const size_t half = x.size() / 2;
+  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(half), x.end());
+  const double upper = x[half];
+  if (x.size() % 2 == 1) {
+    return upper;
+  }
+  const double lower = *std::max_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(half));
+  return 0.5 * (lower + upper);
+}
+
+double normal_sf(double z) {
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+// Ranks 1..n of the concatenation a ++ b, tied values getting their mean rank; also returns the
+// tie term sum(t^3 - t) over the groups of t equal values.
+std::vector<double> mid_ranks(std::span<const double> a, std::span<const double> b,
+                              double* tie_term) {
+  const size_t n = a.size() + b.size();
+  std::vector<std::pair<double, size_t>> order(n);
+  for (size_t i = 0; i < a.size(); ++i) {
+    order[i] = {a[i], i};
+  }
+  for (size_t j = 0; j < b.size(); ++j) {
+    order[a.size() + j] = {b[j], a.size() + j};
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<double> ranks(n);
+  *tie_term = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && order[j].first == order[i].first) {
+      ++j;
+    }
+    const double rank = 0.5 * static_cast<double>(i + 1 + j); // mean of ranks i+1 .. j
+    for (size_t k = i; k < j; ++k) {
+      ranks[order[k].second] = rank;
+    }
+    const auto t = static_cast<double>(j - i);
+    *tie_term += t * t * t - t;
+    i = j;
+  }
+  return ranks;
+}
+
+// P(U >= u) under the null hypothesis for samples of n1 and n2 values without ties: the number
+// of n1-subsets of the ranks 0..n-1 whose sum minus n1(n1-1)/2 is at least u, over C(n, n1).
+double exact_upper_tail(size_t n1, size_t n2, double u) {
+  const size_t n = n1 + n2;
+  const size_t max_sum = n1 * (n - 1);
+  // count[k][s]: subsets of size k of the ranks seen so far with rank sum s. Counts past 2^53
+  // (C(100, 50) is about 1e29) lose integer exactness in a double, not relative precision.
+  std::vector<std::vector<double>> count(n1 + 1, std::vector<double>(max_sum + 1, 0.0));
+  count[0][0] = 1;
+  for (size_t rank = 0; rank < n; ++rank) {
+    for (size_t k = std::min(n1, rank + 1); k >= 1; --k) {
+      for (size_t s = max_sum; s >= rank; --s) {
+        count[k][s] += count[k - 1][s - rank];
+        if (s == 0) {
+          break;
+        }
+      }
+    }
+  }
+  const size_t offset = n1 * (n1 - 1) / 2;
+  double total = 0;
+  double tail = 0;
+  for (size_t s = offset; s <= max_sum; ++s) {
+    total += count[n1][s];
+    if (static_cast<double>(s - offset) >= u) {
+      tail += count[n1][s];
+    }
+  }
+  return tail / total;
+}
+
+// Medians of resamples (with replacement, at the sample's own size) of one sample. Each draw of
+// the generator gives two indices by multiply-shift on its 32-bit halves (the same on every
+// standard library; the bias, n / 2^32, is far below the bootstrap's own error). The median of a
+// resample is found without sorting it: the draws are counted per position of the sorted sample
+// and one pass over the counts finds the middle order statistics, which is exact and about twice
+// as fast as std::nth_element over the drawn values.
+class median_resampler {
+public:
+  explicit median_resampler(std::span<const double> x)
+      : m_sorted(x.begin(), x.end()), m_counts(x.size()) {
+    std::sort(m_sorted.begin(), m_sorted.end());
+  }
+
+  double draw(std::mt19937_64& rng) {
+    const uint64_t n = m_sorted.size();
+    std::fill(m_counts.begin(), m_counts.end(), 0u);
+    for (uint64_t i = 0; i < n; i += 2) {
+      const uint64_t bits = rng();
+      ++m_counts[((bits & 0xffffffffu) * n) >> 32];
+      if (i + 1 < n) {
+        ++m_counts[((bits >> 32) * n) >> 32];
+      }
+    }
+    // The median is the mean of the order statistics of ranks lower_rank and upper_rank (1-based).
+    const uint64_t upper_rank = n / 2 + 1;
+    const uint64_t lower_rank = n % 2 == 1 ? upper_rank : n / 2;
+    uint64_t seen = 0;
+    size_t k = 0;
+    while ((seen += m_counts[k]) < lower_rank) {
+      ++k;
+    }
+    const double lower = m_sorted[k];
+    while (seen < upper_rank) {
+      seen += m_counts[++k];
+    }
+    return 0.5 * (lower + m_sorted[k]);
+  }
+
+private:
+  std::vector<double> m_sorted;
+  std::vector<uint32_t> m_counts;
+};
+
+std::string percent(double fraction) {
+  return fmt::format("{:.2f}%", 100 * fraction);
+}
+
+} // namespace
+
+// ---- Descriptive figures ----------------------------------------------------------------------
+
+double mean(std::span<const double> x) {
+  require_values(x, "mean");
+  return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+double stdev(std::span<const double> x) {
+  require_values(x, "stdev");
+  if (x.size() == 1) {
+    return 0;
+  }
+  const double m = mean(x);
+  double sum_sq = 0;
+  for (double v : x) {
+    sum_sq += (v - m) * (v - m);
+  }
+  return std::sqrt(sum_sq / static_cast<double>(x.size() - 1));
+}
+
+double relative_stdev(std::span<const double> x) {
+  return stdev(x) / std::fabs(mean(x));
+}
+
+double median(std::span<const double> x) {
+  require_values(x, "median");
+  std::vector<double> copy(x.begin(), x.end());
+  return median_in_place(copy);
+}
+
+double quantile(std::span<const double> x, double q) {
+  require_values(x, "quantile");
+  if (!(q >= 0 && q <= 1)) {
+    fail("quantile: q must be in [0, 1], got {}", q);
+  }
+  std::vector<double> sorted(x.begin(), x.end());
+  std::sort(sorted.begin(), sorted.end());
+  return quantile_of_sorted(sorted, q);
+}
+
+double mad(std::span<const double> x) {
+  const double m = median(x);
+  std::vector<double> deviations(x.size());
+  std::transform(x.begin(), x.end(), deviations.begin(),
+                 [m](double v) { return std::fabs(v - m); });
+  return median_in_place(deviations);
+}
+
+double min(std::span<const double> x) {
+  require_values(x, "min");
+  return *std::min_element(x.begin(), x.end());
+}
+
+double max(std::span<const double> x) {
+  require_values(x, "max");
+  return *std::max_element(x.begin(), x.end());
+}
+
+double geomean(std::span<const double> x) {
+  require_positive(x, "geomean");
+  double log_sum = 0;
+  for (double v : x) {
+    log_sum += std::log(v);
+  }
+  return std::exp(log_sum / static_cast<double>(x.size()));
+}
+
+summary describe(std::span<const double> x) {
+  require_values(x, "describe");
+  std::vector<double> sorted(x.begin(), x.end());
+  std::sort(sorted.begin(), sorted.end());
+  summary s;
+  s.n = x.size();
+  s.min = sorted.front();
+  s.max = sorted.back();
+  s.mean = mean(x);
+  s.stdev = stdev(x);
+  s.relative_stdev = s.stdev / std::fabs(s.mean);
+  s.median = quantile_of_sorted(sorted, 0.5);
+  s.mad = mad(x);
+  s.q25 = quantile_of_sorted(sorted, 0.25);
+  s.q75 = quantile_of_sorted(sorted, 0.75);
+  return s;
+}
+
+// ---- Mann-Whitney ------------------------------------------------------------------------------
+
+mann_whitney_result mann_whitney(std::span<const double> a, std::span<const double> b,
+                                 mann_whitney_method method) {
+  require_values(a, "mann_whitney (first sample)");
+  require_values(b, "mann_whitney (second sample)");
+  for (auto x : {a, b}) {
+    for (double v : x) {
+      if (std::isnan(v)) {
+        fail("mann_whitney: NaN in a sample");
+      }
+    }
+  }
+  const auto n1 = static_cast<double>(a.size());
+  const auto n2 = static_cast<double>(b.size());
+  const double n = n1 + n2;
+  double tie_term = 0;
+  const auto ranks = mid_ranks(a, b, &tie_term);
+  const double rank_sum_a =
+      std::accumulate(ranks.begin(), ranks.begin() + static_cast<std::ptrdiff_t>(a.size()), 0.0);
+
+  mann_whitney_result r;
+  r.u = rank_sum_a - n1 * (n1 + 1) / 2;
+  const double mu = n1 * n2 / 2;
+  const double sigma = std::sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))));
+  const double shift = std::max(0.0, std::fabs(r.u - mu) - 0.5);
+  r.z = sigma > 0 ? std::copysign(shift / sigma, r.u - mu) : 0.0;
+
+  const bool ties = tie_term > 0;
+  const bool small = a.size() <= mann_whitney_exact_limit && b.size() <= mann_whitney_exact_limit;
+  if (method == mann_whitney_method::exact) {
+    if (ties) {
+      fail("mann_whitney: the exact distribution needs samples without ties");
+    }
+    if (a.size() > 50 || b.size() > 50) {
+      fail("mann_whitney: the exact distribution is limited to 50 values a side, got {} and {}",
+           a.size(), b.size());
+    }
+  }
+  r.exact = method == mann_whitney_method::exact ||
+            (method == mann_whitney_method::automatic && small && !ties);
+  if (r.exact) {
+    // The distribution is symmetric about n1 n2 / 2: the two-sided p doubles the upper tail of
+    // the larger of U and n1 n2 - U.
+    const double u_upper = std::max(r.u, n1 * n2 - r.u);
+    r.p = std::min(1.0, 2 * exact_upper_tail(a.size(), b.size(), u_upper));
+  } else {
+    r.p = sigma > 0 ? std::min(1.0, 2 * normal_sf(shift / sigma)) : 1.0;
+  }
+  return r;
+}
+
+// ---- Bootstrap ---------------------------------------------------------------------------------
+
+ratio_interval bootstrap_median_ratio(std::span<const double> a, std::span<const double> b,
+                                      const bootstrap_options& options) {
+  require_positive(a, "bootstrap_median_ratio (first sample)");
+  require_positive(b, "bootstrap_median_ratio (second sample)");
+  if (options.resamples == 0) {
+    fail("bootstrap_median_ratio: resamples must be positive");
+  }
+  if (!(options.confidence > 0 && options.confidence < 1)) {
+    fail("bootstrap_median_ratio: confidence must be in (0, 1), got {}", options.confidence);
+  }
+  std::mt19937_64 rng(options.seed);
+  median_resampler resample_a(a);
+  median_resampler resample_b(b);
+  std::vector<double> ratios(options.resamples);
+  for (double& ratio : ratios) {
+    const double median_a = resample_a.draw(rng);
+    ratio = resample_b.draw(rng) / median_a;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  ratio_interval ci;
+  ci.ratio = median(b) / median(a);
+  ci.low = quantile_of_sorted(ratios, (1 - options.confidence) / 2);
+  ci.high = quantile_of_sorted(ratios, (1 + options.confidence) / 2);
+  ci.confidence = options.confidence;
+  ci.resamples = options.resamples;
+  ci.seed = options.seed;
+  return ci;
+}
+
+// ---- Verdict -----------------------------------------------------------------------------------
+
+std::string to_string(verdict v) {
+  switch (v) {
+  case verdict::improved:
+    return "improved";
+  case verdict::same:
+    return "same";
+  case verdict::regressed:
+    return "regressed";
+  case verdict::inconclusive:
+    return "inconclusive";
+  }
+  return "?";
+}
+
+std::optional<verdict> verdict_from_string(const std::string& s) {
+  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive}) {
+    if (to_string(v) == s) {
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+double gate_delta(double aa_spread, double min_delta) {
+  if (!(aa_spread >= 0) || !(min_delta >= 0)) {
+    fail("gate_delta: the A/A spread and the minimum delta must be non-negative, got {} and {}",
+         aa_spread, min_delta);
+  }
+  return std::max(min_delta, aa_spread);
+}
+
+decision classify(double p, double ci_low, double ci_high, double delta, double alpha) {
+  if (!(ci_low <= ci_high)) {
+    fail("classify: interval [{}, {}] is empty", ci_low, ci_high);
+  }
+  const double lower_bound = 1 - delta;
+  const double upper_bound = 1 + delta;
+  const bool significant = p < alpha;
+  const std::string test = fmt::format("p = {:.4g} {} {}", p, significant ? "<" : ">=", alpha);
+  const std::string interval = fmt::format("interval [{:.4f}, {:.4f}]", ci_low, ci_high);
+  if (significant && ci_high < lower_bound) {
+    return {verdict::improved,
+            fmt::format("{} and {} below 1 - delta = {:.4f}", test, interval, lower_bound)};
+  }
+  if (significant && ci_low > upper_bound) {
+    return {verdict::regressed,
+            fmt::format("{} and {} above 1 + delta = {:.4f}", test, interval, upper_bound)};
+  }
+  if (ci_low >= lower_bound && ci_high <= upper_bound) {
+    return {verdict::same, fmt::format("{} inside [{:.4f}, {:.4f}] ({})", interval, lower_bound,
+                                       upper_bound, test)};
+  }
+  if (ci_high < lower_bound || ci_low > upper_bound) {
+    return {verdict::inconclusive, fmt::format("{} outside [{:.4f}, {:.4f}] but {}", interval,
+                                               lower_bound, upper_bound, test)};
+  }
+  return {verdict::inconclusive, fmt::format("{} straddles a bound of [{:.4f}, {:.4f}] ({})",
+                                             interval, lower_bound, upper_bound, test)};
+}
+
+comparison compare(std::span<const double> a, std::span<const double> b,
+                   const comparison_options& options) {
+  if (options.bootstrap.resamples < gate_min_resamples) {
+    fail("compare: the gate needs at least {} bootstrap resamples, got {}", gate_min_resamples,
+         options.bootstrap.resamples);
+  }
+  comparison c;
+  c.n_a = a.size();
+  c.n_b = b.size();
+  c.interval = bootstrap_median_ratio(a, b, options.bootstrap);
+  c.median_a = median(a);
+  c.median_b = median(b);
+  c.test = mann_whitney(a, b);
+  c.alpha = options.alpha;
+  c.aa_spread = options.aa_spread;
+  c.min_delta = options.min_delta;
+  c.delta = gate_delta(options.aa_spread, options.min_delta);
+  auto d = classify(c.test.p, c.interval.low, c.interval.high, c.delta, c.alpha);
+  c.result = d.result;
+  c.reason =
+      fmt::format("{}; median ratio {:.4f}, delta = {} (A/A spread {}, floor {})", d.reason,
+                  c.interval.ratio, percent(c.delta), percent(c.aa_spread), percent(c.min_delta));
+  return c;
+}
+
+// ---- Stopping rule -----------------------------------------------------------------------------
+
+std::string to_string(stop_reason r) {
+  switch (r) {
+  case stop_reason::running:
+    return "running";
+  case stop_reason::converged:
+    return "converged";
+  case stop_reason::noise_stable:
+    return "noise_stable";
+  case stop_reason::max_samples:
+    return "max_samples";
+  case stop_reason::timeout:
+    return "timeout";
+  }
+  return "?";
+}
+
+std::optional<stop_reason> stop_reason_from_string(const std::string& s) {
+  for (stop_reason r : {stop_reason::running, stop_reason::converged, stop_reason::noise_stable,
+                        stop_reason::max_samples, stop_reason::timeout}) {
+    if (to_string(r) == s) {
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+stopping_rule::stopping_rule(const stopping_options& options) : m_options(options) {
+  if (m_options.min_samples < 2) {
+    fail("stopping_rule: min_samples must be at least 2 (the noise needs two samples)");
+  }
+  if (m_options.max_samples < m_options.min_samples) {
+    fail("stopping_rule: max_samples ({}) is below min_samples ({})", m_options.max_samples,
+         m_options.min_samples);
+  }
+  if (m_options.noise_window < 2) {
+    fail("stopping_rule: noise_window must be at least 2");
+  }
+}
+
+double stopping_rule::noise() const {
+  if (m_count < 2) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return std::sqrt(m_m2 / static_cast<double>(m_count - 1)) / std::fabs(m_mean);
+}
+
+bool stopping_rule::noise_is_stable() const {
+  if (m_noise_history.size() < m_options.noise_window) {
+    return false;
+  }
+  const std::vector<double> window(m_noise_history.begin(), m_noise_history.end());
+  return stdev(window) < m_options.noise_stability * m_noise_history.back();
+}
+
+bool stopping_rule::add(double sample, double wall_elapsed) {
+  if (stopped()) {
+    fail("stopping_rule: sample added after the rule stopped ({})", to_string(m_reason));
+  }
+  if (!std::isfinite(sample) || sample < 0) {
+    fail("stopping_rule: a sample must be a finite non-negative time, got {}", sample);
+  }
+  ++m_count;
+  m_sum += sample;
+  const double delta = sample - m_mean;
+  m_mean += delta / static_cast<double>(m_count);
+  m_m2 += delta * (sample - m_mean);
+  if (m_count >= 2) {
+    m_noise_history.push_back(noise());
+    if (m_noise_history.size() > m_options.noise_window) {
+      m_noise_history.pop_front();
+    }
+  }
+
+  const bool enough = m_count >= m_options.min_samples && m_sum >= m_options.min_time;
+  if (enough && noise() < m_options.max_noise) {
+    m_reason = stop_reason::converged;
+  } else if (enough && noise_is_stable()) {
+    m_reason = stop_reason::noise_stable;
+  } else if (m_count >= m_options.max_samples) {
+    m_reason = stop_reason::max_samples;
+  } else if (wall_elapsed >= m_options.timeout) {
+    m_reason = stop_reason::timeout;
+  }
+  return stopped();
+}
+
+// ---- Throttle filter ---------------------------------------------------------------------------
+
+throttle_filter_result drop_throttled(std::span<const double> samples,
+                                      std::span<const double> sm_clocks, double default_clock,
+                                      double min_fraction) {
+  if (samples.size() != sm_clocks.size()) {
+    fail("drop_throttled: {} samples but {} clock readings", samples.size(), sm_clocks.size());
+  }
+  if (!(default_clock > 0)) {
+    fail("drop_throttled: the default clock must be positive, got {}", default_clock);
+  }
+  throttle_filter_result r;
+  r.threshold = min_fraction * default_clock;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (sm_clocks[i] < r.threshold) {
+      ++r.dropped;
+    } else {
+      r.kept.push_back(samples[i]);
+      r.kept_indices.push_back(i);
+    }
+  }
+  return r;
+}
+
+// ---- A/A spread --------------------------------------------------------------------------------
+
+namespace {
+
+struct aa_comparison {
+  double ratio;
+  double low;
+  double high;
+};
+
+aa_spread_estimate estimate_spread(const std::vector<aa_comparison>& comparisons) {
+  if (comparisons.empty()) {
+    fail("A/A spread: no comparisons");
+  }
+  std::vector<double> shifts;
+  std::vector<double> half_widths;
+  std::vector<double> reaches;
+  for (const auto& c : comparisons) {
+    const double shift = std::fabs(c.ratio - 1);
+    shifts.push_back(shift);
+    half_widths.push_back((c.high - c.low) / 2);
+    reaches.push_back(std::max({shift, 1 - c.low, c.high - 1}));
+  }
+  aa_spread_estimate e;
+  e.comparisons = comparisons.size();
+  e.ratio_p95 = quantile(shifts, 0.95);
+  e.half_width_median = median(half_widths);
+  e.spread = quantile(reaches, 0.95);
+  return e;
+}
+
+} // namespace
+
+aa_spread_estimate aa_spread_from_ratios(std::span<const double> ratios) {
+  require_positive(ratios, "aa_spread_from_ratios");
+  std::vector<aa_comparison> comparisons;
+  for (double r : ratios) {
+    comparisons.push_back({r, r, r});
+  }
+  return estimate_spread(comparisons);
+}
+
+aa_spread_estimate aa_spread_from_runs(std::span<const aa_run> runs,
+                                       const bootstrap_options& options) {
+  std::vector<aa_comparison> comparisons;
+  for (const auto& run : runs) {
+    const auto ci = bootstrap_median_ratio(run.first, run.second, options);
+    comparisons.push_back({ci.ratio, ci.low, ci.high});
+  }
+  return estimate_spread(comparisons);
+}
+
+// ---- Suite figures -----------------------------------------------------------------------------
+
+namespace {
+
+void validate_outcomes(std::span<const task_outcome> tasks) {
+  if (tasks.empty()) {
+    fail("suite figures: no tasks");
+  }
+  for (const auto& t : tasks) {
+    if (t.improved && !t.correct) {
+      fail("suite figures: task {} is marked improved but not correct", t.task);
+    }
+    if (t.correct && !(std::isfinite(t.speedup) && t.speedup > 0)) {
+      fail("suite figures: task {} is correct but its speedup is {}", t.task, t.speedup);
+    }
+  }
+}
+
+} // namespace
+
+double fast_p(std::span<const task_outcome> tasks, double p) {
+  validate_outcomes(tasks);
+  const auto fast = std::count_if(tasks.begin(), tasks.end(), [p](const task_outcome& t) {
+    return t.correct && t.speedup > p;
+  });
+  return static_cast<double>(fast) / static_cast<double>(tasks.size());
+}
+
+suite_figures summarize_suite(std::span<const task_outcome> tasks) {
+  validate_outcomes(tasks);
+  suite_figures f;
+  f.tasks = tasks.size();
+  std::vector<double> strict;
+  std::vector<double> attempted;
+  for (const auto& t : tasks) {
+    strict.push_back(t.improved ? t.speedup : 1.0);
+    if (t.correct) {
+      attempted.push_back(t.speedup);
+      ++f.correct;
+    }
+    if (t.improved) {
+      ++f.improved;
+    }
+  }
+  f.strict_geomean = geomean(strict);
+  if (!attempted.empty()) {
+    f.attempted_geomean = geomean(attempted);
+  }
+  f.fast_1_0 = fast_p(tasks, 1.0);
+  f.fast_1_5 = fast_p(tasks, 1.5);
+  return f;
+}
+
+// ---- Plausibility ------------------------------------------------------------------------------
+
+plausibility check_roofline_floor(double measured, double floor) {
+  if (!(std::isfinite(measured) && measured > 0) || !(std::isfinite(floor) && floor > 0)) {
+    fail("check_roofline_floor: times must be positive and finite, got {} and {}", measured, floor);
+  }
+  plausibility r;
+  r.floor_fraction = measured / floor;
+  r.flagged = measured < floor;
+  r.reason = r.flagged ? fmt::format("measured {:.4g} s is {:.1f}% of the roofline floor {:.4g} s: "
+                                     "faster than the hardware allows, a bug or an exploit",
+                                     measured, 100 * r.floor_fraction, floor)
+                       : fmt::format("measured {:.4g} s is {:.1f}% of the roofline floor {:.4g} s",
+                                     measured, 100 * r.floor_fraction, floor);
+  return r;
+}
+
+} // namespace kb::stats
