@@ -95,11 +95,8 @@ double exact_upper_tail(size_t n1, size_t n2, double u) {
   count[0][0] = 1;
   for (size_t rank = 0; rank < n; ++rank) {
     for (size_t k = std::min(n1, rank + 1); k >= 1; --k) {
-      for (size_t s = max_sum; s >= rank; --s) {
+      for (size_t s = max_sum + 1; s-- > rank;) {
         count[k][s] += count[k - 1][s - rank];
-        if (s == 0) {
-          break;
-        }
       }
     }
   }
