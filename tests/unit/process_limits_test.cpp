@@ -56,7 +56,8 @@ TEST(process_limits, cpu_limit_stops_a_busy_loop_with_sigxcpu) {
 
 TEST(process_limits, file_size_limit_stops_a_large_write) {
   process_spec spec;
-  spec.argv = {"sh", "-c", "head -c 2000000 /dev/zero > /dev/null; head -c 2000000 /dev/zero > \"$0\"",
+  spec.argv = {"sh", "-c",
+               "head -c 2000000 /dev/zero > /dev/null; head -c 2000000 /dev/zero > \"$0\"",
                ::testing::TempDir() + "kb-fsize-test"};
   spec.rlimits.file_size = 1 << 20;
   const auto r = run_process(spec);
