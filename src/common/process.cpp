@@ -11,6 +11,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,12 +66,72 @@ std::vector<char*> make_argv(const std::vector<std::string>& argv) {
 
 void set_cloexec(int fd) { fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC); }
 
-// In the child after fork: only async-signal-safe calls until exec.
-[[noreturn]] void exec_child(const process_spec& spec, std::vector<char*>& argv, env_block& env) {
+// In the child after fork, only async-signal-safe calls until exec: plain system calls, write
+// and _exit; nothing that allocates or takes a lock another thread of the parent may have held.
+[[noreturn]] void child_fail(const char* what) {
+  const char prefix[] = "kblaster: cannot start the child: ";
+  (void)!write(2, prefix, sizeof prefix - 1);
+  (void)!write(2, what, strlen(what));
+  (void)!write(2, "\n", 1);
+  _exit(127);
+}
+
+// Lowers both limits to `value` (the hard one to `value + hard_margin`), never above the current
+// hard limit, which only root could raise.
+void lower_limit(int resource, const std::optional<uint64_t>& value, uint64_t hard_margin,
+                 const char* what) {
+  if (!value) {
+    return;
+  }
+  rlimit current{};
+  if (getrlimit(resource, &current) != 0) {
+    child_fail(what);
+  }
+  const rlim_t soft = static_cast<rlim_t>(*value);
+  const rlim_t hard = static_cast<rlim_t>(*value + hard_margin);
+  const rlimit wanted{soft < current.rlim_max ? soft : current.rlim_max,
+                      hard < current.rlim_max ? hard : current.rlim_max};
+  if (setrlimit(resource, &wanted) != 0) {
+    child_fail(what);
+  }
+}
+
+void close_descriptors_from(int first) {
+  if (close_range(static_cast<unsigned>(first), ~0u, 0) == 0) {
+    return;
+  }
+  rlimit files{};
+  const int last = getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < 65536
+                       ? static_cast<int>(files.rlim_cur)
+                       : 65536;
+  for (int fd = first; fd < last; ++fd) {
+    close(fd);
+  }
+}
+
+// `first_private_fd`: descriptors from this number up are the parent's and are closed.
+[[noreturn]] void exec_child(const process_spec& spec, std::vector<char*>& argv, env_block& env,
+                             int first_private_fd) {
   setpgid(0, 0);
   signal(SIGPIPE, SIG_DFL);
+  close_descriptors_from(first_private_fd);
+  const auto& limits = spec.rlimits;
+  lower_limit(RLIMIT_CPU, limits.cpu_time, 1, "setrlimit(RLIMIT_CPU)");
+  lower_limit(RLIMIT_FSIZE, limits.file_size, 0, "setrlimit(RLIMIT_FSIZE)");
+  lower_limit(RLIMIT_NPROC, limits.processes, 0, "setrlimit(RLIMIT_NPROC)");
+  lower_limit(RLIMIT_NOFILE, limits.open_files, 0, "setrlimit(RLIMIT_NOFILE)");
+  lower_limit(RLIMIT_CORE, limits.core_size, 0, "setrlimit(RLIMIT_CORE)");
+  if (spec.run_as) {
+    // Raw system calls: glibc's wrappers would try to change every thread of the parent.
+    const auto uid = spec.run_as->uid;
+    const auto gid = spec.run_as->gid;
+    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, gid, gid, gid) != 0 ||
+        syscall(SYS_setresuid, uid, uid, uid) != 0) {
+      child_fail("cannot switch to the requested user");
+    }
+  }
   if (spec.cwd && chdir(spec.cwd->c_str()) != 0) {
-    _exit(127);
+    child_fail("cannot enter the working folder");
   }
   environ = env.pointers.data();
   execvp(argv[0], argv.data());
@@ -129,7 +191,7 @@ process_result run_process(const process_spec& spec) {
     close(in_pipe[1]);
     close(out_pipe[0]);
     close(out_pipe[1]);
-    exec_child(spec, argv, env);
+    exec_child(spec, argv, env, 3);
   }
   setpgid(pid, pid);
   close(in_pipe[0]);
@@ -227,7 +289,7 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
   if (log_fd < 0) {
     fail("cannot open {}: {}", log_path.string(), std::strerror(errno));
   }
-  constexpr int child_result_fd = 3;
+  constexpr int child_result_fd = result_fd;
   process_spec with_fd = spec;
   with_fd.env_overrides[result_fd_env] = std::to_string(child_result_fd);
   auto argv = make_argv(with_fd.argv);
@@ -247,7 +309,7 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
         close(fd);
       }
     }
-    exec_child(with_fd, argv, env);
+    exec_child(with_fd, argv, env, child_result_fd + 1);
   }
   setpgid(m_pid, m_pid);
   close(in_pipe[0]);

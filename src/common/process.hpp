@@ -1,9 +1,12 @@
 // Child processes: run-to-completion with a wall-clock limit (compilers, profilers), and
 // long-lived children with pipes (evaluation workers). A child always gets its own process
-// group, so a limit kills everything it started.
+// group, so a limit kills everything it started. A child inherits no descriptor of the parent
+// other than its standard streams (and, for child_process, the result descriptor): whatever else
+// the parent has open (the store's database, a socket to the model's API) stays out of reach.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -14,6 +17,25 @@
 
 namespace kb {
 
+// Limits set with setrlimit in the child just before exec. They survive exec, so a wrapper such
+// as bwrap hands them on to everything it starts. Soft and hard limits are equal, so the child
+// cannot raise them; the CPU limit's hard value is one second later, so the soft one is reported
+// as SIGXCPU rather than a bare SIGKILL. Unset limits are inherited from the parent.
+struct resource_limits {
+  std::optional<uint64_t> cpu_time;   // [seconds] of CPU, per process
+  std::optional<uint64_t> file_size;  // [bytes] of one file; a larger write raises SIGXFSZ
+  std::optional<uint64_t> processes;  // processes and threads of the user (not enforced for uid 0)
+  std::optional<uint64_t> open_files; // descriptors per process
+  std::optional<uint64_t> core_size;  // [bytes] of a core dump; 0: none
+};
+
+// A user to become in the child before exec (the parent must be root). Supplementary groups are
+// dropped.
+struct process_credentials {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
 struct process_spec {
   std::vector<std::string> argv;                       // argv[0] is looked up in PATH
   std::optional<std::filesystem::path> cwd;
@@ -22,6 +44,8 @@ struct process_spec {
   std::string stdin_data;
   std::chrono::milliseconds timeout{0};                  // 0: no limit
   size_t output_limit = 16u << 20;                       // [bytes] kept of stdout+stderr
+  resource_limits rlimits;
+  std::optional<process_credentials> run_as;
 };
 
 struct process_result {
@@ -42,6 +66,9 @@ process_result run_process(const process_spec& spec);
 // Its stdout and stderr go to `log_path` (so a candidate's prints never corrupt the protocol).
 class child_process {
 public:
+  // The descriptor number the child writes its results to.
+  static constexpr int result_fd = 3;
+
   // `result_fd_env`: name of the environment variable that tells the child which descriptor
   // to write results to.
   child_process(const process_spec& spec, const std::filesystem::path& log_path,
