@@ -147,8 +147,9 @@ result compiler::compile(const request& req) {
     }
   }
 
-  fs::create_directories(m_cache_dir / "builds" / "tmp");
-  temp_dir work("build", m_cache_dir / "builds" / "tmp");
+  // The compiler works in a private folder outside the cache (a sandboxed compiler sees only that
+  // folder); the results are then staged into the cache and renamed into place atomically.
+  temp_dir work("kblaster-build");
   write_file_atomic(work.path() / req.source_name, req.source);
   process_spec spec;
   spec.argv.push_back(m_tools.nvcc.string());
@@ -181,15 +182,17 @@ result compiler::compile(const request& req) {
     res.log += "\n[kblaster] compiler " + pr.describe() + "\n";
     return res;
   }
-  if (pr.exit_code != 0 || !fs::exists(work.path() / "candidate.so")) {
-    res.status = outcome::compile_error;
-    res.reason = "build.compile_error";
-  } else {
-    res.status = outcome::ok;
-    res.reason = "build.ok";
-    res.binary_digest = sha256_file(work.path() / "candidate.so");
+  const bool built = pr.exit_code == 0 && fs::exists(work.path() / "candidate.so");
+  res.status = built ? outcome::ok : outcome::compile_error;
+  res.reason = built ? "build.ok" : "build.compile_error";
+  fs::create_directories(m_cache_dir / "builds" / "tmp");
+  temp_dir stage("stage", m_cache_dir / "builds" / "tmp");
+  if (built) {
+    fs::copy_file(work.path() / "candidate.so", stage.path() / "candidate.so");
+    res.binary_digest = sha256_file(stage.path() / "candidate.so");
   }
-  write_file_atomic(work.path() / "build.log", res.log);
+  write_file_atomic(stage.path() / "build.log", res.log);
+  write_file_atomic(stage.path() / req.source_name, req.source);
   nlohmann::json meta{{"status", res.ok() ? "ok" : "compile_error"},
                       {"reason", res.reason},
                       {"binary_digest", res.binary_digest},
@@ -198,16 +201,15 @@ result compiler::compile(const request& req) {
                       {"nvcc", m_tools.version},
                       {"arch", m_tools.arch},
                       {"seconds", res.seconds}};
-  write_file_atomic(work.path() / "meta.json", meta.dump(2));
-  write_file_atomic(work.path() / req.source_name, req.source);
+  write_file_atomic(stage.path() / "meta.json", meta.dump(2));
   fs::create_directories(final_dir.parent_path());
   std::error_code ec;
-  fs::rename(work.path(), final_dir, ec);
+  fs::rename(stage.path(), final_dir, ec);
   if (ec && !fs::exists(meta_path)) {
     fail("cannot move the build into the cache at {}: {}", final_dir.string(), ec.message());
   }
   if (!ec) {
-    work.keep();
+    stage.keep();
     fsync_directory(final_dir.parent_path());
   }
   if (res.ok()) {

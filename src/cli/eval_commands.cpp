@@ -2,6 +2,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "sandbox/sandbox.hpp"
 #include "task/task.hpp"
 
 #include <fmt/format.h>
@@ -89,6 +90,9 @@ void print_summary(const task::contract& c, const eval::result& r) {
     fmt::print("roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n", ms(d["floor_seconds"]),
                d["ceilings"].value("source", ""), 100 * s.value("floor_fraction", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
   }
+  if (d.contains("isolation")) {
+    fmt::print("isolation {}: {}\n", d["isolation"].value("level", ""), d["isolation"].value("detail", ""));
+  }
   fmt::print("verdict   {} ({}) {}\n", eval::to_string(r.final), r.reason, r.message);
   fmt::print("elapsed   {:.1f} s\n", r.seconds);
 }
@@ -142,6 +146,8 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static int seeds = 3;
   static double max_wall = 6.0;
   static int hang_timeout = 30;
+  static bool no_sandbox = false;
+  sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
   ev->add_option("--task", task_id, "task id")->required();
   ev->add_option("--candidate", candidate, "candidate .cu file")->required()->check(CLI::ExistingFile);
   ev->add_option("--baseline", baseline, "baseline .cu file (default: the task's baseline)")->check(CLI::ExistingFile);
@@ -165,6 +171,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.seeds = seeds;
     o.timing.max_wall = max_wall;
     o.hang_timeout = std::chrono::seconds(hang_timeout);
+    o.no_sandbox = no_sandbox;
     if (!arch.empty()) {
       o.arch = arch;
     }

@@ -54,7 +54,7 @@ struct options {
   std::string delta_source = "default 1%";
   std::optional<std::string> arch; // default: the device's
   fs::path cache_dir;
-  bool show_progress = true;
+  bool no_sandbox = false;        // run candidates unprotected (recorded on every evaluation)
 };
 
 // One line of progress, for the CLI.

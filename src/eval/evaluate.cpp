@@ -7,6 +7,7 @@
 #include "common/sha256.hpp"
 #include "eval/session.hpp"
 #include "eval/stats.hpp"
+#include "sandbox/sandbox.hpp"
 
 #include <fmt/format.h>
 
@@ -211,6 +212,58 @@ std::string compute_sanitizer_path() {
   return "compute-sanitizer";
 }
 
+// Probed once per process: the answer does not change while it runs.
+const sandbox::probe_result& sandbox_probe() {
+  static const sandbox::probe_result probe = sandbox::probe();
+  return probe;
+}
+
+// Untrusted code (a candidate's compilation, the worker that loads it) runs through this.
+struct isolation {
+  sandbox::isolation_decision decision;
+  sandbox::identity who = sandbox::identity::automatic;
+  fs::path root;
+  fs::path task_dir;
+
+  sandbox::policy policy() const {
+    sandbox::policy p = sandbox::candidate_policy(root, task_dir);
+    p.read_only.push_back(root / "tasks");
+    p.who = who;
+    return p;
+  }
+  process_spec apply(const process_spec& spec, sandbox::policy p) const {
+    return decision.level == sandbox::isolation::sandboxed ? sandbox::wrap(spec, p) : sandbox::wrap_unprotected(spec, p);
+  }
+  build::process_wrapper compiler() const {
+    return [this](const process_spec& spec) {
+      auto p = policy();
+      if (spec.cwd) {
+        sandbox::make_output_dir(*spec.cwd, who);
+        p.writable.push_back(*spec.cwd);
+      }
+      return apply(spec, p);
+    };
+  }
+  std::function<process_spec(const process_spec&)> worker(const fs::path& staging) const {
+    return [this, staging](const process_spec& spec) {
+      auto p = policy();
+      p.gpu = true;
+      p.read_only.push_back(staging);
+      process_spec with_fd = spec;
+      with_fd.env_overrides["KBLASTER_RESULT_FD"] = std::to_string(child_process::result_fd);
+      return apply(with_fd, p);
+    };
+  }
+};
+
+// The shared objects a worker loads, copied where the sandbox user can read them.
+fs::path stage_binary(const fs::path& staging, const fs::path& binary, const std::string& name) {
+  const fs::path to = staging / name;
+  fs::copy_file(binary, to, fs::copy_options::overwrite_existing);
+  fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  return to;
+}
+
 } // namespace
 
 result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
@@ -248,8 +301,18 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
 
   const device_probe dev = probe_device();
   d["device_probe"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
+  const auto& probe = sandbox_probe();
+  isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
+  d["isolation"] = {{"level", sandbox::to_string(iso.decision.level)}, {"detail", iso.decision.detail}, {"probe", probe.describe()}};
+  if (iso.decision.level == sandbox::isolation::blocked) {
+    return finish(verdict::blocked, "blocked.no_sandbox",
+                  "candidates must not run unprotected and the sandbox is unavailable (" + iso.decision.detail +
+                      "); pass --no-sandbox to run without it, recorded on the evaluation");
+  }
   const std::optional<std::string> arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
-  build::compiler comp(build::detect_toolchain(arch), opt.cache_dir);
+  const auto tools = build::detect_toolchain(arch);
+  build::compiler comp(tools, opt.cache_dir);
+  build::compiler untrusted(tools, opt.cache_dir, iso.compiler());
   d["toolchain"] = {{"nvcc", comp.tools().nvcc.string()}, {"version", comp.tools().version}, {"arch", comp.tools().arch}};
 
   say("compile: oracle module, baseline, candidate");
@@ -262,14 +325,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   auto base_req = build::candidate_request(root, c, baseline.source, "baseline.cu");
   base_req.timeout = opt.compile_timeout;
-  const auto base_build = comp.compile(base_req);
+  const auto base_build = (baseline.origin == "baseline" ? comp : untrusted).compile(base_req);
   d["builds"]["baseline"] = base_build.to_json();
   if (!base_build.ok()) {
     return finish(verdict::error, "baseline." + base_build.reason, "the baseline does not compile:\n" + base_build.log);
   }
   auto cand_req = build::candidate_request(root, c, candidate.source, "candidate.cu");
   cand_req.timeout = opt.compile_timeout;
-  const auto cand_build = comp.compile(cand_req);
+  const auto cand_build = untrusted.compile(cand_req);
   d["builds"]["candidate"] = cand_build.to_json();
   if (!cand_build.ok()) {
     return finish(verdict::rejected, cand_build.reason, "the candidate does not compile (see builds.candidate.log_tail)");
@@ -281,7 +344,12 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
 
   temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
-  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", base_build.binary}, {"candidate", cand_build.binary}};
+  temp_dir staging("kblaster-stage");
+  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const fs::path oracle_so = stage_binary(staging.path(), oracle.binary, "oracle.so");
+  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", stage_binary(staging.path(), base_build.binary, "baseline.so")},
+                                                              {"candidate", stage_binary(staging.path(), cand_build.binary, "candidate.so")}};
+  const auto worker_wrap = iso.worker(staging.path());
   const auto event_printer = [&](const json& e) {
     const std::string kind = e.value("event", "");
     if (kind == "progress" && e.value("stage", "") == "verify") {
@@ -298,7 +366,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     json tools = json::object();
     for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
       say(fmt::format("sanitize: {}", tool));
-      json job = base_job(c, opt, oracle.binary);
+      json job = base_job(c, opt, oracle_so);
       json shapes = json::array();
       for (const auto& s : job["shapes"]) {
         if (s["role"] == "check") {
@@ -311,8 +379,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       job["determinism_runs"] = 1;
       job["checker_selftest"] = false;
       job["host_reference"] = true;
-      job["candidates"] = json::array({json{{"role", "candidate"}, {"path", cand_build.binary.string()}}});
+      job["candidates"] = json::array({json{{"role", "candidate"}, {"path", libs[1].second.string()}}});
       detail::worker_launch launch;
+      launch.wrap = worker_wrap;
       launch.prefix = {compute_sanitizer_path(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20", "--nvtx", "no"};
       launch.hang_timeout = opt.hang_timeout * 4;
       launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
@@ -329,7 +398,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
 
   // Session 1: verification of both, then interleaved timing.
-  json job = base_job(c, opt, oracle.binary);
+  json job = base_job(c, opt, oracle_so);
   for (const auto& [role, path] : libs) {
     job["candidates"].push_back({{"role", role}, {"path", path.string()}});
   }
@@ -339,6 +408,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     job["fresh_seed"] = rng();
   }
   detail::worker_launch launch;
+  launch.wrap = worker_wrap;
   launch.hang_timeout = opt.hang_timeout;
   launch.log_path = logs.path() / "session-1.log";
   say("verify: starting worker");
@@ -384,7 +454,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   // Further sessions in fresh processes: the same bits on the timing sets, then timing again.
   std::vector<json> timings{r1.at("timing")};
   for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
-    json next = base_job(c, opt, oracle.binary);
+    json next = base_job(c, opt, oracle_so);
     next["verify"] = false;
     for (const auto& [role, path] : libs) {
       next["candidates"].push_back({{"role", role}, {"path", path.string()}});
