@@ -24,5 +24,6 @@ int run(int argc, char** argv);
 // Each command family adds its subcommands to `app`; the callback it installs sets `*result`
 // to the process exit code.
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
+void add_llm_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli
