@@ -87,8 +87,8 @@ std::vector<fence_block> find_fences(std::string_view text) {
 }
 
 bool is_code_tag(const std::string& tag) {
-  static const std::vector<std::string> tags{"",    "cuda", "cu",  "cpp", "c++", "cxx",
-                                             "cc",  "c",    "cuh", "hpp", "h"};
+  static const std::vector<std::string> tags{"",   "cuda", "cu",  "cpp", "c++", "cxx",
+                                             "cc", "c",    "cuh", "hpp", "h"};
   return std::find(tags.begin(), tags.end(), tag) != tags.end();
 }
 
@@ -101,7 +101,8 @@ std::optional<nlohmann::json> as_object(std::string_view text) {
 }
 
 bool has_answer_keys(const nlohmann::json& j) {
-  for (const char* key : {"strategy", "hypothesis", "predicted_speedup", "code", "source", "params"}) {
+  for (const char* key :
+       {"strategy", "hypothesis", "predicted_speedup", "code", "source", "params"}) {
     if (j.contains(key)) {
       return true;
     }
@@ -111,7 +112,8 @@ bool has_answer_keys(const nlohmann::json& j) {
 
 // The first balanced {...} in `text` that parses to an object with an answer's keys.
 std::optional<nlohmann::json> find_bare_object(std::string_view text) {
-  for (size_t start = text.find('{'); start != std::string_view::npos; start = text.find('{', start + 1)) {
+  for (size_t start = text.find('{'); start != std::string_view::npos;
+       start = text.find('{', start + 1)) {
     int depth = 0;
     bool in_string = false;
     bool escaped = false;
@@ -142,9 +144,11 @@ std::optional<nlohmann::json> find_bare_object(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<std::string> string_field(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+std::optional<std::string> string_field(const nlohmann::json& j,
+                                        std::initializer_list<const char*> keys) {
   for (const char* key : keys) {
-    if (j.contains(key) && j[key].is_string() && !trim(j[key].get_ref<const std::string&>()).empty()) {
+    if (j.contains(key) && j[key].is_string() &&
+        !trim(j[key].get_ref<const std::string&>()).empty()) {
       return std::string(trim(j[key].get_ref<const std::string&>()));
     }
   }
@@ -163,7 +167,8 @@ std::optional<double> speedup_field(const nlohmann::json& j) {
       value = v.get<double>();
     } else if (v.is_string()) {
       std::string_view s = trim(v.get_ref<const std::string&>());
-      while (!s.empty() && !(std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.')) {
+      while (!s.empty() &&
+             !(std::isdigit(static_cast<unsigned char>(s.front())) || s.front() == '.')) {
         s.remove_prefix(1);
       }
       const std::string text(s);
@@ -206,7 +211,8 @@ parsed_answer parse_answer(std::string_view text) {
     }
     // The complete file: the block that defines kb_launch, the longest if several do.
     const bool launches = b.content.find("kb_launch") != std::string::npos;
-    const bool best_launches = code != nullptr && code->content.find("kb_launch") != std::string::npos;
+    const bool best_launches =
+        code != nullptr && code->content.find("kb_launch") != std::string::npos;
     if (code == nullptr || (launches && !best_launches) ||
         (launches == best_launches && b.content.size() > code->content.size())) {
       code = &b;

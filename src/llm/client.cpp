@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -112,9 +112,9 @@ bool says_quota(const error_info& info) {
   if (is_code(info.type) || is_code(info.code)) {
     return true;
   }
-  return contains_any(lower(info.message),
-                      {"insufficient_quota", "exceeded your current quota", "quota exhausted",
-                       "quota has been exhausted", "insufficient balance", "credit balance is too low"});
+  return contains_any(lower(info.message), {"insufficient_quota", "exceeded your current quota",
+                                            "quota exhausted", "quota has been exhausted",
+                                            "insufficient balance", "credit balance is too low"});
 }
 
 // Whether a 400 says the server does not take parameter `name` (as opposed to a bad value).
@@ -154,7 +154,8 @@ void read_completion(const std::string& body, verdict& v) {
     malformed(fmt::format("not JSON ({})", clip(body, 200)));
     return;
   }
-  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) {
+  if (!j.is_object() || !j.contains("choices") || !j["choices"].is_array() ||
+      j["choices"].empty()) {
     malformed("no choices");
     return;
   }
@@ -232,23 +233,27 @@ verdict judge(const detail::http_reply& reply, const std::string& url, token_lim
       v.retry_after = ms / 1000;
     }
   }
-  if (const auto it = reply.headers.find("retry-after"); it != reply.headers.end() && !v.retry_after) {
+  if (const auto it = reply.headers.find("retry-after");
+      it != reply.headers.end() && !v.retry_after) {
     v.retry_after = detail::parse_retry_after(it->second, std::chrono::system_clock::now());
   }
   const std::string key_hint =
       key ? fmt::format("the key was read from ${}", key->env)
           : (config.api_key_env == default_api_key_env
-                 ? fmt::format("no key is set (${} and ${} are empty)", default_api_key_env, fallback_api_key_env)
+                 ? fmt::format("no key is set (${} and ${} are empty)", default_api_key_env,
+                               fallback_api_key_env)
                  : fmt::format("no key is set (${} is empty)", config.api_key_env));
   if (h == 401) {
     v.code = status::unauthorized;
     v.message = fmt::format("{}: {} ({})", where, said, key_hint);
   } else if (h == 402 || ((h == 403 || h == 429) && says_quota(info))) {
     v.code = status::quota;
-    v.message = fmt::format("{}: {} (the account's quota or credit is spent; retrying will not help)", where, said);
+    v.message = fmt::format(
+        "{}: {} (the account's quota or credit is spent; retrying will not help)", where, said);
   } else if (h == 403) {
     v.code = status::forbidden;
-    v.message = fmt::format("{}: {} ({}; may it use model {}?)", where, said, key_hint, config.model);
+    v.message =
+        fmt::format("{}: {} ({}; may it use model {}?)", where, said, key_hint, config.model);
   } else if (h == 429) {
     v.code = status::rate_limited;
     v.message = fmt::format("{}: {}", where, said);
@@ -263,13 +268,15 @@ verdict judge(const detail::http_reply& reply, const std::string& url, token_lim
     v.retry = true;
   } else if (h >= 300 && h < 400) {
     v.code = status::bad_request;
-    v.message = fmt::format("{}: the server redirects; give the final address as the base URL", where);
+    v.message =
+        fmt::format("{}: the server redirects; give the final address as the base URL", where);
   } else {
     v.code = status::bad_request;
     v.message = fmt::format("{}: {}", where, said);
     if (h == 404) {
-      v.message += fmt::format(" (is {} the API's base URL, ending in /v1, and {} a model it serves?)",
-                               config.base_url, config.model);
+      v.message +=
+          fmt::format(" (is {} the API's base URL, ending in /v1, and {} a model it serves?)",
+                      config.base_url, config.model);
     }
     v.rejects_token_param = rejects_param(info, to_string(param));
     v.rejects_n = n > 1 && rejects_param(info, "n");
@@ -326,7 +333,8 @@ client::client(client_config config, std::unique_ptr<detail::transport> transpor
     m_config.base_url.pop_back();
   }
   m_key = read_api_key(m_config);
-  m_redactor = redactor(m_key ? std::vector<std::string>{m_key->value} : std::vector<std::string>{});
+  m_redactor =
+      redactor(m_key ? std::vector<std::string>{m_key->value} : std::vector<std::string>{});
   m_state->transport = std::move(transport);
   m_state->recorder = recorder;
   m_state->token_param = static_cast<int>(m_config.token_param);
@@ -352,9 +360,13 @@ token_limit_param client::token_param() const {
   return static_cast<token_limit_param>(m_state->token_param.load());
 }
 
-bool client::uses_n() const { return m_state->use_n; }
+bool client::uses_n() const {
+  return m_state->use_n;
+}
 
-int64_t client::replay_mismatches() const { return m_state->transport->mismatches(); }
+int64_t client::replay_mismatches() const {
+  return m_state->transport->mismatches();
+}
 
 chat_result client::complete(const chat_request& request) {
   const size_t wanted = static_cast<size_t>(std::max(1, request.samples));
@@ -396,7 +408,8 @@ chat_result client::complete(const chat_request& request) {
     }
   }
   if (!total.choices.empty() && !total.ok()) {
-    total.message = fmt::format("{} of {} samples; then: {}", total.choices.size(), wanted, total.message);
+    total.message =
+        fmt::format("{} of {} samples; then: {}", total.choices.size(), wanted, total.message);
     total.code = status::ok;
   }
   if (total.choices.size() > wanted) {
@@ -442,26 +455,32 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
       const budget& b = m_config.limits;
       std::string refusal;
       if (b.requests && st.spent.requests + 1 > *b.requests) {
-        refusal = fmt::format("the request budget is spent ({} of {} sent)", st.spent.requests, *b.requests);
+        refusal = fmt::format("the request budget is spent ({} of {} sent)", st.spent.requests,
+                              *b.requests);
       } else if (b.prompt_tokens &&
                  st.spent.prompt_tokens + st.reserved_prompt + prompt_estimate > *b.prompt_tokens) {
         refusal = fmt::format("the prompt-token budget would be exceeded ({} used, {} in flight, "
                               "this prompt about {}, budget {})",
-                              st.spent.prompt_tokens, st.reserved_prompt, prompt_estimate, *b.prompt_tokens);
+                              st.spent.prompt_tokens, st.reserved_prompt, prompt_estimate,
+                              *b.prompt_tokens);
       } else if (b.completion_tokens &&
-                 st.spent.completion_tokens + st.reserved_completion + completion_cap > *b.completion_tokens) {
-        refusal = fmt::format("the completion-token budget would be exceeded ({} used, {} in flight, "
-                              "this request up to {}, budget {})",
-                              st.spent.completion_tokens, st.reserved_completion, completion_cap,
-                              *b.completion_tokens);
+                 st.spent.completion_tokens + st.reserved_completion + completion_cap >
+                     *b.completion_tokens) {
+        refusal =
+            fmt::format("the completion-token budget would be exceeded ({} used, {} in flight, "
+                        "this request up to {}, budget {})",
+                        st.spent.completion_tokens, st.reserved_completion, completion_cap,
+                        *b.completion_tokens);
       } else if (b.wall_seconds && elapsed >= *b.wall_seconds) {
-        refusal = fmt::format("the wall-time budget is spent ({:.1f} s of {:.1f} s)", elapsed, *b.wall_seconds);
+        refusal = fmt::format("the wall-time budget is spent ({:.1f} s of {:.1f} s)", elapsed,
+                              *b.wall_seconds);
       }
       if (!refusal.empty()) {
         ++st.spent.refused;
         result.code = status::budget_exhausted;
-        result.message = attempt == 0 ? refusal
-                                      : fmt::format("{}; the last attempt: {}", refusal, result.message);
+        result.message = attempt == 0
+                             ? refusal
+                             : fmt::format("{}; the last attempt: {}", refusal, result.message);
         return result;
       }
       if (b.wall_seconds) {
@@ -474,11 +493,20 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
       ++st.in_flight;
     }
 
-    detail::http_request http{url, body, m_key ? "Bearer " + m_key->value : std::string(),
-                              std::chrono::milliseconds(static_cast<int64_t>(m_config.connect_timeout * 1000)),
-                              std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(timeout * 1000)))};
+    detail::http_request http{
+        url, body, m_key ? "Bearer " + m_key->value : std::string(),
+        std::chrono::milliseconds(static_cast<int64_t>(m_config.connect_timeout * 1000)),
+        std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(timeout * 1000)))};
     const auto sent = steady::now();
-    const detail::http_reply reply = st.transport->post(http);
+    detail::http_reply reply;
+    try {
+      reply = st.transport->post(http);
+    } catch (const std::exception& e) {
+      // Out of handles or memory: a failed attempt, which must still give its slot back.
+      reply = {};
+      reply.transport_error = status::unreachable;
+      reply.error_text = e.what();
+    }
     const double seconds = std::chrono::duration<double>(steady::now() - sent).count();
     verdict v = judge(reply, url, param, n, m_key, m_config, timeout);
     v.message = m_redactor.apply(v.message);
@@ -583,21 +611,25 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
     double wait = 0; // [seconds]
     if (v.retry_after) {
       if (*v.retry_after > m_config.max_retry_after) {
-        result.message += fmt::format(" (the server asks to retry after {:.0f} s, more than the {:.0f} s "
-                                      "allowed)", *v.retry_after, m_config.max_retry_after);
+        result.message +=
+            fmt::format(" (the server asks to retry after {:.0f} s, more than the {:.0f} s "
+                        "allowed)",
+                        *v.retry_after, m_config.max_retry_after);
         return result;
       }
       wait = *v.retry_after;
     } else {
       thread_local std::mt19937_64 random{std::random_device{}()};
-      const double cap = std::min(m_config.backoff_max, m_config.backoff_base * std::pow(2.0, retries - 1));
+      const double cap =
+          std::min(m_config.backoff_max, m_config.backoff_base * std::pow(2.0, retries - 1));
       wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(random);
     }
     if (m_config.limits.wall_seconds) {
       const double left = *m_config.limits.wall_seconds -
                           std::chrono::duration<double>(steady::now() - st.started).count();
       if (wait >= left) {
-        result.message += fmt::format(" (no retry: the wall-time budget ends within the {:.1f} s wait)", wait);
+        result.message +=
+            fmt::format(" (no retry: the wall-time budget ends within the {:.1f} s wait)", wait);
         return result;
       }
     }
@@ -617,8 +649,9 @@ preflight_result preflight(client& c) {
   out.code = r.code;
   out.http_status = r.http_status;
   out.seconds = std::chrono::duration<double>(steady::now() - started).count();
-  out.message = r.ok() ? fmt::format("model {} answered at {}", c.model(), c.redact(c.config().base_url))
-                       : r.message;
+  out.message =
+      r.ok() ? fmt::format("model {} answered at {}", c.model(), c.redact(c.config().base_url))
+             : r.message;
   return out;
 }
 

@@ -106,7 +106,8 @@ public:
     curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(handle, CURLOPT_HEADERDATA, &sink);
     curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
-    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request.connect_timeout.count()));
+    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(request.connect_timeout.count()));
     curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(request.total_timeout.count()));
     // Signals do not mix with threads; timeouts still hold without them.
     curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
@@ -124,7 +125,8 @@ public:
       reply.error_text = "the reply exceeded 64 MB";
     } else {
       reply.transport_error = transport_status(code);
-      reply.error_text = error_buffer[0] != 0 ? std::string(error_buffer) : curl_easy_strerror(code);
+      reply.error_text =
+          error_buffer[0] != 0 ? std::string(error_buffer) : curl_easy_strerror(code);
       reply.body.clear();
       reply.headers.clear();
     }
@@ -165,7 +167,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<transport> make_curl_transport() { return std::make_unique<curl_transport>(); }
+std::unique_ptr<transport> make_curl_transport() {
+  return std::make_unique<curl_transport>();
+}
 
 std::optional<double> parse_retry_after(std::string_view value,
                                         std::chrono::system_clock::time_point now) {

@@ -79,31 +79,31 @@ private:
 // Configuration
 
 struct budget {
-  std::optional<int64_t> requests;          // HTTP requests sent, retries included
+  std::optional<int64_t> requests; // HTTP requests sent, retries included
   std::optional<int64_t> prompt_tokens;
   std::optional<int64_t> completion_tokens;
-  std::optional<double> wall_seconds;       // [seconds] since the client was made
+  std::optional<double> wall_seconds; // [seconds] since the client was made
 };
 
 inline constexpr std::string_view default_api_key_env = "KBLASTER_LLM_API_KEY";
 inline constexpr std::string_view fallback_api_key_env = "OPENAI_API_KEY";
 
 struct client_config {
-  std::string base_url;  // "https://api.openai.com/v1", "http://localhost:8000/v1" ...
+  std::string base_url; // "https://api.openai.com/v1", "http://localhost:8000/v1" ...
   std::string model;
   // The environment variable holding the key. With the default name, OPENAI_API_KEY is read
   // when it is unset. No key: no Authorization header (local servers).
   std::string api_key_env = std::string(default_api_key_env);
-  double connect_timeout = 10;    // [seconds]
-  double request_timeout = 300;   // [seconds] the whole request, answer included
-  int max_retries = 4;            // attempts after the first, on 408/409/429/5xx/transport errors
-  double backoff_base = 1;        // [seconds] full jitter: uniform in [0, min(max, base * 2^k)]
-  double backoff_max = 30;        // [seconds]
-  double max_retry_after = 120;   // [seconds] a server asking for a longer wait ends the call
-  int max_in_flight = 4;          // requests in flight at once, across threads
+  double connect_timeout = 10;  // [seconds]
+  double request_timeout = 300; // [seconds] the whole request, answer included
+  int max_retries = 4;          // attempts after the first, on 408/409/429/5xx/transport errors
+  double backoff_base = 1;      // [seconds] full jitter: uniform in [0, min(max, base * 2^k)]
+  double backoff_max = 30;      // [seconds]
+  double max_retry_after = 120; // [seconds] a server asking for a longer wait ends the call
+  int max_in_flight = 4;        // requests in flight at once, across threads
   token_limit_param token_param = token_limit_param::max_tokens;
-  bool use_n = true;              // several samples in one request; off: one request per sample
-  int max_tokens = 8192;          // answer limit of a request that names none
+  bool use_n = true;     // several samples in one request; off: one request per sample
+  int max_tokens = 8192; // answer limit of a request that names none
   budget limits;
 };
 
@@ -199,8 +199,8 @@ struct chat_message {
 
 struct chat_request {
   std::vector<chat_message> messages;
-  int samples = 1;                   // answers wanted
-  std::optional<int> max_tokens;     // else the client's
+  int samples = 1;               // answers wanted
+  std::optional<int> max_tokens; // else the client's
   std::optional<double> temperature;
   std::optional<int64_t> seed;
 };
@@ -217,20 +217,20 @@ struct choice {
 
 struct chat_result {
   status code = status::ok;
-  std::string message;       // what went wrong, or a note (fewer samples than asked); redacted
-  int http_status = 0;       // of the last attempt; 0 when nothing was received
+  std::string message; // what went wrong, or a note (fewer samples than asked); redacted
+  int http_status = 0; // of the last attempt; 0 when nothing was received
   std::vector<choice> choices;
-  token_usage usage;         // as the server reported it, summed over the requests
-  int requests = 0;          // HTTP requests sent for this call
+  token_usage usage; // as the server reported it, summed over the requests
+  int requests = 0;  // HTTP requests sent for this call
   bool ok() const { return code == status::ok; }
 };
 
 struct spending {
   int64_t requests = 0;
-  int64_t prompt_tokens = 0;      // reported, or estimated where the server reported none
+  int64_t prompt_tokens = 0; // reported, or estimated where the server reported none
   int64_t completion_tokens = 0;
-  int64_t refused = 0;            // calls refused by a budget before sending
-  double wall_seconds = 0;        // [seconds] since the client was made
+  int64_t refused = 0;     // calls refused by a budget before sending
+  double wall_seconds = 0; // [seconds] since the client was made
 };
 
 namespace detail {
@@ -256,7 +256,7 @@ public:
   const client_config& config() const { return m_config; }
   const std::string& model() const { return m_config.model; }
   spending spent() const;
-  token_limit_param token_param() const;  // after any switch a server asked for
+  token_limit_param token_param() const; // after any switch a server asked for
   bool uses_n() const;
   // Recorded exchanges a replay served out of order because no unused one matched the request.
   int64_t replay_mismatches() const;
@@ -280,7 +280,7 @@ struct preflight_result {
   status code = status::ok;
   std::string message;
   int http_status = 0;
-  double seconds = 0;       // [seconds]
+  double seconds = 0; // [seconds]
   bool ok() const { return code == status::ok; }
 };
 preflight_result preflight(client& c);
@@ -298,14 +298,15 @@ struct prompt_material {
 prompt_material load_prompt_material(const fs::path& project_root, const task::contract& task);
 
 struct prompt_limits {
-  size_t strategies = 5;        // retrieved strategies shown, best first
-  size_t failures = 4;          // recent failures shown, latest last
-  size_t failure_chars = 2000;  // of each failure's compiler or verifier text
-  size_t repair_chars = 8000;   // of the error text a repair turn sends back
+  size_t strategies = 5;       // retrieved strategies shown, best first
+  size_t failures = 4;         // recent failures shown, latest last
+  size_t failure_chars = 2000; // of each failure's compiler or verifier text
+  size_t repair_chars = 8000;  // of the error text a repair turn sends back
 };
 
 std::vector<chat_message> build_prompt(const search::proposal_context& context,
-                                       const prompt_material& material, const prompt_limits& limits);
+                                       const prompt_material& material,
+                                       const prompt_limits& limits);
 // The conversation of a repair turn: the prompt, the failed answer, the error text.
 std::vector<chat_message> build_repair_prompt(const search::proposal_context& context,
                                               const prompt_material& material,
@@ -342,7 +343,7 @@ std::string of(status s);
 struct proposer_config {
   std::optional<fs::path> project_root; // else kb::find_project_root()
   int max_repair_turns = 2;
-  int samples = 1;                      // answers per request; extras serve later calls
+  int samples = 1; // answers per request; extras serve later calls
   std::optional<double> temperature;
   std::optional<int> max_tokens;
   prompt_limits limits;
@@ -366,8 +367,8 @@ private:
   proposer_config m_config;
   fs::path m_root;
   std::mutex m_mutex;
-  std::map<std::string, prompt_material> m_material;                      // by task digest
-  std::map<std::string, std::deque<search::proposal_result>> m_pending;   // by prompt digest
+  std::map<std::string, prompt_material> m_material;                    // by task digest
+  std::map<std::string, std::deque<search::proposal_result>> m_pending; // by prompt digest
 };
 
 } // namespace kb::llm

@@ -10,7 +10,8 @@ namespace kb::llm {
 
 namespace {
 
-constexpr std::string_view system_text = R"(You are a CUDA performance engineer working inside KernelBlaster. You write one complete CUDA source file, a candidate, that computes a task faster than the current best candidate. Each candidate is compiled with nvcc for the GPU named below, verified against a float64 oracle on several inputs and shapes, and timed against the task's baseline; only a verified, measured speedup counts.
+constexpr std::string_view system_text =
+    R"(You are a CUDA performance engineer working inside KernelBlaster. You write one complete CUDA source file, a candidate, that computes a task faster than the current best candidate. Each candidate is compiled with nvcc for the GPU named below, verified against a float64 oracle on several inputs and shapes, and timed against the task's baseline; only a verified, measured speedup counts.
 
 Rules (the harness checks each one):
 - Define `extern "C"` `int kb_launch(const kb_args* args)` as declared in <kblaster/candidate.h>; `kb_workspace_bytes` and `kb_candidate_info` are optional.
@@ -90,7 +91,8 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
     }
     out << fmt::format("- input {} (role {}): {} [{}], {}; values drawn from {}\n", t.name, t.role,
                        task::to_string(t.type), fmt::join(t.shape, ", "), t.layout,
-                       distributions.empty() ? "the task's defaults" : fmt::format("{}", fmt::join(distributions, ", ")));
+                       distributions.empty() ? "the task's defaults"
+                                             : fmt::format("{}", fmt::join(distributions, ", ")));
   }
   for (const auto& t : c.outputs) {
     out << fmt::format("- output {}: {} [{}], {}\n", t.name, task::to_string(t.type),
@@ -114,11 +116,12 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   }
   out << "\n";
 
-  out << fmt::format("\n## Correctness\nElementwise |y - ref| <= atol*scale + rtol*|ref| with "
-                     "atol {:g} (scale: RMS of the reference), rtol {:g}; relative L2 error <= {:g}; "
-                     "deterministic: {}. Checked on every shape above with several seeds and "
-                     "distributions; NaN or Inf where the reference has none fails.\n",
-                     c.tol.atol, c.tol.rtol, c.tol.rel_l2, c.tol.deterministic ? "yes" : "no");
+  out << fmt::format(
+      "\n## Correctness\nElementwise |y - ref| <= atol*scale + rtol*|ref| with "
+      "atol {:g} (scale: RMS of the reference), rtol {:g}; relative L2 error <= {:g}; "
+      "deterministic: {}. Checked on every shape above with several seeds and "
+      "distributions; NaN or Inf where the reference has none fails.\n",
+      c.tol.atol, c.tol.rtol, c.tol.rel_l2, c.tol.deterministic ? "yes" : "no");
   out << fmt::format("\n## Roofline\nMinimum bytes moved: {}; FLOPs: {}.\n", c.roof.bytes_expr,
                      c.roof.flops_expr.empty() ? "not given" : c.roof.flops_expr);
 
@@ -135,7 +138,8 @@ void search_section(std::ostringstream& out, const search::proposal_context& con
   out << fmt::format("Baseline: {}. Current best: {}", seconds_text(context.baseline_seconds),
                      seconds_text(context.best_seconds));
   if (context.baseline_seconds > 0 && context.best_seconds > 0) {
-    out << fmt::format(" ({:.3f}x the baseline's speed)", context.baseline_seconds / context.best_seconds);
+    out << fmt::format(" ({:.3f}x the baseline's speed)",
+                       context.baseline_seconds / context.best_seconds);
   }
   out << fmt::format(". Roofline floor: {}.\n", seconds_text(context.floor_seconds));
   if (!context.best_source.empty()) {
@@ -145,7 +149,8 @@ void search_section(std::ostringstream& out, const search::proposal_context& con
         << fenced("cuda", context.best_source);
   }
   if (!context.state.empty() || (!context.metrics.is_null() && !context.metrics.empty())) {
-    out << fmt::format("\n## Bottleneck\n{}\n", context.state.empty() ? "not profiled" : context.state);
+    out << fmt::format("\n## Bottleneck\n{}\n",
+                       context.state.empty() ? "not profiled" : context.state);
     if (!context.metrics.is_null() && !context.metrics.empty()) {
       out << fenced("json", context.metrics.dump(2));
     }
@@ -214,7 +219,8 @@ prompt_material load_prompt_material(const fs::path& project_root, const task::c
 }
 
 std::vector<chat_message> build_prompt(const search::proposal_context& context,
-                                       const prompt_material& material, const prompt_limits& limits) {
+                                       const prompt_material& material,
+                                       const prompt_limits& limits) {
   std::ostringstream user;
   task_section(user, context, material);
   search_section(user, context, limits);
@@ -232,10 +238,11 @@ std::vector<chat_message> build_repair_prompt(const search::proposal_context& co
   auto messages = build_prompt(context, material, limits);
   messages.push_back({"assistant", answer_text(failed)});
   messages.push_back(
-      {"user", fmt::format("This candidate failed (repair turn {} of {}). The compiler or verifier "
-                           "said:\n{}Fix the cause and answer again in the same format: the ```json "
-                           "object, then the complete corrected ```cuda source.",
-                           turn, max_turns, fenced("text", clip(error, limits.repair_chars)))});
+      {"user",
+       fmt::format("This candidate failed (repair turn {} of {}). The compiler or verifier "
+                   "said:\n{}Fix the cause and answer again in the same format: the ```json "
+                   "object, then the complete corrected ```cuda source.",
+                   turn, max_turns, fenced("text", clip(error, limits.repair_chars)))});
   return messages;
 }
 

@@ -43,7 +43,9 @@ search::proposal_result failure(std::string_view reason_code, std::string messag
 
 } // namespace
 
-std::string reason::of(status s) { return "llm." + to_string(s); }
+std::string reason::of(status s) {
+  return "llm." + to_string(s);
+}
 
 void apply(const settings& layer, proposer_config& config) {
   if (layer.repair_turns) {
@@ -67,7 +69,9 @@ llm_proposer::llm_proposer(client& c, proposer_config config)
     : m_client(c), m_config(std::move(config)),
       m_root(m_config.project_root ? *m_config.project_root : find_project_root()) {}
 
-std::string llm_proposer::name() const { return "llm:" + m_client.model(); }
+std::string llm_proposer::name() const {
+  return "llm:" + m_client.model();
+}
 
 const prompt_material& llm_proposer::material(const task::contract& task) {
   std::lock_guard lock(m_mutex);
@@ -87,7 +91,8 @@ search::proposal_result llm_proposer::propose(const search::proposal_context& co
 }
 
 search::proposal_result llm_proposer::repair(const search::proposal_context& context,
-                                             const search::proposal& failed, const std::string& error) {
+                                             const search::proposal& failed,
+                                             const std::string& error) {
   if (context.task == nullptr) {
     fail("the LLM proposer was asked to repair without a task");
   }
@@ -98,8 +103,8 @@ search::proposal_result llm_proposer::repair(const search::proposal_context& con
     r.exhausted = true;
     return r;
   }
-  const auto messages = build_repair_prompt(context, material(*context.task), m_config.limits, failed,
-                                            error, turn, m_config.max_repair_turns);
+  const auto messages = build_repair_prompt(context, material(*context.task), m_config.limits,
+                                            failed, error, turn, m_config.max_repair_turns);
   return ask(messages, 1, turn);
 }
 
@@ -136,15 +141,17 @@ search::proposal_result llm_proposer::ask(const std::vector<chat_message>& messa
     const std::string where = fmt::format("answer {}", answer_digest.substr(0, 12));
     const bool cut = c.finish_reason == "length";
     if (parsed.code.empty()) {
-      results.push_back(cut ? failure(reason::truncated,
-                                      fmt::format("the {} stopped at the token limit before any code", where))
-                            : failure(reason::no_code, fmt::format("the {} holds no code block; it began: {}",
-                                                                   where, opening(c.content))));
+      results.push_back(
+          cut ? failure(reason::truncated,
+                        fmt::format("the {} stopped at the token limit before any code", where))
+              : failure(reason::no_code, fmt::format("the {} holds no code block; it began: {}",
+                                                     where, opening(c.content))));
       continue;
     }
     if (parsed.code_unterminated && cut) {
-      results.push_back(failure(reason::truncated,
-                                fmt::format("the {} stopped at the token limit inside the code", where)));
+      results.push_back(
+          failure(reason::truncated,
+                  fmt::format("the {} stopped at the token limit inside the code", where)));
       continue;
     }
     if (parsed.code.find("kb_launch") == std::string::npos) {
@@ -166,8 +173,9 @@ search::proposal_result llm_proposer::ask(const std::vector<chat_message>& messa
                {"repair_turn", repair_turn},
                {"sample", i},
                {"samples", answer.choices.size()},
-               {"usage", {{"prompt_tokens", answer.usage.prompt_tokens},
-                          {"completion_tokens", answer.usage.completion_tokens}}},
+               {"usage",
+                {{"prompt_tokens", answer.usage.prompt_tokens},
+                 {"completion_tokens", answer.usage.completion_tokens}}},
                {"missing", parsed.missing}};
     search::proposal_result r;
     r.candidate = std::move(p);

@@ -40,7 +40,9 @@ void append_line(const fs::path& file, const std::string& line) {
 
 } // namespace
 
-std::string request_digest(const nlohmann::json& request) { return sha256_hex(request.dump()); }
+std::string request_digest(const nlohmann::json& request) {
+  return sha256_hex(request.dump());
+}
 
 file_recorder::file_recorder(fs::path dir) : m_dir(std::move(dir)) {
   std::error_code ec;
@@ -65,11 +67,12 @@ void file_recorder::record(const nlohmann::json& request, const nlohmann::json& 
   if (!fs::exists(m_dir / name)) {
     write_file_atomic(m_dir / name, content);
   }
+  const bool has_meta = meta.is_object();
   const nlohmann::json entry{{"n", m_count},
                              {"file", name},
-                             {"request_digest", meta.value("request_digest", "")},
-                             {"status", meta.value("status", "")},
-                             {"http_status", meta.value("http_status", 0)}};
+                             {"request_digest", has_meta ? meta.value("request_digest", "") : ""},
+                             {"status", has_meta ? meta.value("status", "") : ""},
+                             {"http_status", has_meta ? meta.value("http_status", 0) : 0}};
   append_line(m_dir / index_name, entry.dump() + "\n");
   ++m_count;
 }
@@ -111,6 +114,9 @@ std::vector<recorded_exchange> load_record(const fs::path& dir) {
       exchange = nlohmann::json::parse(content);
     } catch (const nlohmann::json::exception& e) {
       fail_input("{}: not JSON: {}", file.string(), e.what());
+    }
+    if (!exchange.is_object()) {
+      fail_input("{}: not an exchange object", file.string());
     }
     out.push_back({exchange.value("request", nlohmann::json::object()),
                    exchange.value("response", nlohmann::json::object()),

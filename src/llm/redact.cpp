@@ -8,15 +8,15 @@ namespace kb::llm {
 
 namespace {
 
-constexpr size_t min_secret = 4;       // shorter "keys" are placeholders of keyless servers
-constexpr size_t min_pieced = 16;      // secrets long enough to look for pieces of
+constexpr size_t min_secret = 4;  // shorter "keys" are placeholders of keyless servers
+constexpr size_t min_pieced = 16; // secrets long enough to look for pieces of
 constexpr size_t piece_length = 12;
 
 // Characters a key, or a half-masked echo of one, is made of.
 bool is_word_char(char c) {
   const auto u = static_cast<unsigned char>(c);
-  return std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '*' || c == '+' ||
-         c == '/' || c == '=' || c == '~' || u >= 0x80;
+  return std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '*' || c == '+' || c == '/' ||
+         c == '=' || c == '~' || u >= 0x80;
 }
 
 void replace_all(std::string& text, std::string_view what, std::string_view with) {

@@ -1,3 +1,4 @@
+#include "common/error.hpp"
 #include "llm/detail/transport.hpp"
 
 #include <atomic>
@@ -12,7 +13,25 @@ namespace {
 class replay_transport final : public transport {
 public:
   explicit replay_transport(std::vector<recorded_exchange> record)
-      : m_record(std::move(record)), m_used(m_record.size(), false) {}
+      : m_record(std::move(record)), m_used(m_record.size(), false) {
+    for (size_t i = 0; i < m_record.size(); ++i) {
+      const auto& e = m_record[i];
+      const auto is = [&](const char* key, auto check) {
+        return !e.meta.contains(key) || (e.meta[key].*check)();
+      };
+      if (!e.meta.is_object() || !e.response.is_object() ||
+          !is("http_status", &nlohmann::json::is_number_integer) ||
+          !is("request_digest", &nlohmann::json::is_string) ||
+          !is("body_kind", &nlohmann::json::is_string) ||
+          !is("transport_error", &nlohmann::json::is_string) ||
+          !is("transport_message", &nlohmann::json::is_string) ||
+          !is("headers", &nlohmann::json::is_object) ||
+          (e.meta.value("body_kind", "") == "raw" &&
+           !e.response.value("raw", nlohmann::json()).is_string())) {
+        fail_input("exchange {} of the replayed record is not one the client wrote", i);
+      }
+    }
+  }
 
   http_reply post(const http_request& request) override {
     const std::string digest = request_digest(request.body);
@@ -52,8 +71,8 @@ private:
     const auto& meta = exchange.meta;
     reply.http_status = meta.value("http_status", 0);
     if (reply.http_status == 0) {
-      reply.transport_error =
-          status_from_string(meta.value("transport_error", "unreachable")).value_or(status::unreachable);
+      reply.transport_error = status_from_string(meta.value("transport_error", "unreachable"))
+                                  .value_or(status::unreachable);
       reply.error_text = meta.value("transport_message", "");
     }
     if (meta.value("body_kind", "") == "raw") {

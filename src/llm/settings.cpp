@@ -34,7 +34,8 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
-template <class T> T get(const toml::node& node, const fs::path& file, const std::string& key, const char* what) {
+template <class T>
+T get(const toml::node& node, const fs::path& file, const std::string& key, const char* what) {
   if constexpr (std::is_same_v<T, double>) {
     if (node.is_integer() || node.is_floating_point()) {
       return *node.value<double>();
@@ -120,16 +121,24 @@ settings settings_from_toml(const fs::path& file) {
   }
   using setter = std::function<void(const toml::node&, const std::string&)>;
   const auto text = [&](std::optional<std::string>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) { *ptr = get<std::string>(n, file, k, "a string"); };
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<std::string>(n, file, k, "a string");
+    };
   };
   const auto real = [&](std::optional<double>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) { *ptr = get<double>(n, file, k, "a number"); };
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<double>(n, file, k, "a number");
+    };
   };
   const auto whole = [&](std::optional<int>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) { *ptr = get<int>(n, file, k, "an integer"); };
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<int>(n, file, k, "an integer");
+    };
   };
   const auto big = [&](std::optional<int64_t>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) { *ptr = get<int64_t>(n, file, k, "an integer"); };
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<int64_t>(n, file, k, "an integer");
+    };
   };
   const std::map<std::string, setter> setters{
       {"base_url", text(s.base_url)},
@@ -141,7 +150,8 @@ settings settings_from_toml(const fs::path& file) {
       {"max_retries", whole(s.max_retries)},
       {"max_in_flight", whole(s.max_in_flight)},
       {"max_tokens", whole(s.max_tokens)},
-      {"use_n", [&](const toml::node& n, const std::string& k) { s.use_n = get<bool>(n, file, k, "true or false"); }},
+      {"use_n", [&](const toml::node& n,
+                    const std::string& k) { s.use_n = get<bool>(n, file, k, "true or false"); }},
       {"max_requests", big(s.max_requests)},
       {"max_prompt_tokens", big(s.max_prompt_tokens)},
       {"max_completion_tokens", big(s.max_completion_tokens)},
@@ -200,7 +210,8 @@ void apply(const settings& layer, client_config& config) {
   if (layer.token_param) {
     const auto p = token_limit_param_from_string(*layer.token_param);
     if (!p) {
-      fail_input("token_param must be max_tokens or max_completion_tokens, not {}", *layer.token_param);
+      fail_input("token_param must be max_tokens or max_completion_tokens, not {}",
+                 *layer.token_param);
     }
     config.token_param = *p;
   }

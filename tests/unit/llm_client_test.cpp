@@ -64,7 +64,8 @@ TEST(llm_client, honours_retry_after_on_429_then_succeeds) {
   fake_chat_server server([](const nlohmann::json&, int index, httplib::Response& res) {
     if (index == 0) {
       res.set_header("Retry-After", "1");
-      reply_json(res, 429, api_error("Rate limit reached for requests", "requests", "rate_limit_exceeded"));
+      reply_json(res, 429,
+                 api_error("Rate limit reached for requests", "requests", "rate_limit_exceeded"));
     } else {
       reply_json(res, 200, completion({"after the wait"}));
     }
@@ -130,8 +131,9 @@ TEST(llm_client, gives_up_after_the_retries) {
 
 TEST(llm_client, unauthorized_is_not_retried_and_never_shows_the_key) {
   fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
-    reply_json(res, 401, api_error("Incorrect API key provided: " + test_key + ". Check it.",
-                                   "invalid_request_error", "invalid_api_key"));
+    reply_json(res, 401,
+               api_error("Incorrect API key provided: " + test_key + ". Check it.",
+                         "invalid_request_error", "invalid_api_key"));
   });
   client c(test_config(server));
   const auto r = c.complete(ask("x"));
@@ -147,8 +149,9 @@ TEST(llm_client, unauthorized_is_not_retried_and_never_shows_the_key) {
 
 TEST(llm_client, forbidden_is_not_retried) {
   fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
-    reply_json(res, 403, api_error("You do not have access to this model", "invalid_request_error",
-                                   "model_not_found"));
+    reply_json(res, 403,
+               api_error("You do not have access to this model", "invalid_request_error",
+                         "model_not_found"));
   });
   client c(test_config(server));
   EXPECT_EQ(c.complete(ask("x")).code, status::forbidden);
@@ -157,8 +160,9 @@ TEST(llm_client, forbidden_is_not_retried) {
 
 TEST(llm_client, an_exhausted_quota_is_not_retried) {
   fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
-    reply_json(res, 429, api_error("You exceeded your current quota, please check your plan.",
-                                   "insufficient_quota", "insufficient_quota"));
+    reply_json(res, 429,
+               api_error("You exceeded your current quota, please check your plan.",
+                         "insufficient_quota", "insufficient_quota"));
   });
   client c(test_config(server));
   const auto r = c.complete(ask("x"));
@@ -189,9 +193,10 @@ TEST(llm_client, times_out_without_waiting_for_the_server) {
 }
 
 TEST(llm_client, a_stopped_server_is_unreachable) {
-  auto server = std::make_unique<fake_chat_server>([](const nlohmann::json&, int, httplib::Response& res) {
-    reply_json(res, 200, completion({"x"}));
-  });
+  auto server =
+      std::make_unique<fake_chat_server>([](const nlohmann::json&, int, httplib::Response& res) {
+        reply_json(res, 200, completion({"x"}));
+      });
   auto config = test_config(*server);
   config.max_retries = 1;
   server.reset();
@@ -296,8 +301,9 @@ TEST(llm_client, respects_the_concurrency_limit) {
 TEST(llm_client, samples_come_from_separate_requests_when_n_is_rejected) {
   fake_chat_server server([](const nlohmann::json& body, int index, httplib::Response& res) {
     if (body.contains("n")) {
-      reply_json(res, 400, api_error("Unsupported value: 'n' must be 1 for this model.",
-                                     "invalid_request_error", "unsupported_value", "n"));
+      reply_json(res, 400,
+                 api_error("Unsupported value: 'n' must be 1 for this model.",
+                           "invalid_request_error", "unsupported_value", "n"));
     } else {
       reply_json(res, 200, completion({"sample " + std::to_string(index)}));
     }
@@ -340,9 +346,10 @@ TEST(llm_client, samples_come_in_one_request_when_n_works_and_are_topped_up_when
 TEST(llm_client, switches_the_token_limit_field_once_when_the_server_names_it) {
   fake_chat_server server([](const nlohmann::json& body, int, httplib::Response& res) {
     if (body.contains("max_tokens")) {
-      reply_json(res, 400, api_error("Unsupported parameter: 'max_tokens' is not supported with this "
-                                     "model. Use 'max_completion_tokens' instead.",
-                                     "invalid_request_error", "unsupported_parameter", "max_tokens"));
+      reply_json(res, 400,
+                 api_error("Unsupported parameter: 'max_tokens' is not supported with this "
+                           "model. Use 'max_completion_tokens' instead.",
+                           "invalid_request_error", "unsupported_parameter", "max_tokens"));
     } else {
       reply_json(res, 200, completion({"ok"}));
     }
@@ -358,10 +365,11 @@ TEST(llm_client, switches_the_token_limit_field_once_when_the_server_names_it) {
   // The other way round: a server that knows only max_tokens.
   fake_chat_server old_server([](const nlohmann::json& body, int, httplib::Response& res) {
     if (body.contains("max_completion_tokens")) {
-      reply_json(res, 400, {{"object", "error"},
-                            {"message", "Unrecognized request argument supplied: max_completion_tokens"},
-                            {"type", "BadRequestError"},
-                            {"code", 400}});
+      reply_json(res, 400,
+                 {{"object", "error"},
+                  {"message", "Unrecognized request argument supplied: max_completion_tokens"},
+                  {"type", "BadRequestError"},
+                  {"code", 400}});
     } else {
       reply_json(res, 200, completion({"ok"}));
     }
@@ -376,8 +384,9 @@ TEST(llm_client, switches_the_token_limit_field_once_when_the_server_names_it) {
 
 TEST(llm_client, a_bad_request_that_is_not_about_a_parameter_is_final) {
   fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
-    reply_json(res, 400, api_error("This model's maximum context length is 8192 tokens.",
-                                   "invalid_request_error", "context_length_exceeded", "messages"));
+    reply_json(res, 400,
+               api_error("This model's maximum context length is 8192 tokens.",
+                         "invalid_request_error", "context_length_exceeded", "messages"));
   });
   client c(test_config(server));
   const auto r = c.complete(ask("x"));
@@ -394,13 +403,16 @@ TEST(llm_client, the_key_appears_in_no_recorded_exchange) {
       res.set_header("Retry-After", "0");
       reply_json(res, 429, api_error("slow down, " + test_key, "requests", "rate_limit_exceeded"));
     } else if (index == 1) {
-      reply_json(res, 200, completion({"your key is " + test_key + " and Bearer " + test_key.substr(3, 14)}));
+      reply_json(res, 200,
+                 completion({"your key is " + test_key + " and Bearer " + test_key.substr(3, 14)}));
     } else if (index == 2) {
       res.status = 502;
-      res.set_content("<html>bad gateway for key " + test_key.substr(0, 20) + "...</html>", "text/html");
+      res.set_content("<html>bad gateway for key " + test_key.substr(0, 20) + "...</html>",
+                      "text/html");
     } else {
-      reply_json(res, 401, api_error("Incorrect API key provided: " + test_key, "invalid_request_error",
-                                     "invalid_api_key"));
+      reply_json(res, 401,
+                 api_error("Incorrect API key provided: " + test_key, "invalid_request_error",
+                           "invalid_api_key"));
     }
   });
   kb::temp_dir dir("llm-record");
@@ -443,7 +455,8 @@ TEST(llm_client, the_key_appears_in_no_recorded_exchange) {
 }
 
 TEST(llm_client, retry_after_reads_seconds_and_http_dates) {
-  const auto now = std::chrono::system_clock::from_time_t(1700000000); // Tue, 14 Nov 2023 22:13:20 GMT
+  const auto now =
+      std::chrono::system_clock::from_time_t(1700000000); // Tue, 14 Nov 2023 22:13:20 GMT
   EXPECT_DOUBLE_EQ(*detail::parse_retry_after("3", now), 3.0);
   EXPECT_DOUBLE_EQ(*detail::parse_retry_after(" 1.5 ", now), 1.5);
   EXPECT_DOUBLE_EQ(*detail::parse_retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now), 10.0);
@@ -459,14 +472,15 @@ TEST(llm_client, prompt_estimates_err_on_the_high_side) {
 }
 
 TEST(llm_client, statuses_round_trip_through_strings) {
-  for (const auto s : {status::ok, status::unauthorized, status::forbidden, status::quota,
-                       status::rate_limited, status::timeout, status::unreachable,
-                       status::server_error, status::bad_request, status::malformed_response,
-                       status::budget_exhausted}) {
+  for (const auto s :
+       {status::ok, status::unauthorized, status::forbidden, status::quota, status::rate_limited,
+        status::timeout, status::unreachable, status::server_error, status::bad_request,
+        status::malformed_response, status::budget_exhausted}) {
     EXPECT_EQ(status_from_string(to_string(s)), s);
   }
   EXPECT_FALSE(status_from_string("fine"));
-  EXPECT_EQ(token_limit_param_from_string("max_completion_tokens"), token_limit_param::max_completion_tokens);
+  EXPECT_EQ(token_limit_param_from_string("max_completion_tokens"),
+            token_limit_param::max_completion_tokens);
 }
 
 TEST(llm_redactor, masks_the_key_its_pieces_and_bearer_tokens) {
@@ -475,7 +489,8 @@ TEST(llm_redactor, masks_the_key_its_pieces_and_bearer_tokens) {
   EXPECT_EQ(r.apply("echo " + test_key.substr(0, 20) + "**** end"), "echo [redacted] end");
   EXPECT_EQ(r.apply("Authorization: Bearer sk-other-token-1"), "Authorization: Bearer [redacted]");
   EXPECT_EQ(r.apply("abc stays: too short to be a secret"), "abc stays: too short to be a secret");
-  EXPECT_EQ(r.apply("sk-proj-****Fs1Ga keeps the last few"), "sk-proj-****Fs1Ga keeps the last few");
+  EXPECT_EQ(r.apply("sk-proj-****Fs1Ga keeps the last few"),
+            "sk-proj-****Fs1Ga keeps the last few");
   const auto j = r.apply_json({{"a", {test_key, 3}}, {test_key, "x"}});
   EXPECT_EQ(j.dump().find(test_key), std::string::npos);
   EXPECT_EQ(j["a"][1], 3);

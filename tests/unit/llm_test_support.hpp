@@ -31,25 +31,27 @@ struct seen_request {
 class fake_chat_server {
 public:
   // `answer(body, index, response)` fills the response to request number `index` (from 0).
-  using handler = std::function<void(const nlohmann::json& body, int index, httplib::Response& response)>;
+  using handler =
+      std::function<void(const nlohmann::json& body, int index, httplib::Response& response)>;
 
   explicit fake_chat_server(handler answer) : m_answer(std::move(answer)) {
     m_server.set_keep_alive_timeout(1);
-    m_server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      const int now = ++m_in_flight;
-      int seen = m_max_in_flight.load();
-      while (now > seen && !m_max_in_flight.compare_exchange_weak(seen, now)) {
-      }
-      int index = 0;
-      {
-        std::lock_guard lock(m_mutex);
-        index = static_cast<int>(m_requests.size());
-        m_requests.push_back({nlohmann::json::parse(req.body, nullptr, false),
-                              req.get_header_value("Authorization")});
-      }
-      m_answer(m_requests_copy(index), index, res);
-      --m_in_flight;
-    });
+    m_server.Post("/v1/chat/completions",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    const int now = ++m_in_flight;
+                    int seen = m_max_in_flight.load();
+                    while (now > seen && !m_max_in_flight.compare_exchange_weak(seen, now)) {
+                    }
+                    int index = 0;
+                    {
+                      std::lock_guard lock(m_mutex);
+                      index = static_cast<int>(m_requests.size());
+                      m_requests.push_back({nlohmann::json::parse(req.body, nullptr, false),
+                                            req.get_header_value("Authorization")});
+                    }
+                    m_answer(m_requests_copy(index), index, res);
+                    --m_in_flight;
+                  });
     m_port = m_server.bind_to_any_port("127.0.0.1");
     m_thread = std::thread([this] { m_server.listen_after_bind(); });
     while (!m_server.is_running()) {
@@ -127,9 +129,10 @@ inline nlohmann::json completion(const std::vector<std::string>& contents, int p
           {"object", "chat.completion"},
           {"model", "test-model"},
           {"choices", choices},
-          {"usage", {{"prompt_tokens", prompt_tokens},
-                     {"completion_tokens", completion_tokens},
-                     {"total_tokens", prompt_tokens + completion_tokens}}}};
+          {"usage",
+           {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens}}}};
 }
 
 inline nlohmann::json api_error(const std::string& message, const std::string& type,
@@ -140,10 +143,10 @@ inline nlohmann::json api_error(const std::string& message, const std::string& t
 }
 
 // Settings for a test: the server's address, the test key's variable, short waits.
-inline client_config test_config(const fake_chat_server& server) {
+inline client_config test_config(const std::string& base_url) {
   ::setenv(test_key_env.c_str(), test_key.c_str(), 1);
   client_config c;
-  c.base_url = server.base_url();
+  c.base_url = base_url;
   c.model = "test-model";
   c.api_key_env = test_key_env;
   c.connect_timeout = 2;
@@ -155,6 +158,10 @@ inline client_config test_config(const fake_chat_server& server) {
   return c;
 }
 
+inline client_config test_config(const fake_chat_server& server) {
+  return test_config(server.base_url());
+}
+
 inline chat_request ask(const std::string& text, int samples = 1) {
   chat_request r;
   r.messages = {{"system", "You write CUDA."}, {"user", text}};
@@ -163,11 +170,15 @@ inline chat_request ask(const std::string& text, int samples = 1) {
 }
 
 // A well-formed answer: the JSON object, then the source.
-inline std::string good_answer(const std::string& strategy, double speedup, const std::string& marker) {
+inline std::string good_answer(const std::string& strategy, double speedup,
+                               const std::string& marker) {
   return "Here is my proposal.\n\n```json\n{\"strategy\": \"" + strategy +
-         "\", \"hypothesis\": \"one pass over the row halves the traffic\", \"predicted_speedup\": " +
-         std::to_string(speedup) + ", \"params\": {\"block\": 256}}\n```\n\n```cuda\n"
-         "#include <kblaster/candidate.h>\n// " + marker +
+         "\", \"hypothesis\": \"one pass over the row halves the traffic\", "
+         "\"predicted_speedup\": " +
+         std::to_string(speedup) +
+         ", \"params\": {\"block\": 256}}\n```\n\n```cuda\n"
+         "#include <kblaster/candidate.h>\n// " +
+         marker +
          "\nextern \"C\" int kb_launch(const kb_args* args) { return args == nullptr; }\n```\n";
 }
 

@@ -15,17 +15,17 @@ namespace kb::llm::detail {
 struct http_request {
   std::string url;
   nlohmann::json body;
-  std::string authorization;             // header value, empty for none; never recorded
+  std::string authorization; // header value, empty for none; never recorded
   std::chrono::milliseconds connect_timeout{0};
   std::chrono::milliseconds total_timeout{0};
 };
 
 struct http_reply {
-  int http_status = 0;                   // 0: no HTTP response
+  int http_status = 0; // 0: no HTTP response
   std::string body;
   std::map<std::string, std::string> headers; // lower-case names; only those the client reads
-  status transport_error = status::ok;   // timeout or unreachable when http_status is 0
-  std::string error_text;                // the transport's own words (unredacted)
+  status transport_error = status::ok;        // timeout or unreachable when http_status is 0
+  std::string error_text;                     // the transport's own words (unredacted)
 };
 
 class transport {
