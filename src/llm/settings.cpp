@@ -1,0 +1,266 @@
+#include "common/error.hpp"
+#include "llm/llm.hpp"
+
+#include <toml++/toml.h>
+
+#include <array>
+#include <cstdlib>
+#include <functional>
+#include <utility>
+
+namespace kb::llm {
+
+namespace {
+
+constexpr std::array status_names{
+    std::pair{status::ok, "ok"},
+    std::pair{status::unauthorized, "unauthorized"},
+    std::pair{status::forbidden, "forbidden"},
+    std::pair{status::quota, "quota"},
+    std::pair{status::rate_limited, "rate_limited"},
+    std::pair{status::timeout, "timeout"},
+    std::pair{status::unreachable, "unreachable"},
+    std::pair{status::server_error, "server_error"},
+    std::pair{status::bad_request, "bad_request"},
+    std::pair{status::malformed_response, "malformed_response"},
+    std::pair{status::budget_exhausted, "budget_exhausted"},
+};
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+template <class T>
+T get(const toml::node& node, const fs::path& file, const std::string& key, const char* what) {
+  if constexpr (std::is_same_v<T, double>) {
+    if (node.is_integer() || node.is_floating_point()) {
+      return *node.value<double>();
+    }
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (node.is_boolean()) {
+      return *node.value<bool>();
+    }
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (node.is_string()) {
+      return *node.value<std::string>();
+    }
+  } else {
+    if (node.is_integer()) {
+      return static_cast<T>(*node.value<int64_t>());
+    }
+  }
+  fail_input("{}: [llm] {} must be {}", file.string(), key, what);
+}
+
+} // namespace
+
+std::string to_string(status s) {
+  for (const auto& [value, name] : status_names) {
+    if (value == s) {
+      return name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<status> status_from_string(std::string_view s) {
+  for (const auto& [value, name] : status_names) {
+    if (s == name) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string to_string(token_limit_param p) {
+  return p == token_limit_param::max_tokens ? "max_tokens" : "max_completion_tokens";
+}
+
+std::optional<token_limit_param> token_limit_param_from_string(std::string_view s) {
+  if (s == "max_tokens") {
+    return token_limit_param::max_tokens;
+  }
+  if (s == "max_completion_tokens") {
+    return token_limit_param::max_completion_tokens;
+  }
+  return std::nullopt;
+}
+
+std::optional<api_key> read_api_key(const client_config& config) {
+  if (auto value = env(config.api_key_env.c_str())) {
+    return api_key{*value, config.api_key_env};
+  }
+  if (config.api_key_env == default_api_key_env) {
+    const std::string fallback(fallback_api_key_env);
+    if (auto value = env(fallback.c_str())) {
+      return api_key{*value, fallback};
+    }
+  }
+  return std::nullopt;
+}
+
+settings settings_from_toml(const fs::path& file) {
+  toml::table root;
+  try {
+    root = toml::parse_file(file.string());
+  } catch (const toml::parse_error& e) {
+    fail_input("{}:{}: {}", file.string(), e.source().begin.line, e.description());
+  }
+  settings s;
+  const toml::node* table_node = root.get("llm");
+  if (table_node == nullptr) {
+    return s;
+  }
+  const toml::table* table = table_node->as_table();
+  if (table == nullptr) {
+    fail_input("{}: llm must be a table ([llm])", file.string());
+  }
+  using setter = std::function<void(const toml::node&, const std::string&)>;
+  const auto text = [&](std::optional<std::string>& field) -> setter {
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<std::string>(n, file, k, "a string");
+    };
+  };
+  const auto real = [&](std::optional<double>& field) -> setter {
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<double>(n, file, k, "a number");
+    };
+  };
+  const auto whole = [&](std::optional<int>& field) -> setter {
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<int>(n, file, k, "an integer");
+    };
+  };
+  const auto big = [&](std::optional<int64_t>& field) -> setter {
+    return [&, ptr = &field](const toml::node& n, const std::string& k) {
+      *ptr = get<int64_t>(n, file, k, "an integer");
+    };
+  };
+  const std::map<std::string, setter> setters{
+      {"base_url", text(s.base_url)},
+      {"model", text(s.model)},
+      {"api_key_env", text(s.api_key_env)},
+      {"token_param", text(s.token_param)},
+      {"connect_timeout", real(s.connect_timeout)},
+      {"request_timeout", real(s.request_timeout)},
+      {"max_retries", whole(s.max_retries)},
+      {"max_in_flight", whole(s.max_in_flight)},
+      {"max_tokens", whole(s.max_tokens)},
+      {"use_n", [&](const toml::node& n,
+                    const std::string& k) { s.use_n = get<bool>(n, file, k, "true or false"); }},
+      {"max_requests", big(s.max_requests)},
+      {"max_prompt_tokens", big(s.max_prompt_tokens)},
+      {"max_completion_tokens", big(s.max_completion_tokens)},
+      {"max_wall_seconds", real(s.max_wall_seconds)},
+      {"temperature", real(s.temperature)},
+      {"repair_turns", whole(s.repair_turns)},
+      {"samples", whole(s.samples)},
+  };
+  for (const auto& [key, node] : *table) {
+    const std::string name(key.str());
+    if (name == "api_key") {
+      fail_input("{}: [llm] api_key: the key is never read from a file; put it in the "
+                 "environment variable that api_key_env names (default {})",
+                 file.string(), default_api_key_env);
+    }
+    const auto it = setters.find(name);
+    if (it == setters.end()) {
+      std::string known;
+      for (const auto& [k, unused] : setters) {
+        known += (known.empty() ? "" : ", ") + k;
+      }
+      fail_input("{}: [llm] has no setting {} (known: {})", file.string(), name, known);
+    }
+    it->second(node, name);
+  }
+  return s;
+}
+
+settings settings_from_env() {
+  settings s;
+  s.base_url = env("KBLASTER_LLM_BASE_URL");
+  s.model = env("KBLASTER_LLM_MODEL");
+  s.api_key_env = env("KBLASTER_LLM_API_KEY_ENV");
+  return s;
+}
+
+fs::path default_config_file() {
+  if (auto xdg = env("XDG_CONFIG_HOME")) {
+    return fs::path(*xdg) / "kblaster" / "config.toml";
+  }
+  if (auto home = env("HOME")) {
+    return fs::path(*home) / ".config" / "kblaster" / "config.toml";
+  }
+  return fs::path(".config") / "kblaster" / "config.toml";
+}
+
+void apply(const settings& layer, client_config& config) {
+  const auto set = [](auto& field, const auto& value) {
+    if (value) {
+      field = *value;
+    }
+  };
+  set(config.base_url, layer.base_url);
+  set(config.model, layer.model);
+  set(config.api_key_env, layer.api_key_env);
+  if (layer.token_param) {
+    const auto p = token_limit_param_from_string(*layer.token_param);
+    if (!p) {
+      fail_input("token_param must be max_tokens or max_completion_tokens, not {}",
+                 *layer.token_param);
+    }
+    config.token_param = *p;
+  }
+  set(config.connect_timeout, layer.connect_timeout);
+  set(config.request_timeout, layer.request_timeout);
+  set(config.max_retries, layer.max_retries);
+  set(config.max_in_flight, layer.max_in_flight);
+  set(config.max_tokens, layer.max_tokens);
+  set(config.use_n, layer.use_n);
+  if (layer.max_requests) {
+    config.limits.requests = layer.max_requests;
+  }
+  if (layer.max_prompt_tokens) {
+    config.limits.prompt_tokens = layer.max_prompt_tokens;
+  }
+  if (layer.max_completion_tokens) {
+    config.limits.completion_tokens = layer.max_completion_tokens;
+  }
+  if (layer.max_wall_seconds) {
+    config.limits.wall_seconds = layer.max_wall_seconds;
+  }
+}
+
+void validate(const client_config& config) {
+  if (config.base_url.empty()) {
+    fail_input("no LLM endpoint: give --llm-base-url, set KBLASTER_LLM_BASE_URL or base_url in "
+               "the [llm] table of the config file (e.g. https://api.openai.com/v1 or "
+               "http://localhost:8000/v1)");
+  }
+  if (!config.base_url.starts_with("http://") && !config.base_url.starts_with("https://")) {
+    fail_input("the LLM base URL must start with http:// or https://");
+  }
+  if (config.model.empty()) {
+    fail_input("no LLM model: give --llm-model, set KBLASTER_LLM_MODEL or model in the [llm] "
+               "table of the config file");
+  }
+  if (config.api_key_env.empty()) {
+    fail_input("the name of the API key's environment variable is empty");
+  }
+  if (!(config.connect_timeout > 0) || !(config.request_timeout > 0)) {
+    fail_input("LLM timeouts must be positive (connect {} s, request {} s)", config.connect_timeout,
+               config.request_timeout);
+  }
+  if (config.max_retries < 0 || config.max_in_flight < 1 || config.max_tokens < 1) {
+    fail_input("LLM limits out of range: max_retries >= 0, max_in_flight >= 1, max_tokens >= 1");
+  }
+  if (config.backoff_base < 0 || config.backoff_max < 0 || config.max_retry_after < 0) {
+    fail_input("LLM backoff times must not be negative");
+  }
+}
+
+} // namespace kb::llm
