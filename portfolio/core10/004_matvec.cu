@@ -138,8 +138,8 @@ extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes
   if (!dims_ok(args, &m, &k)) {
     return -1;
   }
-  // Sized for the scalar path, which has the most k tiles.
-  *bytes = static_cast<uint64_t>(m * k_tiles_of(k, 1)) * sizeof(float);
+  // Sized for the scalar path, which has the most k tiles (and at least one, for k = 0).
+  *bytes = static_cast<uint64_t>(m * k_tiles_of(k > 0 ? k : 1, 1)) * sizeof(float);
   return 0;
 }
 
