@@ -85,7 +85,7 @@ __global__ void __cluster_dims__(cluster_size, 1, 1) __launch_bounds__(threads, 
     for (int k = 0; k < batch; ++k) {
       const int64_t i = base + k * threads + threadIdx.x;
       if (i < n4) {
-        v[k] = __ldcs(x4 + i);
+        v[k] = Staged ? __ldcs(x4 + i) : __ldg(x4 + i); // streamed: pass 2 re-reads it from L2
       }
     }
 #pragma unroll

@@ -4,14 +4,15 @@
 //
 // Design: x is viewed as [B, D] (D = F * D1 * D2). Stage 1 (statistics): slices of 32768 values;
 // one 256-thread block per (slice, sample), blocks ordered slice-major, 8 float4 loads in flight
-// per thread (evict-first), four Welford states per thread (kb_op::accumulate), combined in a
-// fixed order and over the block (kb_op::combine), written as partial[sample, slice]. Stage 2
-// (finalize): one warp per sample combines its partials in slice order, then a fixed shuffle tree,
-// and stores kb_op::finalize (mean, rstd). Stage 3 (normalize): one 256-thread block per slice of
-// 4096 values, taken in reverse order so that the first blocks find the end of x that stage 1
-// left in L2; each thread loads its 4 float4 of weight and bias once into registers and walks all
-// B samples, writing kb_op::apply with 16-byte streaming stores. No atomics anywhere. D % 4 != 0 or
-// unaligned tensors use the same stages with scalar loads.
+// per thread (default L2 policy, so the last slices read stay in L2 for stage 3), four Welford
+// states per thread (kb_op::accumulate), combined in a fixed order and over the block
+// (kb_op::combine), written as partial[sample, slice]. Stage 2 (finalize): one warp per sample
+// combines its partials in slice order, then a fixed shuffle tree, and stores kb_op::finalize
+// (mean, rstd). Stage 3 (normalize): one 256-thread block per slice of 4096 values, taken in
+// reverse order so that the first blocks find the end of x that stage 1 left in L2; each thread
+// loads its 4 float4 of weight and bias once into registers and walks all B samples, writing
+// kb_op::apply with 16-byte streaming stores. No atomics anywhere. D % 4 != 0 or unaligned
+// tensors use the same stages with scalar loads.
 //
 // Bytes at 16 x 64 x 256 x 256: the floor counts x once, y once and weight + bias once, 570 MB,
 // 0.133 ms at 4.3 TB/s. This design reads x twice (the second read partly from L2) and weight and
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(threads) partial_stats(const float* __restrict
     for (int k = 0; k < batch; ++k) {
       const int64_t i = base + k * threads + threadIdx.x;
       if (i < cnt) {
-        v[k] = __ldcs(src + i);
+        v[k] = __ldg(src + i); // default eviction: stage 3 re-reads the tail of x from L2
       }
     }
 #pragma unroll

@@ -10,9 +10,11 @@
 // to the storage type and written with 16-byte streaming stores. Block size = the row's vector
 // count / 4 rounded up to a warp (hidden 4096: 128 threads at 16 bits, 256 at fp32; hidden 8192:
 // 256 and 512), so a small hidden size still gets a full-width row and a large token count gets
-// many resident rows (about 1500 threads, 100 KB of loads in flight per SM). Rows of more than
-// 8 x 1024 vectors use 8 vectors per thread; beyond that, or for hidden sizes that are not a whole
-// number of 16-byte vectors, the same kernel runs with scalar elements or a two-pass loop.
+// many resident rows (about 1150 threads at 53 registers, 72 KB of loads in flight per SM). Rows
+// of more than 4 x 512 vectors use 8 vectors per thread, more than 8 x 512 a two-pass loop (the
+// second pass from L1/L2); hidden sizes that are not a whole number of 16-byte vectors (or
+// unaligned tensors) run the same kernel with one element per load. 16-bit elements are unpacked
+// from the raw 16-byte words with bit operations (no local memory).
 //
 // Bytes: sizeof(T) * (2 * T * H + H). Floors at 4.3 TB/s (16-bit): 4096 x 4096 15.6 us,
 // 4096 x 8192 31.2 us, 32768 x 4096 125 us, 32768 x 8192 250 us (fp32: twice). Predicted 85-93%
