@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the GPU test suite (CTest label `gpu`) on a machine with a CUDA device. It uses the build
+# in build/release (built on a Debian machine and carried along, or built here beforehand).
+#   scripts/gpu-check.sh [ctest -R regex]
+# Results: the CTest log and the tests' JSON records under $OUT (default out/gpu-check), packed
+# into $OUT/gpu-check.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/gpu-check}
+mkdir -p "$OUT"
+export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
+export KBLASTER_EVIDENCE_DIR=$OUT/evidence
+# The sandbox needs bubblewrap; a machine without it gets the Debian binary carried in the build.
+if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
+  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/nvidia-smi.csv"
+args=(--test-dir build/release -L gpu --output-on-failure -j1 --timeout 1800)
+[ $# -gt 0 ] && args+=(-R "$1")
+ctest "${args[@]}" 2>&1 | tee "$OUT/ctest.log"
+status=${PIPESTATUS[0]}
+tar -czf "$OUT/gpu-check.tar.gz" -C "$OUT" --exclude gpu-check.tar.gz . 2>/dev/null
+exit "$status"

@@ -1,0 +1,77 @@
+// Every candidate of tests/adversarial must be rejected with one of the reasons its manifest entry
+// names, and the run must go on after each (they are evaluated one after another in this process).
+#include "gpu_test_support.hpp"
+
+#include "task/task.hpp"
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+
+namespace kb::gpu_test {
+namespace {
+
+struct entry {
+  std::string file;
+  std::string task;
+  std::vector<std::string> expect;
+  bool sanitize = false;
+  int hang_timeout = 30;
+};
+
+std::vector<entry> manifest() {
+  std::vector<entry> out;
+  const auto doc = toml::parse_file((root / "tests/adversarial/manifest.toml").string());
+  for (const auto& node : *doc["candidate"].as_array()) {
+    const auto& t = *node.as_table();
+    entry e;
+    e.file = t["file"].value_or(std::string());
+    e.task = t["task"].value_or(std::string());
+    for (const auto& x : *t["expect"].as_array()) {
+      e.expect.push_back(x.value_or(std::string()));
+    }
+    e.sanitize = t["sanitize"].value_or(false);
+    e.hang_timeout = static_cast<int>(t["hang_timeout"].value_or(int64_t{30}));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TEST(adversarial, manifest_covers_at_least_fifteen_candidates_that_exist) {
+  const auto all = manifest();
+  EXPECT_GE(all.size(), 15u);
+  for (const auto& e : all) {
+    EXPECT_TRUE(fs::exists(root / "tests/adversarial" / e.file)) << e.file;
+    EXPECT_FALSE(e.expect.empty()) << e.file;
+  }
+}
+
+TEST(adversarial, every_candidate_is_rejected_with_its_expected_reason) {
+  nlohmann::json record = nlohmann::json::array();
+  for (const auto& e : manifest()) {
+    const auto c = task::find_task(root, e.task);
+    auto o = base_options();
+    o.sessions = 1;
+    o.timing.max_wall = 2.0;
+    o.sanitize = e.sanitize;
+    o.hang_timeout = std::chrono::seconds(e.hang_timeout);
+    const eval::candidate_input cand{read_file(root / "tests/adversarial" / e.file), e.file, "adversarial"};
+    const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+    const auto r = eval::evaluate(root, c, cand, base, o, {});
+    const bool expected = std::find(e.expect.begin(), e.expect.end(), r.reason) != e.expect.end();
+    EXPECT_EQ(r.final, eval::verdict::rejected) << e.file << ": " << r.reason << " " << r.message;
+    EXPECT_TRUE(expected) << e.file << ": rejected for " << r.reason << " (" << r.message << "), expected one of " << nlohmann::json(e.expect).dump();
+    auto s = summary(r);
+    s["file"] = e.file;
+    s["task"] = e.task;
+    s["expected"] = e.expect;
+    s["as_expected"] = r.final == eval::verdict::rejected && expected;
+    record.push_back(s);
+    std::printf("%-34s %-4s %-10s %-34s %5.1f s\n", e.file.c_str(), e.task.c_str(), eval::to_string(r.final).c_str(), r.reason.c_str(), r.seconds);
+  }
+  keep("adversarial", record);
+}
+
+} // namespace
+} // namespace kb::gpu_test

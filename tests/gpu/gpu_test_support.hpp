@@ -1,0 +1,49 @@
+// What the GPU tests share: where the project, the cache and the evidence folder are, and how a
+// test's result is kept as JSON for the record.
+#pragma once
+
+#include "common/fs.hpp"
+#include "eval/eval.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace kb::gpu_test {
+
+inline const fs::path root = KBLASTER_SOURCE_DIR;
+
+inline fs::path cache_dir() {
+  const char* env = std::getenv("KBLASTER_CACHE");
+  return env != nullptr ? fs::path(env) : default_cache_dir();
+}
+
+inline eval::options base_options() {
+  eval::options o;
+  o.cache_dir = cache_dir();
+  return o;
+}
+
+// Writes `j` to $KBLASTER_EVIDENCE_DIR/<name>.json when that variable is set.
+inline void keep(const std::string& name, const nlohmann::json& j) {
+  const char* dir = std::getenv("KBLASTER_EVIDENCE_DIR");
+  if (dir == nullptr) {
+    return;
+  }
+  fs::create_directories(dir);
+  write_file_atomic(fs::path(dir) / (name + ".json"), j.dump(2) + "\n");
+}
+
+inline nlohmann::json summary(const eval::result& r) {
+  return {{"verdict", eval::to_string(r.final)},
+          {"reason", r.reason},
+          {"message", r.message},
+          {"seconds", r.seconds},
+          {"statistics", r.detail.value("statistics", nlohmann::json::object())},
+          {"checker_selftest", r.detail.value("checker_selftest", nlohmann::json::object())},
+          {"device", r.detail.value("device", nlohmann::json::object())},
+          {"isolation", r.detail.value("isolation", nlohmann::json::object())}};
+}
+
+} // namespace kb::gpu_test
