@@ -26,7 +26,7 @@ struct worker_outcome {
   std::optional<nlohmann::json> result; // the worker's "result" event
   std::string failure;                  // "", "crash", "hang", "exit", "error"
   std::string failure_detail;           // "SIGSEGV", "exit 1", the error text
-  nlohmann::json last_step;             // the last step announced before the failure
+  nlohmann::json last_step = nlohmann::json::object(); // the last step announced before the failure
   std::vector<nlohmann::json> rejections; // "rejected" events as they came
   std::string log_tail;                 // the worker's stdout/stderr (candidate prints, sanitizer)
   int exit_code = 0;
