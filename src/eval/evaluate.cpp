@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
+#include "eval/detail/isolation.hpp"
 #include "eval/session.hpp"
 #include "eval/stats.hpp"
 #include "sandbox/sandbox.hpp"
@@ -212,58 +213,6 @@ std::string compute_sanitizer_path() {
   return "compute-sanitizer";
 }
 
-// Probed once per process: the answer does not change while it runs.
-const sandbox::probe_result& sandbox_probe() {
-  static const sandbox::probe_result probe = sandbox::probe();
-  return probe;
-}
-
-// Untrusted code (a candidate's compilation, the worker that loads it) runs through this.
-struct isolation {
-  sandbox::isolation_decision decision;
-  sandbox::identity who = sandbox::identity::automatic;
-  fs::path root;
-  fs::path task_dir;
-
-  sandbox::policy policy() const {
-    sandbox::policy p = sandbox::candidate_policy(root, task_dir);
-    p.read_only.push_back(root / "tasks");
-    p.who = who;
-    return p;
-  }
-  process_spec apply(const process_spec& spec, sandbox::policy p) const {
-    return decision.level == sandbox::isolation::sandboxed ? sandbox::wrap(spec, p) : sandbox::wrap_unprotected(spec, p);
-  }
-  build::process_wrapper compiler() const {
-    return [this](const process_spec& spec) {
-      auto p = policy();
-      if (spec.cwd) {
-        sandbox::make_output_dir(*spec.cwd, who);
-        p.writable.push_back(*spec.cwd);
-      }
-      return apply(spec, p);
-    };
-  }
-  std::function<process_spec(const process_spec&)> worker(const fs::path& staging) const {
-    return [this, staging](const process_spec& spec) {
-      auto p = policy();
-      p.gpu = true;
-      p.read_only.push_back(staging);
-      process_spec with_fd = spec;
-      with_fd.env_overrides["KBLASTER_RESULT_FD"] = std::to_string(child_process::result_fd);
-      return apply(with_fd, p);
-    };
-  }
-};
-
-// The shared objects a worker loads, copied where the sandbox user can read them.
-fs::path stage_binary(const fs::path& staging, const fs::path& binary, const std::string& name) {
-  const fs::path to = staging / name;
-  fs::copy_file(binary, to, fs::copy_options::overwrite_existing);
-  fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
-  return to;
-}
-
 } // namespace
 
 result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
@@ -301,8 +250,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
 
   const device_probe dev = probe_device();
   d["device_probe"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
-  const auto& probe = sandbox_probe();
-  isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
+  const auto& probe = detail::sandbox_probe();
+  detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
   d["isolation"] = {{"level", sandbox::to_string(iso.decision.level)}, {"detail", iso.decision.detail}, {"probe", probe.describe()}};
   if (iso.decision.level == sandbox::isolation::blocked) {
     return finish(verdict::blocked, "blocked.no_sandbox",
@@ -346,9 +295,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
   temp_dir staging("kblaster-stage");
   fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
-  const fs::path oracle_so = stage_binary(staging.path(), oracle.binary, "oracle.so");
-  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", stage_binary(staging.path(), base_build.binary, "baseline.so")},
-                                                              {"candidate", stage_binary(staging.path(), cand_build.binary, "candidate.so")}};
+  const fs::path oracle_so = detail::stage_binary(staging.path(), oracle.binary, "oracle.so");
+  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", detail::stage_binary(staging.path(), base_build.binary, "baseline.so")},
+                                                              {"candidate", detail::stage_binary(staging.path(), cand_build.binary, "candidate.so")}};
   const auto worker_wrap = iso.worker(staging.path());
   const auto event_printer = [&](const json& e) {
     const std::string kind = e.value("event", "");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <cstdlib>
 
 namespace kb::eval::detail {
 
@@ -15,11 +16,18 @@ std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.subst
 
 } // namespace
 
+std::filesystem::path worker_executable() {
+  if (const char* env = std::getenv("KBLASTER_WORKER_EXE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return self_executable();
+}
+
 worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch, const event_fn& on_event) {
   worker_outcome out;
   process_spec spec;
   spec.argv = launch.prefix;
-  spec.argv.push_back(self_executable().string());
+  spec.argv.push_back(worker_executable().string());
   spec.argv.push_back("worker");
   const process_spec run = launch.wrap ? launch.wrap(spec) : spec;
   const auto start = std::chrono::steady_clock::now();
@@ -38,7 +46,7 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
     if (!line) {
       const auto status = child.wait(std::chrono::seconds(10));
       out.exit_code = status.exit_code;
-      if (!out.result) {
+      if (!out.result && out.failure.empty()) {
         if (status.signal != 0) {
           out.failure = "crash";
           out.failure_detail = signal_name(status.signal);
@@ -46,7 +54,7 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
           out.failure = "exit";
           out.failure_detail = status.describe();
         }
-      } else if (status.signal != 0 || status.exit_code != 0) {
+      } else if (out.result && (status.signal != 0 || status.exit_code != 0)) {
         // Results arrived; a non-zero exit afterwards (a sanitizer's error exit code) is kept.
         out.failure_detail = status.describe();
       }

@@ -35,6 +35,10 @@ struct worker_outcome {
 
 using event_fn = std::function<void(const nlohmann::json& event)>;
 
+// The program that runs workers: $KBLASTER_WORKER_EXE (for programs that embed the library, such
+// as the test binaries), else this executable.
+std::filesystem::path worker_executable();
+
 worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch, const event_fn& on_event);
 
 } // namespace kb::eval::detail

@@ -43,7 +43,8 @@ inline nlohmann::json summary(const eval::result& r) {
           {"statistics", r.detail.value("statistics", nlohmann::json::object())},
           {"checker_selftest", r.detail.value("checker_selftest", nlohmann::json::object())},
           {"device", r.detail.value("device", nlohmann::json::object())},
-          {"isolation", r.detail.value("isolation", nlohmann::json::object())}};
+          {"isolation", r.detail.value("isolation", nlohmann::json::object())},
+          {"sessions", r.detail.value("sessions", nlohmann::json::array())}};
 }
 
 } // namespace kb::gpu_test
