@@ -20,6 +20,7 @@ int run(int argc, char** argv) {
 
   int result = exit_code::ok;
   add_tasks_commands(app, globals, &result);
+  add_store_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

@@ -24,5 +24,7 @@ int run(int argc, char** argv);
 // Each command family adds its subcommands to `app`; the callback it installs sets `*result`
 // to the process exit code.
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
+// runs list|show, store verify|gc, evidence export|check.
+void add_store_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli
