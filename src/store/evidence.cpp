@@ -41,13 +41,15 @@ std::vector<std::pair<std::string, std::string>> run_selections() {
       {"experiences", "run = ?1"},
       {"artifacts", "run = ?1"},
       {"candidates", candidates},
-      {"tasks", fmt::format("id IN (SELECT task FROM candidates WHERE {}) OR id IN (SELECT task FROM outcomes WHERE run = ?1)",
+      {"tasks", fmt::format("id IN (SELECT task FROM candidates WHERE {}) OR id IN (SELECT task "
+                            "FROM outcomes WHERE run = ?1)",
                             candidates)},
-      {"environments",
-       "id IN (SELECT environment FROM evaluations WHERE run = ?1) OR id IN (SELECT environment FROM experiences WHERE run = ?1)"},
-      {"builds", fmt::format("id IN (SELECT build FROM evaluations WHERE run = ?1) OR source_digest IN "
-                             "(SELECT source_digest FROM candidates WHERE {})",
-                             candidates)},
+      {"environments", "id IN (SELECT environment FROM evaluations WHERE run = ?1) OR id IN "
+                       "(SELECT environment FROM experiences WHERE run = ?1)"},
+      {"builds",
+       fmt::format("id IN (SELECT build FROM evaluations WHERE run = ?1) OR source_digest IN "
+                   "(SELECT source_digest FROM candidates WHERE {})",
+                   candidates)},
   };
 }
 
@@ -89,7 +91,9 @@ void prepare_empty_folder(const fs::path& out) {
 }
 
 // Lexical, so that a symlink is named as itself and never resolved.
-std::string manifest_path(const fs::path& out, const fs::path& file) { return file.lexically_relative(out).generic_string(); }
+std::string manifest_path(const fs::path& out, const fs::path& file) {
+  return file.lexically_relative(out).generic_string();
+}
 
 } // namespace
 
@@ -106,7 +110,8 @@ evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
   {
     detail::read_snapshot snapshot(db);
     for (const auto& [table, where] : run_selections()) {
-      detail::statement s(db, fmt::format("SELECT * FROM \"{}\" WHERE {} ORDER BY id", table, where));
+      detail::statement s(db,
+                          fmt::format("SELECT * FROM \"{}\" WHERE {} ORDER BY id", table, where));
       s.bind(1, run);
       tables[table] = rows_json(s);
     }
@@ -151,10 +156,12 @@ evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
   std::vector<std::string> lines;
   for (const auto& entry : fs::recursive_directory_iterator(out)) {
     if (entry.is_regular_file()) {
-      lines.push_back(fmt::format("{}  {}\n", sha256_file(entry.path()), manifest_path(out, entry.path())));
+      lines.push_back(
+          fmt::format("{}  {}\n", sha256_file(entry.path()), manifest_path(out, entry.path())));
     }
   }
-  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) { return a.substr(66) < b.substr(66); });
+  std::sort(lines.begin(), lines.end(),
+            [](const std::string& a, const std::string& b) { return a.substr(66) < b.substr(66); });
   std::string manifest;
   for (const auto& line : lines) {
     manifest += line;
@@ -194,7 +201,8 @@ evidence_report check_evidence(const fs::path& dir) {
       continue;
     }
     if (path == "MANIFEST" || !listed.emplace(path, digest).second) {
-      report.problems.push_back(fmt::format("MANIFEST line {}: {} is listed twice or lists MANIFEST", number, path));
+      report.problems.push_back(
+          fmt::format("MANIFEST line {}: {} is listed twice or lists MANIFEST", number, path));
     }
   }
 
@@ -205,12 +213,14 @@ evidence_report check_evidence(const fs::path& dir) {
       continue;
     }
     if (!S_ISREG(st.st_mode)) {
-      report.problems.push_back(fmt::format("{} is not a regular file (symlinks are refused)", path));
+      report.problems.push_back(
+          fmt::format("{} is not a regular file (symlinks are refused)", path));
       continue;
     }
     ++report.files;
     if (sha256_file(file) != digest) {
-      report.problems.push_back(fmt::format("{} has changed: its SHA-256 differs from MANIFEST", path));
+      report.problems.push_back(
+          fmt::format("{} has changed: its SHA-256 differs from MANIFEST", path));
     }
     if (path.starts_with("blobs/") && path.substr(6) != digest) {
       report.problems.push_back(fmt::format("{} is not named by its SHA-256 {}", path, digest));
@@ -244,9 +254,13 @@ evidence_report check_evidence(const fs::path& dir) {
         const std::string path = "blobs/" + digest;
         std::error_code ec;
         if (!listed.contains(path)) {
-          report.problems.push_back(fmt::format("rows.json references blob {}, which is not in the folder", digest));
-        } else if (static_cast<int64_t>(fs::file_size(dir / path, ec)) != blob.at("size").get<int64_t>() || ec) {
-          report.problems.push_back(fmt::format("blob {} does not have the size rows.json records", digest));
+          report.problems.push_back(
+              fmt::format("rows.json references blob {}, which is not in the folder", digest));
+        } else if (static_cast<int64_t>(fs::file_size(dir / path, ec)) !=
+                       blob.at("size").get<int64_t>() ||
+                   ec) {
+          report.problems.push_back(
+              fmt::format("blob {} does not have the size rows.json records", digest));
         }
       }
     } catch (const std::exception& e) {

@@ -29,7 +29,9 @@ std::map<std::string, int64_t> catalogue(detail::connection& db) {
 std::set<std::string> referenced_digests(detail::connection& db) {
   std::set<std::string> out;
   for (const auto& [table, column] : detail::blob_columns(db)) {
-    detail::statement s(db, fmt::format("SELECT DISTINCT \"{1}\" FROM \"{0}\" WHERE \"{1}\" IS NOT NULL", table, column));
+    detail::statement s(
+        db, fmt::format("SELECT DISTINCT \"{1}\" FROM \"{0}\" WHERE \"{1}\" IS NOT NULL", table,
+                        column));
     while (s.step()) {
       out.insert(s.column_text(0));
     }
@@ -44,8 +46,8 @@ std::optional<double> age_of(const fs::path& path) {
     return std::nullopt;
   }
   const auto modified = std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::seconds(st.st_mtim.tv_sec) +
-                                                                       std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
   return std::chrono::duration<double>(std::chrono::system_clock::now() - modified).count();
 }
 
@@ -65,8 +67,9 @@ verify_report store::verify() const {
   {
     detail::statement s(db, "PRAGMA foreign_key_check");
     while (s.step()) {
-      report.database.push_back(fmt::format("foreign_key_check: row {} of {} references a missing row of {}",
-                                            s.column_optional_int(1).value_or(0), s.column_text(0), s.column_text(2)));
+      report.database.push_back(
+          fmt::format("foreign_key_check: row {} of {} references a missing row of {}",
+                      s.column_optional_int(1).value_or(0), s.column_text(0), s.column_text(2)));
     }
   }
   // Rows are read before the files are listed: a blob's file is always written before the row
@@ -85,11 +88,14 @@ verify_report store::verify() const {
       report.stray.push_back(file);
       continue;
     }
-    ++report.blobs_checked;
-    present.insert(digest);
     std::error_code ec;
     const auto size = fs::file_size(file, ec);
-    if (ec || static_cast<int64_t>(size) != catalogued.at(digest) || sha256_file(file) != digest) {
+    if (ec) {
+      continue; // removed meanwhile by gc, which removes only unreferenced blobs
+    }
+    ++report.blobs_checked;
+    present.insert(digest);
+    if (static_cast<int64_t>(size) != catalogued.at(digest) || sha256_file(file) != digest) {
       report.corrupt.push_back(digest);
     }
   }
@@ -108,7 +114,9 @@ gc_report store::gc(std::chrono::seconds grace, bool dry_run) {
   // Checking the foreign keys of every deleted blob costs a scan of each referencing table per
   // blob; foreign_key_check below proves the same for the whole deletion at once.
   struct foreign_keys_off {
-    explicit foreign_keys_off(detail::connection& c) : db(c) { db.exec("PRAGMA foreign_keys = OFF"); }
+    explicit foreign_keys_off(detail::connection& c) : db(c) {
+      db.exec("PRAGMA foreign_keys = OFF");
+    }
     ~foreign_keys_off() { db.try_exec("PRAGMA foreign_keys = ON"); }
     detail::connection& db;
   } keys_off(db);

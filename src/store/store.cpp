@@ -39,12 +39,14 @@ std::optional<E> from_name(const std::array<std::string_view, N>& names, const s
 
 // In enum order.
 constexpr std::array<std::string_view, 3> run_status_names = {"running", "finished", "interrupted"};
-constexpr std::array<std::string_view, 7> verdict_names = {"improved", "same",  "regressed", "inconclusive",
-                                                           "rejected", "error", "blocked"};
-constexpr std::array<std::string_view, 5> origin_names = {"baseline", "portfolio", "proposer", "import", "adversarial"};
+constexpr std::array<std::string_view, 7> verdict_names = {
+    "improved", "same", "regressed", "inconclusive", "rejected", "error", "blocked"};
+constexpr std::array<std::string_view, 5> origin_names = {"baseline", "portfolio", "proposer",
+                                                          "import", "adversarial"};
 
 template <class E, size_t N>
-E parse_stored(const std::array<std::string_view, N>& names, const std::string& s, const char* what) {
+E parse_stored(const std::array<std::string_view, N>& names, const std::string& s,
+               const char* what) {
   if (auto e = from_name<E>(names, s)) {
     return *e;
   }
@@ -53,13 +55,21 @@ E parse_stored(const std::array<std::string_view, N>& names, const std::string& 
 
 } // namespace
 
-std::string to_string(run_status s) { return std::string(run_status_names.at(static_cast<size_t>(s))); }
+std::string to_string(run_status s) {
+  return std::string(run_status_names.at(static_cast<size_t>(s)));
+}
 std::optional<run_status> run_status_from_string(const std::string& s) {
   return from_name<run_status>(run_status_names, s);
 }
-std::string to_string(verdict v) { return std::string(verdict_names.at(static_cast<size_t>(v))); }
-std::optional<verdict> verdict_from_string(const std::string& s) { return from_name<verdict>(verdict_names, s); }
-std::string to_string(candidate_origin o) { return std::string(origin_names.at(static_cast<size_t>(o))); }
+std::string to_string(verdict v) {
+  return std::string(verdict_names.at(static_cast<size_t>(v)));
+}
+std::optional<verdict> verdict_from_string(const std::string& s) {
+  return from_name<verdict>(verdict_names, s);
+}
+std::string to_string(candidate_origin o) {
+  return std::string(origin_names.at(static_cast<size_t>(o)));
+}
 std::optional<candidate_origin> candidate_origin_from_string(const std::string& s) {
   return from_name<candidate_origin>(origin_names, s);
 }
@@ -91,10 +101,11 @@ uint64_t filesystem_type(const fs::path& dir) {
 std::optional<std::string> network_filesystem_name(uint64_t f_type) {
   // Magic numbers of linux/magic.h and of the out-of-tree cluster filesystems.
   static constexpr std::pair<uint32_t, std::string_view> network[] = {
-      {0x6969, "NFS"},           {0x517B, "SMB"},        {0xFF534D42, "CIFS"},   {0xFE534D42, "SMB2"},
-      {0x65735546, "FUSE"},      {0x01021997, "9p"},     {0x00C36400, "Ceph"},   {0x5346414F, "AFS"},
-      {0x6B414653, "AFS (kAFS)"}, {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},   {0x73757245, "Coda"},
-      {0x564C, "NCP"},           {0x19830326, "BeeGFS"}, {0x20030528, "OrangeFS"},
+      {0x6969, "NFS"},        {0x517B, "SMB"},        {0xFF534D42, "CIFS"},
+      {0xFE534D42, "SMB2"},   {0x65735546, "FUSE"},   {0x01021997, "9p"},
+      {0x00C36400, "Ceph"},   {0x5346414F, "AFS"},    {0x6B414653, "AFS (kAFS)"},
+      {0x0BD00BD0, "Lustre"}, {0x47504653, "GPFS"},   {0x73757245, "Coda"},
+      {0x564C, "NCP"},        {0x19830326, "BeeGFS"}, {0x20030528, "OrangeFS"},
   };
   // f_type is a signed word: a magic number with the top bit set can come back sign-extended.
   const auto magic = static_cast<uint32_t>(f_type);
@@ -183,12 +194,13 @@ namespace detail {
 
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-                     utc.tm_hour, utc.tm_min, utc.tm_sec, ms % 1000);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900,
+                     utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec, ms % 1000);
 }
 
 std::vector<blob_column> blob_columns(connection& db) {
@@ -210,10 +222,19 @@ std::vector<blob_column> blob_columns(connection& db) {
   return out;
 }
 
+std::string experiences_query(bool by_strategy) {
+  return std::string(
+             "SELECT id, created, run, task_id, family, op_features_json, shape, dtype, gpu, "
+             "environment, "
+             "state_before, strategy, params_json, predicted_speedup, measured_speedup, correct, "
+             "failure_reason FROM experiences WHERE family = ? AND gpu = ?") +
+         (by_strategy ? " AND strategy = ?" : "") + " ORDER BY id DESC";
+}
+
 std::string process_owner() {
   const std::string pid = std::to_string(getpid());
-  return fmt::format("{}/{}/{}/{}", host_name(), read_trimmed("/proc/sys/kernel/random/boot_id"), pid,
-                     process_state(pid).second);
+  return fmt::format("{}/{}/{}/{}", host_name(), read_trimmed("/proc/sys/kernel/random/boot_id"),
+                     pid, process_state(pid).second);
 }
 
 bool owner_is_dead(const std::string& owner) {
@@ -240,7 +261,8 @@ blob_ref store::impl::put(std::string_view bytes) {
   // Written under the write lock, so gc (which holds it) never removes a blob between its
   // write and the row that references it.
   const std::string digest = blobs.put(bytes);
-  detail::statement(db, "INSERT INTO blobs (digest, size) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING")
+  detail::statement(
+      db, "INSERT INTO blobs (digest, size) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING")
       .bind_all(digest, static_cast<int64_t>(bytes.size()))
       .run();
   tx.commit();
@@ -251,10 +273,12 @@ namespace {
 
 // Switching to WAL needs a moment of exclusive access, which SQLite does not wait for.
 void enable_wal(detail::connection& db, int busy_timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
   while (true) {
     try {
-      if (detail::pragma(db, "journal_mode") == "wal" || detail::pragma(db, "journal_mode = WAL") == "wal") {
+      if (detail::pragma(db, "journal_mode") == "wal" ||
+          detail::pragma(db, "journal_mode = WAL") == "wal") {
         return;
       }
       fail("the store database cannot use write-ahead logging on this filesystem");
@@ -277,10 +301,12 @@ store::store(const open_options& options) {
   }
   create_private_dirs(options.dir);
   if (auto name = network_filesystem_name(options.filesystem_type(options.dir))) {
-    fail_input("the store folder {} is on a network filesystem ({}), where SQLite's file locking cannot be "
-               "trusted: two runs could corrupt the store. Put the store on a local disk with --store DIR "
-               "or KBLASTER_HOME=DIR",
-               options.dir.string(), *name);
+    fail_input(
+        "the store folder {} is on a network filesystem ({}), where SQLite's file locking cannot "
+        "be "
+        "trusted: two runs could corrupt the store. Put the store on a local disk with --store DIR "
+        "or KBLASTER_HOME=DIR",
+        options.dir.string(), *name);
   }
   m_impl = std::make_unique<impl>(options.dir, options.busy_timeout_ms);
   auto& db = m_impl->db;
@@ -296,21 +322,33 @@ store::~store() = default;
 store::store(store&&) noexcept = default;
 store& store::operator=(store&&) noexcept = default;
 
-const fs::path& store::dir() const { return m_impl->dir; }
-int store::schema_version() const { return detail::schema_version(m_impl->db); }
+const fs::path& store::dir() const {
+  return m_impl->dir;
+}
+int store::schema_version() const {
+  return detail::schema_version(m_impl->db);
+}
 
 // ---- Blobs ----
 
-blob_ref store::put(std::string_view bytes) { return m_impl->put(bytes); }
+blob_ref store::put(std::string_view bytes) {
+  return m_impl->put(bytes);
+}
 
 blob_ref store::put_file(const fs::path& path) {
   // Read whole, so that the bytes hashed are the bytes written even if the file changes meanwhile.
   return m_impl->put(read_file(path));
 }
 
-std::string store::get(const std::string& digest) const { return m_impl->blobs.get(digest); }
-fs::path store::path_of(const std::string& digest) const { return m_impl->blobs.path_of(digest); }
-bool store::exists(const std::string& digest) const { return m_impl->blobs.exists(digest); }
+std::string store::get(const std::string& digest) const {
+  return m_impl->blobs.get(digest);
+}
+fs::path store::path_of(const std::string& digest) const {
+  return m_impl->blobs.path_of(digest);
+}
+bool store::exists(const std::string& digest) const {
+  return m_impl->blobs.exists(digest);
+}
 
 void store::atomically(const std::function<void()>& body) {
   detail::transaction tx(m_impl->db);
@@ -332,7 +370,9 @@ int64_t select_id(detail::connection& db, const char* sql, const Args&... args) 
   return s.column_int(0);
 }
 
-std::string dump(const nlohmann::json& j) { return j.dump(); }
+std::string dump(const nlohmann::json& j) {
+  return j.dump();
+}
 
 void require(bool ok, const char* what) {
   if (!ok) {
@@ -343,22 +383,30 @@ void require(bool ok, const char* what) {
 } // namespace
 
 nlohmann::json environment::to_json() const {
-  return {{"gpu_name", gpu_name},         {"gpu_uuid", gpu_uuid}, {"sm_count", sm_count},
-          {"sm_clock_mhz", sm_clock_mhz}, {"memory_clock_mhz", memory_clock_mhz},
-          {"driver", driver},             {"cuda_runtime", cuda_runtime},
-          {"nvcc_version", nvcc_version}, {"hostname", hostname}, {"extra", extra}};
+  return {{"gpu_name", gpu_name},
+          {"gpu_uuid", gpu_uuid},
+          {"sm_count", sm_count},
+          {"sm_clock_mhz", sm_clock_mhz},
+          {"memory_clock_mhz", memory_clock_mhz},
+          {"driver", driver},
+          {"cuda_runtime", cuda_runtime},
+          {"nvcc_version", nvcc_version},
+          {"hostname", hostname},
+          {"extra", extra}};
 }
 
 int64_t store::record_task(const task::contract& contract) {
   auto& db = m_impl->db;
   detail::transaction tx(db);
   const auto blob = m_impl->put(dump(task::to_json(contract)));
-  detail::statement(db, "INSERT INTO tasks (task_id, suite, family, contract_digest, contract_blob) "
-                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, contract_digest) DO NOTHING")
-      .bind_all(contract.id, contract.suite, task::to_string(contract.fam), contract.digest, blob.digest)
+  detail::statement(db,
+                    "INSERT INTO tasks (task_id, suite, family, contract_digest, contract_blob) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, contract_digest) DO NOTHING")
+      .bind_all(contract.id, contract.suite, task::to_string(contract.fam), contract.digest,
+                blob.digest)
       .run();
-  const int64_t id = select_id(db, "SELECT id FROM tasks WHERE task_id = ? AND contract_digest = ?", contract.id,
-                               contract.digest);
+  const int64_t id = select_id(db, "SELECT id FROM tasks WHERE task_id = ? AND contract_digest = ?",
+                               contract.id, contract.digest);
   tx.commit();
   return id;
 }
@@ -368,11 +416,13 @@ int64_t store::record_environment(const environment& env) {
   const std::string json = dump(env.to_json());
   const std::string digest = sha256_hex(json);
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO environments (digest, gpu_name, gpu_uuid, sm_count, sm_clock_mhz, "
-                        "memory_clock_mhz, driver, cuda_runtime, nvcc_version, hostname, environment_json) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING")
-      .bind_all(digest, env.gpu_name, env.gpu_uuid, env.sm_count, env.sm_clock_mhz, env.memory_clock_mhz, env.driver,
-                env.cuda_runtime, env.nvcc_version, env.hostname, json)
+  detail::statement(
+      db, "INSERT INTO environments (digest, gpu_name, gpu_uuid, sm_count, sm_clock_mhz, "
+          "memory_clock_mhz, driver, cuda_runtime, nvcc_version, hostname, environment_json) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (digest) DO NOTHING")
+      .bind_all(digest, env.gpu_name, env.gpu_uuid, env.sm_count, env.sm_clock_mhz,
+                env.memory_clock_mhz, env.driver, env.cuda_runtime, env.nvcc_version, env.hostname,
+                json)
       .run();
   const int64_t id = select_id(db, "SELECT id FROM environments WHERE digest = ?", digest);
   tx.commit();
@@ -385,18 +435,22 @@ int64_t store::begin_run(const std::string& kind, const nlohmann::json& args) {
   detail::transaction tx(db);
   detail::statement(db, "INSERT INTO runs (kind, args_json, started, status, tool_version, owner) "
                         "VALUES (?, ?, ?, 'running', ?, ?)")
-      .bind_all(kind, dump(args), detail::now_utc(), std::string(KBLASTER_VERSION), detail::process_owner())
+      .bind_all(kind, dump(args), detail::now_utc(), std::string(KBLASTER_VERSION),
+                detail::process_owner())
       .run();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
   return id;
 }
 
-void store::finish_run(int64_t run, run_status status, const std::string& outcome, const std::string& reason) {
-  require(status != run_status::running, "finish_run needs a final status (finished or interrupted)");
+void store::finish_run(int64_t run, run_status status, const std::string& outcome,
+                       const std::string& reason) {
+  require(status != run_status::running,
+          "finish_run needs a final status (finished or interrupted)");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "UPDATE runs SET finished = ?, status = ?, outcome = ?, reason = ? WHERE id = ?")
+  detail::statement(
+      db, "UPDATE runs SET finished = ?, status = ?, outcome = ?, reason = ? WHERE id = ?")
       .bind_all(detail::now_utc(), to_string(status), outcome, reason, run)
       .run();
   if (db.changes() == 0) {
@@ -408,13 +462,14 @@ void store::finish_run(int64_t run, run_status status, const std::string& outcom
 int64_t store::record_candidate(const candidate_record& candidate) {
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO candidates (task, source_digest, origin, strategy, params_json, parent, created) "
+  detail::statement(db, "INSERT INTO candidates (task, source_digest, origin, strategy, "
+                        "params_json, parent, created) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task, source_digest) DO NOTHING")
-      .bind_all(candidate.task, candidate.source_digest, to_string(candidate.origin), candidate.strategy,
-                dump(candidate.params), candidate.parent, detail::now_utc())
+      .bind_all(candidate.task, candidate.source_digest, to_string(candidate.origin),
+                candidate.strategy, dump(candidate.params), candidate.parent, detail::now_utc())
       .run();
-  const int64_t id = select_id(db, "SELECT id FROM candidates WHERE task = ? AND source_digest = ?", candidate.task,
-                               candidate.source_digest);
+  const int64_t id = select_id(db, "SELECT id FROM candidates WHERE task = ? AND source_digest = ?",
+                               candidate.task, candidate.source_digest);
   tx.commit();
   return id;
 }
@@ -424,10 +479,12 @@ int64_t store::record_build(const build_record& build) {
   require(!build.outcome.empty(), "a build needs an outcome");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO builds (source_digest, flags, toolkit, arch, binary_digest, log_digest, outcome, "
+  detail::statement(db, "INSERT INTO builds (source_digest, flags, toolkit, arch, binary_digest, "
+                        "log_digest, outcome, "
                         "reason, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(build.key.source_digest, build.key.flags, build.key.toolkit, build.key.arch, build.binary_digest,
-                build.log_digest, build.outcome, build.reason, build.seconds, detail::now_utc())
+      .bind_all(build.key.source_digest, build.key.flags, build.key.toolkit, build.key.arch,
+                build.binary_digest, build.log_digest, build.outcome, build.reason, build.seconds,
+                detail::now_utc())
       .run();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
@@ -442,13 +499,16 @@ int64_t store::record_evaluation(const evaluation_record& e) {
     samples_digest = m_impl->put(dump(e.samples)).digest;
   }
   const std::string detail_digest = m_impl->put(dump(e.detail)).digest;
-  detail::statement(db, "INSERT INTO evaluations (run, candidate, baseline, environment, build, shape, verdict, reason, "
-                        "candidate_median, baseline_median, speedup, ci_low, ci_high, p_value, floor_fraction, "
-                        "samples_digest, correctness_json, detail_digest, sandboxed, created) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(e.run, e.candidate, e.baseline, e.environment, e.build, e.shape, to_string(e.verdict), e.reason,
-                e.candidate_median, e.baseline_median, e.speedup, e.ci_low, e.ci_high, e.p_value, e.floor_fraction,
-                samples_digest, dump(e.correctness), detail_digest, e.sandboxed, detail::now_utc())
+  detail::statement(
+      db, "INSERT INTO evaluations (run, candidate, baseline, environment, build, shape, verdict, "
+          "reason, "
+          "candidate_median, baseline_median, speedup, ci_low, ci_high, p_value, floor_fraction, "
+          "samples_digest, correctness_json, detail_digest, sandboxed, created) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .bind_all(e.run, e.candidate, e.baseline, e.environment, e.build, e.shape,
+                to_string(e.verdict), e.reason, e.candidate_median, e.baseline_median, e.speedup,
+                e.ci_low, e.ci_high, e.p_value, e.floor_fraction, samples_digest,
+                dump(e.correctness), detail_digest, e.sandboxed, detail::now_utc())
       .run();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
@@ -458,24 +518,30 @@ int64_t store::record_evaluation(const evaluation_record& e) {
 void store::record_outcome(const outcome_record& o) {
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO outcomes (run, task, outcome, reason, best_candidate, created) "
-                        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run, task) DO UPDATE SET outcome = excluded.outcome, "
-                        "reason = excluded.reason, best_candidate = excluded.best_candidate, created = excluded.created")
+  detail::statement(
+      db,
+      "INSERT INTO outcomes (run, task, outcome, reason, best_candidate, created) "
+      "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run, task) DO UPDATE SET outcome = excluded.outcome, "
+      "reason = excluded.reason, best_candidate = excluded.best_candidate, created = "
+      "excluded.created")
       .bind_all(o.run, o.task, o.outcome, o.reason, o.best_candidate, detail::now_utc())
       .run();
   tx.commit();
 }
 
 int64_t store::record_experience(const experience& x) {
-  require(!x.family.empty() && !x.gpu.empty() && !x.strategy.empty(), "an experience needs a family, a GPU and a strategy");
+  require(!x.family.empty() && !x.gpu.empty() && !x.strategy.empty(),
+          "an experience needs a family, a GPU and a strategy");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO experiences (run, task_id, family, op_features_json, shape, dtype, gpu, environment, "
-                        "state_before, strategy, params_json, predicted_speedup, measured_speedup, correct, "
-                        "failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu, x.environment, x.state_before,
-                x.strategy, dump(x.params), x.predicted_speedup, x.measured_speedup, x.correct, x.failure_reason,
-                detail::now_utc())
+  detail::statement(
+      db, "INSERT INTO experiences (run, task_id, family, op_features_json, shape, dtype, gpu, "
+          "environment, "
+          "state_before, strategy, params_json, predicted_speedup, measured_speedup, correct, "
+          "failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .bind_all(x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu,
+                x.environment, x.state_before, x.strategy, dump(x.params), x.predicted_speedup,
+                x.measured_speedup, x.correct, x.failure_reason, detail::now_utc())
       .run();
   const int64_t id = db.last_insert_rowid();
   tx.commit();
@@ -504,8 +570,9 @@ void store::attach(int64_t run, const std::string& name, const std::string& dige
 // ---- Queries ----
 
 std::optional<std::string> store::find_build(const build_key& key) const {
-  detail::statement s(m_impl->db, "SELECT binary_digest FROM builds WHERE source_digest = ? AND flags = ? AND "
-                                  "toolkit = ? AND arch = ? AND outcome = 'ok' ORDER BY id DESC");
+  detail::statement s(m_impl->db,
+                      "SELECT binary_digest FROM builds WHERE source_digest = ? AND flags = ? AND "
+                      "toolkit = ? AND arch = ? AND outcome = 'ok' ORDER BY id DESC");
   s.bind_all(key.source_digest, key.flags, key.toolkit, key.arch);
   while (s.step()) {
     const std::string digest = s.column_text(0);
@@ -559,13 +626,14 @@ std::optional<run_info> store::find_run(int64_t run) const {
 }
 
 std::vector<evaluation_row> store::evaluations_of_run(int64_t run) const {
-  detail::statement s(m_impl->db,
-                      "SELECT e.id, t.task_id, c.strategy, c.origin, e.samples_digest, e.detail_digest, e.created, "
-                      "e.run, e.candidate, e.baseline, e.environment, e.build, e.shape, e.verdict, e.reason, "
-                      "e.candidate_median, e.baseline_median, e.speedup, e.ci_low, e.ci_high, e.p_value, "
-                      "e.floor_fraction, e.correctness_json, e.sandboxed "
-                      "FROM evaluations e JOIN candidates c ON c.id = e.candidate JOIN tasks t ON t.id = c.task "
-                      "WHERE e.run = ? ORDER BY e.id");
+  detail::statement s(
+      m_impl->db,
+      "SELECT e.id, t.task_id, c.strategy, c.origin, e.samples_digest, e.detail_digest, e.created, "
+      "e.run, e.candidate, e.baseline, e.environment, e.build, e.shape, e.verdict, e.reason, "
+      "e.candidate_median, e.baseline_median, e.speedup, e.ci_low, e.ci_high, e.p_value, "
+      "e.floor_fraction, e.correctness_json, e.sandboxed "
+      "FROM evaluations e JOIN candidates c ON c.id = e.candidate JOIN tasks t ON t.id = c.task "
+      "WHERE e.run = ? ORDER BY e.id");
   s.bind(1, run);
   std::vector<evaluation_row> out;
   while (s.step()) {
@@ -603,25 +671,25 @@ std::vector<evaluation_row> store::evaluations_of_run(int64_t run) const {
 }
 
 std::vector<outcome_record> store::outcomes_of_run(int64_t run) const {
-  detail::statement s(m_impl->db,
-                      "SELECT run, task, outcome, reason, best_candidate FROM outcomes WHERE run = ? ORDER BY id");
+  detail::statement s(
+      m_impl->db,
+      "SELECT run, task, outcome, reason, best_candidate FROM outcomes WHERE run = ? ORDER BY id");
   s.bind(1, run);
   std::vector<outcome_record> out;
   while (s.step()) {
-    out.push_back({s.column_int(0), s.column_int(1), s.column_text(2), s.column_text(3), s.column_optional_int(4)});
+    out.push_back({s.column_int(0), s.column_int(1), s.column_text(2), s.column_text(3),
+                   s.column_optional_int(4)});
   }
   return out;
 }
 
 std::vector<experience> store::find_experiences(const std::string& family, const std::string& gpu,
                                                 const std::optional<std::string>& strategy) const {
-  // Served by the index experiences_by_family_gpu_strategy.
-  detail::statement s(m_impl->db,
-                      "SELECT id, created, run, task_id, family, op_features_json, shape, dtype, gpu, environment, "
-                      "state_before, strategy, params_json, predicted_speedup, measured_speedup, correct, "
-                      "failure_reason FROM experiences WHERE family = ? AND gpu = ? AND (?3 IS NULL OR strategy = ?3) "
-                      "ORDER BY id DESC");
-  s.bind_all(family, gpu, strategy);
+  detail::statement s(m_impl->db, detail::experiences_query(strategy.has_value()));
+  s.bind_all(family, gpu);
+  if (strategy) {
+    s.bind(3, *strategy);
+  }
   std::vector<experience> out;
   while (s.step()) {
     experience x;
@@ -651,7 +719,8 @@ int store::reap_interrupted_runs() {
   auto& db = m_impl->db;
   std::vector<int64_t> dead;
   {
-    detail::statement s(db, "SELECT id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL");
+    detail::statement s(
+        db, "SELECT id, owner FROM runs WHERE status = 'running' AND owner IS NOT NULL");
     while (s.step()) {
       if (detail::owner_is_dead(s.column_text(1))) {
         dead.push_back(s.column_int(0));
@@ -664,8 +733,9 @@ int store::reap_interrupted_runs() {
   detail::transaction tx(db);
   int reaped = 0;
   for (const int64_t id : dead) {
-    detail::statement(db, "UPDATE runs SET status = 'interrupted', reason = 'run.process_gone', finished = ? "
-                          "WHERE id = ? AND status = 'running'")
+    detail::statement(
+        db, "UPDATE runs SET status = 'interrupted', reason = 'run.process_gone', finished = ? "
+            "WHERE id = ? AND status = 'running'")
         .bind_all(detail::now_utc(), id)
         .run();
     reaped += static_cast<int>(db.changes());

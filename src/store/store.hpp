@@ -74,7 +74,8 @@ struct environment {
   std::string cuda_runtime;
   std::string nvcc_version;
   std::string hostname;
-  nlohmann::json extra = nlohmann::json::object(); // anything else worth keeping (L2 size, ECC, ...)
+  // Anything else worth keeping (L2 size, ECC, compute capability, ...).
+  nlohmann::json extra = nlohmann::json::object();
 
   nlohmann::json to_json() const;
 };
@@ -130,15 +131,15 @@ struct evaluation_record {
   std::optional<int64_t> build;
   std::string shape;
   store::verdict verdict = store::verdict::error;
-  std::string reason; // reason code
+  std::string reason;                     // reason code
   std::optional<double> candidate_median; // [seconds]
   std::optional<double> baseline_median;  // [seconds]
   std::optional<double> speedup;          // baseline median / candidate median
   std::optional<double> ci_low;           // 95% interval of the speedup
   std::optional<double> ci_high;
   std::optional<double> p_value;
-  std::optional<double> floor_fraction;   // roofline floor / candidate median
-  nlohmann::json samples;                 // null when nothing was timed
+  std::optional<double> floor_fraction; // roofline floor / candidate median
+  nlohmann::json samples;               // null when nothing was timed
   nlohmann::json correctness = nlohmann::json::object();
   bool sandboxed = false;
   nlohmann::json detail = nlohmann::json::object();
@@ -167,8 +168,8 @@ struct outcome_record {
 
 // One attempt of the optimization loop, as the memory remembers it.
 struct experience {
-  int64_t id = 0;       // set when read back
-  std::string created;  // set when read back
+  int64_t id = 0;      // set when read back
+  std::string created; // set when read back
   std::optional<int64_t> run;
   std::string task_id;
   std::string family;
@@ -191,7 +192,8 @@ struct verify_report {
   std::vector<std::string> corrupt;  // digests whose file no longer hashes to its name
   std::vector<std::string> missing;  // digests a row references that have no file
   std::vector<std::string> database; // what integrity_check and foreign_key_check found
-  std::vector<fs::path> stray;       // files that are no catalogued blob (left by a crash; gc removes them)
+  // Files that are no catalogued blob: left by a crash, harmless, removed by gc.
+  std::vector<fs::path> stray;
   bool ok() const { return corrupt.empty() && missing.empty() && database.empty(); }
 };
 
@@ -224,6 +226,8 @@ public:
   int schema_version() const;
 
   // ---- Blobs ----
+  // A blob no row references yet is safe from gc for its grace period (an hour by default);
+  // reference it in a record soon, or store it inside `atomically` together with the record.
   blob_ref put(std::string_view bytes);
   blob_ref put_file(const fs::path& path);
   // The bytes of a blob, checked against its digest (kb::error when missing or corrupt).
@@ -238,7 +242,8 @@ public:
   int64_t record_task(const task::contract& contract);
   int64_t record_environment(const environment& env);
   int64_t begin_run(const std::string& kind, const nlohmann::json& args);
-  void finish_run(int64_t run, run_status status, const std::string& outcome, const std::string& reason);
+  void finish_run(int64_t run, run_status status, const std::string& outcome,
+                  const std::string& reason);
   // A candidate is stored once per (task, source); recording it again returns the first id.
   int64_t record_candidate(const candidate_record& candidate);
   int64_t record_build(const build_record& build);
@@ -256,8 +261,9 @@ public:
   std::vector<evaluation_row> evaluations_of_run(int64_t run) const;
   std::vector<outcome_record> outcomes_of_run(int64_t run) const;
   // What strategies did on tasks of a family on a GPU (one strategy, or all), newest first.
-  std::vector<experience> find_experiences(const std::string& family, const std::string& gpu,
-                                           const std::optional<std::string>& strategy = std::nullopt) const;
+  std::vector<experience>
+  find_experiences(const std::string& family, const std::string& gpu,
+                   const std::optional<std::string>& strategy = std::nullopt) const;
   // Marks runs of this machine whose process is gone as interrupted; returns how many.
   int reap_interrupted_runs();
 

@@ -44,7 +44,8 @@ bool is_digest(std::string_view text) {
 }
 
 void check_relative_path(const fs::path& relative) {
-  if (relative.empty() || relative.is_absolute() || relative.has_root_name() || relative.has_root_directory()) {
+  if (relative.empty() || relative.is_absolute() || relative.has_root_name() ||
+      relative.has_root_directory()) {
     fail_input("refusing path '{}': not a relative path", relative.string());
   }
   for (const auto& part : relative) {
@@ -68,10 +69,12 @@ bool cas::exists(std::string_view digest) const {
   return lstat(path_of(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-bool cas::intact(std::string_view digest) const { return exists(digest) && sha256_file(path_of(digest)) == digest; }
+bool cas::intact(std::string_view digest) const {
+  return exists(digest) && sha256_file(path_of(digest)) == digest;
+}
 
 std::string cas::put(std::string_view bytes) const {
-  const std::string digest = sha256_hex(bytes);
+  std::string digest = sha256_hex(bytes);
   const fs::path path = path_of(digest);
   // A present blob whose bytes rotted on disk is replaced by the good bytes.
   if (exists(digest) && read_file(path) == bytes) {
@@ -98,7 +101,8 @@ std::string cas::get(std::string_view digest) const {
   return bytes;
 }
 
-void cas::export_to(std::string_view digest, const fs::path& out_dir, const fs::path& relative) const {
+void cas::export_to(std::string_view digest, const fs::path& out_dir,
+                    const fs::path& relative) const {
   check_relative_path(relative);
   fs::path dir = out_dir;
   const fs::path parent = relative.parent_path();
@@ -109,7 +113,8 @@ void cas::export_to(std::string_view digest, const fs::path& out_dir, const fs::
   const fs::path target = out_dir / relative;
   struct stat st {};
   if (lstat(target.c_str(), &st) == 0) {
-    fail_input("refusing to export to {}: it exists{}", target.string(), S_ISLNK(st.st_mode) ? " and is a symlink" : "");
+    fail_input("refusing to export to {}: it exists{}", target.string(),
+               S_ISLNK(st.st_mode) ? " and is a symlink" : "");
   }
   write_file_atomic(target, get(digest), 0644);
 }
@@ -129,7 +134,7 @@ std::vector<fs::path> cas::files() const {
 }
 
 std::string cas::digest_of_path(const fs::path& file) const {
-  const std::string digest = file.parent_path().filename().string() + file.filename().string();
+  std::string digest = file.parent_path().filename().string() + file.filename().string();
   if (!is_digest(digest) || file.parent_path().parent_path() != m_root) {
     return {};
   }

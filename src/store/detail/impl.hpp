@@ -33,6 +33,10 @@ struct blob_column {
 // Every column that references blobs(digest), found through the schema's foreign keys.
 std::vector<blob_column> blob_columns(connection& db);
 
+// The memory's lookup (parameters: family, gpu[, strategy]), one search of the index
+// experiences_by_family_gpu_strategy on all three columns or on its prefix.
+std::string experiences_query(bool by_strategy);
+
 // This process, as recorded in runs.owner: host, boot, pid and the process's start time, so that
 // neither a reboot nor a reused pid hides a dead owner.
 std::string process_owner();

@@ -163,9 +163,13 @@ CREATE TABLE artifacts (
 
 } // namespace
 
-int latest_schema_version() { return static_cast<int>(migrations.size()); }
+int latest_schema_version() {
+  return static_cast<int>(migrations.size());
+}
 
-int schema_version(connection& db) { return std::stoi(pragma(db, "user_version")); }
+int schema_version(connection& db) {
+  return std::stoi(pragma(db, "user_version"));
+}
 
 void migrate(connection& db, int target) {
   if (target > latest_schema_version()) {
@@ -179,9 +183,10 @@ void migrate(connection& db, int target) {
     // Read under the write lock: another process may have migrated meanwhile.
     const int current = schema_version(db);
     if (current > latest_schema_version()) {
-      fail_input("the store was written by a newer kblaster (schema version {}, this one knows up to {}); "
-                 "upgrade kblaster or use another --store",
-                 current, latest_schema_version());
+      fail_input(
+          "the store was written by a newer kblaster (schema version {}, this one knows up to {}); "
+          "upgrade kblaster or use another --store",
+          current, latest_schema_version());
     }
     if (current >= step) {
       continue;

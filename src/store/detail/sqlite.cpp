@@ -10,19 +10,21 @@ namespace {
 [[noreturn]] void fail_sqlite(sqlite3* db, int rc, std::string_view doing) {
   const int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    throw busy_error(fmt::format("store is busy: another kblaster process held the store's write lock for "
-                                 "longer than the busy timeout ({})",
-                                 doing));
+    throw busy_error(
+        fmt::format("store is busy: another kblaster process held the store's write lock for "
+                    "longer than the busy timeout ({})",
+                    doing));
   }
-  fail("store database: {} ({}: {})", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc), doing,
-       sqlite3_errstr(rc));
+  fail("store database: {} ({}: {})", db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+       doing, sqlite3_errstr(rc));
 }
 
 } // namespace
 
 connection::connection(const std::filesystem::path& file, int busy_timeout_ms) {
-  const int rc = sqlite3_open_v2(file.c_str(), &m_db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, nullptr);
+  const int rc =
+      sqlite3_open_v2(file.c_str(), &m_db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, nullptr);
   if (rc != SQLITE_OK) {
     const std::string message = m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
     sqlite3_close_v2(m_db);
@@ -33,7 +35,9 @@ connection::connection(const std::filesystem::path& file, int busy_timeout_ms) {
   sqlite3_busy_timeout(m_db, busy_timeout_ms);
 }
 
-connection::~connection() { sqlite3_close_v2(m_db); }
+connection::~connection() {
+  sqlite3_close_v2(m_db);
+}
 
 void connection::exec(const std::string& sql) {
   char* message = nullptr;
@@ -48,17 +52,24 @@ bool connection::try_exec(const std::string& sql) noexcept {
   return sqlite3_exec(m_db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
-int64_t connection::last_insert_rowid() const { return sqlite3_last_insert_rowid(m_db); }
-int64_t connection::changes() const { return sqlite3_changes64(m_db); }
+int64_t connection::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(m_db);
+}
+int64_t connection::changes() const {
+  return sqlite3_changes64(m_db);
+}
 
 statement::statement(connection& db, std::string_view sql) : m_db(db) {
-  const int rc = sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &m_stmt, nullptr);
+  const int rc =
+      sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &m_stmt, nullptr);
   if (rc != SQLITE_OK) {
     fail_sqlite(db.handle(), rc, std::string(sql.substr(0, 80)));
   }
 }
 
-statement::~statement() { sqlite3_finalize(m_stmt); }
+statement::~statement() {
+  sqlite3_finalize(m_stmt);
+}
 
 namespace {
 
@@ -81,8 +92,8 @@ statement& statement::bind(int index, double value) {
 }
 
 statement& statement::bind(int index, std::string_view value) {
-  check_bind(m_db.handle(),
-             sqlite3_bind_text64(m_stmt, index, value.data(), value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  check_bind(m_db.handle(), sqlite3_bind_text64(m_stmt, index, value.data(), value.size(),
+                                                SQLITE_TRANSIENT, SQLITE_UTF8));
   return *this;
 }
 
@@ -99,7 +110,8 @@ bool statement::step() {
   if (rc == SQLITE_DONE) {
     return false;
   }
-  fail_sqlite(m_db.handle(), rc, sqlite3_sql(m_stmt) != nullptr ? std::string(sqlite3_sql(m_stmt)).substr(0, 80) : "");
+  fail_sqlite(m_db.handle(), rc,
+              sqlite3_sql(m_stmt) != nullptr ? std::string(sqlite3_sql(m_stmt)).substr(0, 80) : "");
 }
 
 void statement::run() {
@@ -112,17 +124,33 @@ void statement::reset() {
   sqlite3_clear_bindings(m_stmt);
 }
 
-int statement::column_count() const { return sqlite3_column_count(m_stmt); }
-std::string statement::column_name(int column) const { return sqlite3_column_name(m_stmt, column); }
-bool statement::is_null(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_NULL; }
-bool statement::is_integer(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_INTEGER; }
-bool statement::is_real(int column) const { return sqlite3_column_type(m_stmt, column) == SQLITE_FLOAT; }
-int64_t statement::column_int(int column) const { return sqlite3_column_int64(m_stmt, column); }
-double statement::column_double(int column) const { return sqlite3_column_double(m_stmt, column); }
+int statement::column_count() const {
+  return sqlite3_column_count(m_stmt);
+}
+std::string statement::column_name(int column) const {
+  return sqlite3_column_name(m_stmt, column);
+}
+bool statement::is_null(int column) const {
+  return sqlite3_column_type(m_stmt, column) == SQLITE_NULL;
+}
+bool statement::is_integer(int column) const {
+  return sqlite3_column_type(m_stmt, column) == SQLITE_INTEGER;
+}
+bool statement::is_real(int column) const {
+  return sqlite3_column_type(m_stmt, column) == SQLITE_FLOAT;
+}
+int64_t statement::column_int(int column) const {
+  return sqlite3_column_int64(m_stmt, column);
+}
+double statement::column_double(int column) const {
+  return sqlite3_column_double(m_stmt, column);
+}
 
 std::string statement::column_text(int column) const {
   const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, column));
-  return text != nullptr ? std::string(text, static_cast<size_t>(sqlite3_column_bytes(m_stmt, column))) : std::string();
+  return text != nullptr
+             ? std::string(text, static_cast<size_t>(sqlite3_column_bytes(m_stmt, column)))
+             : std::string();
 }
 
 std::optional<int64_t> statement::column_optional_int(int column) const {
@@ -150,7 +178,8 @@ transaction::~transaction() {
   // A failed rollback leaves nothing to do here: SQLite rolls an unfinished transaction back
   // when the connection closes.
   const std::string sql = m_level == 0 ? "ROLLBACK"
-                                       : "ROLLBACK TO kb_" + std::to_string(m_level) + "; RELEASE kb_" + std::to_string(m_level);
+                                       : "ROLLBACK TO kb_" + std::to_string(m_level) +
+                                             "; RELEASE kb_" + std::to_string(m_level);
   m_db.try_exec(sql);
 }
 

@@ -55,19 +55,21 @@ public:
   // Parameters are numbered from 1, as in SQL.
   statement& bind(int index, int64_t value);
   statement& bind(int index, int value) { return bind(index, static_cast<int64_t>(value)); }
-  statement& bind(int index, bool value) { return bind(index, static_cast<int64_t>(value ? 1 : 0)); }
+  statement& bind(int index, bool value) {
+    return bind(index, static_cast<int64_t>(value ? 1 : 0));
+  }
   statement& bind(int index, double value);
   statement& bind(int index, std::string_view value);
-  statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
+  statement& bind(int index, const std::string& value) {
+    return bind(index, std::string_view(value));
+  }
   statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
   statement& bind(int index, std::nullopt_t);
-  template <class T>
-  statement& bind(int index, const std::optional<T>& value) {
+  template <class T> statement& bind(int index, const std::optional<T>& value) {
     return value ? bind(index, *value) : bind(index, std::nullopt);
   }
   // Binds the arguments to parameters 1, 2, ...
-  template <class... Args>
-  statement& bind_all(const Args&... args) {
+  template <class... Args> statement& bind_all(const Args&... args) {
     int index = 0;
     (bind(++index, args), ...);
     return *this;
