@@ -27,5 +27,7 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
 void add_check_commands(CLI::App& app, const global_options& globals, int* result);
 void add_llm_commands(CLI::App& app, const global_options& globals, int* result);
+// runs list|show, store verify|gc, evidence export|check.
+void add_store_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

@@ -1,0 +1,200 @@
+#include "store/detail/schema.hpp"
+
+#include "common/error.hpp"
+
+#include <array>
+#include <string_view>
+
+namespace kb::store::detail {
+namespace {
+
+// Append only: a released step never changes, since stores in the field have already run it.
+// Every column that names a blob references blobs(digest); verify, gc and evidence export find
+// the blob columns through those foreign keys. Columns ending in _json hold JSON text.
+constexpr std::array<std::string_view, 3> migrations = {
+    // 1: the record of runs, candidates, builds and evaluations.
+    R"sql(
+CREATE TABLE blobs (
+  digest TEXT PRIMARY KEY CHECK (length(digest) = 64),
+  size INTEGER NOT NULL CHECK (size >= 0)
+) WITHOUT ROWID;
+
+CREATE TABLE tasks (
+  id INTEGER PRIMARY KEY,
+  task_id TEXT NOT NULL,
+  suite TEXT NOT NULL,
+  family TEXT NOT NULL,
+  contract_digest TEXT NOT NULL,
+  contract_blob TEXT NOT NULL REFERENCES blobs (digest),
+  UNIQUE (task_id, contract_digest)
+);
+
+CREATE TABLE environments (
+  id INTEGER PRIMARY KEY,
+  digest TEXT NOT NULL UNIQUE,
+  gpu_name TEXT NOT NULL,
+  gpu_uuid TEXT NOT NULL,
+  sm_count INTEGER NOT NULL,
+  sm_clock_mhz INTEGER NOT NULL,
+  memory_clock_mhz INTEGER NOT NULL,
+  driver TEXT NOT NULL,
+  cuda_runtime TEXT NOT NULL,
+  nvcc_version TEXT NOT NULL,
+  hostname TEXT NOT NULL,
+  environment_json TEXT NOT NULL
+);
+
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind <> ''),
+  args_json TEXT NOT NULL,
+  started TEXT NOT NULL,
+  finished TEXT,
+  status TEXT NOT NULL CHECK (status IN ('running', 'finished', 'interrupted')),
+  outcome TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  tool_version TEXT NOT NULL
+);
+
+CREATE TABLE candidates (
+  id INTEGER PRIMARY KEY,
+  task INTEGER NOT NULL REFERENCES tasks (id),
+  source_digest TEXT NOT NULL REFERENCES blobs (digest),
+  origin TEXT NOT NULL CHECK (origin IN ('baseline', 'portfolio', 'proposer', 'import', 'adversarial')),
+  strategy TEXT NOT NULL,
+  params_json TEXT NOT NULL,
+  parent INTEGER REFERENCES candidates (id),
+  created TEXT NOT NULL,
+  UNIQUE (task, source_digest)
+);
+
+CREATE TABLE builds (
+  id INTEGER PRIMARY KEY,
+  source_digest TEXT NOT NULL REFERENCES blobs (digest),
+  flags TEXT NOT NULL,
+  toolkit TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  binary_digest TEXT REFERENCES blobs (digest),
+  log_digest TEXT REFERENCES blobs (digest),
+  outcome TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  seconds REAL,
+  created TEXT NOT NULL,
+  CHECK (outcome <> 'ok' OR binary_digest IS NOT NULL)
+);
+CREATE INDEX builds_by_key ON builds (source_digest, flags, toolkit, arch);
+
+CREATE TABLE evaluations (
+  id INTEGER PRIMARY KEY,
+  run INTEGER NOT NULL REFERENCES runs (id),
+  candidate INTEGER NOT NULL REFERENCES candidates (id),
+  baseline INTEGER REFERENCES candidates (id),
+  environment INTEGER REFERENCES environments (id),
+  build INTEGER REFERENCES builds (id),
+  shape TEXT NOT NULL,
+  verdict TEXT NOT NULL
+    CHECK (verdict IN ('improved', 'same', 'regressed', 'inconclusive', 'rejected', 'error', 'blocked')),
+  reason TEXT NOT NULL,
+  candidate_median REAL,
+  baseline_median REAL,
+  speedup REAL,
+  ci_low REAL,
+  ci_high REAL,
+  p_value REAL,
+  floor_fraction REAL,
+  samples_digest TEXT REFERENCES blobs (digest),
+  correctness_json TEXT NOT NULL,
+  detail_digest TEXT NOT NULL REFERENCES blobs (digest),
+  sandboxed INTEGER NOT NULL CHECK (sandboxed IN (0, 1)),
+  created TEXT NOT NULL
+);
+CREATE INDEX evaluations_by_run ON evaluations (run);
+CREATE INDEX evaluations_by_candidate ON evaluations (candidate);
+
+CREATE TABLE outcomes (
+  id INTEGER PRIMARY KEY,
+  run INTEGER NOT NULL REFERENCES runs (id),
+  task INTEGER NOT NULL REFERENCES tasks (id),
+  outcome TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  best_candidate INTEGER REFERENCES candidates (id),
+  created TEXT NOT NULL,
+  UNIQUE (run, task)
+);
+)sql",
+    // 2: the optimization memory.
+    R"sql(
+CREATE TABLE experiences (
+  id INTEGER PRIMARY KEY,
+  run INTEGER REFERENCES runs (id),
+  task_id TEXT NOT NULL,
+  family TEXT NOT NULL,
+  op_features_json TEXT NOT NULL,
+  shape TEXT NOT NULL,
+  dtype TEXT NOT NULL,
+  gpu TEXT NOT NULL,
+  environment INTEGER REFERENCES environments (id),
+  state_before TEXT NOT NULL,
+  strategy TEXT NOT NULL,
+  params_json TEXT NOT NULL,
+  predicted_speedup REAL,
+  measured_speedup REAL,
+  correct INTEGER NOT NULL CHECK (correct IN (0, 1)),
+  failure_reason TEXT NOT NULL,
+  created TEXT NOT NULL
+);
+CREATE INDEX experiences_by_family_gpu_strategy ON experiences (family, gpu, strategy);
+)sql",
+    // 3: which process owns a running run (so a run whose process died is found and marked
+    // interrupted), and named blobs attached to a run (profiler reports, logs).
+    R"sql(
+ALTER TABLE runs ADD COLUMN owner TEXT;
+
+CREATE TABLE artifacts (
+  id INTEGER PRIMARY KEY,
+  run INTEGER NOT NULL REFERENCES runs (id),
+  name TEXT NOT NULL,
+  digest TEXT NOT NULL REFERENCES blobs (digest),
+  created TEXT NOT NULL,
+  UNIQUE (run, name)
+);
+)sql",
+};
+
+} // namespace
+
+int latest_schema_version() {
+  return static_cast<int>(migrations.size());
+}
+
+int schema_version(connection& db) {
+  return std::stoi(pragma(db, "user_version"));
+}
+
+void migrate(connection& db, int target) {
+  if (target > latest_schema_version()) {
+    fail("no store schema version {} (the latest is {})", target, latest_schema_version());
+  }
+  if (schema_version(db) >= target && schema_version(db) <= latest_schema_version()) {
+    return;
+  }
+  for (int step = 1; step <= target; ++step) {
+    transaction tx(db);
+    // Read under the write lock: another process may have migrated meanwhile.
+    const int current = schema_version(db);
+    if (current > latest_schema_version()) {
+      fail_input(
+          "the store was written by a newer kblaster (schema version {}, this one knows up to {}); "
+          "upgrade kblaster or use another --store",
+          current, latest_schema_version());
+    }
+    if (current >= step) {
+      continue;
+    }
+    db.exec(std::string(migrations[static_cast<size_t>(step - 1)]));
+    db.exec("PRAGMA user_version = " + std::to_string(step));
+    tx.commit();
+  }
+}
+
+} // namespace kb::store::detail

@@ -1,0 +1,273 @@
+// Evidence folders: a run's rows and blobs, self-contained, with a MANIFEST in sha256sum(1)
+// format, so that a result can be checked on any machine, with or without kblaster.
+#include "store/detail/impl.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+#include "store/detail/schema.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <sys/stat.h>
+
+namespace kb::store {
+namespace {
+
+constexpr std::string_view format_name = "kblaster-evidence";
+constexpr int format_version = 1;
+
+// The candidates a run touched: evaluated, compared against, named best, and their ancestors.
+constexpr std::string_view run_candidates = R"sql(
+  WITH RECURSIVE chain(id) AS (
+    SELECT candidate FROM evaluations WHERE run = ?1
+    UNION SELECT baseline FROM evaluations WHERE run = ?1
+    UNION SELECT best_candidate FROM outcomes WHERE run = ?1
+    UNION SELECT c.parent FROM candidates c JOIN chain ON c.id = chain.id)
+  SELECT id FROM chain WHERE id IS NOT NULL)sql";
+
+// Which rows of each table belong to a run (?1).
+std::vector<std::pair<std::string, std::string>> run_selections() {
+  const std::string candidates = fmt::format("id IN ({})", run_candidates);
+  return {
+      {"runs", "id = ?1"},
+      {"evaluations", "run = ?1"},
+      {"outcomes", "run = ?1"},
+      {"experiences", "run = ?1"},
+      {"artifacts", "run = ?1"},
+      {"candidates", candidates},
+      {"tasks", fmt::format("id IN (SELECT task FROM candidates WHERE {}) OR id IN (SELECT task "
+                            "FROM outcomes WHERE run = ?1)",
+                            candidates)},
+      {"environments", "id IN (SELECT environment FROM evaluations WHERE run = ?1) OR id IN "
+                       "(SELECT environment FROM experiences WHERE run = ?1)"},
+      {"builds",
+       fmt::format("id IN (SELECT build FROM evaluations WHERE run = ?1) OR source_digest IN "
+                   "(SELECT source_digest FROM candidates WHERE {})",
+                   candidates)},
+  };
+}
+
+nlohmann::json rows_json(detail::statement& s) {
+  nlohmann::json rows = nlohmann::json::array();
+  while (s.step()) {
+    nlohmann::json row = nlohmann::json::object();
+    for (int i = 0; i < s.column_count(); ++i) {
+      const std::string name = s.column_name(i);
+      if (s.is_null(i)) {
+        row[name] = nullptr;
+      } else if (s.is_integer(i)) {
+        row[name] = s.column_int(i);
+      } else if (s.is_real(i)) {
+        row[name] = s.column_double(i);
+      } else if (name.ends_with("_json")) {
+        row[name] = nlohmann::json::parse(s.column_text(i));
+      } else {
+        row[name] = s.column_text(i);
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+void prepare_empty_folder(const fs::path& out) {
+  struct stat st {};
+  if (lstat(out.c_str(), &st) != 0) {
+    fs::create_directories(out);
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fail_input("--out {}: exists and is not a folder (symlinks are refused)", out.string());
+  }
+  if (!fs::is_empty(out)) {
+    fail_input("--out {}: the folder is not empty", out.string());
+  }
+}
+
+// Lexical, so that a symlink is named as itself and never resolved.
+std::string manifest_path(const fs::path& out, const fs::path& file) {
+  return file.lexically_relative(out).generic_string();
+}
+
+} // namespace
+
+evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
+  auto& db = m_impl->db;
+  if (!find_run(run)) {
+    fail_input("no run {} in the store {}", run, m_impl->dir.string());
+  }
+  prepare_empty_folder(out);
+
+  nlohmann::json tables = nlohmann::json::object();
+  std::set<std::string> digests;
+  std::map<std::string, int64_t> sizes;
+  {
+    detail::read_snapshot snapshot(db);
+    for (const auto& [table, where] : run_selections()) {
+      detail::statement s(db,
+                          fmt::format("SELECT * FROM \"{}\" WHERE {} ORDER BY id", table, where));
+      s.bind(1, run);
+      tables[table] = rows_json(s);
+    }
+    for (const auto& [table, column] : detail::blob_columns(db)) {
+      if (!tables.contains(table)) {
+        continue;
+      }
+      for (const auto& row : tables[table]) {
+        if (row.contains(column) && row[column].is_string()) {
+          digests.insert(row[column].get<std::string>());
+        }
+      }
+    }
+    detail::statement s(db, "SELECT size FROM blobs WHERE digest = ?");
+    for (const auto& digest : digests) {
+      s.reset();
+      s.bind(1, digest);
+      sizes[digest] = s.step() ? s.column_int(0) : -1;
+    }
+  }
+
+  nlohmann::json blobs = nlohmann::json::array();
+  for (const auto& digest : digests) {
+    blobs.push_back({{"digest", digest}, {"size", sizes.at(digest)}});
+  }
+  const nlohmann::json document = {
+      {"format", format_name},
+      {"format_version", format_version},
+      {"schema_version", detail::schema_version(db)},
+      {"tool_version", KBLASTER_VERSION},
+      {"exported", detail::now_utc()},
+      {"run", run},
+      {"tables", tables},
+      {"blobs", blobs},
+  };
+  write_file_atomic(out / "rows.json", document.dump(2) + "\n");
+  for (const auto& digest : digests) {
+    m_impl->blobs.export_to(digest, out, fs::path("blobs") / digest);
+  }
+
+  // Hashed from the files as written, so the manifest vouches for what is on disk.
+  std::vector<std::string> lines;
+  for (const auto& entry : fs::recursive_directory_iterator(out)) {
+    if (entry.is_regular_file()) {
+      lines.push_back(
+          fmt::format("{}  {}\n", sha256_file(entry.path()), manifest_path(out, entry.path())));
+    }
+  }
+  std::sort(lines.begin(), lines.end(),
+            [](const std::string& a, const std::string& b) { return a.substr(66) < b.substr(66); });
+  std::string manifest;
+  for (const auto& line : lines) {
+    manifest += line;
+  }
+  write_file_atomic(out / "MANIFEST", manifest);
+  return check_evidence(out);
+}
+
+evidence_report check_evidence(const fs::path& dir) {
+  evidence_report report;
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fail_input("{}: not an evidence folder (no such folder, or a symlink)", dir.string());
+  }
+  const fs::path manifest_file = dir / "MANIFEST";
+  if (lstat(manifest_file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    report.problems.push_back("MANIFEST is missing or not a regular file");
+    return report;
+  }
+  const std::string manifest = read_file(manifest_file);
+  report.manifest_digest = sha256_hex(manifest);
+
+  std::map<std::string, std::string> listed; // path -> digest
+  std::istringstream lines(manifest);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string digest = line.substr(0, 64);
+    if (line.size() < 67 || !detail::is_digest(digest) || line.compare(64, 2, "  ") != 0) {
+      report.problems.push_back(fmt::format("MANIFEST line {} is malformed", number));
+      continue;
+    }
+    const std::string path = line.substr(66);
+    try {
+      detail::check_relative_path(path);
+    } catch (const input_error& e) {
+      report.problems.push_back(fmt::format("MANIFEST line {}: {}", number, e.what()));
+      continue;
+    }
+    if (path == "MANIFEST" || !listed.emplace(path, digest).second) {
+      report.problems.push_back(
+          fmt::format("MANIFEST line {}: {} is listed twice or lists MANIFEST", number, path));
+    }
+  }
+
+  for (const auto& [path, digest] : listed) {
+    const fs::path file = dir / path;
+    if (lstat(file.c_str(), &st) != 0) {
+      report.problems.push_back(fmt::format("{} is missing", path));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      report.problems.push_back(
+          fmt::format("{} is not a regular file (symlinks are refused)", path));
+      continue;
+    }
+    ++report.files;
+    if (sha256_file(file) != digest) {
+      report.problems.push_back(
+          fmt::format("{} has changed: its SHA-256 differs from MANIFEST", path));
+    }
+    if (path.starts_with("blobs/") && path.substr(6) != digest) {
+      report.problems.push_back(fmt::format("{} is not named by its SHA-256 {}", path, digest));
+    }
+  }
+
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string path = manifest_path(dir, entry.path());
+    if (entry.is_symlink()) {
+      report.problems.push_back(fmt::format("{} is a symlink", path));
+    } else if (entry.is_regular_file()) {
+      if (path != "MANIFEST" && !listed.contains(path)) {
+        report.problems.push_back(fmt::format("{} is not listed in MANIFEST", path));
+      }
+    } else if (!entry.is_directory()) {
+      report.problems.push_back(fmt::format("{} is not a regular file", path));
+    }
+  }
+
+  if (!listed.contains("rows.json")) {
+    report.problems.push_back("rows.json is not listed in MANIFEST");
+  } else if (lstat((dir / "rows.json").c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    try {
+      const auto document = nlohmann::json::parse(read_file(dir / "rows.json"));
+      if (document.value("format", "") != format_name) {
+        report.problems.push_back("rows.json is not a kblaster evidence document");
+      }
+      report.run = document.value("run", int64_t{0});
+      for (const auto& blob : document.at("blobs")) {
+        const std::string digest = blob.at("digest").get<std::string>();
+        const std::string path = "blobs/" + digest;
+        std::error_code ec;
+        if (!listed.contains(path)) {
+          report.problems.push_back(
+              fmt::format("rows.json references blob {}, which is not in the folder", digest));
+        } else if (static_cast<int64_t>(fs::file_size(dir / path, ec)) !=
+                       blob.at("size").get<int64_t>() ||
+                   ec) {
+          report.problems.push_back(
+              fmt::format("blob {} does not have the size rows.json records", digest));
+        }
+      }
+    } catch (const std::exception& e) {
+      report.problems.push_back(fmt::format("rows.json cannot be read: {}", e.what()));
+    }
+  }
+  return report;
+}
+
+} // namespace kb::store

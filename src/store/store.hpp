@@ -1,0 +1,288 @@
+// The persistent store: the project's memory and evidence. Blobs (sources, binaries, logs, timing
+// samples, result documents) live in a content-addressed folder named by their SHA-256; rows that
+// tie them together (tasks, environments, runs, candidates, builds, evaluations, outcomes,
+// experiences) live in SQLite. Every write is one transaction that takes the write lock up front
+// and is durable when it returns, so a crash, a kill -9 or a second run at the same time never
+// loses or half-writes a record. docs/store.md describes the layout and the schema.
+//
+// A `store` object is one connection: use one per thread, and open a new one after fork().
+#pragma once
+
+#include "task/task.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kb::store {
+
+namespace fs = std::filesystem;
+
+enum class run_status { running, finished, interrupted };
+std::string to_string(run_status s);
+std::optional<run_status> run_status_from_string(const std::string& s);
+
+// How a candidate compared with its baseline (rejected: failed verification; error: the tool or
+// the candidate crashed; blocked: a stage could not run here).
+enum class verdict { improved, same, regressed, inconclusive, rejected, error, blocked };
+std::string to_string(verdict v);
+std::optional<verdict> verdict_from_string(const std::string& s);
+
+enum class candidate_origin { baseline, portfolio, proposer, import, adversarial };
+std::string to_string(candidate_origin o);
+std::optional<candidate_origin> candidate_origin_from_string(const std::string& s);
+
+// ---- Where the store lives ----
+
+// `explicit_dir` (--store), else $KBLASTER_HOME, else ~/.local/share/kblaster.
+fs::path resolve_dir(const std::optional<fs::path>& explicit_dir);
+// statfs(2) f_type of the filesystem holding `dir`.
+uint64_t filesystem_type(const fs::path& dir);
+// The name of the network or userspace filesystem `f_type` denotes ("NFS", "SMB2", "FUSE"), on
+// which SQLite's file locking cannot be trusted; nullopt for a local one.
+std::optional<std::string> network_filesystem_name(uint64_t f_type);
+
+struct open_options {
+  fs::path dir;
+  std::function<uint64_t(const fs::path&)> filesystem_type = store::filesystem_type;
+  int busy_timeout_ms = 10000; // [milliseconds] how long a writer waits for another's lock
+};
+
+// ---- Records ----
+
+struct blob_ref {
+  std::string digest; // SHA-256, lower-case hex
+  uint64_t size = 0;  // [bytes]
+};
+
+// The machine a measurement was taken on. Stored once per distinct content.
+struct environment {
+  std::string gpu_name;
+  std::string gpu_uuid;
+  int64_t sm_count = 0;
+  int64_t sm_clock_mhz = 0;     // [MHz] maximum SM clock
+  int64_t memory_clock_mhz = 0; // [MHz]
+  std::string driver;
+  std::string cuda_runtime;
+  std::string nvcc_version;
+  std::string hostname;
+  // Anything else worth keeping (L2 size, ECC, compute capability, ...).
+  nlohmann::json extra = nlohmann::json::object();
+
+  nlohmann::json to_json() const;
+};
+
+struct run_info {
+  int64_t id = 0;
+  std::string kind; // eval, bench, optimize, calibrate, ...
+  nlohmann::json args;
+  std::string started;  // UTC, ISO 8601
+  std::string finished; // empty while running
+  run_status status = run_status::running;
+  std::string outcome;
+  std::string reason; // reason code
+  std::string tool_version;
+  int64_t evaluations = 0;
+};
+
+struct candidate_record {
+  int64_t task = 0; // from record_task
+  std::string source_digest;
+  candidate_origin origin = candidate_origin::proposer;
+  std::string strategy;
+  nlohmann::json params = nlohmann::json::object();
+  std::optional<int64_t> parent;
+};
+
+// What makes two builds interchangeable.
+struct build_key {
+  std::string source_digest;
+  std::string flags; // the compiler flags as one string, in the order given
+  std::string toolkit;
+  std::string arch; // e.g. sm_90a
+};
+
+// Outcome "ok" marks a successful build (it must name a binary); anything else is a failure
+// with a reason code.
+struct build_record {
+  build_key key;
+  std::string outcome;
+  std::string reason;
+  std::optional<std::string> binary_digest;
+  std::optional<std::string> log_digest;
+  double seconds = 0; // [seconds] compile time
+};
+
+// One evaluation of a candidate. The key columns are what reports and queries need; `detail` is
+// the full result document and `samples` every timing sample, both kept as blobs.
+struct evaluation_record {
+  int64_t run = 0;
+  int64_t candidate = 0;
+  std::optional<int64_t> baseline; // the candidate it was compared with
+  std::optional<int64_t> environment;
+  std::optional<int64_t> build;
+  std::string shape;
+  store::verdict verdict = store::verdict::error;
+  std::string reason;                     // reason code
+  std::optional<double> candidate_median; // [seconds]
+  std::optional<double> baseline_median;  // [seconds]
+  std::optional<double> speedup;          // baseline median / candidate median
+  std::optional<double> ci_low;           // 95% interval of the speedup
+  std::optional<double> ci_high;
+  std::optional<double> p_value;
+  std::optional<double> floor_fraction; // roofline floor / candidate median
+  nlohmann::json samples;               // null when nothing was timed
+  nlohmann::json correctness = nlohmann::json::object();
+  bool sandboxed = false;
+  nlohmann::json detail = nlohmann::json::object();
+};
+
+// An evaluation as read back: the record without its blobs (fetch them by digest), plus context.
+struct evaluation_row {
+  int64_t id = 0;
+  std::string task_id;
+  std::string strategy;
+  candidate_origin origin = candidate_origin::proposer;
+  std::string samples_digest; // empty when there were no samples
+  std::string detail_digest;
+  std::string created;
+  evaluation_record record;
+};
+
+// The result of a run for one task.
+struct outcome_record {
+  int64_t run = 0;
+  int64_t task = 0;
+  std::string outcome;
+  std::string reason;
+  std::optional<int64_t> best_candidate;
+};
+
+// One attempt of the optimization loop, as the memory remembers it.
+struct experience {
+  int64_t id = 0;      // set when read back
+  std::string created; // set when read back
+  std::optional<int64_t> run;
+  std::string task_id;
+  std::string family;
+  nlohmann::json op_features = nlohmann::json::object();
+  std::string shape;
+  std::string dtype;
+  std::string gpu; // GPU name, as in environment::gpu_name
+  std::optional<int64_t> environment;
+  std::string state_before; // bottleneck state before the attempt
+  std::string strategy;
+  nlohmann::json params = nlohmann::json::object();
+  std::optional<double> predicted_speedup;
+  std::optional<double> measured_speedup; // absent when it did not compile or verify
+  bool correct = false;
+  std::string failure_reason; // reason code; empty on success
+};
+
+struct verify_report {
+  int64_t blobs_checked = 0;
+  std::vector<std::string> corrupt;  // digests whose file no longer hashes to its name
+  std::vector<std::string> missing;  // digests a row references that have no file
+  std::vector<std::string> database; // what integrity_check and foreign_key_check found
+  // Files that are no catalogued blob: left by a crash, harmless, removed by gc.
+  std::vector<fs::path> stray;
+  bool ok() const { return corrupt.empty() && missing.empty() && database.empty(); }
+};
+
+struct gc_report {
+  int64_t removed_blobs = 0;
+  uint64_t removed_bytes = 0;
+  int64_t removed_stray = 0;
+  int64_t kept_recent = 0; // unreferenced but younger than the grace period
+};
+
+struct evidence_report {
+  int64_t run = 0;
+  int64_t files = 0;
+  std::string manifest_digest; // SHA-256 of MANIFEST: note it to detect a rewritten manifest
+  std::vector<std::string> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+class store {
+public:
+  // Opens the store at options.dir, creating it (mode 0700) and upgrading its schema as needed;
+  // runs of this machine whose process is gone are marked interrupted.
+  explicit store(const open_options& options);
+  explicit store(const fs::path& dir);
+  ~store();
+  store(store&&) noexcept;
+  store& operator=(store&&) noexcept;
+
+  const fs::path& dir() const;
+  int schema_version() const;
+
+  // ---- Blobs ----
+  // A blob no row references yet is safe from gc for its grace period (an hour by default);
+  // reference it in a record soon, or store it inside `atomically` together with the record.
+  blob_ref put(std::string_view bytes);
+  blob_ref put_file(const fs::path& path);
+  // The bytes of a blob, checked against its digest (kb::error when missing or corrupt).
+  std::string get(const std::string& digest) const;
+  fs::path path_of(const std::string& digest) const;
+  bool exists(const std::string& digest) const;
+
+  // Runs `body` in one transaction: every record it makes is stored, or none is.
+  void atomically(const std::function<void()>& body);
+
+  // ---- Records; each returns the row's id ----
+  int64_t record_task(const task::contract& contract);
+  int64_t record_environment(const environment& env);
+  int64_t begin_run(const std::string& kind, const nlohmann::json& args);
+  void finish_run(int64_t run, run_status status, const std::string& outcome,
+                  const std::string& reason);
+  // A candidate is stored once per (task, source); recording it again returns the first id.
+  int64_t record_candidate(const candidate_record& candidate);
+  int64_t record_build(const build_record& build);
+  int64_t record_evaluation(const evaluation_record& evaluation);
+  void record_outcome(const outcome_record& outcome);
+  int64_t record_experience(const experience& exp);
+  // Attaches a named blob (a profiler report, a log) to a run.
+  void attach(int64_t run, const std::string& name, const std::string& digest);
+
+  // ---- Queries ----
+  // The binary of a successful build with this key whose blob is present and intact.
+  std::optional<std::string> find_build(const build_key& key) const;
+  std::vector<run_info> list_runs(int limit) const; // newest first
+  std::optional<run_info> find_run(int64_t run) const;
+  std::vector<evaluation_row> evaluations_of_run(int64_t run) const;
+  std::vector<outcome_record> outcomes_of_run(int64_t run) const;
+  // What strategies did on tasks of a family on a GPU (one strategy, or all), newest first.
+  std::vector<experience>
+  find_experiences(const std::string& family, const std::string& gpu,
+                   const std::optional<std::string>& strategy = std::nullopt) const;
+  // Marks runs of this machine whose process is gone as interrupted; returns how many.
+  int reap_interrupted_runs();
+
+  // ---- Maintenance and evidence ----
+  verify_report verify() const;
+  // Removes blobs no row references, and files left by interrupted writes, once they are older
+  // than `grace` (a blob stored just now may be about to be referenced).
+  gc_report gc(std::chrono::seconds grace, bool dry_run = false);
+  // Writes the run's rows (rows.json), the blobs they reference (blobs/<digest>) and a MANIFEST
+  // of SHA-256 per file to `out`, which must not exist or be empty. Returns the MANIFEST check.
+  evidence_report export_evidence(int64_t run, const fs::path& out) const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> m_impl;
+};
+
+// Checks an exported evidence folder: every file listed in MANIFEST with its hash, nothing else
+// present, no symlinks, every blob named by its hash and every blob rows.json lists present.
+evidence_report check_evidence(const fs::path& dir);
+
+} // namespace kb::store
