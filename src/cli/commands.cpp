@@ -6,6 +6,8 @@
 
 namespace kb::cli {
 
+store::store open_store(const global_options& globals) { return store::store(store::resolve_dir(globals.store)); }
+
 int run(int argc, char** argv) {
   CLI::App app{"KernelBlaster: faster CUDA kernels, verified and measured"};
   app.set_help_flag();

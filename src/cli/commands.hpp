@@ -1,6 +1,8 @@
 // The CLI: one function per command family, registered on a CLI11 app in commands.cpp.
 #pragma once
 
+#include "store/store.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -20,6 +22,9 @@ struct global_options {
 };
 
 int run(int argc, char** argv);
+
+// The store named by --store, $KBLASTER_HOME or the default location.
+store::store open_store(const global_options& globals);
 
 // Each command family adds its subcommands to `app`; the callback it installs sets `*result`
 // to the process exit code.

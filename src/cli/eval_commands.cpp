@@ -179,9 +179,15 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(), "candidate"};
     const fs::path base_path = baseline.empty() ? c.baseline : fs::path(baseline);
     const eval::candidate_input base{read_file(base_path), base_path.filename().string(), "baseline"};
+    auto st = open_store(globals);
+    const int64_t run = st.begin_run("eval", {{"task", c.id}, {"candidate", candidate}, {"baseline", base_path.string()}, {"shape", o.shape},
+                                              {"sanitize", o.sanitize}, {"sessions", o.sessions}, {"no_sandbox", o.no_sandbox}});
     const auto r = eval::evaluate(root, c, cand, base, o, progress_printer(globals));
     end_progress(globals);
+    const int64_t row = eval::record(st, run, c, cand, base, r);
+    st.finish_run(run, store::run_status::finished, eval::to_string(r.final), r.reason);
     print_summary(c, r);
+    fmt::print("recorded  run {} evaluation {} in {}\n", run, row, st.dir().string());
     if (!json_out.empty()) {
       write_file_atomic(json_out, r.detail.dump(2) + "\n");
     }

@@ -13,9 +13,7 @@ namespace {
 // The thing checked failed its check (a corrupt store, a tampered evidence folder).
 constexpr int check_failed = 1;
 
-store::store open_store(const global_options& globals) {
-  return store::store(store::resolve_dir(globals.store));
-}
+
 
 std::string optional_number(const std::optional<double>& value, const char* format) {
   return value ? fmt::format(fmt::runtime(format), *value) : "-";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "build/build.hpp"
+#include "store/store.hpp"
 #include "task/task.hpp"
 
 #include <nlohmann/json.hpp>
@@ -63,7 +64,9 @@ using progress_fn = std::function<void(const std::string& line)>;
 struct candidate_input {
   std::string source;
   std::string name;               // file name, for messages
-  std::string origin = "candidate"; // candidate | baseline | portfolio | adversarial | proposer
+  std::string origin = "candidate"; // candidate | baseline | portfolio | adversarial | proposer | import
+  std::string strategy;           // what produced it, when a proposer did
+  nlohmann::json params = nlohmann::json::object();
 };
 
 struct result {
@@ -90,6 +93,12 @@ std::vector<std::vector<double>> cpu_reference(const fs::path& oracle_module, co
 // What a machine without a GPU can still do for a task: compile its oracle module and baseline,
 // run the CPU oracle at the check shapes and prove the checker rejects trivial outputs there.
 nlohmann::json check_task_without_gpu(const fs::path& project_root, const task::contract& c, const options& opt);
+
+// Records one evaluation in the store (task, environment, both candidates with their sources, the
+// candidate's build with binary and log, the evaluation with all samples and the full detail), in
+// one transaction. Returns the evaluation's row id.
+int64_t record(store::store& st, int64_t run, const task::contract& c, const candidate_input& candidate,
+               const candidate_input& baseline, const result& r);
 
 // Whether a CUDA device is usable here, with the reason when not (no driver, no device, ...).
 struct device_probe {
