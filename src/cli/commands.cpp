@@ -22,6 +22,7 @@ int run(int argc, char** argv) {
   add_tasks_commands(app, globals, &result);
   add_eval_commands(app, globals, &result);
   add_check_commands(app, globals, &result);
+  add_strategies_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

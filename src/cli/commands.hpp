@@ -26,5 +26,6 @@ int run(int argc, char** argv);
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
 void add_check_commands(CLI::App& app, const global_options& globals, int* result);
+void add_strategies_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

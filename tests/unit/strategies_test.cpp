@@ -6,6 +6,7 @@
 #include "build/build.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "common/process.hpp"
 #include "search/strategies.hpp"
 #include "task/task.hpp"
 
@@ -265,6 +266,28 @@ TEST(strategy_generate, source_binds_the_task_and_the_strategy) {
   EXPECT_EQ(ew.find("kb_family_config"), std::string::npos);
   EXPECT_NE(ew.find("static constexpr kb::strategies::cache_hint hint = kb::strategies::cache_hint::streaming;"), std::string::npos);
   EXPECT_NE(ew.find("return kb_strategy::launch(args); }"), std::string::npos);
+}
+
+TEST(strategy_cli, generates_the_library_source_and_rejects_bad_parameters) {
+  const auto run = [](std::vector<std::string> args) {
+    process_spec spec;
+    spec.argv = {KBLASTER_BINARY, "--root", root.string()};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.timeout = std::chrono::seconds(60);
+    return run_process(spec);
+  };
+  const auto gen = run({"strategies", "generate", "--task", (test_tasks / "902_layernorm_lastdim_f16").string(), "--strategy",
+                        "normalize.block_row", "--param", "cache=shared", "--param", "block=1024"});
+  ASSERT_TRUE(gen.ok()) << gen.output;
+  EXPECT_EQ(gen.output, generate(task_by_id("902"), find_strategy("normalize.block_row"), {{"cache", "shared"}, {"block", 1024}}));
+  const auto listed = run({"strategies", "list", "--task", "036", "--json"});
+  ASSERT_TRUE(listed.ok()) << listed.output;
+  const auto j = nlohmann::json::parse(listed.output);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0].at("name"), "normalize.strided_columns");
+  const auto bad = run({"strategies", "generate", "--task", "019", "--strategy", "elementwise.vectorized", "--param", "block=100"});
+  EXPECT_EQ(bad.exit_code, exit_code::input) << bad.output;
+  EXPECT_NE(bad.output.find("not one of"), std::string::npos) << bad.output;
 }
 
 // ---- compiling the generated candidates ------------------------------------------------------
