@@ -72,7 +72,7 @@ std::vector<strategy> make_library() {
        [](const shape_features&) { return true; },
        {ints("block", {128, 256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("unroll", {1, 2, 4, 8}, "vectors per thread per step, loaded before any is used"),
-        ints("blocks_per_sm", {0, 2, 4, 8, 16, 32}, "0: one pass (a block per block*unroll vectors); k: k blocks per SM in a grid-stride loop"),
+        ints("blocks_per_sm", {0, 2, 4, 8, 16, 32}, "blocks per SM in a grid-stride loop, or one pass (a block per block*unroll vectors) when 0"),
         names("hint", {"normal", "streaming"}, "kb::strategies::cache_hint", "cache policy of the loads and stores (streaming: evict first)")},
        {{"block", 256}, {"vector_bytes", 16}, {"unroll", 4}, {"blocks_per_sm", 0}, {"hint", "normal"}},
        "kblaster/device/strategies/elementwise.cuh", "kb::strategies::elementwise::vectorized", false});
@@ -124,8 +124,8 @@ std::vector<strategy> make_library() {
        [](const shape_features& f) { return f.inner < 32 && (f.extent >= 65536 || (f.rows() < device_sms && f.extent >= 8192)); },
        {ints("block", {256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("chunk", {16384, 65536, 262144}, "row elements per block"),
-        ints("l2_group_mb", {0, 16, 32, 48}, "rows per pair of launches, in MiB of input (0: all rows at once)")},
-       {{"block", 512}, {"vector_bytes", 16}, {"chunk", 65536}, {"l2_group_mb", 32}},
+        ints("l2_group_mb", {0, 16, 32, 48}, "MiB of rows (plus the weight and bias) per pair of launches, so the second read hits L2 (0: all rows at once)")},
+       {{"block", 512}, {"vector_bytes", 16}, {"chunk", 16384}, {"l2_group_mb", 48}},
        "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::split_row", true});
   add({"normalize.strided_columns", family::normalize,
        "Strided rows: each thread owns vector_bytes worth of adjacent columns (vector loads along the inner dimension, "

