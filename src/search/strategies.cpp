@@ -145,10 +145,10 @@ std::vector<strategy> make_library() {
   add({"reduce.rows", family::reduce,
        "A warp (threads_per_row = 32) or a block per contiguous row, vector loads, `accumulators` independent states per "
        "thread, a fixed-order reduction.",
-       "contiguous rows (inner < 32) with enough rows to fill the device",
+       "contiguous rows (inner < 32), unless they are few and long (reduce.split_row)",
        "More bytes per load and independent accumulation chains keep more loads in flight than the baseline's one scalar "
        "chain per thread.",
-       [](const shape_features& f) { return f.inner < 32 && f.rows() >= device_sms; },
+       [](const shape_features& f) { return f.inner < 32 && (f.rows() >= device_sms || f.extent < 16384); },
        {ints("threads_per_row", {32, 64, 128, 256, 512, 1024}, "32: a warp per row (8 rows per block); more: a block per row"),
         ints("vector_bytes", {4, 8, 16}, vector_text), ints("accumulators", {1, 2, 4}, "independent states per thread")},
        {{"threads_per_row", 256}, {"vector_bytes", 16}, {"accumulators", 2}},
@@ -242,10 +242,10 @@ std::vector<strategy> make_library() {
        "Register-tiled fp32 SIMT product: a bm x bn tile per block, tm x tn outputs per thread from float4 reads of a "
        "transposed A slice and a B slice in double-buffered shared memory (the next slice loaded into registers during "
        "the FMAs), 16-byte stores of C. fp32 FMA only, no TF32.",
-       "products with M and N of at least 32 (tuned for small K, where the output write and the FMAs dominate)",
+       "products with N > 4 (tuned for small K and large M, N, where the output write and the FMAs dominate)",
        "The baseline's 16x16 tile computes one output per thread and reloads shared memory for every FMA; an 8x8 register "
        "tile does 64 FMAs per 16 shared-memory values, which moves the kernel toward the FMA peak.",
-       [](const shape_features& f) { return f.m >= 32 && f.n >= 32; },
+       [](const shape_features& f) { return f.n > 4; },
        {ints("bm", {64, 128}, "rows of C per block"), ints("bn", {64, 128}, "columns of C per block"),
         ints("bk", {8, 16, 32}, "depth of the K slices staged in shared memory"), ints("tm", {4, 8}, "rows of C per thread"),
         ints("tn", {4, 8}, "columns of C per thread"),

@@ -163,6 +163,37 @@ TEST(strategy_library, inapplicable_strategies_are_not_offered) {
   EXPECT_TRUE(strategies_for(mixed).empty());
 }
 
+// The official shape of `id` replaced by `dims`.
+task::contract with_official(const std::string& id, const std::map<std::string, int64_t>& dims) {
+  task::contract c = task_by_id(id);
+  for (auto& s : c.shapes) {
+    if (s.role == "official") {
+      s.dims = dims;
+    }
+  }
+  return c;
+}
+
+TEST(strategy_library, every_shape_of_a_family_is_offered_a_strategy) {
+  const std::vector<int64_t> sizes = {1, 13, 100, 1000, 5000, 20000, 50000, 100000, 393216, 4194304};
+  for (const int64_t m : {int64_t{1}, int64_t{16}, int64_t{4096}}) {
+    for (const int64_t n : sizes) {
+      // Rows of fp32, fp16 and bf16: (task, rows dim, row length dim).
+      for (const auto& [id, rows, cols] : {std::tuple{"023", "M", "N"}, std::tuple{"902", "T", "H"}, std::tuple{"903", "M", "N"},
+                                           std::tuple{"909", "M", "N"}, std::tuple{"095", "N", "C"}, std::tuple{"906", "N", "C"}}) {
+        EXPECT_FALSE(strategies_for(with_official(id, {{rows, m}, {cols, n}})).empty()) << id << " " << m << " x " << n;
+      }
+      EXPECT_FALSE(strategies_for(with_official("007", {{"M", m}, {"N", n}, {"K", 64}})).empty()) << m << " x " << n;
+      EXPECT_FALSE(strategies_for(with_official("019", {{"M", m}, {"N", n}})).empty());
+    }
+  }
+  for (const int64_t hw : {int64_t{1}, int64_t{4}, int64_t{31}, int64_t{32}, int64_t{4096}}) {
+    EXPECT_FALSE(strategies_for(with_official("036", {{"B", 2}, {"C", 64}, {"H", 1}, {"W", hw}})).empty()) << hw;
+    EXPECT_FALSE(strategies_for(with_official("047", {{"B", 2}, {"R", 300}, {"N", hw}})).empty()) << hw;
+    EXPECT_FALSE(strategies_for(with_official("905", {{"N", 2}, {"C", 300}, {"L", hw}})).empty()) << hw;
+  }
+}
+
 TEST(strategy_library, features_follow_the_reduced_axes) {
   const auto rms = features_of(task_by_id("036"), task_by_id("036").official());
   EXPECT_EQ(rms.outer, 112);

@@ -1,8 +1,7 @@
 // Strategy library, family `normalize` (y = apply(x, finalize(reduce(row)), weight[r], bias[r])).
 // Every strategy is correct for every layout; the strategy descriptors say where each is fast.
 //
-// normalize::rows<Op, P, Lanes>: a warp (Lanes = 32, "warp_row") or a block (Lanes = P::block,
-// "block_row") owns a row; one pass of statistics, one of output. P's members:
+// normalize::warp_row<Op, P> and normalize::block_row<Op, P>: a warp or the whole block owns a row; one pass of statistics, one of output. P's members:
 //   block             threads per block
 //   vector_bytes      bytes per access along contiguous rows (4, 8, 16)
 //   cache             row_cache: none (the output pass re-reads the row), registers (when the row
