@@ -26,6 +26,7 @@ int run(int argc, char** argv) {
   add_check_commands(app, globals, &result);
   add_llm_commands(app, globals, &result);
   add_store_commands(app, globals, &result);
+  add_strategies_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,348 @@
+// Strategy library, family `matmul` (c[m, n] = epilogue(sum over k of a[m, k] * b[k, n])), fp32
+// FMA only: no TF32 or tensor-core shortcuts, whose rounding fails the fp32 tolerance.
+//
+// matmul::matvec<Op, P>: N == 1 or small. A block owns `rows` rows of A and one column of B over
+// a chunk of K (k_chunk elements, 0: all of K); each thread loads one vector of B and the rows'
+// vectors of A at the same k, so B is read once per `rows` rows; the rows' sums meet in shared
+// memory. With several chunks the partial sums go to the workspace and a second kernel adds them
+// in a fixed order. P: block, rows, vector_bytes, k_chunk.
+//
+// matmul::tiled<Op, P>: register tiling: a block computes a bm x bn tile of C, each thread a
+// tm x tn sub-tile (float4 reads of A and B from shared memory), bk-deep slices of A (transposed)
+// and B staged in double-buffered shared memory, the next slice loaded into registers while the
+// current one is multiplied; 16-byte stores of C where N allows. P: bm, bn, bk, tm, tn, store_hint.
+#pragma once
+
+#include "kblaster/device/families/matmul.cuh"
+#include "kblaster/device/strategies/common.cuh"
+
+namespace kb::strategies::matmul {
+
+using kb::matmul::config;
+using kb::matmul::dims;
+
+#if defined(__CUDACC__)
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d,
+                                                          int64_t splits, int64_t chunk_vecs, float* __restrict__ partials) {
+  constexpr int R = P::rows;
+  constexpr int warps = P::block / 32;
+  __shared__ float red[warps][R];
+  const int64_t nvec = d.k / V;
+  const int64_t groups = ceil_div(d.m, R);
+  for (int64_t blk = blockIdx.x; blk < groups * d.n * splits; blk += gridDim.x) {
+    const int64_t q = blk % splits;
+    const int64_t n = blk / splits % d.n;
+    const int64_t m0 = blk / splits / d.n * R;
+    const int64_t begin = q * chunk_vecs;
+    const int64_t end = min64(nvec, begin + chunk_vecs);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r] = 0.0f;
+    }
+    for (int64_t kv = begin + threadIdx.x; kv < end; kv += P::block) {
+      float bv[V];
+      if constexpr (V > 1) {
+        load_vec<float, T, V>(b + kv * V, bv); // V > 1 only when N == 1
+      } else {
+        bv[0] = cvt<float>(b[kv * d.n + n]);
+      }
+      float av[R][V];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (m0 + r < d.m) {
+          load_vec<float, T, V>(a + (m0 + r) * d.k + kv * V, av[r]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (m0 + r < d.m) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            acc[r] = fn::fma(av[r][k], bv[k], acc[r]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r] = warp_reduce(acc[r], [](float u, float v) { return u + v; });
+    }
+    if (threadIdx.x % 32 == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        red[threadIdx.x / 32][r] = acc[r];
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < R && m0 + threadIdx.x < d.m) {
+      float sum = red[0][threadIdx.x];
+#pragma unroll
+      for (int w = 1; w < warps; ++w) {
+        sum += red[w][threadIdx.x];
+      }
+      const int64_t out = (m0 + threadIdx.x) * d.n + n;
+      if (splits == 1) {
+        c[out] = cvt<T>(Op<float>::epilogue(sum));
+      } else {
+        partials[q * d.m * d.n + out] = sum;
+      }
+    }
+    __syncthreads(); // `red` is reused by the next block of work
+  }
+}
+
+// A thread per output: the chunks' partial sums in a fixed order, then the epilogue.
+template <template <class> class Op, class T>
+__global__ void __launch_bounds__(256) matvec_finish_kernel(const float* __restrict__ partials, int64_t outputs, int64_t splits,
+                                                            T* __restrict__ c) {
+  for (int64_t out = int64_t{blockIdx.x} * 256 + threadIdx.x; out < outputs; out += int64_t{gridDim.x} * 256) {
+    float sum = partials[out];
+    for (int64_t q = 1; q < splits; ++q) {
+      sum += partials[q * outputs + out];
+    }
+    c[out] = cvt<T>(Op<float>::epilogue(sum));
+  }
+}
+
+template <class P> struct tile_shape {
+  static constexpr int threads = (P::bm / P::tm) * (P::bn / P::tn);
+  static constexpr int a_stride = P::bm + 4;       // floats per k-row of the transposed A tile (padded)
+  static constexpr int a_floats = P::bk * a_stride; // per buffer
+  static constexpr int b_floats = P::bk * P::bn;
+  static constexpr int a_loads = (P::bm * P::bk + threads - 1) / threads; // per thread and slice
+  static constexpr int b_loads = (P::bk * P::bn + threads - 1) / threads;
+  static constexpr size_t smem_bytes = 2 * sizeof(float) * (a_floats + b_floats);
+};
+
+template <template <class> class Op, class P, class T, bool VecStore>
+__global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                                                       T* __restrict__ c, dims d) {
+  using shape = tile_shape<P>;
+  constexpr int threads = shape::threads;
+  constexpr int row_span = P::bm * 4 / P::tm; // rows between a thread's groups of 4 rows
+  constexpr int col_span = P::bn * 4 / P::tn;
+  extern __shared__ float4 tile_smem[];
+  float* as = reinterpret_cast<float*>(tile_smem);
+  float* bs = as + 2 * shape::a_floats;
+  const int tid = threadIdx.x;
+  const int tx = tid % (P::bn / P::tn);
+  const int ty = tid / (P::bn / P::tn);
+  const int64_t tiles_n = ceil_div(d.n, P::bn);
+  const int64_t m0 = blockIdx.x / tiles_n * P::bm;
+  const int64_t n0 = blockIdx.x % tiles_n * P::bn;
+  const int64_t slices = ceil_div(d.k, P::bk);
+
+  float ra[shape::a_loads];
+  float rb[shape::b_loads];
+  const auto load_slice = [&](int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < shape::a_loads; ++i) {
+      const int e = tid + i * threads;
+      const int64_t m = m0 + e / P::bk;
+      const int64_t k = k0 + e % P::bk;
+      ra[i] = (e < P::bm * P::bk && m < d.m && k < d.k) ? cvt<float>(a[m * d.k + k]) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < shape::b_loads; ++i) {
+      const int e = tid + i * threads;
+      const int64_t k = k0 + e / P::bn;
+      const int64_t n = n0 + e % P::bn;
+      rb[i] = (e < P::bk * P::bn && k < d.k && n < d.n) ? cvt<float>(b[k * d.n + n]) : 0.0f;
+    }
+  };
+  const auto store_slice = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < shape::a_loads; ++i) {
+      const int e = tid + i * threads;
+      if (e < P::bm * P::bk) {
+        as[buf * shape::a_floats + (e % P::bk) * shape::a_stride + e / P::bk] = ra[i];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < shape::b_loads; ++i) {
+      const int e = tid + i * threads;
+      if (e < P::bk * P::bn) {
+        bs[buf * shape::b_floats + e] = rb[i];
+      }
+    }
+  };
+
+  float acc[P::tm][P::tn];
+#pragma unroll
+  for (int i = 0; i < P::tm; ++i) {
+#pragma unroll
+    for (int j = 0; j < P::tn; ++j) {
+      acc[i][j] = 0.0f;
+    }
+  }
+  load_slice(0);
+  store_slice(0);
+  __syncthreads();
+  for (int64_t s = 0; s < slices; ++s) {
+    const int buf = static_cast<int>(s & 1);
+    if (s + 1 < slices) {
+      load_slice((s + 1) * P::bk);
+    }
+    const float* at = as + buf * shape::a_floats;
+    const float* bt = bs + buf * shape::b_floats;
+#pragma unroll
+    for (int kk = 0; kk < P::bk; ++kk) {
+      float ar[P::tm];
+      float br[P::tn];
+#pragma unroll
+      for (int g = 0; g < P::tm / 4; ++g) {
+        const float4 v = *reinterpret_cast<const float4*>(at + kk * shape::a_stride + g * row_span + ty * 4);
+        ar[g * 4 + 0] = v.x;
+        ar[g * 4 + 1] = v.y;
+        ar[g * 4 + 2] = v.z;
+        ar[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int g = 0; g < P::tn / 4; ++g) {
+        const float4 v = *reinterpret_cast<const float4*>(bt + kk * P::bn + g * col_span + tx * 4);
+        br[g * 4 + 0] = v.x;
+        br[g * 4 + 1] = v.y;
+        br[g * 4 + 2] = v.z;
+        br[g * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < P::tm; ++i) {
+#pragma unroll
+        for (int j = 0; j < P::tn; ++j) {
+          acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+        }
+      }
+    }
+    if (s + 1 < slices) {
+      store_slice(buf ^ 1);
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < P::tm; ++i) {
+    const int64_t m = m0 + (i / 4) * row_span + ty * 4 + i % 4;
+    if (m >= d.m) {
+      continue;
+    }
+#pragma unroll
+    for (int g = 0; g < P::tn / 4; ++g) {
+      const int64_t n = n0 + g * col_span + tx * 4;
+      float out[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        out[q] = Op<float>::epilogue(acc[i][g * 4 + q]);
+      }
+      if (VecStore && n + 3 < d.n) {
+        store_vec<T, float, 4, P::store_hint>(c + m * d.n + n, out);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if (n + q < d.n) {
+            c[m * d.n + n + q] = cvt<T>(out[q]);
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif
+
+inline bool operands_of(const kb_args* a, const config& c, dims* d) {
+  if (a->num_outputs < 1 || c.a < 0 || c.a >= a->num_inputs || c.b < 0 || c.b >= a->num_inputs) {
+    return false;
+  }
+  return kb::matmul::dims_of(a, c, d) && a->outputs[0].dtype == a->inputs[c.a].dtype;
+}
+
+template <template <class> class Op, class P> struct matvec {
+  static_assert(P::block % 32 == 0 && P::block <= 1024 && P::block >= 64, "block: a multiple of 32 in [64, 1024]");
+  static_assert(P::rows >= 1 && P::rows <= P::block, "rows: between 1 and the block size");
+
+  static int64_t splits(const dims& d) { return P::k_chunk == 0 ? 1 : max64(1, ceil_div(d.k, P::k_chunk)); }
+
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    dims d{};
+    if (!operands_of(a, c, &d)) {
+      return -1;
+    }
+    *bytes = splits(d) > 1 ? static_cast<uint64_t>(splits(d) * d.m * d.n) * sizeof(float) : 0;
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    dims d{};
+    uint64_t need = 0;
+    if (!operands_of(a, c, &d) || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need) {
+      return -1;
+    }
+    const int64_t nsplit = splits(d);
+    float* partials = static_cast<float*>(a->workspace);
+    return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      constexpr int V = vec_elems<T, P::vector_bytes>();
+      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
+      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      T* C_ = static_cast<T*>(a->outputs[0].data);
+      const auto go = [&](auto vec) {
+        constexpr int W = decltype(vec)::value;
+        const int64_t chunk_vecs = ceil_div(ceil_div(d.k, nsplit), W);
+        const int64_t work = ceil_div(d.m, P::rows) * d.n * nsplit;
+        matvec_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(A_, B_, C_, d, nsplit, chunk_vecs, partials);
+        if (nsplit > 1) {
+          matvec_finish_kernel<Op, T><<<capped_grid(ceil_div(d.m * d.n, 256), 65535), 256, 0, stream_of(a)>>>(partials, d.m * d.n,
+                                                                                                           nsplit, C_);
+        }
+        return static_cast<int>(cudaGetLastError());
+      };
+      // Vectors along K: B a contiguous vector (N == 1), every row of A aligned.
+      if (d.n == 1 && d.k % V == 0 && aligned_to(A_, sizeof(T) * V) && aligned_to(B_, sizeof(T) * V)) {
+        return go(std::integral_constant<int, V>{});
+      }
+      return go(std::integral_constant<int, 1>{});
+    });
+  }
+};
+
+template <template <class> class Op, class P> struct tiled {
+  using shape = tile_shape<P>;
+  static_assert(P::tm % 4 == 0 && P::tn % 4 == 0, "tm, tn: multiples of 4");
+  static_assert(P::bm % P::tm == 0 && P::bn % P::tn == 0, "bm, bn: multiples of tm, tn");
+  static_assert(shape::threads % 32 == 0 && shape::threads <= 1024, "(bm / tm) * (bn / tn): a multiple of 32, at most 1024");
+
+  static int launch(const kb_args* a, const config& c) {
+    dims d{};
+    if (!operands_of(a, c, &d)) {
+      return -1;
+    }
+    const int64_t blocks = ceil_div(d.m, P::bm) * ceil_div(d.n, P::bn);
+    if (blocks > (int64_t{1} << 31) - 1) {
+      return -1;
+    }
+    return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
+      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      T* C_ = static_cast<T*>(a->outputs[0].data);
+      const auto go = [&](auto vec_store) {
+        const auto kernel = tiled_kernel<Op, P, T, decltype(vec_store)::value>;
+        if (const int rc = allow_dynamic_smem(kernel, shape::smem_bytes); rc != 0) {
+          return rc;
+        }
+        kernel<<<static_cast<unsigned>(blocks), shape::threads, shape::smem_bytes, stream_of(a)>>>(A_, B_, C_, d);
+        return static_cast<int>(cudaGetLastError());
+      };
+      // 4-element stores need every row of C to start aligned.
+      if (d.n % 4 == 0 && aligned_to(C_, sizeof(T) * 4)) {
+        return go(std::true_type{});
+      }
+      return go(std::false_type{});
+    });
+  }
+};
+
+} // namespace kb::strategies::matmul

@@ -1,0 +1,636 @@
+// Strategy library, family `normalize` (y = apply(x, finalize(reduce(row)), weight[r], bias[r])).
+// Every strategy is correct for every layout; the strategy descriptors say where each is fast.
+//
+// normalize::warp_row<Op, P> and normalize::block_row<Op, P>: a warp or the whole block owns a row; one pass of statistics, one of output. P's members:
+//   block             threads per block
+//   vector_bytes      bytes per access along contiguous rows (4, 8, 16)
+//   cache             row_cache: none (the output pass re-reads the row), registers (when the row
+//                     fits in items_per_thread elements per thread), shared (when the group's rows
+//                     fit in the opt-in shared memory)
+//   items_per_thread  elements per thread kept in registers (cache == registers)
+//
+// normalize::cluster_row<Op, P>: a thread-block cluster owns a row, each block a slice of it kept
+// in shared memory; the blocks' partial states meet through distributed shared memory, so a row
+// of up to cluster x 227 KB is read once. P: cluster (2, 4, 8, 16), block, vector_bytes.
+//
+// normalize::split_row<Op, P>: several blocks per row; the first kernel writes each chunk's partial
+// state to the workspace, the second combines a row's partials in a fixed order and writes the
+// chunk's output. Rows are processed in groups of about l2_group_mb megabytes so that the second
+// read of a chunk comes from L2 (the weight and bias count against the budget). P: block,
+// vector_bytes, chunk (elements per block), l2_group_mb (0: all rows at once).
+//
+// normalize::columns<Op, P>: strided rows (inner > 1): each thread owns V adjacent columns
+// (vector loads along the inner dimension, coalesced across the warp) and walks the extent; a
+// block is block_cols x split threads, the split threads sharing one column's extent and meeting
+// in shared memory. P: block_cols, split, vector_bytes, cache_values (values per thread kept in
+// registers between the two passes; the rest is re-read).
+#pragma once
+
+#include "kblaster/device/strategies/rows.cuh"
+
+#include <cooperative_groups.h>
+
+namespace kb::strategies::normalize {
+
+using kb::normalize::config;
+using rows::layout;
+
+// The checks every normalize strategy makes before launching (the same as the baseline's).
+struct operands {
+  const kb_tensor* x = nullptr;
+  const void* w = nullptr;
+  const void* b = nullptr;
+  void* y = nullptr;
+  layout L{};
+};
+
+inline bool operands_of(const kb_args* a, const config& c, operands* out) {
+  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs) {
+    return false;
+  }
+  const kb_tensor& xt = a->inputs[c.x];
+  const kb_tensor& yt = a->outputs[0];
+  if (c.end > xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) || numel(xt) != numel(yt) || yt.dtype != xt.dtype) {
+    return false;
+  }
+  out->x = &xt;
+  out->y = yt.data;
+  out->L = kb::normalize::layout_of(xt, c);
+  for (const auto& [index, ptr] : {std::pair{c.weight, &out->w}, std::pair{c.bias, &out->b}}) {
+    if (index >= 0) {
+      if (index >= a->num_inputs || a->inputs[index].dtype != xt.dtype || numel(a->inputs[index]) != out->L.extent) {
+        return false;
+      }
+      *ptr = a->inputs[index].data;
+    }
+  }
+  return true;
+}
+
+#if defined(__CUDACC__)
+
+// apply() over one vector of a row.
+template <class Op, int V, class T, class Stats>
+__device__ __forceinline__ void apply_vec(float (&v)[V], const Stats& st, const T* w, const T* b, int64_t j) {
+  float wv[V];
+  float bv[V];
+  rows::load_param<float, T, V>(w, j, 1.0f, wv);
+  rows::load_param<float, T, V>(b, j, 0.0f, bv);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    v[k] = Op::apply(v[k], st, wv[k], bv[k]);
+  }
+}
+
+template <template <class> class Op, class P, class T, int V, int Lanes>
+__global__ void __launch_bounds__(P::block) row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                                                       T* __restrict__ y, layout L, scalars p, bool shared_fits) {
+  using A = float;
+  using op = Op<A>;
+  using S = typename op::state;
+  using G = rows::group<Lanes, P::block>;
+  using word = vec_word<T, V>;
+  constexpr int items = P::items_per_thread / V > 0 ? P::items_per_thread / V : 1; // vectors per thread
+  extern __shared__ uint4 row_cache_smem[];
+  const auto combine = [](const S& u, const S& v) { return op::combine(u, v); };
+  const int lane = G::lane();
+  const int64_t nrows = rows::count(L);
+  const int64_t nvec = L.extent / V;
+  const int64_t stride = L.inner;
+  for (int64_t row = int64_t{blockIdx.x} * G::per_block + G::index(); row < nrows; row += int64_t{gridDim.x} * G::per_block) {
+    const int64_t off = rows::base(L, row);
+    const T* xr = x + off;
+    T* yr = y + off;
+    S s = op::init();
+    if constexpr (P::cache == row_cache::registers) {
+      if (nvec <= int64_t{items} * Lanes) {
+        A v[items][V];
+#pragma unroll
+        for (int t = 0; t < items; ++t) {
+          const int64_t j = lane + int64_t{t} * Lanes;
+          if (j < nvec) {
+            rows::load<A, T, V>(xr, stride, j, v[t]);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < items; ++t) {
+          if (lane + int64_t{t} * Lanes < nvec) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              s = op::accumulate(s, v[t][k]);
+            }
+          }
+        }
+        s = G::allreduce(s, combine);
+        const typename op::stats st = op::finalize(s, L.extent, p.v);
+#pragma unroll
+        for (int t = 0; t < items; ++t) {
+          const int64_t j = lane + int64_t{t} * Lanes;
+          if (j < nvec) {
+            apply_vec<op, V>(v[t], st, w, b, j);
+            rows::store<T, A, V>(yr, stride, j, v[t]);
+          }
+        }
+        continue;
+      }
+    }
+    if constexpr (P::cache == row_cache::shared) {
+      if (shared_fits) {
+        // Each thread reads back only the vectors it wrote, so the cache needs no barrier.
+        word* mine = reinterpret_cast<word*>(row_cache_smem) + G::index() * nvec;
+        rows::stream<4, T, V>(xr, stride, 0, nvec, lane, Lanes, [&](int64_t j, const word& wd) {
+          mine[j] = wd;
+          A v[V];
+          unpack<A, T, V>(wd, v);
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            s = op::accumulate(s, v[k]);
+          }
+        });
+        s = G::allreduce(s, combine);
+        const typename op::stats st = op::finalize(s, L.extent, p.v);
+        for (int64_t j = lane; j < nvec; j += Lanes) {
+          A v[V];
+          unpack<A, T, V>(mine[j], v);
+          apply_vec<op, V>(v, st, w, b, j);
+          rows::store<T, A, V>(yr, stride, j, v);
+        }
+        continue;
+      }
+    }
+    rows::stream<4, T, V>(xr, stride, 0, nvec, lane, Lanes, [&](int64_t, const word& wd) {
+      A v[V];
+      unpack<A, T, V>(wd, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        s = op::accumulate(s, v[k]);
+      }
+    });
+    s = G::allreduce(s, combine);
+    const typename op::stats st = op::finalize(s, L.extent, p.v);
+    rows::stream<4, T, V>(xr, stride, 0, nvec, lane, Lanes, [&](int64_t j, const word& wd) {
+      A v[V];
+      unpack<A, T, V>(wd, v);
+      apply_vec<op, V>(v, st, w, b, j);
+      rows::store<T, A, V>(yr, stride, j, v);
+    });
+  }
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) cluster_row_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                               const T* __restrict__ b, T* __restrict__ y, layout L, scalars p,
+                                                               int64_t slice, bool cached) {
+  namespace cg = cooperative_groups;
+  using A = float;
+  using op = Op<A>;
+  using S = typename op::state;
+  using stats = typename op::stats;
+  using word = vec_word<T, V>;
+  extern __shared__ uint4 slice_smem[];
+  // Partial states, double-buffered by row parity: a block may start the next row while another
+  // block of the cluster still reads this row's state.
+  __shared__ alignas(16) unsigned char state_raw[2 * sizeof(S)];
+  __shared__ alignas(16) unsigned char stats_raw[sizeof(stats)];
+  S* state_slot = reinterpret_cast<S*>(state_raw);
+  stats* stats_slot = reinterpret_cast<stats*>(stats_raw);
+  word* cache = reinterpret_cast<word*>(slice_smem);
+  const auto combine = [](const S& u, const S& v) { return op::combine(u, v); };
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  const int64_t clusters = gridDim.x / P::cluster;
+  const int64_t nrows = rows::count(L);
+  const int64_t nvec = L.extent / V;
+  const int64_t begin = min64(nvec, int64_t{rank} * slice);
+  const int64_t end = min64(nvec, begin + slice);
+  const int64_t stride = L.inner;
+  int parity = 0;
+  for (int64_t row = blockIdx.x / P::cluster; row < nrows; row += clusters, parity ^= 1) {
+    const int64_t off = rows::base(L, row);
+    const T* xr = x + off;
+    T* yr = y + off;
+    S s = op::init();
+    rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block, [&](int64_t j, const word& wd) {
+      if (cached) {
+        cache[j - begin] = wd;
+      }
+      A v[V];
+      unpack<A, T, V>(wd, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        s = op::accumulate(s, v[k]);
+      }
+    });
+    s = block_allreduce<P::block / 32>(s, combine);
+    if (threadIdx.x == 0) {
+      state_slot[parity] = s;
+    }
+    cluster.sync();
+    if (threadIdx.x == 0) {
+      S acc = *cluster.map_shared_rank(&state_slot[parity], 0);
+      for (int r = 1; r < P::cluster; ++r) {
+        acc = combine(acc, *cluster.map_shared_rank(&state_slot[parity], r));
+      }
+      *stats_slot = op::finalize(acc, L.extent, p.v);
+    }
+    __syncthreads();
+    const stats st = *stats_slot;
+    if (cached) {
+      for (int64_t j = begin + threadIdx.x; j < end; j += P::block) {
+        A v[V];
+        unpack<A, T, V>(cache[j - begin], v);
+        apply_vec<op, V>(v, st, w, b, j);
+        rows::store<T, A, V>(yr, stride, j, v);
+      }
+    } else {
+      rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block, [&](int64_t j, const word& wd) {
+        A v[V];
+        unpack<A, T, V>(wd, v);
+        apply_vec<op, V>(v, st, w, b, j);
+        rows::store<T, A, V>(yr, stride, j, v);
+      });
+    }
+  }
+  // No block may leave while another can still read its state slot.
+  cluster.sync();
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) split_partial_kernel(const T* __restrict__ x, layout L, int64_t row_begin,
+                                                                 int64_t group_rows, int64_t splits, int64_t chunk_vecs,
+                                                                 typename Op<float>::state* __restrict__ partials) {
+  using A = float;
+  using op = Op<A>;
+  using S = typename op::state;
+  const int64_t nvec = L.extent / V;
+  for (int64_t blk = blockIdx.x; blk < group_rows * splits; blk += gridDim.x) {
+    const int64_t row = row_begin + blk / splits;
+    const int64_t begin = (blk % splits) * chunk_vecs;
+    const int64_t end = min64(nvec, begin + chunk_vecs);
+    S s = op::init();
+    rows::stream<4, T, V>(x + rows::base(L, row), L.inner, begin, end, threadIdx.x, P::block, [&](int64_t, const vec_word<T, V>& wd) {
+      A v[V];
+      unpack<A, T, V>(wd, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        s = op::accumulate(s, v[k]);
+      }
+    });
+    s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
+    if (threadIdx.x == 0) {
+      partials[row * splits + blk % splits] = s;
+    }
+  }
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) split_apply_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                               const T* __restrict__ b, T* __restrict__ y, layout L, scalars p,
+                                                               int64_t row_begin, int64_t group_rows, int64_t splits,
+                                                               int64_t chunk_vecs, const typename Op<float>::state* __restrict__ partials) {
+  using A = float;
+  using op = Op<A>;
+  using stats = typename op::stats;
+  __shared__ alignas(16) unsigned char stats_raw[sizeof(stats)];
+  stats* stats_slot = reinterpret_cast<stats*>(stats_raw);
+  const int64_t nvec = L.extent / V;
+  for (int64_t blk = blockIdx.x; blk < group_rows * splits; blk += gridDim.x) {
+    const int64_t row = row_begin + blk / splits;
+    const int64_t begin = (blk % splits) * chunk_vecs;
+    const int64_t end = min64(nvec, begin + chunk_vecs);
+    __syncthreads(); // the previous iteration's readers are done with the stats slot
+    if (threadIdx.x < 32) {
+      const auto s = rows::combine_partials<op>(partials + row * splits, splits);
+      if (threadIdx.x == 0) {
+        *stats_slot = op::finalize(s, L.extent, p.v);
+      }
+    }
+    __syncthreads();
+    const stats st = *stats_slot;
+    const int64_t off = rows::base(L, row);
+    rows::stream<4, T, V>(x + off, L.inner, begin, end, threadIdx.x, P::block, [&](int64_t j, const vec_word<T, V>& wd) {
+      A v[V];
+      unpack<A, T, V>(wd, v);
+      apply_vec<op, V>(v, st, w, b, j);
+      rows::store<T, A, V>(y + off, L.inner, j, v);
+    });
+  }
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                                           const T* __restrict__ b, T* __restrict__ y, layout L,
+                                                                           scalars p) {
+  using A = float;
+  using op = Op<A>;
+  using S = typename op::state;
+  using stats = typename op::stats;
+  constexpr int cols = P::block_cols * V;   // columns per block
+  constexpr int cached = P::cache_values / V; // extent steps per thread kept in registers
+  __shared__ alignas(16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * cols : 1];
+  __shared__ alignas(16) unsigned char stats_raw[P::split > 1 ? sizeof(stats) * cols : 1];
+  S* part = reinterpret_cast<S*>(part_raw);
+  stats* stats_smem = reinterpret_cast<stats*>(stats_raw);
+  const int tx = threadIdx.x % P::block_cols;
+  const int ty = threadIdx.x / P::block_cols;
+  const int64_t per_outer = ceil_div(L.inner, cols);
+  for (int64_t blk = blockIdx.x; blk < L.outer * per_outer; blk += gridDim.x) {
+    const int64_t o = blk / per_outer;
+    const int64_t i0 = (blk % per_outer) * cols + int64_t{tx} * V;
+    const bool active = i0 < L.inner; // V > 1 only when inner % V == 0: a vector is all in or all out
+    const int64_t steps = ty < L.extent ? ceil_div(L.extent - ty, P::split) : 0; // extent steps of this thread
+    const T* xc = x + o * L.extent * L.inner + i0;
+    T* yc = y + o * L.extent * L.inner + i0;
+    S s[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      s[k] = op::init();
+    }
+    A keep[cached > 0 ? cached : 1][V];
+    if (active) {
+#pragma unroll
+      for (int t = 0; t < cached; ++t) {
+        const int64_t r = ty + int64_t{t} * P::split;
+        if (r < L.extent) {
+          load_vec<A, T, V>(xc + r * L.inner, keep[t]);
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < cached; ++t) {
+        if (ty + int64_t{t} * P::split < L.extent) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            s[k] = op::accumulate(s[k], keep[t][k]);
+          }
+        }
+      }
+      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps, [&](int64_t, const vec_word<T, V>& wd) {
+        A v[V];
+        unpack<A, T, V>(wd, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          s[k] = op::accumulate(s[k], v[k]);
+        }
+      });
+    }
+    stats st[V];
+    if constexpr (P::split > 1) {
+      if (active && ty > 0) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          part[(ty - 1) * cols + tx * V + k] = s[k];
+        }
+      }
+      __syncthreads();
+      if (active && ty == 0) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          S acc = s[k];
+          for (int q = 1; q < P::split; ++q) {
+            acc = op::combine(acc, part[(q - 1) * cols + tx * V + k]);
+          }
+          stats_smem[tx * V + k] = op::finalize(acc, L.extent, p.v);
+        }
+      }
+      __syncthreads();
+      if (active) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          st[k] = stats_smem[tx * V + k];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        st[k] = op::finalize(s[k], L.extent, p.v);
+      }
+    }
+    if (active) {
+#pragma unroll
+      for (int t = 0; t < cached; ++t) {
+        const int64_t r = ty + int64_t{t} * P::split;
+        if (r < L.extent) {
+          const A wr = w == nullptr ? A(1) : cvt<A>(w[r]);
+          const A br = b == nullptr ? A(0) : cvt<A>(b[r]);
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            keep[t][k] = op::apply(keep[t][k], st[k], wr, br);
+          }
+          store_vec<T, A, V>(yc + r * L.inner, keep[t]);
+        }
+      }
+      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps, [&](int64_t t, const vec_word<T, V>& wd) {
+        const int64_t r = ty + t * P::split;
+        A v[V];
+        unpack<A, T, V>(wd, v);
+        const A wr = w == nullptr ? A(1) : cvt<A>(w[r]);
+        const A br = b == nullptr ? A(0) : cvt<A>(b[r]);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          v[k] = op::apply(v[k], st[k], wr, br);
+        }
+        store_vec<T, A, V>(yc + r * L.inner, v);
+      });
+    }
+    if constexpr (P::split > 1) {
+      __syncthreads(); // the shared partials and stats are reused by the next column chunk
+    }
+  }
+}
+
+#endif
+
+// Dispatches on the storage type and picks the vector width: P::vector_bytes when every row is
+// contiguous and aligned, else one element (rows walked with stride `inner`).
+template <class P, class Run> int dispatch_rows(const kb_args* a, const operands& o, Run&& run) {
+  return dispatch_storage(o.x->dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int V = vec_elems<T, P::vector_bytes>();
+    if (rows::vectorizable<T, V>(o.L, {o.x->data, o.y, o.w, o.b})) {
+      return run(type_tag<T>{}, std::integral_constant<int, V>{});
+    }
+    return run(type_tag<T>{}, std::integral_constant<int, 1>{});
+  });
+}
+
+template <template <class> class Op, class P, int Lanes> struct row_strategy {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  static constexpr int lanes = Lanes == 0 ? P::block : Lanes;
+
+  static int launch(const kb_args* a, const config& c) {
+    operands o;
+    if (!operands_of(a, c, &o)) {
+      return -1;
+    }
+    return dispatch_rows<P>(a, o, [&](auto tag, auto vec) {
+      using T = typename decltype(tag)::type;
+      constexpr int V = decltype(vec)::value;
+      using G = rows::group<lanes, P::block>;
+      const auto kernel = row_kernel<Op, P, T, V, lanes>;
+      size_t smem = 0;
+      bool fits = false;
+      if constexpr (P::cache == row_cache::shared) {
+        device_limits dev;
+        KB_RETURN_IF_CUDA_ERROR(query_device(&dev));
+        size_t fixed = 0;
+        if (const int rc = static_smem(kernel, &fixed); rc != 0) {
+          return rc;
+        }
+        const size_t bytes = size_t{G::per_block} * static_cast<size_t>(o.L.extent / V) * sizeof(vec_word<T, V>);
+        if (bytes + fixed <= static_cast<size_t>(dev.smem_optin)) {
+          fits = true;
+          smem = bytes;
+          if (const int rc = allow_dynamic_smem(kernel, smem); rc != 0) {
+            return rc;
+          }
+        }
+      }
+      const int64_t blocks = ceil_div(rows::count(o.L), G::per_block);
+      kernel<<<capped_grid(blocks), P::block, smem, stream_of(a)>>>(
+          static_cast<const T*>(o.x->data), static_cast<const T*>(o.w), static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L,
+          scalars_of(a), fits);
+      return static_cast<int>(cudaGetLastError());
+    });
+  }
+};
+
+// A warp per row.
+template <template <class> class Op, class P> using warp_row = row_strategy<Op, P, 32>;
+// A block per row.
+template <template <class> class Op, class P> using block_row = row_strategy<Op, P, 0>;
+
+template <template <class> class Op, class P> struct cluster_row {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  static_assert(P::cluster == 2 || P::cluster == 4 || P::cluster == 8 || P::cluster == 16, "cluster: 2, 4, 8 or 16 blocks");
+
+  static int launch(const kb_args* a, const config& c) {
+    operands o;
+    if (!operands_of(a, c, &o)) {
+      return -1;
+    }
+    return dispatch_rows<P>(a, o, [&](auto tag, auto vec) -> int {
+      using T = typename decltype(tag)::type;
+      constexpr int V = decltype(vec)::value;
+      const auto kernel = cluster_row_kernel<Op, P, T, V>;
+      device_limits dev;
+      KB_RETURN_IF_CUDA_ERROR(query_device(&dev));
+      size_t fixed = 0;
+      if (const int rc = static_smem(kernel, &fixed); rc != 0) {
+        return rc;
+      }
+      const int64_t slice = ceil_div(o.L.extent / V, P::cluster);
+      const size_t slice_bytes = static_cast<size_t>(slice) * sizeof(vec_word<T, V>);
+      bool cached = slice_bytes + fixed <= static_cast<size_t>(dev.smem_optin);
+      if (P::cluster > 8) {
+        KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      }
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = P::cluster;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.blockDim = dim3(P::block);
+      cfg.stream = stream_of(a);
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      for (int attempt = 0; attempt < 2 && clusters == 0; ++attempt) {
+        cfg.dynamicSmemBytes = cached ? slice_bytes : 0;
+        if (const int rc = allow_dynamic_smem(kernel, cfg.dynamicSmemBytes); rc != 0) {
+          return rc;
+        }
+        cfg.gridDim = dim3(P::cluster);
+        KB_RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        if (clusters == 0) {
+          cached = false; // the slice does not fit beside a cluster's worth of blocks: stream it twice
+        }
+      }
+      if (clusters == 0) {
+        return -1;
+      }
+      cfg.gridDim = dim3(static_cast<unsigned>(min64(clusters, rows::count(o.L)) * P::cluster));
+      KB_RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(o.x->data), static_cast<const T*>(o.w),
+                                                 static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L, scalars_of(a), slice, cached));
+      return 0;
+    });
+  }
+};
+
+template <template <class> class Op, class P> struct split_row {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  using S = typename Op<float>::state;
+
+  // Chunks per row; the same for both vector widths, so the workspace does not depend on alignment.
+  static int64_t splits(const layout& L) { return max64(1, ceil_div(L.extent, P::chunk)); }
+
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    operands o;
+    if (!operands_of(a, c, &o)) {
+      return -1;
+    }
+    *bytes = static_cast<uint64_t>(rows::count(o.L) * splits(o.L)) * sizeof(S);
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    operands o;
+    uint64_t need = 0;
+    if (!operands_of(a, c, &o) || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need) {
+      return -1;
+    }
+    return dispatch_rows<P>(a, o, [&](auto tag, auto vec) -> int {
+      using T = typename decltype(tag)::type;
+      constexpr int V = decltype(vec)::value;
+      const int64_t nsplit = splits(o.L);
+      const int64_t chunk_vecs = ceil_div(ceil_div(o.L.extent, nsplit), V);
+      const int64_t nrows = rows::count(o.L);
+      // Rows per group: the group's rows and the weight and bias (read by every row) within the budget.
+      const int64_t row_bytes = o.L.extent * static_cast<int64_t>(sizeof(T));
+      const int64_t param_bytes = (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
+      const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
+      S* partials = static_cast<S*>(a->workspace);
+      const T* x = static_cast<const T*>(o.x->data);
+      for (int64_t r0 = 0; r0 < nrows; r0 += group) {
+        const int64_t n = min64(group, nrows - r0);
+        const unsigned grid = capped_grid(n * nsplit);
+        split_partial_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, o.L, r0, n, nsplit, chunk_vecs, partials);
+        split_apply_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, static_cast<const T*>(o.w), static_cast<const T*>(o.b),
+                                                                             static_cast<T*>(o.y), o.L, scalars_of(a), r0, n, nsplit,
+                                                                             chunk_vecs, partials);
+      }
+      return static_cast<int>(cudaGetLastError());
+    });
+  }
+};
+
+template <template <class> class Op, class P> struct columns {
+  static_assert(P::block_cols % 32 == 0 && P::block_cols * P::split <= 1024, "block_cols: a multiple of 32; block_cols * split <= 1024");
+
+  static int launch(const kb_args* a, const config& c) {
+    operands o;
+    if (!operands_of(a, c, &o)) {
+      return -1;
+    }
+    return dispatch_storage(o.x->dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      constexpr int V = vec_elems<T, P::vector_bytes>();
+      const auto go = [&](auto vec) {
+        constexpr int W = decltype(vec)::value;
+        const int64_t blocks = o.L.outer * ceil_div(o.L.inner, int64_t{P::block_cols} * W);
+        columns_kernel<Op, P, T, W><<<capped_grid(blocks), P::block_cols * P::split, 0, stream_of(a)>>>(
+            static_cast<const T*>(o.x->data), static_cast<const T*>(o.w), static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L,
+            scalars_of(a));
+        return static_cast<int>(cudaGetLastError());
+      };
+      // Vectors along the inner dimension need every (outer, r) line to start aligned.
+      if (o.L.inner % V == 0 && aligned_to(o.x->data, sizeof(T) * V) && aligned_to(o.y, sizeof(T) * V)) {
+        return go(std::integral_constant<int, V>{});
+      }
+      return go(std::integral_constant<int, 1>{});
+    });
+  }
+};
+
+} // namespace kb::strategies::normalize
