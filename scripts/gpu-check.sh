@@ -10,6 +10,7 @@ OUT=${OUT:-$PWD/out/gpu-check}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_EVIDENCE_DIR=$OUT/evidence
+export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 # The sandbox needs bubblewrap; a machine without it gets the Debian binary carried in the build.
 if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
   install -m 0755 build/release/bwrap /usr/local/bin/bwrap
@@ -19,5 +20,12 @@ args=(--test-dir build/release -L gpu --output-on-failure -j1 --timeout 1800)
 [ $# -gt 0 ] && args+=(-R "$1")
 ctest "${args[@]}" 2>&1 | tee "$OUT/ctest.log"
 status=${PIPESTATUS[0]}
+# What the store holds after the suite, as the CLI shows it, and the evidence of each run.
+K=build/release/kblaster
+$K runs list >"$OUT/runs.txt" 2>&1
+for run in $($K runs list --json 2>/dev/null | python3 -c 'import json,sys; print(" ".join(str(r["id"]) for r in json.load(sys.stdin)))' 2>/dev/null); do
+  $K runs show "$run" >"$OUT/run-$run.txt" 2>&1
+  $K evidence export "$run" --out "$OUT/evidence-run-$run" >/dev/null 2>&1
+done
 tar -czf "$OUT/gpu-check.tar.gz" -C "$OUT" --exclude gpu-check.tar.gz . 2>/dev/null
 exit "$status"

@@ -19,6 +19,12 @@ inline fs::path cache_dir() {
   return env != nullptr ? fs::path(env) : default_cache_dir();
 }
 
+// The store the GPU tests record into: $KBLASTER_HOME, else a folder under the cache.
+inline store::store open_store() {
+  const char* home = std::getenv("KBLASTER_HOME");
+  return store::store(home != nullptr ? fs::path(home) : cache_dir() / "store");
+}
+
 inline eval::options base_options() {
   eval::options o;
   o.cache_dir = cache_dir();

@@ -79,7 +79,6 @@ TEST_P(strategy_on_gpu, passes_verification) {
   const strategy& s = find_strategy(cc.strategy);
   eval::options opt;
   opt.verify_only = true;
-  opt.show_progress = false;
   opt.cache_dir = default_cache_dir();
   opt.sanitize = env_is("KBLASTER_GPU_SANITIZE", "1");
   if (env_is("KBLASTER_GPU_STRATEGY_QUICK", "1")) {
