@@ -10,11 +10,7 @@ namespace kb::eval::detail {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    fail("CUDA error in harness ({}): {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-}
+void check(cudaError_t e, const char* what) { cuda_check(e, what); }
 
 constexpr unsigned block = 256;
 

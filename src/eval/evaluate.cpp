@@ -170,6 +170,11 @@ attribution attribute(const detail::worker_outcome& w) {
   } else if (w.failure == "hang") {
     a.reason = "hang.timeout";
     a.message = fmt::format("no progress for the hang limit during {} ({})", stage, what);
+  } else if (w.failure == "sticky" && !a.who.empty()) {
+    // Asynchronous faults can surface in the next CUDA call after the candidate's; the context is
+    // lost either way, and the candidate was the last code that ran on it.
+    a.reason = "launch.cuda_error";
+    a.message = fmt::format("a context-corrupting CUDA error surfaced after {} ({}): {}", stage, what, w.failure_detail);
   } else if (w.failure == "exit") {
     a.reason = "crash.exit";
     a.message = fmt::format("the process ended ({}) during {} ({})", w.failure_detail, stage, what);

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "sandbox/sandbox.hpp"
 
 #include <fmt/format.h>
 
@@ -44,7 +45,9 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
       break;
     }
     if (!line) {
-      const auto status = child.wait(std::chrono::seconds(10));
+      // A sandboxed worker's signal arrives as bwrap's exit status 128 + N; workers never exit
+      // with such codes themselves.
+      const auto status = sandbox::unwrap(child.wait(std::chrono::seconds(10)));
       out.exit_code = status.exit_code;
       if (!out.result && out.failure.empty()) {
         if (status.signal != 0) {
@@ -74,7 +77,7 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
     } else if (kind == "result") {
       out.result = event;
     } else if (kind == "error") {
-      out.failure = "error";
+      out.failure = event.value("sticky", false) ? "sticky" : "error";
       out.failure_detail = event.value("message", "");
     }
     if (on_event) {

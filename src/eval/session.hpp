@@ -24,7 +24,8 @@ struct worker_launch {
 
 struct worker_outcome {
   std::optional<nlohmann::json> result; // the worker's "result" event
-  std::string failure;                  // "", "crash", "hang", "exit", "error"
+  std::string failure;                  // "", "crash", "hang", "exit", "error", "sticky" (a context-
+                                        // corrupting CUDA error that surfaced in a harness call)
   std::string failure_detail;           // "SIGSEGV", "exit 1", the error text
   nlohmann::json last_step = nlohmann::json::object(); // the last step announced before the failure
   std::vector<nlohmann::json> rejections; // "rejected" events as they came

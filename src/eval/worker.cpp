@@ -66,13 +66,6 @@ struct rejection {
   bool context_lost = false; // the CUDA context is unusable afterwards (sticky error)
 };
 
-// A harness failure (the tool, not the candidate).
-void cuda_check(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) {
-    fail("CUDA error ({}): {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-}
-
 // ---- memory with guard bands ---------------------------------------------------------------------
 
 constexpr size_t guard_bytes = 64 * 1024;
@@ -114,6 +107,10 @@ public:
     }();
     return gpu_digest(m_base, guard_bytes, s) == expected &&
            gpu_digest(static_cast<unsigned char*>(data()) + m_bytes, guard_bytes, s) == expected;
+  }
+  void restore_guards() const {
+    cuda_check(cudaMemset(m_base, guard_byte, guard_bytes), "guard");
+    cuda_check(cudaMemset(static_cast<unsigned char*>(data()) + m_bytes, guard_byte, guard_bytes), "guard");
   }
   bool guards_intact_host_check() const {
     std::vector<unsigned char> g(guard_bytes);
@@ -585,10 +582,12 @@ private:
     for (size_t i = 0; i < b.outputs.size(); ++i) {
       const bool ok = m_host_reference ? b.outputs[i].guards_intact_host_check() : b.outputs[i].guards_intact(m_stream);
       if (!ok) {
+        b.outputs[i].restore_guards(); // so the next candidate is not blamed
         return rejection{"verify.out_of_bounds_write", fmt::format("wrote outside output '{}' ({})", b.shape->outputs[i].name, what)};
       }
     }
     if (b.workspace_bytes > 0 && !(m_host_reference ? b.workspace.guards_intact_host_check() : b.workspace.guards_intact(m_stream))) {
+      b.workspace.restore_guards();
       return rejection{"verify.out_of_bounds_write", fmt::format("wrote outside its workspace ({})", what)};
     }
     return std::nullopt;
@@ -1164,6 +1163,9 @@ int worker_main() {
       if (r.value("context_lost", false)) {
         return 0; // the parent starts a fresh worker for the next job
       }
+    } catch (const cuda_error& e) {
+      out.send({{"event", "error"}, {"message", e.what()}, {"sticky", e.sticky()}});
+      return exit_code::tool;
     } catch (const std::exception& e) {
       out.send({{"event", "error"}, {"message", e.what()}});
       return exit_code::tool;

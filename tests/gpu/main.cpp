@@ -6,6 +6,7 @@
 
 int main(int argc, char** argv) {
   setenv("KBLASTER_WORKER_EXE", KBLASTER_BINARY, 0);
+  setenv("KBLASTER_ROOT", KBLASTER_SOURCE_DIR, 0);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -3,11 +3,51 @@
 // element functions from include/kblaster/device/core.cuh.
 #pragma once
 
+#include "common/error.hpp"
+
 #include <kblaster/device/core.cuh>
+
+#include <fmt/format.h>
+
+#include <string>
 
 #include <cstdint>
 
 namespace kb::eval::detail {
+
+// A CUDA error raised in the harness's own calls. Errors that corrupt the context are often a
+// candidate's asynchronous fault surfacing late; the parent attributes those to the candidate
+// that ran last.
+class cuda_error : public error {
+public:
+  cuda_error(cudaError_t code, const std::string& what)
+      : error(fmt::format("CUDA error in the harness ({}): {} ({})", what, cudaGetErrorName(code), cudaGetErrorString(code))), m_code(code) {}
+  bool sticky() const {
+    switch (m_code) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+    }
+  }
+
+private:
+  cudaError_t m_code;
+};
+
+inline void cuda_check(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) {
+    throw cuda_error(e, what);
+  }
+}
 
 // GPU side: asynchronous on `stream` unless the function returns a value.
 void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed, cudaStream_t stream);
