@@ -23,6 +23,7 @@ int run(int argc, char** argv) {
   int result = exit_code::ok;
   add_tasks_commands(app, globals, &result);
   add_eval_commands(app, globals, &result);
+  add_bench_commands(app, globals, &result);
   add_check_commands(app, globals, &result);
   add_llm_commands(app, globals, &result);
   add_store_commands(app, globals, &result);

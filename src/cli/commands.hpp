@@ -30,6 +30,7 @@ store::store open_store(const global_options& globals);
 // to the process exit code.
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
+void add_bench_commands(CLI::App& app, const global_options& globals, int* result);
 void add_check_commands(CLI::App& app, const global_options& globals, int* result);
 void add_llm_commands(CLI::App& app, const global_options& globals, int* result);
 // runs list|show, store verify|gc, evidence export|check.
