@@ -23,6 +23,7 @@ int run(int argc, char** argv) {
   add_eval_commands(app, globals, &result);
   add_check_commands(app, globals, &result);
   add_llm_commands(app, globals, &result);
+  add_profile_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

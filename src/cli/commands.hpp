@@ -27,5 +27,6 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
 void add_check_commands(CLI::App& app, const global_options& globals, int* result);
 void add_llm_commands(CLI::App& app, const global_options& globals, int* result);
+void add_profile_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli
