@@ -39,7 +39,7 @@ void print_report(const task::contract& c, const profile::report& r) {
     fmt::print("counters  {} {}{}\n", profile::to_string(acc.source), acc.tool,
                plans.empty() ? "" : "; plans " + plans);
   } else if (r.outcome == profile::status::events_only) {
-    fmt::print("counters  none, events only: {}\n", r.bottleneck.events_only_reason);
+    fmt::print("counters  unavailable, events only: {}\n", r.bottleneck.events_only_reason);
   }
   if (r.outcome != profile::status::profiled && r.outcome != profile::status::events_only) {
     fmt::print("status    {} ({}) {}\n", profile::to_string(r.outcome), r.reason, r.message);

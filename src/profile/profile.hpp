@@ -217,7 +217,7 @@ struct access {
   nlohmann::json to_json() const;
 };
 // Whether counters can be read, from a tiny profile of a built-in kernel (in a child process).
-// Probed once per process and source.
+// Probed once per process, source and ncu binary.
 access probe_access(counter_source source);
 // `kblaster profile-probe [--cupti]`: the probe's target. Prints the worker_calls JSON.
 int probe_target_main(bool cupti);

@@ -216,15 +216,17 @@ status status_of(eval::verdict v) {
 
 access probe_access(counter_source source) {
   static std::mutex lock;
-  static std::map<counter_source, access> known;
+  static std::map<std::string, access> known; // by source and the ncu found
   const std::lock_guard<std::mutex> guard(lock);
-  if (const auto it = known.find(source); it != known.end()) {
+  const std::string key =
+      to_string(source) + "|" + (source == counter_source::ncu ? find_ncu().value_or("") : "");
+  if (const auto it = known.find(key); it != known.end()) {
     return it->second;
   }
   const auto started = std::chrono::steady_clock::now();
   access a = source == counter_source::ncu ? probe_ncu() : probe_cupti();
   a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  known[source] = a;
+  known[key] = a;
   return a;
 }
 
