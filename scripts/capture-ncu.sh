@@ -1,32 +1,57 @@
 #!/usr/bin/env bash
-# Captures Nsight Compute CSV (the profiler's fixed plans) of three baselines on the GPU machine,
-# for the profiler's parser and classifier tests (tests/data/ncu/):
-#   019 relu      a streaming kernel (memory-bound)
-#   007 matmul    the tiled fp32 product (compute/latency mix)
-#   101 rmsnorm   at 1 x 4096, one block (small grid, latency-bound)
+# Captures the profiler's fixed Nsight Compute plans on the GPU machine, through
+# `kblaster profile --raw` (ncu runs the evaluation worker and profiles the one call inside the
+# NVTX range "kb_candidate"), for the parser and classifier tests (tests/data/ncu/):
+#   relu_019      the 019 relu baseline: a streaming kernel (memory-bound)
+#   matmul_007    the 007 matmul baseline
+#   rmsnorm_101   the 101 rmsnorm baseline at t1-h4096: one small block (small grid)
+#   fma_loop      tests/data/profile/fma_loop_relu.cu (compute-bound by construction)
+#   chain         tests/data/profile/dependent_chain_relu.cu (latency-bound by construction)
+# and, for relu, CUPTI's counters, a sandboxed run and an events-only run. Everything is packed
+# into $OUT/ncu.tar.gz (one file: few files come back from the GPU machine); the last lines
+# printed are a table of the states.
+# Usage: OUT=... scripts/capture-ncu.sh   (after building build/release here)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/ncu}
 mkdir -p "$OUT"
+WORK=$(mktemp -d)
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 K=$PWD/build/release/kblaster
-declare -A sections=(
-  [triage]="--section SpeedOfLight --section LaunchStats --section Occupancy"
-  [memory]="--section MemoryWorkloadAnalysis"
-  [scheduler]="--section SchedulerStats --section WarpStateStats"
-)
-capture() { # name task shape kernel-regex
-  for plan in triage memory scheduler; do
-    # shellcheck disable=SC2086
-    timeout 180 ncu --csv --page raw --print-units base --clock-control none ${sections[$plan]} \
-      --kernel-name-base demangled -k "regex:$4" -c 1 --target-processes all \
-      "$K" eval --task "$2" --shape "$3" --candidate "$(ls tasks/*/"$2"_*/baseline.cu)" --verify-only --seeds 1 --no-sandbox \
-      >"$OUT/$1-$plan.csv" 2>"$OUT/$1-$plan.err"
-    echo "$1 $plan rc=$? $(wc -l <"$OUT/$1-$plan.csv") lines"
-  done
+# The sandboxed run needs bubblewrap; a machine without it gets the Debian binary carried in the build.
+if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
+  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
+fi
+
+profile() { # name task shape candidate [flags...]
+  local name=$1 task=$2 shape=$3 candidate=$4
+  shift 4
+  timeout 600 "$K" -q profile --task "$task" --shape "$shape" --candidate "$candidate" --json "$WORK/$name.json" "$@" \
+    >"$WORK/$name.txt" 2>"$WORK/$name.err"
+  echo "$name rc=$? $(grep -A1 -m1 '^state' "$WORK/$name.txt" | tr -s ' ' | tr '\n' ' ')"
 }
-capture relu_019 019 official 'naive_kernel<kb_op, float'
-capture matmul_007 007 official 'tiled<kb_op, float'
-capture rmsnorm_101 101 t1-h4096 'block_per_row<kb_op, float'
-ncu --version >"$OUT/ncu-version.txt" 2>&1
-tar -czf "$OUT/ncu.tar.gz" -C "$OUT" --exclude ncu.tar.gz .
+
+capture() { # name task shape candidate: the three plans, each in its own worker; NAME-PLAN.csv
+  profile "$1" "$2" "$3" "$4" --no-sandbox --plan triage --plan memory --plan scheduler --raw "$WORK/$1.csv"
+}
+
+baseline() { ls tasks/*/"$1"_*/baseline.cu; }
+
+{
+  ncu --version
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  git rev-parse HEAD
+} >"$WORK/environment.txt" 2>&1
+
+capture relu_019 019 official "$(baseline 019)"
+capture matmul_007 007 official "$(baseline 007)"
+capture rmsnorm_101 101 t1-h4096 "$(baseline 101)"
+capture fma_loop 019 official tests/data/profile/fma_loop_relu.cu
+capture chain 019 official tests/data/profile/dependent_chain_relu.cu
+profile relu_019-cupti 019 official "$(baseline 019)" --no-sandbox --counters cupti
+profile relu_019-sandboxed 019 official "$(baseline 019)" --plan triage --raw "$WORK/relu_019-sandboxed.csv"
+KBLASTER_NCU=/nonexistent/ncu profile relu_019-events-only 019 official "$(baseline 019)" --no-sandbox
+
+tar -czf "$OUT/ncu.tar.gz" -C "$WORK" .
+rm -rf "$WORK"
+echo "packed $(tar -tzf "$OUT/ncu.tar.gz" | wc -l) files into $OUT/ncu.tar.gz"

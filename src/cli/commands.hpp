@@ -36,5 +36,6 @@ void add_llm_commands(CLI::App& app, const global_options& globals, int* result)
 // runs list|show, store verify|gc, evidence export|check.
 void add_store_commands(CLI::App& app, const global_options& globals, int* result);
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result);
+void add_profile_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

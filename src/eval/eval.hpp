@@ -82,6 +82,20 @@ struct result {
 result evaluate(const fs::path& project_root, const task::contract& c, const candidate_input& candidate,
                 const candidate_input& baseline, const options& opt, const progress_fn& progress);
 
+// For the profiler (profile/): the candidate compiled, verified on one check at `opt.shape` (the
+// official distribution, the first seed), then called inside the worker as profile::worker_calls
+// does: timed under CUDA events, once inside the NVTX range Nsight Compute selects and, with
+// `counters`, under CUPTI. `prefix` goes in front of the worker (Nsight Compute and its flags),
+// as compute-sanitizer does for --sanitize.
+struct instrumented_run {
+  result outcome;         // verdict `same` when the candidate ran and passed its check
+  nlohmann::json profile; // the worker's "profile" object
+  std::string log;        // the worker's whole stdout and stderr: Nsight Compute prints there
+};
+instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c, const candidate_input& candidate,
+                                  const options& opt, const std::vector<std::string>& prefix, bool counters,
+                                  const progress_fn& progress);
+
 // Builds the task's oracle module (cached) and returns the shared object.
 fs::path build_oracle(const fs::path& project_root, const task::contract& c, const fs::path& cache_dir);
 

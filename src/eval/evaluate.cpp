@@ -509,4 +509,124 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                             1.0 / cmp.interval.high, 1.0 / cmp.interval.low, cmp.test.p, 100 * cmp.delta));
 }
 
+// ---- the profiler's run ----------------------------------------------------------------------------
+
+instrumented_run run_instrumented(const fs::path& root, const task::contract& c, const candidate_input& candidate, const options& opt,
+                                  const std::vector<std::string>& prefix, bool counters, const progress_fn& progress) {
+  const auto started = clock_type::now();
+  instrumented_run run;
+  result& res = run.outcome;
+  json& d = res.detail;
+  const auto finish = [&](verdict v, std::string reason, std::string message) {
+    res.final = v;
+    res.reason = std::move(reason);
+    res.message = std::move(message);
+    res.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    return run;
+  };
+  const auto say = [&](const std::string& s) {
+    if (progress) {
+      progress(s);
+    }
+  };
+  d["candidate"] = {{"name", candidate.name}, {"origin", candidate.origin}, {"source_digest", sha256_hex(candidate.source)}};
+  const device_probe dev = probe_device();
+  const auto& probe = sandbox_probe();
+  isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
+  d["isolation"] = {{"level", sandbox::to_string(iso.decision.level)}, {"detail", iso.decision.detail}};
+  if (iso.decision.level == sandbox::isolation::blocked) {
+    return finish(verdict::blocked, "blocked.no_sandbox", "candidates must not run unprotected and the sandbox is unavailable (" + iso.decision.detail + ")");
+  }
+  const auto arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
+  const auto tools = build::detect_toolchain(arch);
+  build::compiler comp(tools, opt.cache_dir);
+  build::compiler untrusted(tools, opt.cache_dir, iso.compiler());
+  say("compile: oracle module, candidate");
+  auto oracle_req = build::oracle_request(root, c);
+  oracle_req.timeout = opt.compile_timeout;
+  const auto oracle = comp.compile(oracle_req);
+  if (!oracle.ok()) {
+    return finish(verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log);
+  }
+  auto cand_req = build::candidate_request(root, c, candidate.source, "candidate.cu");
+  cand_req.timeout = opt.compile_timeout;
+  const auto cand_build = (candidate.origin == "baseline" ? comp : untrusted).compile(cand_req);
+  d["builds"]["candidate"] = cand_build.to_json();
+  if (!cand_build.ok()) {
+    return finish(verdict::rejected, cand_build.reason, "the candidate does not compile (see builds.candidate.log_tail)");
+  }
+  if (!dev.available) {
+    return finish(verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + dev.reason);
+  }
+
+  temp_dir logs("kblaster-profile", opt.cache_dir / "logs");
+  temp_dir staging("kblaster-stage");
+  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const fs::path oracle_so = stage_binary(staging.path(), oracle.binary, "oracle.so");
+  const fs::path cand_so = stage_binary(staging.path(), cand_build.binary, "candidate.so");
+  json job = base_job(c, opt, oracle_so);
+  json shapes = json::array();
+  for (const auto& s : job["shapes"]) {
+    if (s["name"] == opt.shape) {
+      shapes.push_back(s);
+    }
+  }
+  job["shapes"] = shapes;
+  job["seeds"] = json::array({seeds_for(opt).at(0)});
+  job["determinism_runs"] = 1;
+  job["checker_selftest"] = false;
+  job["single_check"] = true;
+  job["profile"] = true;
+  job["counters"] = counters;
+  job["candidates"] = json::array({json{{"role", "candidate"}, {"path", cand_so.string()}}});
+  // The profiler's own installation must be visible inside the sandbox too.
+  std::vector<fs::path> tool_dirs;
+  if (!prefix.empty()) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(prefix[0], ec);
+    if (!ec) {
+      tool_dirs.push_back(real.parent_path());
+    }
+  }
+  detail::worker_launch launch;
+  launch.wrap = [&iso, staging_dir = staging.path(), tool_dirs](const process_spec& spec) {
+    auto p = iso.policy();
+    p.gpu = true;
+    p.read_only.push_back(staging_dir);
+    p.read_only.insert(p.read_only.end(), tool_dirs.begin(), tool_dirs.end());
+    process_spec with_fd = spec;
+    with_fd.env_overrides["KBLASTER_RESULT_FD"] = std::to_string(child_process::result_fd);
+    return iso.apply(with_fd, p);
+  };
+  launch.prefix = prefix;
+  launch.hang_timeout = prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4;
+  launch.log_path = logs.path() / "profile.log";
+  say(prefix.empty() ? "profile: starting worker" : "profile: starting worker under " + fs::path(prefix[0]).filename().string());
+  const auto w = detail::run_worker_job(job, launch, {});
+  try {
+    run.log = read_file(launch.log_path);
+  } catch (const std::exception&) {
+    run.log = w.log_tail;
+  }
+  d["session"] = {{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}, {"exit_code", w.exit_code}};
+  if (!w.result) {
+    const auto a = attribute(w);
+    if (a.who == "candidate") {
+      return finish(verdict::rejected, a.reason, a.message);
+    }
+    return finish(verdict::error, a.reason, "the profiling worker failed: " + a.message);
+  }
+  d["device"] = w.result->at("device");
+  d["verification"] = w.result->at("candidates");
+  const json* lib = find_lib(*w.result, "candidate");
+  if (lib == nullptr) {
+    return finish(verdict::error, "harness.error", "the worker returned no verdict for the candidate");
+  }
+  if (!lib->value("accepted", false)) {
+    return finish(verdict::rejected, lib->value("reason", std::string("verify.rejected")), lib->value("message", std::string()));
+  }
+  run.profile = w.result->value("profile", json::object());
+  return finish(verdict::same, "verify.passed", "the candidate passed its check and ran instrumented");
+}
+
 } // namespace kb::eval

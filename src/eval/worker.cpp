@@ -9,6 +9,7 @@
 #include "eval/stats.hpp"
 
 #include "common/error.hpp"
+#include "profile/profile.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -272,6 +273,9 @@ public:
       selftest = verify_all();
     } else {
       check_expected_digests();
+    }
+    if (!m_context_lost && m_job.value("profile", false) && any_alive()) {
+      result["profile"] = profile_calls();
     }
     if (!m_context_lost && m_job.contains("timing") && any_alive()) {
       result["timing"] = time_all();
@@ -631,6 +635,9 @@ private:
       for (const auto& t : s.inputs) {
         dists = std::max(dists, static_cast<int>(t.dists.size()));
       }
+      if (m_job.value("single_check", false)) {
+        dists = 1; // the official distribution only
+      }
       total_checks += dists * static_cast<int>(m_seeds.size());
     }
     int done = 0;
@@ -644,6 +651,9 @@ private:
       int dists = 1;
       for (const auto& t : s.inputs) {
         dists = std::max(dists, static_cast<int>(t.dists.size()));
+      }
+      if (m_job.value("single_check", false)) {
+        dists = 1; // the official distribution only
       }
       for (int d = 0; d < dists && any_alive() && !m_context_lost; ++d) {
         for (size_t si = 0; si < m_seeds.size() && any_alive() && !m_context_lost; ++si) {
@@ -832,6 +842,32 @@ private:
       }
     }
     fail("timing shape {} not in the job", m_timing_shape);
+  }
+
+  // ---- the profiler's calls (profile/) ----
+  // At the timing shape on the first seed, L2 flushed before each call.
+  json profile_calls() {
+    auto& lib = *std::find_if(m_libs.begin(), m_libs.end(), [](const candidate_lib& l) { return !l.rejected; });
+    const shape_desc& s = timing_shape();
+    shape_buffers b;
+    allocate(b, s, /*with_reference=*/false);
+    generate(b, 0, m_seeds.at(0));
+    const size_t flush_bytes = std::max<size_t>(2 * m_l2_bytes, size_t(128) << 20);
+    guarded_buffer flush(flush_bytes, false);
+    std::vector<kb_tensor> iv;
+    std::vector<kb_tensor> ov;
+    kb_args a = args_for(s, b.inputs, b.outputs, iv, ov, b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
+    m_out.step("profile", lib.role, s.name);
+    json out = profile::worker_calls(
+        [&] {
+          cuda_check(cudaMemsetAsync(flush.data(), 0, flush_bytes, m_stream), "L2 flush");
+          cuda_check(cudaStreamSynchronize(m_stream), "L2 flush");
+        },
+        [&] { return lib.launch(&a); }, m_stream, m_job.value("counters", false));
+    if (out.contains("failed")) {
+      reject(lib, {"launch.cuda_error", out["failed"].get<std::string>(), out.value("context_lost", false)});
+    }
+    return out;
   }
 
   // ---- timing ----

@@ -1,0 +1,196 @@
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "profile/profile.hpp"
+#include "sandbox/sandbox.hpp"
+#include "task/task.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+namespace kb::cli {
+
+namespace {
+
+using nlohmann::json;
+
+std::string pct(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f}%", *v) : "-";
+}
+
+void print_report(const task::contract& c, const profile::report& r) {
+  const auto& d = r.detail;
+  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite,
+             d["shape"].value("name", ""));
+  fmt::print("candidate {} (sha256 {})\n", d["candidate"].value("name", ""),
+             d["candidate"].value("source_digest", "").substr(0, 16));
+  if (d.contains("device")) {
+    fmt::print("device    {} (driver {})\n", d["device"].value("name", ""),
+               d["device"].value("driver_version", ""));
+  }
+  const auto& acc = r.counter_access;
+  if (r.measured) {
+    std::string plans;
+    for (const auto& raw : r.raw) {
+      plans += (plans.empty() ? "" : ", ") + profile::to_string(raw.which) + " (raw sha256 " +
+               raw.sha256.substr(0, 16) + ")";
+    }
+    fmt::print("counters  {} {}{}\n", profile::to_string(acc.source), acc.tool,
+               plans.empty() ? "" : "; plans " + plans);
+  } else if (r.outcome == profile::status::events_only) {
+    fmt::print("counters  unavailable, events only: {}\n", r.bottleneck.events_only_reason);
+  }
+  if (r.outcome != profile::status::profiled && r.outcome != profile::status::events_only) {
+    fmt::print("status    {} ({}) {}\n", profile::to_string(r.outcome), r.reason, r.message);
+    fmt::print("elapsed   {:.1f} s\n", r.seconds);
+    return;
+  }
+  const auto& n = r.bottleneck.numbers;
+  if (n.contains("seconds")) {
+    fmt::print("time      {:.4f} ms ({})\n", 1e3 * n["seconds"].get<double>(),
+               n.value("time_source", "") == "events" ? "CUDA events, median of 5 cold-L2 calls"
+                                                      : n.value("time_source", ""));
+    fmt::print("roofline  {:.3g} GB/s = {:.1f}% of {:.3g} GB/s; {:.3g} GFLOP/s = {:.1f}% of {:.3g} "
+               "GFLOP/s ({})\n",
+               1e-9 * n.value("achieved_bandwidth_bytes_per_s", 0.0),
+               100 * n.value("bandwidth_fraction", 0.0),
+               1e-9 * n.value("bandwidth_ceiling_bytes_per_s", 0.0),
+               1e-9 * n.value("achieved_flops_per_s", 0.0), 100 * n.value("compute_fraction", 0.0),
+               1e-9 * n.value("fp32_ceiling_flops_per_s", 0.0), n.value("ceilings_source", ""));
+  }
+  if (r.measured) {
+    const auto& m = *r.measured;
+    fmt::print("SOL       SM {}, memory {}, DRAM {} of peak; duration {}\n", pct(m.sm_throughput),
+               pct(m.memory_throughput), pct(m.dram_throughput),
+               m.duration ? fmt::format("{:.4f} ms over {} kernel{}", *m.duration * 1e3, m.kernels,
+                                        m.kernels == 1 ? "" : "s")
+                          : "-");
+    fmt::print("occupancy achieved {}, theoretical {}{}{}\n", pct(m.achieved_occupancy),
+               pct(m.theoretical_occupancy),
+               m.occupancy_limiter.empty() ? "" : " (limit: " + m.occupancy_limiter + ")",
+               m.waves_per_sm ? fmt::format("; {:.2f} waves", *m.waves_per_sm) : "");
+    if (m.l1_hit_rate || m.l2_hit_rate || m.dram_bandwidth) {
+      fmt::print("memory    L1 hit {}, L2 hit {}, DRAM {}\n", pct(m.l1_hit_rate),
+                 pct(m.l2_hit_rate),
+                 m.dram_bandwidth ? fmt::format("{:.3g} GB/s", *m.dram_bandwidth * 1e-9) : "-");
+    }
+    if (!m.stalls.empty()) {
+      std::string s;
+      for (size_t i = 0; i < m.stalls.size() && i < 3; ++i) {
+        s += fmt::format("{}{} {:.1f}", i == 0 ? "" : ", ", m.stalls[i].reason,
+                         m.stalls[i].cycles_per_issue);
+      }
+      fmt::print("stalls    {} (cycles per issued instruction)\n", s);
+    }
+  }
+  fmt::print("state     {}\n", profile::to_string(r.bottleneck.result));
+  fmt::print("          {}\n", r.bottleneck.sentence);
+  fmt::print("elapsed   {:.1f} s\n", r.seconds);
+}
+
+int exit_for(profile::status s) {
+  switch (s) {
+  case profile::status::profiled:
+  case profile::status::events_only:
+    return exit_code::ok;
+  case profile::status::rejected:
+    return exit_code::rejected;
+  case profile::status::blocked:
+    return exit_code::blocked;
+  case profile::status::error:
+    return exit_code::tool;
+  }
+  return exit_code::tool;
+}
+
+} // namespace
+
+void add_profile_commands(CLI::App& app, const global_options& globals, int* result) {
+  auto* probe = app.add_subcommand(
+      "profile-probe", "the counter-access probe's target (started by kblaster itself)");
+  probe->group("");
+  static bool probe_cupti = false;
+  probe->add_flag("--cupti", probe_cupti, "collect CUPTI counters around the probe kernel");
+  probe->callback([result] { *result = profile::probe_target_main(probe_cupti); });
+
+  auto* cmd = app.add_subcommand(
+      "profile", "explain where a candidate's time goes (Nsight Compute, CUPTI, or events only)");
+  static std::string task_id;
+  static std::string candidate;
+  static std::string shape = "official";
+  static std::vector<std::string> plans;
+  static std::string source = "ncu";
+  static std::string json_out;
+  static std::string raw_out;
+  static int hang_timeout = 30;
+  static bool no_sandbox = false;
+  sandbox::add_no_sandbox_flag(*cmd, &no_sandbox);
+  cmd->add_option("--task", task_id, "task id")->required();
+  cmd->add_option("--candidate", candidate, "candidate .cu file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--shape", shape, "shape to profile (default official)");
+  cmd->add_option("--plan", plans,
+                  "Nsight Compute plan: triage (default), memory, scheduler; repeatable")
+      ->check(CLI::IsMember({"triage", "memory", "scheduler"}));
+  cmd->add_option("--counters", source, "counter source: ncu (default) or cupti")
+      ->check(CLI::IsMember({"ncu", "cupti"}));
+  cmd->add_option("--json", json_out, "write the report as JSON here");
+  cmd->add_option(
+      "--raw", raw_out,
+      "write Nsight Compute's raw CSV here (one file per plan: NAME-PLAN.csv when several)");
+  cmd->add_option("--hang-timeout", hang_timeout,
+                  "seconds without progress before a worker is ended");
+  cmd->callback([&globals, result] {
+    const auto root = find_project_root(globals.root);
+    const auto c = task::find_task(root, task_id);
+    profile::request req;
+    req.options.cache_dir = default_cache_dir();
+    req.options.shape = c.shape(shape).name;
+    req.options.no_sandbox = no_sandbox;
+    req.options.hang_timeout = std::chrono::seconds(hang_timeout);
+    req.source = *profile::counter_source_from_string(source);
+    req.plans.clear();
+    for (const auto& p : plans) {
+      req.plans.push_back(*profile::plan_from_string(p));
+    }
+    if (req.plans.empty()) {
+      req.plans.push_back(profile::plan::triage);
+    }
+    const bool tty = isatty(2) != 0;
+    eval::progress_fn progress;
+    if (!globals.quiet) {
+      progress = [tty](const std::string& line) {
+        if (tty) {
+          fmt::print(stderr, "\r\033[K{}", line.substr(0, 160));
+        } else {
+          fmt::print(stderr, "{}\n", line);
+        }
+      };
+    }
+    const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(),
+                                     "candidate"};
+    const auto r = profile::run(root, c, cand, req, progress);
+    if (!globals.quiet && tty) {
+      fmt::print(stderr, "\r\033[K");
+    }
+    print_report(c, r);
+    if (!json_out.empty()) {
+      write_file_atomic(json_out, r.to_json().dump(2) + "\n");
+    }
+    if (!raw_out.empty()) {
+      const fs::path out(raw_out);
+      for (const auto& raw : r.raw) {
+        const fs::path to = r.raw.size() == 1 ? out
+                                              : out.parent_path() / (out.stem().string() + "-" +
+                                                                     profile::to_string(raw.which) +
+                                                                     out.extension().string());
+        write_file_atomic(to, raw.csv);
+      }
+    }
+    *result = exit_for(r.outcome);
+  });
+}
+
+} // namespace kb::cli

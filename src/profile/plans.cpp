@@ -1,0 +1,107 @@
+// The fixed Nsight Compute plans and where ncu is.
+#include "profile/profile.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+namespace kb::profile {
+
+std::string to_string(plan p) {
+  switch (p) {
+  case plan::triage:
+    return "triage";
+  case plan::memory:
+    return "memory";
+  case plan::scheduler:
+    return "scheduler";
+  }
+  return "?";
+}
+
+std::optional<plan> plan_from_string(const std::string& s) {
+  for (plan p : {plan::triage, plan::memory, plan::scheduler}) {
+    if (to_string(p) == s) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> plan_sections(plan p) {
+  switch (p) {
+  case plan::triage:
+    return {"SpeedOfLight", "LaunchStats", "Occupancy"};
+  case plan::memory:
+    return {"MemoryWorkloadAnalysis", "MemoryWorkloadAnalysis_Tables"};
+  case plan::scheduler:
+    return {"SchedulerStats", "WarpStateStats"};
+  }
+  return {};
+}
+
+namespace {
+
+// What every run shares. Clocks stay as the driver sets them: ncu's default locks them to base,
+// which is not allowed on a shared machine and would not match the timed runs either.
+std::vector<std::string> common_flags(const std::string& ncu, int launches) {
+  return {ncu,
+          "--csv",
+          "--page",
+          "raw",
+          "--print-units",
+          "base",
+          "--clock-control",
+          "none",
+          "--cache-control",
+          "all",
+          "--replay-mode",
+          "kernel",
+          "--kernel-name-base",
+          "demangled",
+          "--nvtx",
+          "--nvtx-include",
+          std::string(nvtx_range) + "/",
+          "--launch-count",
+          std::to_string(launches)};
+}
+
+} // namespace
+
+std::vector<std::string> ncu_command(const std::string& ncu, plan p) {
+  auto argv = common_flags(ncu, max_profiled_kernels);
+  for (const auto& s : plan_sections(p)) {
+    argv.push_back("--section");
+    argv.push_back(s);
+  }
+  return argv;
+}
+
+std::vector<std::string> ncu_probe_command(const std::string& ncu) {
+  auto argv = common_flags(ncu, 1);
+  argv.push_back("--metrics");
+  argv.push_back("gpu__time_duration.sum");
+  return argv;
+}
+
+std::optional<std::string> find_ncu() {
+  if (const char* env = std::getenv("KBLASTER_NCU"); env != nullptr && *env != '\0') {
+    return std::filesystem::exists(env) ? std::optional<std::string>(env) : std::nullopt;
+  }
+  if (std::filesystem::exists("/usr/local/cuda/bin/ncu")) {
+    return "/usr/local/cuda/bin/ncu";
+  }
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    std::stringstream dirs(path);
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+      const auto candidate = std::filesystem::path(dir) / "ncu";
+      if (!dir.empty() && std::filesystem::exists(candidate)) {
+        return candidate.string();
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace kb::profile
