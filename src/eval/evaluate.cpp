@@ -18,6 +18,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
 
 namespace kb::eval {
@@ -218,6 +220,79 @@ std::string compute_sanitizer_path() {
   return "compute-sanitizer";
 }
 
+// Everything a GPU job needs before it starts: the sandbox decision, the compiled oracle module
+// and candidates, and copies of them where the sandbox user can read them. `early` is set when
+// the job ends before any GPU work (blocked, or a compile failure).
+struct early_end {
+  verdict final;
+  std::string reason;
+  std::string message;
+};
+
+struct prepared {
+  device_probe dev;
+  std::unique_ptr<detail::isolation> iso;
+  std::unique_ptr<temp_dir> staging;
+  fs::path oracle_so;
+  std::map<std::string, fs::path> libs; // role -> staged shared object
+  std::map<std::string, build::result> builds;
+  std::optional<early_end> early;
+};
+
+prepared prepare(const fs::path& root, const task::contract& c, const std::vector<std::pair<std::string, const candidate_input*>>& inputs,
+                 const options& opt, json& d, const std::function<void(const std::string&)>& say) {
+  prepared p;
+  p.dev = probe_device();
+  d["device_probe"] = p.dev.available ? p.dev.info : json{{"available", false}, {"reason", p.dev.reason}};
+  const auto& probe = detail::sandbox_probe();
+  p.iso = std::make_unique<detail::isolation>(detail::isolation{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir});
+  d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)}, {"detail", p.iso->decision.detail}, {"probe", probe.describe()}};
+  if (p.iso->decision.level == sandbox::isolation::blocked) {
+    p.early = early_end{verdict::blocked, "blocked.no_sandbox",
+                        "candidates must not run unprotected and the sandbox is unavailable (" + p.iso->decision.detail +
+                            "); pass --no-sandbox to run without it, recorded on the evaluation"};
+    return p;
+  }
+  const std::optional<std::string> arch = opt.arch ? opt.arch : (p.dev.available ? std::optional<std::string>(p.dev.info.at("arch")) : std::nullopt);
+  const auto tools = build::detect_toolchain(arch);
+  build::compiler trusted(tools, opt.cache_dir);
+  build::compiler untrusted(tools, opt.cache_dir, p.iso->compiler());
+  d["toolchain"] = {{"nvcc", tools.nvcc.string()}, {"version", tools.version}, {"arch", tools.arch}};
+  say("compile: oracle module and candidates");
+  auto oracle_req = build::oracle_request(root, c);
+  oracle_req.timeout = opt.compile_timeout;
+  const auto oracle = trusted.compile(oracle_req);
+  d["builds"]["oracle"] = oracle.to_json();
+  if (!oracle.ok()) {
+    p.early = early_end{verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log};
+    return p;
+  }
+  for (const auto& [role, input] : inputs) {
+    auto req = build::candidate_request(root, c, input->source, role + ".cu");
+    req.timeout = opt.compile_timeout;
+    // The project's own baselines are trusted; everything else compiles in the sandbox.
+    const auto b = (input->origin == "baseline" ? trusted : untrusted).compile(req);
+    d["builds"][role] = b.to_json();
+    p.builds.emplace(role, b);
+    if (!b.ok()) {
+      p.early = role == "baseline" ? early_end{verdict::error, "baseline." + b.reason, "the baseline does not compile:\n" + b.log}
+                                   : early_end{verdict::rejected, b.reason, "the " + role + " does not compile (see builds." + role + ".log_tail)"};
+      return p;
+    }
+  }
+  if (!p.dev.available) {
+    p.early = early_end{verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + p.dev.reason};
+    return p;
+  }
+  p.staging = std::make_unique<temp_dir>("kblaster-stage");
+  fs::permissions(p.staging->path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  p.oracle_so = detail::stage_binary(p.staging->path(), oracle.binary, "oracle.so");
+  for (const auto& [role, b] : p.builds) {
+    p.libs[role] = detail::stage_binary(p.staging->path(), b.binary, role + ".so");
+  }
+  return p;
+}
+
 } // namespace
 
 result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
@@ -253,57 +328,16 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     return res;
   };
 
-  const device_probe dev = probe_device();
-  d["device_probe"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
-  const auto& probe = detail::sandbox_probe();
-  detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
-  d["isolation"] = {{"level", sandbox::to_string(iso.decision.level)}, {"detail", iso.decision.detail}, {"probe", probe.describe()}};
-  if (iso.decision.level == sandbox::isolation::blocked) {
-    return finish(verdict::blocked, "blocked.no_sandbox",
-                  "candidates must not run unprotected and the sandbox is unavailable (" + iso.decision.detail +
-                      "); pass --no-sandbox to run without it, recorded on the evaluation");
+  const prepared prep = prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, d, say);
+  if (prep.early) {
+    return finish(prep.early->final, prep.early->reason, prep.early->message);
   }
-  const std::optional<std::string> arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
-  const auto tools = build::detect_toolchain(arch);
-  build::compiler comp(tools, opt.cache_dir);
-  build::compiler untrusted(tools, opt.cache_dir, iso.compiler());
-  d["toolchain"] = {{"nvcc", comp.tools().nvcc.string()}, {"version", comp.tools().version}, {"arch", comp.tools().arch}};
-
-  say("compile: oracle module, baseline, candidate");
-  auto oracle_req = build::oracle_request(root, c);
-  oracle_req.timeout = opt.compile_timeout;
-  const auto oracle = comp.compile(oracle_req);
-  d["builds"]["oracle"] = oracle.to_json();
-  if (!oracle.ok()) {
-    return finish(verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log);
-  }
-  auto base_req = build::candidate_request(root, c, baseline.source, "baseline.cu");
-  base_req.timeout = opt.compile_timeout;
-  const auto base_build = (baseline.origin == "baseline" ? comp : untrusted).compile(base_req);
-  d["builds"]["baseline"] = base_build.to_json();
-  if (!base_build.ok()) {
-    return finish(verdict::error, "baseline." + base_build.reason, "the baseline does not compile:\n" + base_build.log);
-  }
-  auto cand_req = build::candidate_request(root, c, candidate.source, "candidate.cu");
-  cand_req.timeout = opt.compile_timeout;
-  const auto cand_build = untrusted.compile(cand_req);
-  d["builds"]["candidate"] = cand_build.to_json();
-  if (!cand_build.ok()) {
-    return finish(verdict::rejected, cand_build.reason, "the candidate does not compile (see builds.candidate.log_tail)");
-  }
-  say(fmt::format("compile: done ({} cached, candidate {:.1f} s)", cand_build.cached ? "candidate" : "nothing", cand_build.seconds));
-
-  if (!dev.available) {
-    return finish(verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + dev.reason);
-  }
-
+  const auto& cand_build = prep.builds.at("candidate");
+  say(fmt::format("compile: done (candidate {})", cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
   temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
-  temp_dir staging("kblaster-stage");
-  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
-  const fs::path oracle_so = detail::stage_binary(staging.path(), oracle.binary, "oracle.so");
-  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", detail::stage_binary(staging.path(), base_build.binary, "baseline.so")},
-                                                              {"candidate", detail::stage_binary(staging.path(), cand_build.binary, "candidate.so")}};
-  const auto worker_wrap = iso.worker(staging.path());
+  const fs::path& oracle_so = prep.oracle_so;
+  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
+  const auto worker_wrap = prep.iso->worker(prep.staging->path());
   const auto event_printer = [&](const json& e) {
     const std::string kind = e.value("event", "");
     if (kind == "progress" && e.value("stage", "") == "verify") {
@@ -530,40 +564,13 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     }
   };
   d["candidate"] = {{"name", candidate.name}, {"origin", candidate.origin}, {"source_digest", sha256_hex(candidate.source)}};
-  const device_probe dev = probe_device();
-  const auto& probe = sandbox_probe();
-  isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
-  d["isolation"] = {{"level", sandbox::to_string(iso.decision.level)}, {"detail", iso.decision.detail}};
-  if (iso.decision.level == sandbox::isolation::blocked) {
-    return finish(verdict::blocked, "blocked.no_sandbox", "candidates must not run unprotected and the sandbox is unavailable (" + iso.decision.detail + ")");
+  const prepared prep = prepare(root, c, {{"candidate", &candidate}}, opt, d, say);
+  if (prep.early) {
+    return finish(prep.early->final, prep.early->reason, prep.early->message);
   }
-  const auto arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
-  const auto tools = build::detect_toolchain(arch);
-  build::compiler comp(tools, opt.cache_dir);
-  build::compiler untrusted(tools, opt.cache_dir, iso.compiler());
-  say("compile: oracle module, candidate");
-  auto oracle_req = build::oracle_request(root, c);
-  oracle_req.timeout = opt.compile_timeout;
-  const auto oracle = comp.compile(oracle_req);
-  if (!oracle.ok()) {
-    return finish(verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log);
-  }
-  auto cand_req = build::candidate_request(root, c, candidate.source, "candidate.cu");
-  cand_req.timeout = opt.compile_timeout;
-  const auto cand_build = (candidate.origin == "baseline" ? comp : untrusted).compile(cand_req);
-  d["builds"]["candidate"] = cand_build.to_json();
-  if (!cand_build.ok()) {
-    return finish(verdict::rejected, cand_build.reason, "the candidate does not compile (see builds.candidate.log_tail)");
-  }
-  if (!dev.available) {
-    return finish(verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + dev.reason);
-  }
-
   temp_dir logs("kblaster-profile", opt.cache_dir / "logs");
-  temp_dir staging("kblaster-stage");
-  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
-  const fs::path oracle_so = stage_binary(staging.path(), oracle.binary, "oracle.so");
-  const fs::path cand_so = stage_binary(staging.path(), cand_build.binary, "candidate.so");
+  const fs::path& oracle_so = prep.oracle_so;
+  const fs::path& cand_so = prep.libs.at("candidate");
   json job = base_job(c, opt, oracle_so);
   json shapes = json::array();
   for (const auto& s : job["shapes"]) {
@@ -589,15 +596,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     }
   }
   detail::worker_launch launch;
-  launch.wrap = [&iso, staging_dir = staging.path(), tool_dirs](const process_spec& spec) {
-    auto p = iso.policy();
-    p.gpu = true;
-    p.read_only.push_back(staging_dir);
-    p.read_only.insert(p.read_only.end(), tool_dirs.begin(), tool_dirs.end());
-    process_spec with_fd = spec;
-    with_fd.env_overrides["KBLASTER_RESULT_FD"] = std::to_string(child_process::result_fd);
-    return iso.apply(with_fd, p);
-  };
+  launch.wrap = prep.iso->worker(prep.staging->path(), tool_dirs);
   launch.prefix = prefix;
   launch.hang_timeout = prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4;
   launch.log_path = logs.path() / "profile.log";

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace kb::eval::detail {
 
@@ -55,11 +56,13 @@ struct isolation {
       return apply(spec, p);
     };
   }
-  std::function<process_spec(const process_spec&)> worker(const fs::path& staging) const {
-    return [this, staging](const process_spec& spec) {
+  // `tools`: folders of a tool the worker runs under (a profiler), visible inside too.
+  std::function<process_spec(const process_spec&)> worker(const fs::path& staging, std::vector<fs::path> tools = {}) const {
+    return [this, staging, tools](const process_spec& spec) {
       auto p = policy();
       p.gpu = true;
       p.read_only.push_back(staging);
+      p.read_only.insert(p.read_only.end(), tools.begin(), tools.end());
       process_spec with_fd = spec;
       with_fd.env_overrides["KBLASTER_RESULT_FD"] = std::to_string(child_process::result_fd);
       return apply(with_fd, p);
