@@ -24,6 +24,8 @@ int run(int argc, char** argv) {
   add_tasks_commands(app, globals, &result);
   add_eval_commands(app, globals, &result);
   add_bench_commands(app, globals, &result);
+  add_preflight_commands(app, globals, &result);
+  add_optimize_commands(app, globals, &result);
   add_check_commands(app, globals, &result);
   add_llm_commands(app, globals, &result);
   add_store_commands(app, globals, &result);

@@ -1,6 +1,7 @@
 // The CLI: one function per command family, registered on a CLI11 app in commands.cpp.
 #pragma once
 
+#include "search/preflight.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,10 @@ struct global_options {
 
 int run(int argc, char** argv);
 
+// Runs the preflight checks, printing each (unless --quiet), and records the report in `st`.
+std::optional<search::preflight_report> run_preflight(const global_options& globals, bool no_sandbox,
+                                                      const std::optional<llm::client_config>& llm, store::store& st);
+
 // The store named by --store, $KBLASTER_HOME or the default location.
 store::store open_store(const global_options& globals);
 
@@ -31,6 +36,8 @@ store::store open_store(const global_options& globals);
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
 void add_bench_commands(CLI::App& app, const global_options& globals, int* result);
+void add_preflight_commands(CLI::App& app, const global_options& globals, int* result);
+void add_optimize_commands(CLI::App& app, const global_options& globals, int* result);
 void add_check_commands(CLI::App& app, const global_options& globals, int* result);
 void add_llm_commands(CLI::App& app, const global_options& globals, int* result);
 // runs list|show, store verify|gc, evidence export|check.

@@ -146,6 +146,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static int seeds = 3;
   static double max_wall = 6.0;
   static int hang_timeout = 30;
+  static int input_sets = 3;
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
   ev->add_option("--task", task_id, "task id")->required();
@@ -160,6 +161,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   ev->add_option("--seeds", seeds, "input seeds per distribution and shape")->check(CLI::Range(1, 20));
   ev->add_option("--max-wall", max_wall, "wall-clock cap of one timing session [s]");
   ev->add_option("--hang-timeout", hang_timeout, "seconds without progress before a worker is ended");
+  ev->add_option("--input-sets", input_sets, "input sets rotated during timing (1 disables rotation)")->check(CLI::Range(1, 3));
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     const auto c = task::find_task(root, task_id);
@@ -170,6 +172,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.sessions = sessions;
     o.seeds = seeds;
     o.timing.max_wall = max_wall;
+    o.timing.input_sets = input_sets;
     o.hang_timeout = std::chrono::seconds(hang_timeout);
     o.no_sandbox = no_sandbox;
     if (!arch.empty()) {

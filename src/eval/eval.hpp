@@ -108,6 +108,10 @@ std::vector<std::vector<double>> cpu_reference(const fs::path& oracle_module, co
 // run the CPU oracle at the check shapes and prove the checker rejects trivial outputs there.
 nlohmann::json check_task_without_gpu(const fs::path& project_root, const task::contract& c, const options& opt);
 
+// Compiles a candidate exactly as evaluate() will (in the sandbox, into the same cache), without
+// running it: lets a caller compile several candidates in parallel before GPU work that is serial.
+build::result compile_candidate(const fs::path& project_root, const task::contract& c, const candidate_input& candidate, const options& opt);
+
 // Records one evaluation in the store (task, environment, both candidates with their sources, the
 // candidate's build with binary and log, the evaluation with all samples and the full detail), in
 // one transaction. Returns the evaluation's row id.

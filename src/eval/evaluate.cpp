@@ -295,6 +295,23 @@ prepared prepare(const fs::path& root, const task::contract& c, const std::vecto
 
 } // namespace
 
+build::result compile_candidate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const options& opt) {
+  const auto& probe = detail::sandbox_probe();
+  const detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
+  if (iso.decision.level == sandbox::isolation::blocked) {
+    build::result r;
+    r.status = build::outcome::unavailable;
+    r.reason = "blocked.no_sandbox";
+    return r;
+  }
+  const device_probe dev = probe_device();
+  const auto arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
+  build::compiler untrusted(build::detect_toolchain(arch), opt.cache_dir, iso.compiler());
+  auto req = build::candidate_request(root, c, candidate.source, "candidate.cu");
+  req.timeout = opt.compile_timeout;
+  return untrusted.compile(req);
+}
+
 result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
                 const options& opt, const progress_fn& progress) {
   const auto started = clock_type::now();
@@ -513,7 +530,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     return json::array({at(std::floor(n / 2 - 0.98 * std::sqrt(n))), at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))});
   };
   const double floor = task::floor_seconds(c, shape, ceil);
-  const auto plaus = stats::check_roofline_floor(cmp.median_b, floor);
+  const double limit = task::limit_seconds(c, shape, ceil);
+  const auto plaus = stats::check_roofline_floor(cmp.median_b, limit);
   d["statistics"] = {{"n_baseline", cmp.n_a},
                      {"n_candidate", cmp.n_b},
                      {"throttled_dropped", dropped},
@@ -532,10 +550,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                      {"session_medians", session_medians},
                      {"floor_fraction", floor / cmp.median_b},
                      {"baseline_floor_fraction", floor / cmp.median_a},
-                     {"faster_than_floor", plaus.flagged}};
+                     {"physical_limit_s", limit},
+                     {"faster_than_physical_limit", plaus.flagged}};
   if (plaus.flagged) {
-    return finish(verdict::rejected, "timing.faster_than_floor",
-                  fmt::format("measured {:.4g} ms is faster than the roofline floor {:.4g} ms: a bug or an exploit", cmp.median_b * 1e3, floor * 1e3));
+    return finish(verdict::rejected, "timing.faster_than_physical_limit",
+                  fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the task's bytes at the memory's peak "
+                              "bandwidth, its FLOPs at the fp32 peak): a bug or an exploit",
+                              cmp.median_b * 1e3, limit * 1e3));
   }
   const verdict v = *verdict_from_string(stats::to_string(cmp.result));
   return finish(v, "timing." + stats::to_string(cmp.result),

@@ -38,7 +38,7 @@ std::optional<double> number(const json& j, const char* key) {
 
 int64_t record(store::store& st, int64_t run, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
                const result& r) {
-  const json& d = r.detail;
+  const json d = r.detail.is_object() ? r.detail : json::object();
   int64_t evaluation = 0;
   st.atomically([&] {
     const int64_t task_row = st.record_task(c);

@@ -569,6 +569,25 @@ void store::attach(int64_t run, const std::string& name, const std::string& dige
 
 // ---- Queries ----
 
+std::vector<std::string> store::gpus() const {
+  detail::statement s(m_impl->db, "SELECT DISTINCT gpu FROM experiences ORDER BY gpu");
+  std::vector<std::string> out;
+  while (s.step()) {
+    out.push_back(s.column_text(0));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> store::attachments(int64_t run) const {
+  detail::statement s(m_impl->db, "SELECT name, digest FROM artifacts WHERE run = ? ORDER BY id");
+  s.bind(1, run);
+  std::vector<std::pair<std::string, std::string>> out;
+  while (s.step()) {
+    out.emplace_back(s.column_text(0), s.column_text(1));
+  }
+  return out;
+}
+
 std::optional<std::string> store::find_build(const build_key& key) const {
   detail::statement s(m_impl->db,
                       "SELECT binary_digest FROM builds WHERE source_digest = ? AND flags = ? AND "

@@ -252,6 +252,10 @@ public:
   int64_t record_experience(const experience& exp);
   // Attaches a named blob (a profiler report, a log) to a run.
   void attach(int64_t run, const std::string& name, const std::string& digest);
+  // The GPU names that experiences were recorded on.
+  std::vector<std::string> gpus() const;
+  // The run's attachments as (name, digest), in the order they were attached.
+  std::vector<std::pair<std::string, std::string>> attachments(int64_t run) const;
 
   // ---- Queries ----
   // The binary of a successful build with this key whose blob is present and intact.

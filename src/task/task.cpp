@@ -676,6 +676,10 @@ double floor_seconds(const contract& c, const shape_case& s, const ceilings& cei
   return std::max(roofline_bytes(c, s) / ceil.bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
 }
 
+double limit_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
+  return std::max(roofline_bytes(c, s) / ceil.peak_bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
+}
+
 std::vector<contract> load_all(const fs::path& root) {
   std::vector<contract> out;
   const fs::path tasks = root / "tasks";

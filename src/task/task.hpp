@@ -132,10 +132,14 @@ nlohmann::json to_json(const contract& c);
 // once `kblaster calibrate` has run on the device.
 struct ceilings {
   double bandwidth = 4.3e12;   // [bytes/s] device-to-device copy, bytes read + written
+  double peak_bandwidth = 4.8e12; // [bytes/s] the memory's datasheet peak: no kernel moves bytes faster
   double fp32_flops = 67e12;   // [FLOP/s] fp32 FMA peak (2 FLOP per FMA)
   std::string source = "default (H200 copy bandwidth and fp32 FMA peak)";
 };
 double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil);
+// The physical limit: the same figures against the datasheet peaks. A read-mostly kernel can beat
+// the copy-bandwidth floor (reads stream faster than a copy); nothing beats this one.
+double limit_seconds(const contract& c, const shape_case& s, const ceilings& ceil);
 
 // `kb_family_config`, the family driver's configuration for this task (reduced axes, which input
 // plays which role), as C++ source; empty for families that need none.

@@ -1,0 +1,240 @@
+// `kblaster optimize` (the search, with live progress and a summary) and `kblaster memory`.
+#include "cli/commands.hpp"
+#include "cli/llm_options.hpp"
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "sandbox/sandbox.hpp"
+#include "search/builtin_proposer.hpp"
+#include "search/memory.hpp"
+#include "search/optimize.hpp"
+#include "search/strategies.hpp"
+#include "task/task.hpp"
+
+#include <fmt/format.h>
+
+#include <regex>
+
+namespace kb::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// "10m", "90s", "1h", "600" -> seconds.
+std::chrono::seconds parse_duration(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_match(text, m, std::regex("([0-9]+)([smh]?)"))) {
+    fail_input("--budget {}: expected a duration such as 90s, 10m or 1h", text);
+  }
+  const long n = std::stol(m[1]);
+  const std::string unit = m[2];
+  return std::chrono::seconds(unit == "h" ? n * 3600 : unit == "m" ? n * 60 : n);
+}
+
+void print_summary(const std::vector<search::task_result>& results) {
+  fmt::print("\n{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  {}\n", "task", "outcome", "reason", "baseline ms", "best ms",
+             "speedup", "floor%", "evals", "to best", "best strategy");
+  for (const auto& r : results) {
+    fmt::print("{:<5} {:<15} {:<32} {:>11.4f} {:>11.4f} {:>8.3f}x {:>6.1f}% {:>6} {:>8}  {} {}\n", r.task, search::to_string(r.final), r.reason,
+               1e3 * r.baseline_seconds, 1e3 * r.best_seconds, r.speedup, 100 * r.floor_fraction, r.evaluations, r.evaluations_to_best,
+               r.best_strategy, r.best_params.dump());
+  }
+}
+
+} // namespace
+
+void add_optimize_commands(CLI::App& app, const global_options& globals, int* result) {
+  auto* opt = app.add_subcommand("optimize", "search for faster kernels: proposer, memory, verification, timing, outcomes");
+  static std::string task_id;
+  static std::string suite;
+  static std::string proposer_name = "builtin";
+  static int rollouts = 2;
+  static int steps = 8;
+  static std::string budget = "10m";
+  static std::string gpu_budget;
+  static int max_evals = 0;
+  static int64_t resume = 0;
+  static int64_t replay = 0;
+  static std::string json_out;
+  static bool no_sandbox = false;
+  static llm_options llm_opts;
+  opt->add_option("--task", task_id, "one task");
+  opt->add_option("--suite", suite, "every task of a suite");
+  opt->add_option("--proposer", proposer_name, "builtin (no network) or llm")->check(CLI::IsMember({"builtin", "llm"}));
+  opt->add_option("--rollouts", rollouts, "candidates proposed per step")->check(CLI::Range(1, 16));
+  opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
+  opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)");
+  opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task");
+  opt->add_option("--max-evals", max_evals, "candidate evaluations per task (0: no limit)");
+  opt->add_option("--resume", resume, "continue an interrupted optimize run (its id)");
+  opt->add_option("--replay", replay, "serve the LLM's answers from this run's record, without the network");
+  opt->add_option("--json", json_out, "write the results as JSON here");
+  sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
+  add_llm_options(*opt, llm_opts);
+  opt->callback([&globals, result] {
+    const auto root = find_project_root(globals.root);
+    auto st = open_store(globals);
+    json args{{"task", task_id}, {"suite", suite}, {"proposer", proposer_name}, {"rollouts", rollouts}, {"steps", steps},
+              {"budget", budget}, {"gpu_budget", gpu_budget}, {"max_evals", max_evals}, {"no_sandbox", no_sandbox}};
+    int64_t run = 0;
+    if (resume > 0) {
+      const auto info = st.find_run(resume);
+      if (!info || info->kind != "optimize") {
+        fail_input("--resume {}: no optimize run with that id in {}", resume, st.dir().string());
+      }
+      args = info->args;
+      run = resume;
+    }
+    const std::string a_task = args.value("task", "");
+    const std::string a_suite = args.value("suite", "");
+    if (a_task.empty() == a_suite.empty()) {
+      fail_input("give --task ID or --suite NAME (one of them)");
+    }
+    std::vector<task::contract> tasks = a_task.empty() ? task::load_suite(root, a_suite) : std::vector<task::contract>{task::find_task(root, a_task)};
+
+    std::optional<llm::client_config> llm_config;
+    std::optional<llm_setup> setup;
+    if (args.value("proposer", "") == "llm") {
+      setup = resolve_llm_options(llm_opts);
+      llm_config = setup->client;
+    }
+    const auto report = run_preflight(globals, args.value("no_sandbox", false), replay > 0 ? std::nullopt : llm_config, st);
+    if (run == 0) {
+      run = st.begin_run("optimize", args);
+    }
+    std::vector<search::task_result> results;
+    if (!report->usable()) {
+      // Nothing can be searched here: every task ends blocked, with the reason, in the store.
+      for (const auto& c : tasks) {
+        search::task_result r;
+        r.task = c.id;
+        r.final = search::outcome::blocked;
+        r.reason = "blocked.preflight." + report->checks.back().name;
+        st.record_outcome({run, st.record_task(c), "blocked", r.reason, std::nullopt});
+        results.push_back(r);
+      }
+      st.finish_run(run, store::run_status::finished, "blocked", report->reason);
+      print_summary(results);
+      fmt::print("\nGPU stages BLOCKED: {}\n", report->reason);
+      *result = exit_code::blocked;
+      return;
+    }
+    const std::string gpu = report->checks.at(1).data.value("name", "gpu");
+    search::optimize_options oo;
+    oo.rollouts = args.value("rollouts", 2);
+    oo.steps = args.value("steps", 8);
+    oo.limits.wall = parse_duration(args.value("budget", std::string("10m")));
+    if (!args.value("gpu_budget", std::string()).empty()) {
+      oo.limits.gpu_seconds = static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
+    }
+    oo.limits.evaluations = args.value("max_evals", 0);
+    oo.step.cache_dir = default_cache_dir();
+    oo.step.no_sandbox = args.value("no_sandbox", false);
+    oo.step.sessions = 1;
+    oo.step.seeds = 2;
+    oo.step.timing.max_wall = 2.0;
+    oo.confirm = oo.step;
+    oo.confirm.sessions = 2;
+    oo.confirm.seeds = 3;
+    oo.confirm.timing.max_wall = 6.0;
+
+    search::memory mem(st);
+    std::unique_ptr<search::proposer> prop;
+    std::unique_ptr<llm::client> client;
+    std::unique_ptr<llm::file_recorder> recorder;
+    if (args.value("proposer", "") == "llm") {
+      if (replay > 0) {
+        client = llm::client::replay(setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
+      } else {
+        recorder = std::make_unique<llm::file_recorder>(st.dir() / "llm" / fmt::format("run-{}", run));
+        client = std::make_unique<llm::client>(setup->client, recorder.get());
+      }
+      prop = std::make_unique<llm::llm_proposer>(*client, setup->proposer);
+    } else {
+      prop = std::make_unique<search::builtin_proposer>(mem);
+    }
+    const auto say = [&](const std::string& line) {
+      if (!globals.quiet) {
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      }
+    };
+    search::optimizer optimizer(
+        st, run, mem, *prop, oo, gpu,
+        [&root](const task::contract& c, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options& o) {
+          return eval::evaluate(root, c, cand, base, o, {});
+        },
+        [&root](const task::contract& c, const eval::candidate_input& cand, const eval::options& o) { eval::compile_candidate(root, c, cand, o); },
+        say);
+    const auto done = st.outcomes_of_run(run);
+    for (const auto& c : tasks) {
+      const int64_t row = st.record_task(c);
+      if (std::any_of(done.begin(), done.end(), [&](const store::outcome_record& o) { return o.task == row; })) {
+        say(fmt::format("task {}: already finished in run {}", c.id, run));
+        continue;
+      }
+      results.push_back(optimizer.optimize(c));
+    }
+    st.finish_run(run, store::run_status::finished, "finished", "");
+    print_summary(results);
+    if (!json_out.empty()) {
+      json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
+      for (const auto& r : results) {
+        j["tasks"].push_back(r.to_json());
+      }
+      write_file_atomic(json_out, j.dump(2) + "\n");
+    }
+    fmt::print("run {} recorded in {}\n", run, st.dir().string());
+    *result = exit_code::ok;
+  });
+
+  auto* mem_cmd = app.add_subcommand("memory", "inspect, export and import the optimization memory");
+  mem_cmd->require_subcommand(1);
+  auto* show = mem_cmd->add_subcommand("show", "what each strategy did, per family and GPU");
+  static std::string family;
+  show->add_option("--family", family, "one op family");
+  show->callback([&globals, result] {
+    auto st = open_store(globals);
+    for (const auto* fam : {"elementwise", "normalize", "reduce", "loss", "matmul"}) {
+      if (!family.empty() && family != fam) {
+        continue;
+      }
+      for (const auto& gpu : st.gpus()) {
+        const auto stats = search::summarize(st.find_experiences(fam, gpu));
+        if (stats.empty()) {
+          continue;
+        }
+        fmt::print("{} on {}\n  {:<32} {:>8} {:>8} {:>9} {:>11} {:>8}  {}\n", fam, gpu, "strategy", "attempts", "correct", "faster", "mean x",
+                   "best x", "best params / last failure");
+        for (const auto& s : stats) {
+          fmt::print("  {:<32} {:>8} {:>8} {:>9} {:>10.3f}x {:>7.3f}x  {} {}\n", s.strategy, s.attempts, s.correct, s.successes,
+                     std::exp2(s.mean_reward), s.best_speedup, s.best_params.dump(), s.last_failure);
+        }
+      }
+    }
+    *result = exit_code::ok;
+  });
+  auto* exp = mem_cmd->add_subcommand("export", "write every experience as JSON");
+  static std::string export_file;
+  exp->add_option("file", export_file)->required();
+  exp->callback([&globals, result] {
+    auto st = open_store(globals);
+    search::memory mem(st);
+    const auto j = mem.export_all({"elementwise", "normalize", "reduce", "loss", "matmul"});
+    write_file_atomic(export_file, j.dump(1) + "\n");
+    fmt::print("{} experiences written to {}\n", j.size(), export_file);
+    *result = exit_code::ok;
+  });
+  auto* imp = mem_cmd->add_subcommand("import", "add experiences exported elsewhere");
+  static std::string import_file;
+  imp->add_option("file", import_file)->required()->check(CLI::ExistingFile);
+  imp->callback([&globals, result] {
+    auto st = open_store(globals);
+    search::memory mem(st);
+    const int n = mem.import_all(json::parse(read_file(import_file)));
+    fmt::print("{} experiences imported into {}\n", n, st.dir().string());
+    *result = exit_code::ok;
+  });
+}
+
+} // namespace kb::cli

@@ -1,0 +1,65 @@
+#include "search/builtin_proposer.hpp"
+
+#include <fmt/format.h>
+
+namespace kb::search {
+
+using nlohmann::json;
+
+std::vector<json> builtin_proposer::point_order(const strategy& st, const json& best) {
+  std::vector<json> out{resolve_params(st, best)};
+  for (const auto& axis : st.space) {
+    const auto& values = axis.values;
+    const auto at = std::find(values.begin(), values.end(), out.front().at(axis.name));
+    const auto index = at == values.end() ? 0 : static_cast<size_t>(at - values.begin());
+    for (const int step : {+1, -1, +2, -2}) {
+      const auto k = static_cast<long>(index) + step;
+      if (k >= 0 && k < static_cast<long>(values.size())) {
+        json p = out.front();
+        p[axis.name] = values[static_cast<size_t>(k)];
+        out.push_back(p);
+      }
+    }
+  }
+  for (const auto& corner : corner_points(st)) {
+    out.push_back(resolve_params(st, corner));
+  }
+  return out;
+}
+
+proposal_result builtin_proposer::propose(const proposal_context& ctx) {
+  const task::contract& c = *ctx.task;
+  for (const auto& ranked : ctx.retrieved) {
+    const strategy& st = find_strategy(ranked.strategy);
+    // The best point of this strategy on this task so far, else its default.
+    json best = st.defaults;
+    double best_speedup = 0;
+    for (const auto& e : m_memory.attempts(c, ctx.gpu, st.name)) {
+      if (e.correct && e.measured_speedup.value_or(0) > best_speedup) {
+        best_speedup = *e.measured_speedup;
+        best = e.params;
+      }
+    }
+    for (const auto& point : point_order(st, best)) {
+      const std::string key = c.id + "|" + st.name + "|" + point.dump();
+      if (m_issued.count(key) != 0 || m_memory.tried(c, ctx.gpu, st.name, point)) {
+        continue;
+      }
+      m_issued.insert(key);
+      proposal p;
+      p.strategy = st.name;
+      p.params = point;
+      p.source = generate(c, st, point);
+      p.origin = "builtin";
+      p.predicted_speedup = ranked.attempts > 0 ? std::max(ranked.mean_speedup, 1.0) : 1.2;
+      p.hypothesis = fmt::format("{} {} (memory: {} attempts on {} tasks of this family, best {:.2f}x)", st.rationale, point.dump(),
+                                 ranked.attempts, task::to_string(c.fam), ranked.best_speedup);
+      return {p, false, "", ""};
+    }
+  }
+  return {std::nullopt, true, "builtin.exhausted", "every applicable strategy and parameter point has been tried on this task"};
+}
+
+proposal_result builtin_proposer::repair(const proposal_context& ctx, const proposal&, const std::string&) { return propose(ctx); }
+
+} // namespace kb::search

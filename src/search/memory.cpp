@@ -1,0 +1,153 @@
+#include "search/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace kb::search {
+
+using nlohmann::json;
+
+double reward(const store::experience& e) {
+  if (!e.correct || !e.measured_speedup || *e.measured_speedup <= 0) {
+    return -1.0; // log2(0.5)
+  }
+  return std::log2(*e.measured_speedup);
+}
+
+std::vector<strategy_stats> summarize(const std::vector<store::experience>& experiences) {
+  std::map<std::string, strategy_stats> by;
+  for (const auto& e : experiences) {
+    auto& s = by[e.strategy];
+    s.strategy = e.strategy;
+    s.attempts += 1;
+    s.mean_reward += (reward(e) - s.mean_reward) / s.attempts;
+    if (e.correct) {
+      s.correct += 1;
+      const double sp = e.measured_speedup.value_or(0);
+      if (sp > 1) {
+        s.successes += 1;
+      }
+      if (sp > s.best_speedup) {
+        s.best_speedup = sp;
+        s.best_params = e.params;
+      }
+    } else if (s.last_failure.empty()) {
+      s.last_failure = e.failure_reason; // experiences arrive newest first
+    }
+  }
+  std::vector<strategy_stats> out;
+  for (auto& [k, v] : by) {
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+double ucb_score(const strategy_stats& s, int total_attempts, double exploration) {
+  if (s.attempts == 0) {
+    return std::numeric_limits<double>::infinity();
+  }
+  return s.mean_reward + exploration * std::sqrt(std::log(std::max(total_attempts, 1)) / s.attempts);
+}
+
+std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu, const std::vector<const strategy*>& applicable,
+                                           double exploration) const {
+  const auto stats = summarize(m_store.find_experiences(task::to_string(c.fam), gpu));
+  int total = 0;
+  for (const auto& s : stats) {
+    total += s.attempts;
+  }
+  std::vector<strategy_outcome> out;
+  for (size_t i = 0; i < applicable.size(); ++i) {
+    const strategy& st = *applicable[i];
+    strategy_stats s;
+    s.strategy = st.name;
+    for (const auto& x : stats) {
+      if (x.strategy == st.name) {
+        s = x;
+      }
+    }
+    strategy_outcome o;
+    o.strategy = st.name;
+    o.description = st.description;
+    o.params = s.attempts > 0 ? s.best_params : st.defaults;
+    o.attempts = s.attempts;
+    o.successes = s.successes;
+    o.best_speedup = s.best_speedup;
+    o.mean_speedup = s.attempts > 0 ? std::exp2(s.mean_reward) : 0;
+    o.last_failure = s.last_failure;
+    // Untried strategies keep their library order among themselves.
+    o.score = s.attempts == 0 ? 1e9 - static_cast<double>(i) : ucb_score(s, total, exploration);
+    out.push_back(o);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const strategy_outcome& a, const strategy_outcome& b) { return a.score > b.score; });
+  return out;
+}
+
+std::vector<store::experience> memory::attempts(const task::contract& c, const std::string& gpu, const std::string& strategy) const {
+  std::vector<store::experience> out;
+  for (auto& e : m_store.find_experiences(task::to_string(c.fam), gpu, strategy)) {
+    if (e.task_id == c.id) {
+      out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+bool memory::tried(const task::contract& c, const std::string& gpu, const std::string& strategy, const json& params) const {
+  for (const auto& e : attempts(c, gpu, strategy)) {
+    if (e.params == params) {
+      return true;
+    }
+  }
+  return false;
+}
+
+json memory::export_all(const std::vector<std::string>& families) const {
+  json out = json::array();
+  for (const auto& fam : families) {
+    // Every GPU: the query takes one; the store's environments name them.
+    for (const auto& gpu : m_store.gpus()) {
+      for (const auto& e : m_store.find_experiences(fam, gpu)) {
+        out.push_back({{"task_id", e.task_id}, {"family", e.family}, {"op_features", e.op_features}, {"shape", e.shape},
+                       {"dtype", e.dtype}, {"gpu", e.gpu}, {"state_before", e.state_before}, {"strategy", e.strategy},
+                       {"params", e.params}, {"predicted_speedup", e.predicted_speedup ? json(*e.predicted_speedup) : json(nullptr)},
+                       {"measured_speedup", e.measured_speedup ? json(*e.measured_speedup) : json(nullptr)}, {"correct", e.correct},
+                       {"failure_reason", e.failure_reason}, {"created", e.created}});
+      }
+    }
+  }
+  return out;
+}
+
+int memory::import_all(const json& experiences) {
+  int n = 0;
+  m_store.atomically([&] {
+    for (const auto& j : experiences) {
+      store::experience e;
+      e.task_id = j.at("task_id");
+      e.family = j.at("family");
+      e.op_features = j.value("op_features", json::object());
+      e.shape = j.value("shape", "");
+      e.dtype = j.value("dtype", "");
+      e.gpu = j.at("gpu");
+      e.state_before = j.value("state_before", "");
+      e.strategy = j.at("strategy");
+      e.params = j.value("params", json::object());
+      if (j.contains("predicted_speedup") && j["predicted_speedup"].is_number()) {
+        e.predicted_speedup = j["predicted_speedup"].get<double>();
+      }
+      if (j.contains("measured_speedup") && j["measured_speedup"].is_number()) {
+        e.measured_speedup = j["measured_speedup"].get<double>();
+      }
+      e.correct = j.value("correct", false);
+      e.failure_reason = j.value("failure_reason", "");
+      m_store.record_experience(e);
+      ++n;
+    }
+  });
+  return n;
+}
+
+} // namespace kb::search

@@ -1,0 +1,351 @@
+#include "search/optimize.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+#include "search/strategies.hpp"
+
+#include <fmt/format.h>
+
+#include <future>
+
+namespace kb::search {
+
+using nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+std::string to_string(outcome o) {
+  switch (o) {
+  case outcome::improved: return "improved";
+  case outcome::no_improvement: return "no_improvement";
+  case outcome::failed: return "failed";
+  case outcome::blocked: return "blocked";
+  case outcome::timeout: return "timeout";
+  }
+  return "?";
+}
+
+std::optional<outcome> outcome_from_string(const std::string& s) {
+  for (outcome o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked, outcome::timeout}) {
+    if (to_string(o) == s) {
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
+  if (in.blocked) {
+    return {outcome::blocked, in.blocked_reason.empty() ? "blocked" : in.blocked_reason};
+  }
+  if (!in.baseline_ok) {
+    return {outcome::failed, "baseline." + in.baseline_reason};
+  }
+  if (in.evaluated == 0) {
+    return {outcome::timeout, "budget.exhausted_before_a_candidate"};
+  }
+  if (in.correct == 0) {
+    return {outcome::failed, "search.no_correct_candidate"};
+  }
+  if (!in.confirmation) {
+    return {outcome::no_improvement, "search.nothing_faster_than_the_baseline"};
+  }
+  switch (*in.confirmation) {
+  case eval::verdict::improved: return {outcome::improved, "confirm.improved"};
+  case eval::verdict::blocked: return {outcome::blocked, "confirm." + in.confirmation_reason};
+  case eval::verdict::error: return {outcome::failed, "confirm." + in.confirmation_reason};
+  case eval::verdict::rejected: return {outcome::failed, "confirm.rejected." + in.confirmation_reason};
+  default: return {outcome::no_improvement, "confirm." + eval::to_string(*in.confirmation)};
+  }
+}
+
+json task_result::to_json() const {
+  return {{"task", task},
+          {"outcome", to_string(final)},
+          {"reason", reason},
+          {"evaluations", evaluations},
+          {"evaluations_to_best", evaluations_to_best},
+          {"baseline_seconds", baseline_seconds},
+          {"best_seconds", best_seconds},
+          {"speedup", speedup},
+          {"floor_fraction", floor_fraction},
+          {"best_strategy", best_strategy},
+          {"best_params", best_params},
+          {"best_candidate", best_candidate ? json(*best_candidate) : json(nullptr)},
+          {"steps", steps}};
+}
+
+optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop, optimize_options opt, std::string gpu, evaluator evaluate,
+                     compile_fn compile, std::function<void(const std::string&)> progress)
+    : m_store(st), m_run(run), m_memory(mem), m_proposer(prop), m_opt(std::move(opt)), m_gpu(std::move(gpu)), m_evaluate(std::move(evaluate)),
+      m_compile(std::move(compile)), m_progress(std::move(progress)) {}
+
+namespace {
+
+// The best so far, and how it was found; checkpointed after every evaluation.
+struct progress_state {
+  std::string source;
+  std::string strategy = "baseline";
+  json params = json::object();
+  double speedup = 1;    // over the baseline, as measured step by step
+  double seconds = 0;    // [s] median of the best
+  int evaluations = 0;
+  int evaluations_to_best = 0;
+  int correct = 0;
+  double gpu_seconds = 0;
+
+  json to_json(const std::string& digest) const {
+    return {{"source_digest", digest}, {"strategy", strategy},       {"params", params},
+            {"speedup", speedup},      {"seconds", seconds},         {"evaluations", evaluations},
+            {"evaluations_to_best", evaluations_to_best}, {"correct", correct}, {"gpu_seconds", gpu_seconds}};
+  }
+};
+
+double stat(const eval::result& r, const char* key) { return r.detail.value("statistics", json::object()).value(key, 0.0); }
+
+double gpu_seconds_of(const eval::result& r) {
+  double s = 0;
+  for (const auto& session : r.detail.value("sessions", json::array())) {
+    s += session.value("seconds", 0.0);
+  }
+  return s;
+}
+
+bool accepted(const eval::result& r) {
+  return r.final == eval::verdict::improved || r.final == eval::verdict::same || r.final == eval::verdict::regressed ||
+         r.final == eval::verdict::inconclusive;
+}
+
+std::string state_words(const task::contract& c, const task::shape_case& s, double seconds) {
+  const task::ceilings ceil;
+  const double floor = task::floor_seconds(c, s, ceil);
+  const bool compute = task::roofline_flops(c, s) / ceil.fp32_flops > task::roofline_bytes(c, s) / ceil.bandwidth;
+  return fmt::format("events only: the best runs at {:.0f}% of the roofline floor's speed ({}-bound by the analytic roofline: {:.3g} GB, "
+                     "{:.3g} GFLOP, floor {:.4f} ms)",
+                     100 * floor / seconds, compute ? "compute" : "memory", task::roofline_bytes(c, s) / 1e9, task::roofline_flops(c, s) / 1e9,
+                     floor * 1e3);
+}
+
+} // namespace
+
+task_result optimizer::optimize(const task::contract& c) {
+  const auto started = clock_type::now();
+  const auto say = [&](const std::string& line) {
+    if (m_progress) {
+      m_progress(line);
+    }
+  };
+  task_result res;
+  res.task = c.id;
+  const auto& shape = c.shape(m_opt.step.shape);
+  const double floor = task::floor_seconds(c, shape, task::ceilings{});
+  const int64_t task_row = m_store.record_task(c);
+  const eval::candidate_input baseline{read_file(c.baseline), c.baseline.filename().string(), "baseline", "baseline"};
+  outcome_inputs in;
+  const auto finish = [&](const progress_state& p) {
+    const auto [o, reason] = classify_outcome(in);
+    res.final = o;
+    res.reason = reason;
+    res.evaluations = p.evaluations;
+    res.evaluations_to_best = p.evaluations_to_best;
+    m_store.record_outcome({m_run, task_row, to_string(o), reason, res.best_candidate});
+    say(fmt::format("task {}: {} ({}) after {} evaluations; best {} {:.3f}x over the baseline", c.id, to_string(o), reason, p.evaluations,
+                    res.best_strategy, res.speedup));
+    return res;
+  };
+
+  // The baseline, verified and timed against itself.
+  say(fmt::format("task {}: baseline", c.id));
+  const auto base = m_evaluate(c, baseline, baseline, m_opt.step);
+  eval::record(m_store, m_run, c, baseline, baseline, base);
+  progress_state p;
+  p.source = baseline.source;
+  if (base.final == eval::verdict::blocked) {
+    in.blocked = true;
+    in.blocked_reason = base.reason;
+    return finish(p);
+  }
+  if (!accepted(base)) {
+    in.baseline_ok = false;
+    in.baseline_reason = base.reason;
+    return finish(p);
+  }
+  res.baseline_seconds = stat(base, "median_baseline_s");
+  p.seconds = res.baseline_seconds;
+  p.gpu_seconds += gpu_seconds_of(base);
+
+  // Resuming: the last checkpoint of this task in this run.
+  const std::string prefix = fmt::format("checkpoint/{}/", c.id);
+  for (const auto& [name, digest] : m_store.attachments(m_run)) {
+    if (name.rfind(prefix, 0) == 0) {
+      const json cp = json::parse(m_store.get(digest));
+      p.source = m_store.get(cp.at("source_digest"));
+      p.strategy = cp.at("strategy");
+      p.params = cp.at("params");
+      p.speedup = cp.at("speedup");
+      p.seconds = cp.at("seconds");
+      p.evaluations = cp.at("evaluations");
+      p.evaluations_to_best = cp.at("evaluations_to_best");
+      p.correct = cp.at("correct");
+      p.gpu_seconds = cp.at("gpu_seconds");
+    }
+  }
+  if (p.evaluations > 0) {
+    say(fmt::format("task {}: resumed after {} evaluations, best {} {:.3f}x", c.id, p.evaluations, p.strategy, p.speedup));
+  }
+
+  const auto budget_left = [&] {
+    if (clock_type::now() - started > m_opt.limits.wall) {
+      return false;
+    }
+    if (m_opt.limits.evaluations > 0 && p.evaluations >= m_opt.limits.evaluations) {
+      return false;
+    }
+    return !(m_opt.limits.gpu_seconds > 0 && p.gpu_seconds >= m_opt.limits.gpu_seconds);
+  };
+  std::vector<failure_note> failures;
+  const auto applicable = strategies_for(c);
+  const auto features = features_of(c, shape);
+  bool exhausted = false;
+  for (int step = 0; step < m_opt.steps && !exhausted && budget_left() && floor / p.seconds < m_opt.target_floor_fraction; ++step) {
+    proposal_context ctx;
+    ctx.task = &c;
+    ctx.shape = shape.name;
+    ctx.gpu = m_gpu;
+    ctx.step = step;
+    ctx.best_source = p.source;
+    ctx.best_strategy = p.strategy;
+    ctx.best_params = p.params;
+    ctx.baseline_seconds = res.baseline_seconds;
+    ctx.best_seconds = p.seconds;
+    ctx.floor_seconds = floor;
+    ctx.state = state_words(c, shape, p.seconds);
+    ctx.metrics = {{"floor_fraction", floor / p.seconds}, {"speedup_over_baseline", p.speedup}};
+    ctx.retrieved = m_memory.rank(c, m_gpu, applicable, m_opt.exploration);
+    ctx.recent_failures = failures;
+    std::vector<proposal> proposals;
+    for (int r = 0; r < m_opt.rollouts; ++r) {
+      ctx.rollout = r;
+      auto pr = m_proposer.propose(ctx);
+      if (!pr.candidate) {
+        exhausted = pr.exhausted;
+        failures.push_back({"", json::object(), "propose", pr.failure, pr.message});
+        res.steps.push_back({{"step", step}, {"rollout", r}, {"proposal_failure", pr.failure}, {"message", pr.message}});
+        if (pr.exhausted) {
+          break;
+        }
+        continue;
+      }
+      proposals.push_back(*pr.candidate);
+    }
+    // Compiles run in parallel on the CPU; GPU work below is serial.
+    if (m_compile) {
+      std::vector<std::future<void>> builds;
+      for (const auto& prop : proposals) {
+        builds.push_back(std::async(std::launch::async, [&, prop] {
+          m_compile(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, m_opt.step);
+        }));
+      }
+      for (auto& b : builds) {
+        b.get();
+      }
+    }
+    for (auto& prop : proposals) {
+      if (!budget_left()) {
+        break;
+      }
+      const eval::candidate_input cand{prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params};
+      const eval::candidate_input best{p.source, p.strategy + ".cu", p.strategy == "baseline" ? "baseline" : "proposer", p.strategy, p.params};
+      say(fmt::format("task {} step {}: {} {}", c.id, step, prop.strategy, prop.params.dump()));
+      auto r = m_evaluate(c, cand, best, m_opt.step);
+      // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
+      if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) && m_proposer.name() != "builtin") {
+        auto fixed = m_proposer.repair(ctx, prop, r.message + "\n" + r.detail.value("builds", json::object()).value("candidate", json::object()).value("log_tail", ""));
+        if (fixed.candidate) {
+          m_store.record_experience({0, "", m_run, c.id, task::to_string(c.fam), {}, shape.name, task::to_string(c.inputs[0].type), m_gpu,
+                                     std::nullopt, ctx.state, prop.strategy, prop.params, prop.predicted_speedup, std::nullopt, false, r.reason});
+          ++p.evaluations;
+          prop = *fixed.candidate;
+          r = m_evaluate(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best, m_opt.step);
+        }
+      }
+      eval::record(m_store, m_run, c, cand, best, r);
+      ++p.evaluations;
+      p.gpu_seconds += gpu_seconds_of(r);
+      store::experience e;
+      e.run = m_run;
+      e.task_id = c.id;
+      e.family = task::to_string(c.fam);
+      e.op_features = {{"extent", features.extent}, {"inner", features.inner}, {"outer", features.outer}, {"m", features.m},
+                       {"n", features.n}, {"k", features.k}, {"elements", features.elements}};
+      e.shape = shape.name;
+      e.dtype = task::to_string(c.inputs[0].type);
+      e.gpu = m_gpu;
+      e.state_before = ctx.state;
+      e.strategy = prop.strategy;
+      e.params = prop.params;
+      e.predicted_speedup = prop.predicted_speedup * p.speedup;
+      e.correct = accepted(r);
+      e.failure_reason = e.correct ? "" : r.reason;
+      const double vs_best = stat(r, "speedup");
+      if (e.correct && vs_best > 0) {
+        e.measured_speedup = vs_best * p.speedup;
+        ++p.correct;
+      }
+      m_memory.remember(e);
+      json step_record{{"step", step}, {"strategy", prop.strategy}, {"params", prop.params}, {"verdict", eval::to_string(r.final)},
+                       {"reason", r.reason}, {"hypothesis", prop.hypothesis}, {"predicted_speedup", prop.predicted_speedup}};
+      if (e.measured_speedup) {
+        step_record["measured_speedup_vs_baseline"] = *e.measured_speedup;
+      }
+      res.steps.push_back(step_record);
+      if (!e.correct) {
+        failures.push_back({prop.strategy, prop.params, "evaluate", r.reason, r.message.substr(0, 2000)});
+      }
+      if (r.final == eval::verdict::improved) {
+        p.source = prop.source;
+        p.strategy = prop.strategy;
+        p.params = prop.params;
+        p.speedup = *e.measured_speedup;
+        p.seconds = stat(r, "median_candidate_s");
+        p.evaluations_to_best = p.evaluations;
+        say(fmt::format("task {}: new best {} {:.3f}x over the baseline, {:.0f}% of the floor's speed", c.id, p.strategy, p.speedup,
+                        100 * floor / p.seconds));
+      }
+      const auto blob = m_store.put(p.to_json(m_store.put(p.source).digest).dump());
+      m_store.attach(m_run, fmt::format("{}{:04d}", prefix, p.evaluations), blob.digest);
+    }
+  }
+  in.evaluated = p.evaluations;
+  in.correct = p.correct;
+  res.best_strategy = p.strategy;
+  res.best_params = p.params;
+  res.best_seconds = p.seconds;
+  res.floor_fraction = floor / p.seconds;
+
+  // The final gate: the best against the baseline, full protocol.
+  if (p.strategy != "baseline") {
+    say(fmt::format("task {}: confirming {} against the baseline", c.id, p.strategy));
+    const eval::candidate_input best{p.source, p.strategy + ".cu", "proposer", p.strategy, p.params};
+    const auto confirm = m_evaluate(c, best, baseline, m_opt.confirm);
+    eval::record(m_store, m_run, c, best, baseline, confirm);
+    in.confirmation = confirm.final;
+    in.confirmation_reason = confirm.reason;
+    if (accepted(confirm)) {
+      res.speedup = stat(confirm, "speedup");
+      res.best_seconds = stat(confirm, "median_candidate_s");
+      res.baseline_seconds = stat(confirm, "median_baseline_s");
+      res.floor_fraction = floor / res.best_seconds;
+    }
+    if (confirm.final != eval::verdict::improved) {
+      res.speedup = accepted(confirm) ? res.speedup : 1.0;
+    }
+    const auto rows = m_store.evaluations_of_run(m_run);
+    if (!rows.empty()) {
+      res.best_candidate = rows.back().record.candidate;
+    }
+  }
+  return finish(p);
+}
+
+} // namespace kb::search

@@ -1,0 +1,169 @@
+#include "search/preflight.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "eval/eval.hpp"
+#include "profile/profile.hpp"
+#include "task/task.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace kb::search {
+
+using nlohmann::json;
+
+json preflight_report::to_json() const {
+  json checks_json = json::array();
+  for (const auto& c : checks) {
+    checks_json.push_back({{"name", c.name}, {"status", c.status}, {"detail", c.detail}, {"hard", c.hard}, {"seconds", c.seconds}, {"data", c.data}});
+  }
+  return {{"mode", mode}, {"reason", reason}, {"checks", checks_json}};
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+} // namespace
+
+preflight_report preflight(store::store& st, const preflight_options& opt, const std::function<void(const preflight_check&)>& on_check) {
+  preflight_report report;
+  const auto add = [&](preflight_check c, clock_type::time_point started) {
+    c.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    if (on_check) {
+      on_check(c);
+    }
+    report.checks.push_back(std::move(c));
+    return report.checks.back().status != "failed" || !report.checks.back().hard;
+  };
+  const auto record = [&] {
+    const int64_t run = st.begin_run("preflight", {{"no_sandbox", opt.no_sandbox}, {"llm", opt.llm.has_value()}});
+    const auto blob = st.put(report.to_json().dump(2));
+    st.attach(run, "preflight", blob.digest);
+    st.finish_run(run, store::run_status::finished, report.mode, report.reason);
+  };
+  const auto stop = [&](const std::string& why) {
+    report.mode = "unavailable";
+    report.reason = why;
+    record();
+    return report;
+  };
+
+  // 1. The store takes writes and reads them back.
+  auto t = clock_type::now();
+  {
+    preflight_check c{"store", "ok", "", true};
+    try {
+      const std::string probe = fmt::format("preflight {}", std::chrono::system_clock::now().time_since_epoch().count());
+      const auto blob = st.put(probe);
+      if (st.get(blob.digest) != probe) {
+        throw error("a blob read back differs from what was written");
+      }
+      c.detail = fmt::format("{} (schema {})", st.dir().string(), st.schema_version());
+    } catch (const std::exception& e) {
+      c.status = "failed";
+      c.detail = e.what();
+    }
+    if (!add(c, t)) {
+      return stop("store: " + report.checks.back().detail);
+    }
+  }
+
+  // 2. A CUDA device.
+  t = clock_type::now();
+  const auto dev = eval::probe_device();
+  {
+    preflight_check c{"device", dev.available ? "ok" : "failed", "", true};
+    c.data = dev.info;
+    c.detail = dev.available ? fmt::format("{} ({}, {} SMs, {:.0f} GB, driver API {}, runtime {})", dev.info.value("name", ""),
+                                           dev.info.value("arch", ""), dev.info.value("sm_count", 0),
+                                           dev.info.value("memory_bytes", 0.0) / 1e9, dev.info.value("cuda_driver_api", 0),
+                                           dev.info.value("cuda_runtime", 0))
+                             : dev.reason;
+    if (!add(c, t)) {
+      return stop("device: " + dev.reason);
+    }
+  }
+
+  // 3-5. nvcc targets the device, the sandbox runs a candidate, events time it: one small A/A
+  // evaluation of a task's baseline at a check shape answers all three.
+  t = clock_type::now();
+  const auto c019 = task::find_task(opt.root, "019");
+  eval::options eo;
+  eo.cache_dir = opt.cache_dir;
+  eo.no_sandbox = opt.no_sandbox;
+  eo.shape = c019.shapes_with_role("check").front()->name;
+  eo.seeds = 1;
+  eo.sessions = 1;
+  eo.timing.max_wall = 1.0;
+  const eval::candidate_input base{read_file(c019.baseline), "baseline.cu", "baseline"};
+  eval::candidate_input copy = base;
+  copy.origin = "import"; // compiled like an untrusted candidate: in the sandbox
+  const auto r = eval::evaluate(opt.root, c019, copy, base, eo, {});
+  const json& d = r.detail;
+  {
+    const json b = d.value("builds", json::object()).value("candidate", json::object());
+    preflight_check c{"compiler", b.value("status", "") == "ok" ? "ok" : "failed", "", true};
+    c.detail = fmt::format("nvcc {} for {}: {}", d.value("toolchain", json::object()).value("version", "?"),
+                           d.value("toolchain", json::object()).value("arch", "?"), b.value("status", r.message));
+    if (!add(c, t)) {
+      return stop("compiler: " + c.detail);
+    }
+  }
+  {
+    const json iso = d.value("isolation", json::object());
+    const bool sandbox_ok = iso.value("level", "") == "sandboxed" || (opt.no_sandbox && iso.value("level", "") == "unprotected");
+    const bool ran = d.contains("verification");
+    preflight_check c{"sandbox", sandbox_ok && ran ? "ok" : "failed", "", true};
+    c.detail = fmt::format("{} ({}); {}", iso.value("level", "?"), iso.value("detail", ""),
+                           ran ? "a candidate compiled and ran inside it" : r.reason + ": " + r.message);
+    c.data = iso;
+    if (!add(c, t)) {
+      return stop("sandbox: " + c.detail);
+    }
+  }
+  {
+    const json s = d.value("statistics", json::object());
+    const double a = s.value("median_baseline_s", 0.0);
+    const double b = s.value("median_candidate_s", 0.0);
+    const bool sane = a > 0 && b > 0 && r.final != eval::verdict::error && std::abs(a / b - 1) < 0.2;
+    preflight_check c{"timing", sane ? "ok" : "failed", "", true};
+    c.detail = sane ? fmt::format("A/A medians {:.2f} us and {:.2f} us ({})", a * 1e6, b * 1e6, r.message) : r.reason + ": " + r.message;
+    c.data = s;
+    if (!add(c, t)) {
+      return stop("timing: " + c.detail);
+    }
+  }
+
+  // 6. Profiler counters; without them the search still runs on events and the roofline.
+  t = clock_type::now();
+  const auto access = profile::probe_access(profile::counter_source::ncu);
+  {
+    preflight_check c{"counters", access.available ? "ok" : "degraded", access.available ? access.tool : access.reason, false};
+    c.data = access.to_json();
+    add(c, t);
+  }
+
+  // 7. The LLM provider, when one is configured.
+  t = clock_type::now();
+  if (opt.llm) {
+    llm::client client(*opt.llm);
+    const auto p = llm::preflight(client);
+    preflight_check c{"llm", p.ok() ? "ok" : "failed", p.message, true};
+    c.data = {{"status", llm::to_string(p.code)}, {"http_status", p.http_status}};
+    if (!add(c, t)) {
+      return stop("llm: " + p.message);
+    }
+  } else {
+    add({"llm", "skipped", "no LLM proposer configured", false}, t);
+  }
+
+  report.mode = access.available ? "full-diagnostics" : "events-only";
+  report.reason = access.available ? "" : "profiler counters unavailable: " + access.reason;
+  record();
+  return report;
+}
+
+} // namespace kb::search

@@ -1,0 +1,48 @@
+// Preflight: ordered capability checks that run before any search or benchmark spends GPU time,
+// stopping at the first hard failure. The report says what this machine can do: "unavailable"
+// (a hard check failed), "events-only" (no profiler counters: events and the analytic roofline),
+// or "full-diagnostics".
+#pragma once
+
+#include "llm/llm.hpp"
+#include "store/store.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::search {
+
+struct preflight_check {
+  std::string name;    // store, device, compiler, sandbox, timing, counters, llm
+  std::string status;  // ok | failed | degraded | skipped
+  std::string detail;
+  bool hard = true;    // a failure stops the checks
+  double seconds = 0;  // [s]
+  nlohmann::json data = nlohmann::json::object();
+};
+
+struct preflight_report {
+  std::vector<preflight_check> checks;
+  std::string mode = "unavailable"; // unavailable | events-only | full-diagnostics
+  std::string reason;               // the first hard failure, or what degraded the mode
+  bool usable() const { return mode != "unavailable"; }
+  nlohmann::json to_json() const;
+};
+
+struct preflight_options {
+  std::filesystem::path root;
+  std::filesystem::path cache_dir;
+  bool no_sandbox = false;
+  std::optional<llm::client_config> llm; // checked when the LLM proposer is configured
+};
+
+// Runs the checks in order; the store check writes a blob, and the report is recorded as a
+// "preflight" run in `st`.
+preflight_report preflight(store::store& st, const preflight_options& opt, const std::function<void(const preflight_check&)>& on_check);
+
+} // namespace kb::search

@@ -1,0 +1,222 @@
+// The optimization loop's rules without a GPU: outcome classification, the bandit's ranking and
+// update, never repeating an attempt, budgets, and resuming an interrupted run. Evaluations are
+// stood in for by a scripted evaluator; everything else (store, memory, proposer, generator) is real.
+#include "common/fs.hpp"
+#include "search/builtin_proposer.hpp"
+#include "search/memory.hpp"
+#include "search/optimize.hpp"
+#include "task/task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace kb::search {
+namespace {
+
+using nlohmann::json;
+const fs::path root = KBLASTER_SOURCE_DIR;
+
+TEST(outcomes, each_situation_ends_in_exactly_one_outcome) {
+  outcome_inputs blocked;
+  blocked.blocked = true;
+  blocked.blocked_reason = "blocked.no_cuda_device";
+  EXPECT_EQ(classify_outcome(blocked).first, outcome::blocked);
+  outcome_inputs bad_baseline;
+  bad_baseline.baseline_ok = false;
+  bad_baseline.baseline_reason = "verify.mismatch";
+  EXPECT_EQ(classify_outcome(bad_baseline), std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
+  outcome_inputs nothing;
+  EXPECT_EQ(classify_outcome(nothing).first, outcome::timeout);
+  outcome_inputs all_wrong;
+  all_wrong.evaluated = 4;
+  EXPECT_EQ(classify_outcome(all_wrong), std::make_pair(outcome::failed, std::string("search.no_correct_candidate")));
+  outcome_inputs none_faster;
+  none_faster.evaluated = 4;
+  none_faster.correct = 3;
+  EXPECT_EQ(classify_outcome(none_faster).first, outcome::no_improvement);
+  auto confirmed = none_faster;
+  confirmed.confirmation = eval::verdict::improved;
+  EXPECT_EQ(classify_outcome(confirmed), std::make_pair(outcome::improved, std::string("confirm.improved")));
+  confirmed.confirmation = eval::verdict::inconclusive;
+  EXPECT_EQ(classify_outcome(confirmed), std::make_pair(outcome::no_improvement, std::string("confirm.inconclusive")));
+  for (auto o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked, outcome::timeout}) {
+    EXPECT_EQ(outcome_from_string(to_string(o)), o);
+  }
+}
+
+store::experience attempt(const std::string& strategy, std::optional<double> speedup, const std::string& task = "019") {
+  store::experience e;
+  e.task_id = task;
+  e.family = "elementwise";
+  e.gpu = "gpu";
+  e.strategy = strategy;
+  e.params = {{"p", 1}};
+  e.correct = speedup.has_value();
+  e.measured_speedup = speedup;
+  e.failure_reason = speedup ? "" : "verify.mismatch";
+  return e;
+}
+
+TEST(memory, rewards_and_ucb_favour_what_worked_and_try_the_untested_first) {
+  EXPECT_DOUBLE_EQ(reward(attempt("a", 2.0)), 1.0);
+  EXPECT_DOUBLE_EQ(reward(attempt("a", std::nullopt)), -1.0);
+  const auto stats = summarize({attempt("good", 2.0), attempt("good", 1.5), attempt("bad", std::nullopt), attempt("bad", 0.9)});
+  ASSERT_EQ(stats.size(), 2u);
+  const auto& bad = stats[0].strategy == "bad" ? stats[0] : stats[1];
+  const auto& good = stats[0].strategy == "good" ? stats[0] : stats[1];
+  EXPECT_EQ(good.successes, 2);
+  EXPECT_DOUBLE_EQ(good.best_speedup, 2.0);
+  EXPECT_EQ(bad.correct, 1);
+  EXPECT_EQ(bad.last_failure, "verify.mismatch");
+  EXPECT_GT(ucb_score(good, 4, 1.0), ucb_score(bad, 4, 1.0));
+  EXPECT_TRUE(std::isinf(ucb_score(strategy_stats{}, 4, 1.0)));
+  // With enough exploration weight, the less-tried strategy wins.
+  strategy_stats once{"once", 1, 1, 0, 0.0};
+  strategy_stats often{"often", 50, 50, 50, 0.3};
+  EXPECT_GT(ucb_score(once, 51, 2.0), ucb_score(often, 51, 2.0));
+  EXPECT_LT(ucb_score(once, 51, 0.0), ucb_score(often, 51, 0.0));
+}
+
+// A scripted GPU: each strategy has a speed (baseline time / candidate time); "fail" ones are rejected.
+struct scripted_gpu {
+  std::map<std::string, double> speed;
+  int calls = 0;
+  std::multiset<std::string> seen; // strategy|params of candidates evaluated against the best
+  eval::result operator()(const task::contract&, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options&) {
+    ++calls;
+    const auto speed_of = [&](const eval::candidate_input& in) {
+      if (in.origin == "baseline") {
+        return 1.0;
+      }
+      const auto it = speed.find(in.strategy);
+      return it == speed.end() ? 1.0 : it->second + 0.001 * in.params.dump().size();
+    };
+    if (cand.origin != "baseline" && base.origin != "baseline") {
+      seen.insert(cand.strategy + "|" + cand.params.dump());
+    }
+    eval::result r;
+    if (cand.strategy == "fail") {
+      r.final = eval::verdict::rejected;
+      r.reason = "verify.mismatch";
+      return r;
+    }
+    const double t_base = 1e-3 / speed_of(base);
+    const double t_cand = 1e-3 / speed_of(cand);
+    const double ratio = t_base / t_cand;
+    r.final = ratio > 1.02 ? eval::verdict::improved : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
+    r.reason = "timing." + eval::to_string(r.final);
+    r.detail["statistics"] = {{"median_baseline_s", t_base}, {"median_candidate_s", t_cand}, {"speedup", ratio}, {"speedup_ci", {ratio, ratio}}};
+    r.detail["sessions"] = json::array({{{"seconds", 0.5}}});
+    return r;
+  }
+};
+
+class loop : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = std::make_unique<temp_dir>("kb-optimize-test");
+    st = std::make_unique<store::store>(dir->path() / "store");
+    c = task::find_task(root, "019");
+    gpu.speed = {{"elementwise.vectorized", 1.3}};
+  }
+  task_result run_loop(int64_t run, int steps, int max_evals, std::chrono::seconds wall = std::chrono::seconds(600)) {
+    memory mem(*st);
+    builtin_proposer prop(mem);
+    optimize_options o;
+    o.rollouts = 2;
+    o.steps = steps;
+    o.limits.evaluations = max_evals;
+    o.limits.wall = wall;
+    o.target_floor_fraction = 1e9; // never reached: the scripted times are arbitrary
+    optimizer opt(*st, run, mem, prop, o, "gpu", std::ref(gpu), {}, {});
+    return opt.optimize(c);
+  }
+  std::unique_ptr<temp_dir> dir;
+  std::unique_ptr<store::store> st;
+  task::contract c;
+  scripted_gpu gpu;
+};
+
+TEST_F(loop, improves_records_every_step_and_never_repeats_an_attempt) {
+  const int64_t run = st->begin_run("optimize", json::object());
+  const auto r = run_loop(run, 3, 0);
+  EXPECT_EQ(r.final, outcome::improved) << r.reason;
+  EXPECT_EQ(r.best_strategy, "elementwise.vectorized");
+  EXPECT_GT(r.speedup, 1.2);
+  EXPECT_EQ(r.evaluations, 6); // 3 steps x 2 rollouts
+  for (const auto& key : gpu.seen) {
+    EXPECT_EQ(gpu.seen.count(key), 1u) << key << " evaluated twice";
+  }
+  // Every attempt is an experience, and every evaluation (baseline, steps, confirmation) a row.
+  EXPECT_EQ(st->find_experiences("elementwise", "gpu").size(), 6u);
+  EXPECT_EQ(st->evaluations_of_run(run).size(), 1u + 6u + 1u);
+  EXPECT_EQ(st->outcomes_of_run(run).size(), 1u);
+}
+
+TEST_F(loop, a_second_run_with_the_same_memory_tries_only_new_points) {
+  run_loop(st->begin_run("optimize", json::object()), 2, 0);
+  const auto first = gpu.seen;
+  gpu.seen.clear();
+  run_loop(st->begin_run("optimize", json::object()), 2, 0);
+  for (const auto& key : gpu.seen) {
+    EXPECT_EQ(first.count(key), 0u) << key << " was already tried in the first run";
+  }
+}
+
+TEST_F(loop, the_evaluation_budget_stops_the_search) {
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 50, 3);
+  EXPECT_LE(r.evaluations, 3);
+  EXPECT_EQ(r.final, outcome::improved);
+}
+
+TEST_F(loop, an_exhausted_wall_clock_before_any_candidate_is_a_timeout) {
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 5, 0, std::chrono::seconds(0));
+  EXPECT_EQ(r.final, outcome::timeout);
+  EXPECT_EQ(r.evaluations, 0);
+}
+
+TEST_F(loop, a_resumed_run_continues_from_its_checkpoint_without_repeating) {
+  const int64_t run = st->begin_run("optimize", json::object());
+  const auto first = run_loop(run, 50, 2); // "killed" after two evaluations
+  EXPECT_EQ(first.evaluations, 2);
+  st->record_outcome({run, st->record_task(c), "interrupted", "", std::nullopt}); // what a kill leaves is only the checkpoint
+  const auto before = gpu.seen;
+  const auto resumed = run_loop(run, 50, 5);
+  EXPECT_EQ(resumed.evaluations, 5); // 2 restored from the checkpoint + 3 new
+  for (const auto& key : gpu.seen) {
+    EXPECT_EQ(gpu.seen.count(key), 1u) << key << " repeated after resume";
+  }
+  EXPECT_EQ(st->find_experiences("elementwise", "gpu").size(), 5u);
+}
+
+TEST_F(loop, a_blocked_baseline_blocks_the_task) {
+  memory mem(*st);
+  builtin_proposer prop(mem);
+  optimize_options o;
+  const auto blocked = [](const task::contract&, const eval::candidate_input&, const eval::candidate_input&, const eval::options&) {
+    eval::result r;
+    r.final = eval::verdict::blocked;
+    r.reason = "blocked.no_cuda_device";
+    return r;
+  };
+  optimizer opt(*st, st->begin_run("optimize", json::object()), mem, prop, o, "gpu", blocked, {}, {});
+  const auto r = opt.optimize(c);
+  EXPECT_EQ(r.final, outcome::blocked);
+  EXPECT_EQ(r.reason, "blocked.no_cuda_device");
+}
+
+TEST(builtin, proposes_the_default_first_then_neighbours_and_corners) {
+  const auto& st = find_strategy("elementwise.vectorized");
+  const auto order = builtin_proposer::point_order(st, st.defaults);
+  ASSERT_GE(order.size(), 2u);
+  EXPECT_EQ(order.front(), resolve_params(st, st.defaults));
+  for (const auto& p : order) {
+    EXPECT_NO_THROW(resolve_params(st, p)) << p.dump();
+  }
+}
+
+} // namespace
+} // namespace kb::search
