@@ -85,6 +85,11 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     o.cache_dir = default_cache_dir();
     o.no_sandbox = no_sandbox;
     auto st = open_store(globals);
+    if (const auto report = run_preflight(globals, no_sandbox, std::nullopt, st); !report->usable()) {
+      fmt::print("bench: GPU stages BLOCKED: {}\n", report->reason);
+      *result = exit_code::blocked;
+      return;
+    }
     const int64_t run = st.begin_run("bench", {{"suite", suite}, {"pytorch", pytorch_file}, {"all_shapes", all_shapes}});
     const task::ceilings ceil;
     json rows = json::array();
