@@ -35,6 +35,11 @@ void print_summary(const std::vector<search::task_result>& results) {
   fmt::print("\n{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  {}\n", "task", "outcome", "reason", "baseline ms", "best ms",
              "speedup", "floor%", "evals", "to best", "best strategy");
   for (const auto& r : results) {
+    if (r.baseline_seconds <= 0) {
+      fmt::print("{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  -\n", r.task, search::to_string(r.final), r.reason, "-", "-", "-", "-",
+                 r.evaluations, "-");
+      continue;
+    }
     fmt::print("{:<5} {:<15} {:<32} {:>11.4f} {:>11.4f} {:>8.3f}x {:>6.1f}% {:>6} {:>8}  {} {}\n", r.task, search::to_string(r.final), r.reason,
                1e3 * r.baseline_seconds, 1e3 * r.best_seconds, r.speedup, 100 * r.floor_fraction, r.evaluations, r.evaluations_to_best,
                r.best_strategy, r.best_params.dump());
