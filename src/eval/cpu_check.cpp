@@ -47,39 +47,19 @@ public:
     const auto outs = task::concrete_outputs(c, s);
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
-    const auto make_view = [](void* data, int dtype, const std::vector<int64_t>& shape) {
-      kb_tensor t{};
-      t.data = data;
-      t.dtype = static_cast<kb_dtype>(dtype);
-      t.ndim = static_cast<int32_t>(shape.size());
-      int64_t stride = 1;
-      for (int i = t.ndim - 1; i >= 0; --i) {
-        t.shape[i] = shape[static_cast<size_t>(i)];
-        t.strides[i] = stride;
-        stride *= shape[static_cast<size_t>(i)];
-      }
-      return t;
-    };
     for (size_t i = 0; i < ins.size(); ++i) {
-      iv.push_back(make_view(inputs[i].data(), task::abi_dtype(ins[i].type), ins[i].shape));
+      iv.push_back(detail::contiguous_view(inputs[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].shape));
     }
     outputs.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       outputs[i].assign(static_cast<size_t>(outs[i].numel()), 0.0);
-      ov.push_back(make_view(outputs[i].data(), KB_FLOAT64, outs[i].shape));
+      ov.push_back(detail::contiguous_view(outputs[i].data(), KB_FLOAT64, outs[i].shape));
     }
     std::vector<double> scalars;
     for (const auto& p : c.params) {
       scalars.push_back(p.value);
     }
-    kb_args a{};
-    a.abi_version = KB_ABI_VERSION;
-    a.num_inputs = static_cast<int32_t>(iv.size());
-    a.inputs = iv.data();
-    a.num_outputs = static_cast<int32_t>(ov.size());
-    a.outputs = ov.data();
-    a.num_scalars = static_cast<int32_t>(scalars.size());
-    a.scalars = scalars.data();
+    kb_args a = detail::make_args(iv, ov, scalars, nullptr, 0, nullptr);
     uint64_t ws = 0;
     m_workspace(&a, &ws);
     std::vector<unsigned char> workspace(ws);

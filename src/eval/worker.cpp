@@ -169,19 +169,7 @@ tensor_desc parse_tensor(const json& j) {
   return t;
 }
 
-kb_tensor view(const tensor_desc& t, void* data) {
-  kb_tensor v{};
-  v.data = data;
-  v.dtype = t.dtype;
-  v.ndim = static_cast<int32_t>(t.shape.size());
-  int64_t stride = 1;
-  for (int i = v.ndim - 1; i >= 0; --i) {
-    v.shape[i] = t.shape[i];
-    v.strides[i] = stride;
-    stride *= t.shape[i];
-  }
-  return v;
-}
+kb_tensor view(const tensor_desc& t, void* data) { return contiguous_view(data, t.dtype, t.shape); }
 
 // ---- loaded libraries ----------------------------------------------------------------------------
 
@@ -390,18 +378,7 @@ private:
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       out_views.push_back(view(s.outputs[i], outs[i].data()));
     }
-    kb_args a{};
-    a.abi_version = KB_ABI_VERSION;
-    a.num_inputs = static_cast<int32_t>(in_views.size());
-    a.inputs = in_views.data();
-    a.num_outputs = static_cast<int32_t>(out_views.size());
-    a.outputs = out_views.data();
-    a.num_scalars = static_cast<int32_t>(m_scalars.size());
-    a.scalars = m_scalars.data();
-    a.workspace = ws;
-    a.workspace_bytes = ws_bytes;
-    a.stream = reinterpret_cast<CUstream_st*>(m_stream);
-    return a;
+    return make_args(in_views, out_views, m_scalars, ws, ws_bytes, m_stream);
   }
 
   void allocate(shape_buffers& b, const shape_desc& s, bool with_reference = true) {
@@ -485,16 +462,7 @@ private:
         t.dtype = KB_FLOAT64;
         ov.push_back(view(t, b.host_refs[i].data()));
       }
-      kb_args a{};
-      a.abi_version = KB_ABI_VERSION;
-      a.num_inputs = static_cast<int32_t>(iv.size());
-      a.inputs = iv.data();
-      a.num_outputs = static_cast<int32_t>(ov.size());
-      a.outputs = ov.data();
-      a.num_scalars = static_cast<int32_t>(m_scalars.size());
-      a.scalars = m_scalars.data();
-      a.workspace = m_oracle_ws_host.data();
-      a.workspace_bytes = m_oracle_ws_bytes;
+      const kb_args a = make_args(iv, ov, m_scalars, m_oracle_ws_host.data(), m_oracle_ws_bytes, nullptr);
       if (m_oracle(&a, 0) != 0) {
         fail("the CPU oracle refused shape {}", s.name);
       }
@@ -508,17 +476,7 @@ private:
       t.dtype = KB_FLOAT64;
       ov.push_back(view(t, b.refs[i]));
     }
-    kb_args a{};
-    a.abi_version = KB_ABI_VERSION;
-    a.num_inputs = static_cast<int32_t>(iv.size());
-    a.inputs = iv.data();
-    a.num_outputs = static_cast<int32_t>(ov.size());
-    a.outputs = ov.data();
-    a.num_scalars = static_cast<int32_t>(m_scalars.size());
-    a.scalars = m_scalars.data();
-    a.workspace = b.oracle_ws;
-    a.workspace_bytes = m_oracle_ws_bytes;
-    a.stream = reinterpret_cast<CUstream_st*>(m_stream);
+    const kb_args a = make_args(iv, ov, m_scalars, b.oracle_ws, m_oracle_ws_bytes, m_stream);
     const int rc = m_oracle(&a, 1);
     if (rc != 0) {
       fail("the GPU oracle refused shape {} (code {})", s.name, rc);

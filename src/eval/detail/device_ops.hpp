@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <vector>
 
 #include <cstdint>
 
@@ -47,6 +48,38 @@ inline void cuda_check(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) {
     throw cuda_error(e, what);
   }
+}
+
+// A contiguous view of `data` with this dtype and shape.
+inline kb_tensor contiguous_view(void* data, kb_dtype dtype, const std::vector<int64_t>& shape) {
+  kb_tensor v{};
+  v.data = data;
+  v.dtype = dtype;
+  v.ndim = static_cast<int32_t>(shape.size());
+  int64_t stride = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    v.shape[i] = shape[static_cast<size_t>(i)];
+    v.strides[i] = stride;
+    stride *= shape[static_cast<size_t>(i)];
+  }
+  return v;
+}
+
+// The arguments of one call; the vectors must outlive it.
+inline kb_args make_args(const std::vector<kb_tensor>& inputs, const std::vector<kb_tensor>& outputs, const std::vector<double>& scalars,
+                         void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
+  kb_args a{};
+  a.abi_version = KB_ABI_VERSION;
+  a.num_inputs = static_cast<int32_t>(inputs.size());
+  a.inputs = inputs.data();
+  a.num_outputs = static_cast<int32_t>(outputs.size());
+  a.outputs = outputs.data();
+  a.num_scalars = static_cast<int32_t>(scalars.size());
+  a.scalars = scalars.data();
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  a.stream = reinterpret_cast<CUstream_st*>(stream);
+  return a;
 }
 
 // GPU side: asynchronous on `stream` unless the function returns a value.

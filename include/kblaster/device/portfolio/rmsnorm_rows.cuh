@@ -1,0 +1,221 @@
+// The portfolio's RMSNorm kernel for the deep case (101 fp32, 102 fp16, 103 bf16 share it): one
+// block per token row held in registers, fp32 accumulation through the task's kb_op, dispatch on
+// the dtype at run time. Include it after the task's math (KB_TASK_MATH); it defines the
+// candidate's entry points.
+#pragma once
+
+namespace {
+
+using op = kb_op<float>;
+using state = op::state;
+
+constexpr int max_threads = 1024;
+constexpr int row_threads = 512; // the most threads a register-resident row uses
+
+// A pack is what one thread loads at once: 16 bytes (raw bits in a uint4, E = 16 / sizeof(T)
+// elements) on the vector path, or one element of T on the scalar path.
+template <class T, bool Vec> struct pack_of;
+template <class T> struct pack_of<T, true> {
+  using type = uint4;
+  static constexpr int elems = 16 / static_cast<int>(sizeof(T));
+};
+template <class T> struct pack_of<T, false> {
+  using type = T;
+  static constexpr int elems = 1;
+};
+
+__device__ __forceinline__ uint32_t word(const uint4& u, int i) { return i == 0 ? u.x : (i == 1 ? u.y : (i == 2 ? u.z : u.w)); }
+__device__ __forceinline__ void set_word(uint4& u, int i, uint32_t v) {
+  if (i == 0) {
+    u.x = v;
+  } else if (i == 1) {
+    u.y = v;
+  } else if (i == 2) {
+    u.z = v;
+  } else {
+    u.w = v;
+  }
+}
+
+template <class T> __device__ __forceinline__ float from_bits(uint32_t b);
+template <> __device__ __forceinline__ float from_bits<float>(uint32_t b) { return __uint_as_float(b); }
+template <> __device__ __forceinline__ float from_bits<__half>(uint32_t b) {
+  return kb::cvt<float>(__ushort_as_half(static_cast<unsigned short>(b)));
+}
+template <> __device__ __forceinline__ float from_bits<__nv_bfloat16>(uint32_t b) {
+  return kb::cvt<float>(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
+}
+template <class T> __device__ __forceinline__ uint32_t to_bits(float f);
+template <> __device__ __forceinline__ uint32_t to_bits<float>(float f) { return __float_as_uint(f); }
+template <> __device__ __forceinline__ uint32_t to_bits<__half>(float f) { return __half_as_ushort(kb::cvt<__half>(f)); }
+template <> __device__ __forceinline__ uint32_t to_bits<__nv_bfloat16>(float f) { return __bfloat16_as_ushort(kb::cvt<__nv_bfloat16>(f)); }
+
+// Element e of a pack, as float (e is a compile-time constant after unrolling).
+template <class T> __device__ __forceinline__ float element(const uint4& u, int e) {
+  if constexpr (sizeof(T) == 4) {
+    return from_bits<T>(word(u, e));
+  } else {
+    return from_bits<T>((word(u, e / 2) >> (16 * (e % 2))) & 0xffffu);
+  }
+}
+template <class T> __device__ __forceinline__ float element(const T& v, int) { return kb::cvt<float>(v); }
+
+// The pack made of the E float values o[0..E), each rounded once to T.
+template <class T, int E> __device__ __forceinline__ uint4 make_pack(const float (&o)[E], uint4*) {
+  uint4 u{};
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      set_word(u, e, to_bits<T>(o[e]));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E / 2; ++i) {
+      set_word(u, i, to_bits<T>(o[2 * i]) | (to_bits<T>(o[2 * i + 1]) << 16));
+    }
+  }
+  return u;
+}
+template <class T, int E> __device__ __forceinline__ T make_pack(const float (&o)[E], T*) { return kb::cvt<T>(o[0]); }
+
+template <class P> __device__ __forceinline__ P load_stream(const P* p) { return __ldcs(p); }
+template <class P> __device__ __forceinline__ P load_cached(const P* p) { return __ldg(p); }
+template <> __device__ __forceinline__ __half load_stream(const __half* p) { return *p; }
+template <> __device__ __forceinline__ __half load_cached(const __half* p) { return *p; }
+template <> __device__ __forceinline__ __nv_bfloat16 load_stream(const __nv_bfloat16* p) { return *p; }
+template <> __device__ __forceinline__ __nv_bfloat16 load_cached(const __nv_bfloat16* p) { return *p; }
+template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) { __stcs(p, v); }
+template <> __device__ __forceinline__ void store_stream(__half* p, const __half& v) { *p = v; }
+template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const __nv_bfloat16& v) { *p = v; }
+
+__device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
+
+// One row per block; thread t owns the packs t, t + blockDim.x, ... (at most VPT of them).
+template <class T, bool Vec, int VPT>
+__global__ void __launch_bounds__(row_threads) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
+                                                            kb::scalars p) {
+  using P = typename pack_of<T, Vec>::type;
+  constexpr int E = pack_of<T, Vec>::elems;
+  const int64_t nv = h / E; // h % E == 0 here
+  const P* xr = reinterpret_cast<const P*>(x) + blockIdx.x * nv;
+  const P* wr = reinterpret_cast<const P*>(w);
+  P* yr = reinterpret_cast<P*>(y) + blockIdx.x * nv;
+  P xv[VPT];
+  P wv[VPT];
+#pragma unroll
+  for (int u = 0; u < VPT; ++u) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (j < nv) {
+      xv[u] = load_stream(xr + j);
+      wv[u] = load_cached(wr + j);
+    }
+  }
+  state s[4] = {op::init(), op::init(), op::init(), op::init()};
+#pragma unroll
+  for (int u = 0; u < VPT; ++u) {
+    if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < nv) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        s[e % 4] = op::accumulate(s[e % 4], element<T>(xv[u], e));
+      }
+    }
+  }
+  state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
+  t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
+  const op::stats inv_rms = op::finalize(t, h, p.v);
+#pragma unroll
+  for (int u = 0; u < VPT; ++u) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (j < nv) {
+      float o[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
+      }
+      store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+    }
+  }
+}
+
+// Rows too long for registers: statistics, then a second pass over the row (from L1/L2).
+template <class T>
+__global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
+                                                                     kb::scalars p) {
+  const T* xr = x + blockIdx.x * h;
+  T* yr = y + blockIdx.x * h;
+  state s = op::init();
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    s = op::accumulate(s, kb::cvt<float>(xr[j]));
+  }
+  s = kb::block_reduce(s, [](const state& a, const state& b) { return combine(a, b); });
+  const op::stats inv_rms = op::finalize(s, h, p.v);
+  for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+    yr[j] = kb::cvt<T>(op::apply(kb::cvt<float>(xr[j]), inv_rms, kb::cvt<float>(w[j]), 0.0f));
+  }
+}
+
+unsigned warps_for(int64_t packs, int per_thread) {
+  const int64_t t = (packs + per_thread - 1) / per_thread;
+  return static_cast<unsigned>((t + 31) / 32 * 32);
+}
+
+template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64_t rows, int64_t h, const kb_args* a) {
+  const cudaStream_t stream = kb::stream_of(a);
+  const kb::scalars p = kb::scalars_of(a);
+  const int64_t nv = h / pack_of<T, Vec>::elems;
+  const auto grid = static_cast<unsigned>(rows);
+  if (nv <= 4LL * row_threads) {
+    rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), 0, stream>>>(x, w, y, h, p);
+  } else if (nv <= 8LL * row_threads) {
+    rmsnorm_rows<T, Vec, 8><<<grid, warps_for(nv, 8), 0, stream>>>(x, w, y, h, p);
+  } else {
+    rmsnorm_rows_two_pass<T><<<grid, max_threads, 0, stream>>>(x, w, y, h, p);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+} // namespace
+
+extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
+  if (args->num_inputs < 2 || args->num_outputs < 1) {
+    return -1;
+  }
+  const kb_tensor& xt = args->inputs[0];
+  const kb_tensor& wt = args->inputs[1];
+  const kb_tensor& yt = args->outputs[0];
+  if (xt.ndim < 1 || wt.dtype != xt.dtype || yt.dtype != xt.dtype || !kb::is_contiguous(xt) || !kb::is_contiguous(wt) ||
+      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt)) {
+    return -1;
+  }
+  const int64_t h = xt.shape[xt.ndim - 1];
+  if (kb::numel(wt) != h) {
+    return -1;
+  }
+  const int64_t rows = h == 0 ? 0 : kb::numel(xt) / h;
+  if (rows == 0) {
+    return 0;
+  }
+  if (rows > 0x7fffffffLL) {
+    return -1;
+  }
+  const bool aligned = reinterpret_cast<uintptr_t>(xt.data) % 16 == 0 && reinterpret_cast<uintptr_t>(wt.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(yt.data) % 16 == 0;
+  auto run = [&](auto tag) -> int {
+    using T = typename decltype(tag)::type;
+    const T* x = static_cast<const T*>(xt.data);
+    const T* w = static_cast<const T*>(wt.data);
+    T* y = static_cast<T*>(yt.data);
+    return aligned && h % pack_of<T, true>::elems == 0 ? launch_rows<T, true>(x, w, y, rows, h, args)
+                                                       : launch_rows<T, false>(x, w, y, rows, h, args);
+  };
+  switch (xt.dtype) {
+  case KB_FLOAT32: return run(kb::type_tag<float>{});
+  case KB_FLOAT16: return run(kb::type_tag<__half>{});
+  case KB_BFLOAT16: return run(kb::type_tag<__nv_bfloat16>{});
+  default: return -1;
+  }
+}
+
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "portfolio: RMSNorm rows, one block per row held in registers (<= 4 x 16 B per thread), fp32 accumulation, one read and one write";
+}
