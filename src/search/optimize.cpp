@@ -101,11 +101,14 @@ struct progress_state {
   }
 };
 
-double stat(const eval::result& r, const char* key) { return r.detail.value("statistics", json::object()).value(key, 0.0); }
+// An evaluation's detail; empty for a result that carries none.
+json detail_of(const eval::result& r) { return r.detail.is_object() ? r.detail : json::object(); }
+
+double stat(const eval::result& r, const char* key) { return detail_of(r).value("statistics", json::object()).value(key, 0.0); }
 
 double gpu_seconds_of(const eval::result& r) {
   double s = 0;
-  for (const auto& session : r.detail.value("sessions", json::array())) {
+  for (const auto& session : detail_of(r).value("sessions", json::array())) {
     s += session.value("seconds", 0.0);
   }
   return s;
@@ -260,7 +263,7 @@ task_result optimizer::optimize(const task::contract& c) {
       auto r = m_evaluate(c, cand, best, m_opt.step);
       // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
       if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) && m_proposer.name() != "builtin") {
-        auto fixed = m_proposer.repair(ctx, prop, r.message + "\n" + r.detail.value("builds", json::object()).value("candidate", json::object()).value("log_tail", ""));
+        auto fixed = m_proposer.repair(ctx, prop, r.message + "\n" + detail_of(r).value("builds", json::object()).value("candidate", json::object()).value("log_tail", ""));
         if (fixed.candidate) {
           m_store.record_experience({0, "", m_run, c.id, task::to_string(c.fam), {}, shape.name, task::to_string(c.inputs[0].type), m_gpu,
                                      std::nullopt, ctx.state, prop.strategy, prop.params, prop.predicted_speedup, std::nullopt, false, r.reason});

@@ -5,6 +5,7 @@
 #include "search/builtin_proposer.hpp"
 #include "search/memory.hpp"
 #include "search/optimize.hpp"
+#include "search_test_support.hpp"
 #include "task/task.hpp"
 
 #include <gtest/gtest.h>
@@ -80,40 +81,6 @@ TEST(memory, rewards_and_ucb_favour_what_worked_and_try_the_untested_first) {
   EXPECT_LT(ucb_score(once, 51, 0.0), ucb_score(often, 51, 0.0));
 }
 
-// A scripted GPU: each strategy has a speed (baseline time / candidate time); "fail" ones are rejected.
-struct scripted_gpu {
-  std::map<std::string, double> speed;
-  int calls = 0;
-  std::multiset<std::string> seen; // strategy|params of candidates evaluated against the best
-  eval::result operator()(const task::contract&, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options&) {
-    ++calls;
-    const auto speed_of = [&](const eval::candidate_input& in) {
-      if (in.origin == "baseline") {
-        return 1.0;
-      }
-      const auto it = speed.find(in.strategy);
-      return it == speed.end() ? 1.0 : it->second + 0.001 * in.params.dump().size();
-    };
-    if (cand.origin != "baseline" && base.origin != "baseline") {
-      seen.insert(cand.strategy + "|" + cand.params.dump());
-    }
-    eval::result r;
-    if (cand.strategy == "fail") {
-      r.final = eval::verdict::rejected;
-      r.reason = "verify.mismatch";
-      return r;
-    }
-    const double t_base = 1e-3 / speed_of(base);
-    const double t_cand = 1e-3 / speed_of(cand);
-    const double ratio = t_base / t_cand;
-    r.final = ratio > 1.02 ? eval::verdict::improved : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
-    r.reason = "timing." + eval::to_string(r.final);
-    r.detail["statistics"] = {{"median_baseline_s", t_base}, {"median_candidate_s", t_cand}, {"speedup", ratio}, {"speedup_ci", {ratio, ratio}}};
-    r.detail["sessions"] = json::array({{{"seconds", 0.5}}});
-    return r;
-  }
-};
-
 class loop : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -137,7 +104,7 @@ protected:
   std::unique_ptr<temp_dir> dir;
   std::unique_ptr<store::store> st;
   task::contract c;
-  scripted_gpu gpu;
+  testing::scripted_gpu gpu;
 };
 
 TEST_F(loop, improves_records_every_step_and_never_repeats_an_attempt) {

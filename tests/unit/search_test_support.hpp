@@ -1,0 +1,48 @@
+// A stand-in for the GPU in tests of the search: evaluations answer from a script.
+#pragma once
+
+#include "eval/eval.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace kb::search::testing {
+
+// A scripted GPU: each strategy has a speed (baseline time / candidate time); "fail" ones are rejected.
+struct scripted_gpu {
+  std::map<std::string, double> speed;
+  int calls = 0;
+  std::multiset<std::string> seen; // strategy|params of candidates evaluated against the best
+  eval::result operator()(const task::contract&, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options&) {
+    ++calls;
+    const auto speed_of = [&](const eval::candidate_input& in) {
+      if (in.origin == "baseline") {
+        return 1.0;
+      }
+      const auto it = speed.find(in.strategy);
+      return it == speed.end() ? 1.0 : it->second + 0.001 * in.params.dump().size();
+    };
+    if (cand.origin != "baseline" && base.origin != "baseline") {
+      seen.insert(cand.strategy + "|" + cand.params.dump());
+    }
+    eval::result r;
+    if (cand.strategy == "fail") {
+      r.final = eval::verdict::rejected;
+      r.reason = "verify.mismatch";
+      return r;
+    }
+    const double t_base = 1e-3 / speed_of(base);
+    const double t_cand = 1e-3 / speed_of(cand);
+    const double ratio = t_base / t_cand;
+    r.final = ratio > 1.02 ? eval::verdict::improved : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
+    r.reason = "timing." + eval::to_string(r.final);
+    r.detail["statistics"] = {{"median_baseline_s", t_base}, {"median_candidate_s", t_cand}, {"speedup", ratio}, {"speedup_ci", {ratio, ratio}}};
+    r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
+    return r;
+  }
+};
+
+} // namespace kb::search::testing
