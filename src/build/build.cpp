@@ -16,11 +16,16 @@ namespace kb::build {
 
 std::string to_string(outcome o) {
   switch (o) {
-  case outcome::ok: return "ok";
-  case outcome::compile_error: return "compile_error";
-  case outcome::timeout: return "timeout";
-  case outcome::crashed: return "crashed";
-  case outcome::unavailable: return "unavailable";
+  case outcome::ok:
+    return "ok";
+  case outcome::compile_error:
+    return "compile_error";
+  case outcome::timeout:
+    return "timeout";
+  case outcome::crashed:
+    return "crashed";
+  case outcome::unavailable:
+    return "unavailable";
   }
   return "?";
 }
@@ -49,7 +54,9 @@ std::optional<fs::path> which(const std::string& name) {
   size_t start = 0;
   while (start <= p.size()) {
     const size_t end = p.find(':', start);
-    const fs::path candidate = fs::path(p.substr(start, end == std::string::npos ? std::string::npos : end - start)) / name;
+    const fs::path candidate =
+        fs::path(p.substr(start, end == std::string::npos ? std::string::npos : end - start)) /
+        name;
     if (access(candidate.c_str(), X_OK) == 0) {
       return candidate;
     }
@@ -103,8 +110,8 @@ compiler::compiler(toolchain tc, fs::path cache_dir, process_wrapper wrap)
 result compiler::compile(const request& req) {
   result res;
   res.source_digest = sha256_hex(req.source);
-  res.flags = {"-std=c++17", "-O3", "--shared", "-Xcompiler=-fPIC,-fvisibility=hidden", "-cudart=shared", "-lineinfo",
-               "-Xptxas=-v", "--expt-relaxed-constexpr"};
+  res.flags = {"-std=c++17",     "-O3",       "--shared",   "-Xcompiler=-fPIC,-fvisibility=hidden",
+               "-cudart=shared", "-lineinfo", "-Xptxas=-v", "--expt-relaxed-constexpr"};
   for (const auto& f : gencode_flags(m_tools.arch)) {
     res.flags.push_back(f);
   }
@@ -168,7 +175,8 @@ result compiler::compile(const request& req) {
   if (pr.timed_out) {
     res.status = outcome::timeout;
     res.reason = "build.timeout";
-    res.log += fmt::format("\n[kblaster] compile stopped after the {} s limit\n", req.timeout.count());
+    res.log +=
+        fmt::format("\n[kblaster] compile stopped after the {} s limit\n", req.timeout.count());
     return res; // not cached: a limit can be transient
   }
   if (pr.spawn_failed) {
@@ -247,7 +255,8 @@ std::string headers_digest(const fs::path& root, const task::contract& c) {
 
 } // namespace
 
-request candidate_request(const fs::path& project_root, const task::contract& c, std::string source, std::string source_name) {
+request candidate_request(const fs::path& project_root, const task::contract& c, std::string source,
+                          std::string source_name) {
   request r;
   r.source = std::move(source);
   r.source_name = std::move(source_name);
@@ -258,7 +267,8 @@ request candidate_request(const fs::path& project_root, const task::contract& c,
 }
 
 request oracle_request(const fs::path& project_root, const task::contract& c) {
-  request r = candidate_request(project_root, c, task::oracle_module_source(c), "oracle_" + c.id + ".cu");
+  request r =
+      candidate_request(project_root, c, task::oracle_module_source(c), "oracle_" + c.id + ".cu");
   return r;
 }
 

@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 struct toolchain {
   fs::path nvcc;
-  std::string version;  // "13.0.88"
-  std::string arch;     // "sm_90a"
+  std::string version; // "13.0.88"
+  std::string arch;    // "sm_90a"
 };
 
 // Finds nvcc ($KBLASTER_NVCC, else the one the project was built with, else PATH) and reads its
@@ -36,26 +36,26 @@ enum class outcome { ok, compile_error, timeout, crashed, unavailable };
 std::string to_string(outcome o);
 
 struct request {
-  std::string source;                  // the .cu text
+  std::string source; // the .cu text
   std::string source_name = "candidate.cu";
   std::vector<fs::path> include_dirs;
-  std::vector<std::string> defines;    // NAME=VALUE
+  std::vector<std::string> defines; // NAME=VALUE
   std::vector<std::string> extra_flags;
-  std::string headers_digest;          // digest of every header the source may include
+  std::string headers_digest; // digest of every header the source may include
   std::chrono::seconds timeout{120};
 };
 
 struct result {
   outcome status = outcome::unavailable;
-  std::string reason;                  // reason code: build.ok, build.compile_error, build.timeout, ...
-  fs::path binary;                     // the shared object, when ok
-  std::string log;                     // nvcc's output
-  std::vector<std::string> flags;      // the full command line after nvcc
-  std::string key;                     // cache key
+  std::string reason;             // reason code: build.ok, build.compile_error, build.timeout, ...
+  fs::path binary;                // the shared object, when ok
+  std::string log;                // nvcc's output
+  std::vector<std::string> flags; // the full command line after nvcc
+  std::string key;                // cache key
   std::string source_digest;
   std::string binary_digest;
   bool cached = false;
-  double seconds = 0;                  // [s] compile wall time (0 when cached)
+  double seconds = 0; // [s] compile wall time (0 when cached)
 
   bool ok() const { return status == outcome::ok; }
   nlohmann::json to_json() const;

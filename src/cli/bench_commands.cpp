@@ -33,7 +33,9 @@ std::optional<fs::path> portfolio_file(const fs::path& root, const task::contrac
   return found.empty() ? std::nullopt : std::optional<fs::path>(found.front());
 }
 
-std::string ms(double s) { return fmt::format("{:.4f}", s * 1e3); }
+std::string ms(double s) {
+  return fmt::format("{:.4f}", s * 1e3);
+}
 
 // The PyTorch figures of one task and shape: {method: {median_s, correct, ...}}.
 json pytorch_for(const json& pytorch, const std::string& task, const std::string& shape) {
@@ -61,7 +63,8 @@ std::optional<std::pair<std::string, double>> fastest_correct(const json& method
 } // namespace
 
 void add_bench_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* bench = app.add_subcommand("bench", "portfolio candidates against baselines and PyTorch, as a report");
+  auto* bench = app.add_subcommand(
+      "bench", "portfolio candidates against baselines and PyTorch, as a report");
   static std::string suite = "core10";
   static std::string out_dir = "out/bench";
   static std::string pytorch_file;
@@ -69,10 +72,13 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
   static bool all_shapes = false;
   static bool no_sandbox = false;
   bench->add_option("--suite", suite, "suite to run");
-  bench->add_option("--out", out_dir, "folder for report.md, bench.json, bench.csv and the SVG figures");
-  bench->add_option("--pytorch", pytorch_file, "PyTorch timings written by scripts/pytorch_baselines.py");
+  bench->add_option("--out", out_dir,
+                    "folder for report.md, bench.json, bench.csv and the SVG figures");
+  bench->add_option("--pytorch", pytorch_file,
+                    "PyTorch timings written by scripts/pytorch_baselines.py");
   bench->add_option("--task", only, "only these tasks");
-  bench->add_flag("--all-shapes", all_shapes, "also the tasks' bench shapes (the RMSNorm deep case)");
+  bench->add_flag("--all-shapes", all_shapes,
+                  "also the tasks' bench shapes (the RMSNorm deep case)");
   bench->add_flag("--no-sandbox", no_sandbox, "run candidates without the sandbox (recorded)");
   bench->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
@@ -85,12 +91,14 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     o.cache_dir = default_cache_dir();
     o.no_sandbox = no_sandbox;
     auto st = open_store(globals);
-    if (const auto report = run_preflight(globals, no_sandbox, std::nullopt, st); !report->usable()) {
+    if (const auto report = run_preflight(globals, no_sandbox, std::nullopt, st);
+        !report->usable()) {
       fmt::print("bench: GPU stages BLOCKED: {}\n", report->reason);
       *result = exit_code::blocked;
       return;
     }
-    const int64_t run = st.begin_run("bench", {{"suite", suite}, {"pytorch", pytorch_file}, {"all_shapes", all_shapes}});
+    const int64_t run = st.begin_run(
+        "bench", {{"suite", suite}, {"pytorch", pytorch_file}, {"all_shapes", all_shapes}});
     const task::ceilings ceil;
     json rows = json::array();
     std::vector<stats::task_outcome> vs_baseline;
@@ -98,7 +106,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     std::vector<double> vs_eager;
     std::vector<stats::task_outcome> vs_eager_outcomes;
     report::bar_chart bars;
-    bars.title = fmt::format("{}: portfolio speedup over {}", suite, pytorch.is_null() ? "the baseline" : "the fastest PyTorch method");
+    bars.title = fmt::format("{}: portfolio speedup over {}", suite,
+                             pytorch.is_null() ? "the baseline" : "the fastest PyTorch method");
     report::roofline_chart roof;
     roof.title = fmt::format("{}: kernels against the H200 ceilings", suite);
     roof.bandwidth.push_back({"copy bandwidth 4.3 TB/s", ceil.bandwidth});
@@ -126,14 +135,25 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const auto r = eval::evaluate(root, c, cand, base, o, {});
         eval::record(st, run, c, cand, base, r);
         const json stt = r.detail.value("statistics", json::object());
-        const bool correct = r.final != eval::verdict::rejected && r.final != eval::verdict::error && r.final != eval::verdict::blocked;
+        const bool correct = r.final != eval::verdict::rejected &&
+                             r.final != eval::verdict::error && r.final != eval::verdict::blocked;
         const double floor = task::floor_seconds(c, *s, ceil);
-        json row{{"task", c.id}, {"name", c.name}, {"shape", s->name}, {"dims", s->dims}, {"file", fs::relative(*file, root).string()},
-                 {"verdict", eval::to_string(r.final)}, {"reason", r.reason}, {"message", r.message}, {"floor_s", floor},
-                 {"statistics", stt}, {"timing", r.detail.value("timing", json::array())}, {"device", r.detail.value("device", json::object())}};
+        json row{{"task", c.id},
+                 {"name", c.name},
+                 {"shape", s->name},
+                 {"dims", s->dims},
+                 {"file", fs::relative(*file, root).string()},
+                 {"verdict", eval::to_string(r.final)},
+                 {"reason", r.reason},
+                 {"message", r.message},
+                 {"floor_s", floor},
+                 {"statistics", stt},
+                 {"timing", r.detail.value("timing", json::array())},
+                 {"device", r.detail.value("device", json::object())}};
         const json methods = pytorch_for(pytorch, c.id, s->name);
         row["pytorch"] = methods;
-        const std::string label = s->name == "official" ? fmt::format("{} {}", c.id, c.name) : fmt::format("{} {}", c.id, s->name);
+        const std::string label = s->name == "official" ? fmt::format("{} {}", c.id, c.name)
+                                                        : fmt::format("{} {}", c.id, s->name);
         fmt::print("{:<28} {:<12} {}\n", label, eval::to_string(r.final), r.message);
         if (correct && stt.contains("median_candidate_s")) {
           const double cand_t = stt["median_candidate_s"];
@@ -142,7 +162,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           const auto fastest = fastest_correct(methods);
           if (fastest) {
             vs_fastest.push_back(fastest->second / cand_t);
-            row["speedup_vs_fastest_pytorch"] = {{"method", fastest->first}, {"speedup", fastest->second / cand_t}};
+            row["speedup_vs_fastest_pytorch"] = {{"method", fastest->first},
+                                                 {"speedup", fastest->second / cand_t}};
           }
           if (methods.contains("eager") && methods["eager"].value("correct", false)) {
             const double e = methods["eager"]["median_s"];
@@ -152,7 +173,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           const double speed = fastest ? fastest->second / cand_t : base_t / cand_t;
           bars.bars.push_back({label, speed, std::nullopt});
           if (!fastest) {
-            bars.bars.back().range = report::interval{stt["speedup_ci"][0].get<double>(), stt["speedup_ci"][1].get<double>()};
+            bars.bars.back().range = report::interval{stt["speedup_ci"][0].get<double>(),
+                                                      stt["speedup_ci"][1].get<double>()};
           }
           const double flops = task::roofline_flops(c, *s);
           const double bytes = task::roofline_bytes(c, *s);
@@ -164,31 +186,51 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           vs_baseline.push_back({label, false, false, 0});
         }
         // Per task: every method with its median and interval, speedups and fraction of the floor.
-        report::table t({{"method", report::align::left}, {"median ms", report::align::right}, {"95% interval ms", report::align::right},
-                         {"speedup vs baseline", report::align::right}, {"verdict", report::align::left}, {"floor fraction", report::align::right}});
+        report::table t({{"method", report::align::left},
+                         {"median ms", report::align::right},
+                         {"95% interval ms", report::align::right},
+                         {"speedup vs baseline", report::align::right},
+                         {"verdict", report::align::left},
+                         {"floor fraction", report::align::right}});
         if (stt.contains("median_baseline_s")) {
           t.add_row({"baseline (plain kernel)", ms(stt["median_baseline_s"]),
-                     fmt::format("[{}, {}]", ms(stt["median_baseline_ci_s"][0]), ms(stt["median_baseline_ci_s"][1])), "1.000x", "-",
+                     fmt::format("[{}, {}]", ms(stt["median_baseline_ci_s"][0]),
+                                 ms(stt["median_baseline_ci_s"][1])),
+                     "1.000x", "-",
                      fmt::format("{:.1f}%", 100 * floor / stt["median_baseline_s"].get<double>())});
         }
         for (const auto& [name, m] : methods.items()) {
           const bool ok = m.value("correct", false);
           t.add_row({"PyTorch " + name, m.contains("median_s") ? ms(m["median_s"]) : "-",
-                     m.contains("ci_s") ? fmt::format("[{}, {}]", ms(m["ci_s"][0]), ms(m["ci_s"][1])) : "-",
-                     stt.contains("median_baseline_s") && m.contains("median_s") ? fmt::format("{:.3f}x", stt["median_baseline_s"].get<double>() / m["median_s"].get<double>()) : "-",
-                     ok ? (m.value("stable", true) ? "correct" : "unstable") : "incorrect: " + m.value("reason", std::string("?")),
-                     m.contains("median_s") ? fmt::format("{:.1f}%", 100 * floor / m["median_s"].get<double>()) : "-"});
+                     m.contains("ci_s")
+                         ? fmt::format("[{}, {}]", ms(m["ci_s"][0]), ms(m["ci_s"][1]))
+                         : "-",
+                     stt.contains("median_baseline_s") && m.contains("median_s")
+                         ? fmt::format("{:.3f}x", stt["median_baseline_s"].get<double>() /
+                                                      m["median_s"].get<double>())
+                         : "-",
+                     ok ? (m.value("stable", true) ? "correct" : "unstable")
+                        : "incorrect: " + m.value("reason", std::string("?")),
+                     m.contains("median_s")
+                         ? fmt::format("{:.1f}%", 100 * floor / m["median_s"].get<double>())
+                         : "-"});
         }
         if (stt.contains("median_candidate_s")) {
-          t.add_row({"portfolio " + fs::path(*file).filename().string(), ms(stt["median_candidate_s"]),
-                     fmt::format("[{}, {}]", ms(stt["median_candidate_ci_s"][0]), ms(stt["median_candidate_ci_s"][1])),
-                     fmt::format("{:.3f}x [{:.3f}, {:.3f}]", stt.value("speedup", 0.0), stt["speedup_ci"][0].get<double>(), stt["speedup_ci"][1].get<double>()),
-                     eval::to_string(r.final), fmt::format("{:.1f}%", 100 * stt.value("floor_fraction", 0.0))});
+          t.add_row(
+              {"portfolio " + fs::path(*file).filename().string(), ms(stt["median_candidate_s"]),
+               fmt::format("[{}, {}]", ms(stt["median_candidate_ci_s"][0]),
+                           ms(stt["median_candidate_ci_s"][1])),
+               fmt::format("{:.3f}x [{:.3f}, {:.3f}]", stt.value("speedup", 0.0),
+                           stt["speedup_ci"][0].get<double>(), stt["speedup_ci"][1].get<double>()),
+               eval::to_string(r.final),
+               fmt::format("{:.1f}%", 100 * stt.value("floor_fraction", 0.0))});
         } else {
-          t.add_row({"portfolio " + fs::path(*file).filename().string(), "-", "-", "-", eval::to_string(r.final) + ": " + r.reason, "-"});
+          t.add_row({"portfolio " + fs::path(*file).filename().string(), "-", "-", "-",
+                     eval::to_string(r.final) + ": " + r.reason, "-"});
         }
-        md += fmt::format("## {} ({}) at {}\n\nFloor {} ms ({} bytes, {} FLOP). {}\n\n{}\n", c.id, c.title, s->name, ms(floor),
-                          task::roofline_bytes(c, *s), task::roofline_flops(c, *s), r.message, report::to_markdown(t));
+        md += fmt::format("## {} ({}) at {}\n\nFloor {} ms ({} bytes, {} FLOP). {}\n\n{}\n", c.id,
+                          c.title, s->name, ms(floor), task::roofline_bytes(c, *s),
+                          task::roofline_flops(c, *s), r.message, report::to_markdown(t));
         rows.push_back(row);
       }
     }
@@ -197,7 +239,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                  {"correct", fig.correct},
                  {"improved", fig.improved},
                  {"strict_geomean_vs_baseline", fig.strict_geomean},
-                 {"attempted_geomean_vs_baseline", fig.attempted_geomean ? json(*fig.attempted_geomean) : json(nullptr)},
+                 {"attempted_geomean_vs_baseline",
+                  fig.attempted_geomean ? json(*fig.attempted_geomean) : json(nullptr)},
                  {"fast_1_0_vs_baseline", fig.fast_1_0},
                  {"fast_1_5_vs_baseline", fig.fast_1_5}};
     if (!vs_fastest.empty()) {
@@ -209,36 +252,59 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
       summary["fast_1_5_vs_pytorch_eager"] = stats::fast_p(vs_eager_outcomes, 1.5);
     }
     st.finish_run(run, store::run_status::finished, "finished", "");
-    std::string head = fmt::format("Measured by `kblaster bench --suite {}` (store run {}).", suite, run);
+    std::string head =
+        fmt::format("Measured by `kblaster bench --suite {}` (store run {}).", suite, run);
     if (!rows.empty() && rows[0]["device"].is_object()) {
       const auto& dev = rows[0]["device"];
-      head += fmt::format(" Device {} (driver {}, CUDA runtime {}). Protocol: cold L2, events on the given stream, launches queued behind a "
-                          "blocking kernel, baseline and candidate interleaved in {} sessions; verdicts from Mann-Whitney and a 10,000-resample "
+      head += fmt::format(" Device {} (driver {}, CUDA runtime {}). Protocol: cold L2, events on "
+                          "the given stream, launches queued behind a "
+                          "blocking kernel, baseline and candidate interleaved in {} sessions; "
+                          "verdicts from Mann-Whitney and a 10,000-resample "
                           "bootstrap of the ratio of medians.",
-                          dev.value("name", ""), dev.value("driver_version", ""), dev.value("cuda_runtime", 0), o.sessions);
+                          dev.value("name", ""), dev.value("driver_version", ""),
+                          dev.value("cuda_runtime", 0), o.sessions);
     }
     if (!pytorch.is_null()) {
-      head += fmt::format(" PyTorch figures from {} ({}), measured in a separate process with the same cold-L2 event protocol.", pytorch_file,
-                          pytorch.value("torch", std::string("?")));
+      head += fmt::format(" PyTorch figures from {} ({}), measured in a separate process with the "
+                          "same cold-L2 event protocol.",
+                          pytorch_file, pytorch.value("torch", std::string("?")));
     }
-    md = md.substr(0, md.find('\n') + 1) + "\n" + head + "\n\n## Summary\n\n" + fmt::format("```json\n{}\n```\n\n", summary.dump(2)) +
+    md = md.substr(0, md.find('\n') + 1) + "\n" + head + "\n\n## Summary\n\n" +
+         fmt::format("```json\n{}\n```\n\n", summary.dump(2)) +
          "![speedup](speedup.svg)\n![roofline](roofline.svg)\n\n" + md.substr(md.find('\n') + 2);
     fs::create_directories(out_dir);
     write_file_atomic(fs::path(out_dir) / "report.md", md);
-    write_file_atomic(fs::path(out_dir) / "bench.json", json{{"summary", summary}, {"rows", rows}, {"run", run}, {"pytorch", pytorch}}.dump(1) + "\n");
-    report::table csv({{"task"}, {"shape"}, {"verdict"}, {"baseline_s"}, {"candidate_s"}, {"speedup"}, {"speedup_low"}, {"speedup_high"}, {"floor_s"}, {"floor_fraction"}});
+    write_file_atomic(
+        fs::path(out_dir) / "bench.json",
+        json{{"summary", summary}, {"rows", rows}, {"run", run}, {"pytorch", pytorch}}.dump(1) +
+            "\n");
+    report::table csv({{"task"},
+                       {"shape"},
+                       {"verdict"},
+                       {"baseline_s"},
+                       {"candidate_s"},
+                       {"speedup"},
+                       {"speedup_low"},
+                       {"speedup_high"},
+                       {"floor_s"},
+                       {"floor_fraction"}});
     for (const auto& row : rows) {
       const auto& s = row["statistics"];
-      const auto num = [&](const char* k) { return s.contains(k) ? fmt::format("{:.9g}", s[k].get<double>()) : std::string(); };
-      csv.add_row({row["task"], row["shape"], row["verdict"], num("median_baseline_s"), num("median_candidate_s"), num("speedup"),
-                   s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][0].get<double>()) : "",
-                   s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][1].get<double>()) : "", fmt::format("{:.9g}", row["floor_s"].get<double>()),
-                   num("floor_fraction")});
+      const auto num = [&](const char* k) {
+        return s.contains(k) ? fmt::format("{:.9g}", s[k].get<double>()) : std::string();
+      };
+      csv.add_row(
+          {row["task"], row["shape"], row["verdict"], num("median_baseline_s"),
+           num("median_candidate_s"), num("speedup"),
+           s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][0].get<double>()) : "",
+           s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][1].get<double>()) : "",
+           fmt::format("{:.9g}", row["floor_s"].get<double>()), num("floor_fraction")});
     }
     write_file_atomic(fs::path(out_dir) / "bench.csv", report::to_csv(csv));
     write_file_atomic(fs::path(out_dir) / "speedup.svg", report::to_svg(bars));
     write_file_atomic(fs::path(out_dir) / "roofline.svg", report::to_svg(roof));
-    fmt::print("{}\nwrote {}/report.md, bench.json, bench.csv, speedup.svg, roofline.svg\n", summary.dump(2), out_dir);
+    fmt::print("{}\nwrote {}/report.md, bench.json, bench.csv, speedup.svg, roofline.svg\n",
+               summary.dump(2), out_dir);
     *result = exit_code::ok;
   });
 }

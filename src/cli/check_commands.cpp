@@ -1,5 +1,5 @@
-#include "cli/commands.hpp"
 #include "build/build.hpp"
+#include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
@@ -33,7 +33,8 @@ std::vector<fs::path> portfolio_of(const fs::path& root, const task::contract& c
 } // namespace
 
 void add_check_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* check = app.add_subcommand("check", "validate tasks, compile every candidate, run the CPU oracles, then the GPU stages");
+  auto* check = app.add_subcommand(
+      "check", "validate tasks, compile every candidate, run the CPU oracles, then the GPU stages");
   static std::string suite;
   static std::string json_out;
   check->add_option("--suite", suite, "only this suite (default: all)");
@@ -46,7 +47,8 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
     json report{{"tasks", json::array()}};
     bool all_ok = true;
     fmt::print("{} task contracts valid\n", tasks.size());
-    fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", "task", "name", "oracle", "baseline", "checks", "portfolio", "checker self-test (CPU)");
+    fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", "task", "name", "oracle", "baseline",
+               "checks", "portfolio", "checker self-test (CPU)");
     for (const auto& c : tasks) {
       json t = eval::check_task_without_gpu(root, c, o);
       build::compiler comp(build::detect_toolchain(o.arch), o.cache_dir);
@@ -54,37 +56,49 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
       int total = 0;
       for (const auto& p : portfolio_of(root, c)) {
         ++total;
-        const auto b = comp.compile(build::candidate_request(root, c, read_file(p), p.filename().string()));
-        t["portfolio"].push_back({{"file", fs::relative(p, root).string()}, {"build", b.to_json()}});
+        const auto b =
+            comp.compile(build::candidate_request(root, c, read_file(p), p.filename().string()));
+        t["portfolio"].push_back(
+            {{"file", fs::relative(p, root).string()}, {"build", b.to_json()}});
         compiled += b.ok() ? 1 : 0;
         if (!b.ok()) {
           fmt::print(stderr, "{}: does not compile:\n{}\n", p.string(), b.log);
         }
       }
       const auto& st = t.value("checker_selftest", json::object());
-      fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", c.id, c.name, t["oracle_build"].value("status", ""), t["baseline_build"].value("status", ""),
+      fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", c.id, c.name,
+                 t["oracle_build"].value("status", ""), t["baseline_build"].value("status", ""),
                  t.value("checks", 0), fmt::format("{}/{}", compiled, total),
-                 t.value("ok", false) ? fmt::format("rejects zeros {}x, copy {}x, constant {}x", st.value("zeros_rejected_by", 0),
-                                                    st.value("copy_of_input_rejected_by", 0), st.value("constant_rejected_by", 0))
+                 t.value("ok", false) ? fmt::format("rejects zeros {}x, copy {}x, constant {}x",
+                                                    st.value("zeros_rejected_by", 0),
+                                                    st.value("copy_of_input_rejected_by", 0),
+                                                    st.value("constant_rejected_by", 0))
                                       : t.value("message", std::string("failed")));
       all_ok = all_ok && t.value("ok", false) && compiled == total;
       report["tasks"].push_back(t);
     }
     const auto dev = eval::probe_device();
-    report["device"] = dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
+    report["device"] =
+        dev.available ? dev.info : json{{"available", false}, {"reason", dev.reason}};
     if (!dev.available) {
-      fmt::print("\nGPU stages BLOCKED: {}.\nNot run: GPU oracles, candidate verification and timing. Nothing above was measured on a GPU.\n", dev.reason);
+      fmt::print("\nGPU stages BLOCKED: {}.\nNot run: GPU oracles, candidate verification and "
+                 "timing. Nothing above was measured on a GPU.\n",
+                 dev.reason);
       report["gpu_stages"] = {{"status", "blocked"}, {"reason", dev.reason}};
       *result = all_ok ? exit_code::blocked : exit_code::tool;
     } else {
-      fmt::print("\nGPU: {} — verifying each task's baseline against itself (A/A)\n", dev.info.value("name", ""));
+      fmt::print("\nGPU: {} — verifying each task's baseline against itself (A/A)\n",
+                 dev.info.value("name", ""));
       json gpu = json::array();
       for (const auto& c : tasks) {
-        const eval::candidate_input base{read_file(c.baseline), c.baseline.filename().string(), "baseline"};
+        const eval::candidate_input base{read_file(c.baseline), c.baseline.filename().string(),
+                                         "baseline"};
         const auto r = eval::evaluate(root, c, base, base, o, {});
         const auto& s = r.detail.value("statistics", json::object());
-        fmt::print("{:<6} {:<16} {:<12} baseline {:>10.4f} ms  A/A speedup {:.3f}x  floor fraction {:.1f}%\n", c.id, c.name, eval::to_string(r.final),
-                   1e3 * s.value("median_baseline_s", 0.0), s.value("speedup", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
+        fmt::print("{:<6} {:<16} {:<12} baseline {:>10.4f} ms  A/A speedup {:.3f}x  floor fraction "
+                   "{:.1f}%\n",
+                   c.id, c.name, eval::to_string(r.final), 1e3 * s.value("median_baseline_s", 0.0),
+                   s.value("speedup", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
         all_ok = all_ok && r.final == eval::verdict::same;
         gpu.push_back(r.detail);
       }

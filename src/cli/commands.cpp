@@ -6,7 +6,9 @@
 
 namespace kb::cli {
 
-store::store open_store(const global_options& globals) { return store::store(store::resolve_dir(globals.store)); }
+store::store open_store(const global_options& globals) {
+  return store::store(store::resolve_dir(globals.store));
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"KernelBlaster: faster CUDA kernels, verified and measured"};
@@ -14,7 +16,8 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
   global_options globals;
   app.add_option("--root", globals.root, "project folder holding tasks/ and include/kblaster");
-  app.add_option("--store", globals.store, "store folder (else $KBLASTER_HOME, else ~/.local/share/kblaster)");
+  app.add_option("--store", globals.store,
+                 "store folder (else $KBLASTER_HOME, else ~/.local/share/kblaster)");
   app.add_flag("-q,--quiet", globals.quiet, "no progress output");
   bool want_help = false;
   app.add_flag("-h,--help", want_help, "show help");

@@ -25,8 +25,10 @@ struct global_options {
 int run(int argc, char** argv);
 
 // Runs the preflight checks, printing each (unless --quiet), and records the report in `st`.
-std::optional<search::preflight_report> run_preflight(const global_options& globals, bool no_sandbox,
-                                                      const std::optional<llm::client_config>& llm, store::store& st);
+std::optional<search::preflight_report> run_preflight(const global_options& globals,
+                                                      bool no_sandbox,
+                                                      const std::optional<llm::client_config>& llm,
+                                                      store::store& st);
 
 // The store named by --store, $KBLASTER_HOME or the default location.
 store::store open_store(const global_options& globals);

@@ -38,24 +38,31 @@ void apply_calibration(eval::options& o) {
   }
   if (const auto cal = load_calibration(o.cache_dir, dev.info.at("uuid"))) {
     o.delta = std::max(0.01, cal->value("spread", 0.0));
-    o.delta_source = fmt::format("max(1%, A/A spread {:.3f}% from `kblaster calibrate`)", 100 * cal->value("spread", 0.0));
+    o.delta_source = fmt::format("max(1%, A/A spread {:.3f}% from `kblaster calibrate`)",
+                                 100 * cal->value("spread", 0.0));
   }
 }
 
-std::string ms(double s) { return fmt::format("{:.4f} ms", s * 1e3); }
+std::string ms(double s) {
+  return fmt::format("{:.4f} ms", s * 1e3);
+}
 
 void print_summary(const task::contract& c, const eval::result& r) {
   const auto& d = r.detail;
-  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite, d["shape"]["name"].get<std::string>());
+  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite,
+             d["shape"]["name"].get<std::string>());
   if (d.contains("device")) {
-    fmt::print("device    {} (driver {}, runtime {}), {}\n", d["device"].value("name", ""), d["device"].value("driver_version", ""),
-               d["device"].value("cuda_runtime", 0), d["toolchain"].value("arch", ""));
+    fmt::print("device    {} (driver {}, runtime {}), {}\n", d["device"].value("name", ""),
+               d["device"].value("driver_version", ""), d["device"].value("cuda_runtime", 0),
+               d["toolchain"].value("arch", ""));
   }
   if (d.contains("builds")) {
     for (const char* who : {"candidate", "baseline"}) {
       if (d["builds"].contains(who)) {
         const auto& b = d["builds"][who];
-        fmt::print("compile   {:<9} {} {}\n", who, b.value("status", ""), b.value("cached", false) ? "(cached)" : fmt::format("({:.1f} s)", b.value("seconds", 0.0)));
+        fmt::print("compile   {:<9} {} {}\n", who, b.value("status", ""),
+                   b.value("cached", false) ? "(cached)"
+                                            : fmt::format("({:.1f} s)", b.value("seconds", 0.0)));
       }
     }
   }
@@ -63,17 +70,23 @@ void print_summary(const task::contract& c, const eval::result& r) {
     for (const auto& l : d["verification"]) {
       const auto& s = l["summary"];
       if (l.value("accepted", false)) {
-        fmt::print("verify    {:<9} PASS {} checks; max abs err {:.3g}, max rel err {:.3g}, p99 abs err {:.3g}, max rel L2 {:.3g}\n", l.value("role", ""),
-                   s.value("checks", 0), s.value("max_abs_err", 0.0), s.value("max_rel_err", 0.0), s.value("p99_abs_err", 0.0), s.value("rel_l2", 0.0));
+        fmt::print("verify    {:<9} PASS {} checks; max abs err {:.3g}, max rel err {:.3g}, p99 "
+                   "abs err {:.3g}, max rel L2 {:.3g}\n",
+                   l.value("role", ""), s.value("checks", 0), s.value("max_abs_err", 0.0),
+                   s.value("max_rel_err", 0.0), s.value("p99_abs_err", 0.0),
+                   s.value("rel_l2", 0.0));
       } else {
-        fmt::print("verify    {:<9} REJECTED {}: {}\n", l.value("role", ""), l.value("reason", ""), l.value("message", ""));
+        fmt::print("verify    {:<9} REJECTED {}: {}\n", l.value("role", ""), l.value("reason", ""),
+                   l.value("message", ""));
       }
     }
   }
   if (d.contains("checker_selftest")) {
     const auto& st = d["checker_selftest"];
-    fmt::print("checker   rejects zeros in {}, a copy of the input in {}, a constant in {} of {} checks\n", st.value("zeros_rejected_by", 0),
-               st.value("copy_of_input_rejected_by", 0), st.value("constant_rejected_by", 0), st.value("checks", 0));
+    fmt::print(
+        "checker   rejects zeros in {}, a copy of the input in {}, a constant in {} of {} checks\n",
+        st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
+        st.value("constant_rejected_by", 0), st.value("checks", 0));
   }
   if (d.contains("sanitize")) {
     for (const auto& [tool, t] : d["sanitize"].items()) {
@@ -82,16 +95,25 @@ void print_summary(const task::contract& c, const eval::result& r) {
   }
   if (d.contains("statistics")) {
     const auto& s = d["statistics"];
-    fmt::print("time      baseline  {} [{}, {}] n={}\n", ms(s["median_baseline_s"]), ms(s["median_baseline_ci_s"][0]), ms(s["median_baseline_ci_s"][1]), s.value("n_baseline", 0));
-    fmt::print("          candidate {} [{}, {}] n={}\n", ms(s["median_candidate_s"]), ms(s["median_candidate_ci_s"][0]), ms(s["median_candidate_ci_s"][1]), s.value("n_candidate", 0));
-    fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% bootstrap of the ratio of medians), Mann-Whitney p = {:.2g}, delta {:.1f}%\n",
-               s.value("speedup", 0.0), s["speedup_ci"][0].get<double>(), s["speedup_ci"][1].get<double>(), s.value("mann_whitney_p", 1.0),
+    fmt::print("time      baseline  {} [{}, {}] n={}\n", ms(s["median_baseline_s"]),
+               ms(s["median_baseline_ci_s"][0]), ms(s["median_baseline_ci_s"][1]),
+               s.value("n_baseline", 0));
+    fmt::print("          candidate {} [{}, {}] n={}\n", ms(s["median_candidate_s"]),
+               ms(s["median_candidate_ci_s"][0]), ms(s["median_candidate_ci_s"][1]),
+               s.value("n_candidate", 0));
+    fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% bootstrap of the ratio of medians), "
+               "Mann-Whitney p = {:.2g}, delta {:.1f}%\n",
+               s.value("speedup", 0.0), s["speedup_ci"][0].get<double>(),
+               s["speedup_ci"][1].get<double>(), s.value("mann_whitney_p", 1.0),
                100 * s.value("delta", 0.0));
-    fmt::print("roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n", ms(d["floor_seconds"]),
-               d["ceilings"].value("source", ""), 100 * s.value("floor_fraction", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
+    fmt::print(
+        "roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n",
+        ms(d["floor_seconds"]), d["ceilings"].value("source", ""),
+        100 * s.value("floor_fraction", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
   }
   if (d.contains("isolation")) {
-    fmt::print("isolation {}: {}\n", d["isolation"].value("level", ""), d["isolation"].value("detail", ""));
+    fmt::print("isolation {}: {}\n", d["isolation"].value("level", ""),
+               d["isolation"].value("detail", ""));
   }
   fmt::print("verdict   {} ({}) {}\n", eval::to_string(r.final), r.reason, r.message);
   fmt::print("elapsed   {:.1f} s\n", r.seconds);
@@ -99,10 +121,14 @@ void print_summary(const task::contract& c, const eval::result& r) {
 
 int exit_for(eval::verdict v) {
   switch (v) {
-  case eval::verdict::rejected: return exit_code::rejected;
-  case eval::verdict::blocked: return exit_code::blocked;
-  case eval::verdict::error: return exit_code::tool;
-  default: return exit_code::ok;
+  case eval::verdict::rejected:
+    return exit_code::rejected;
+  case eval::verdict::blocked:
+    return exit_code::blocked;
+  case eval::verdict::error:
+    return exit_code::tool;
+  default:
+    return exit_code::ok;
   }
 }
 
@@ -129,7 +155,8 @@ void end_progress(const global_options& g) {
 } // namespace
 
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* worker = app.add_subcommand("worker", "evaluation worker process (started by kblaster itself)");
+  auto* worker =
+      app.add_subcommand("worker", "evaluation worker process (started by kblaster itself)");
   worker->group("");
   worker->callback([result] { *result = eval::worker_main(); });
 
@@ -150,18 +177,28 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
   ev->add_option("--task", task_id, "task id")->required();
-  ev->add_option("--candidate", candidate, "candidate .cu file")->required()->check(CLI::ExistingFile);
-  ev->add_option("--baseline", baseline, "baseline .cu file (default: the task's baseline)")->check(CLI::ExistingFile);
+  ev->add_option("--candidate", candidate, "candidate .cu file")
+      ->required()
+      ->check(CLI::ExistingFile);
+  ev->add_option("--baseline", baseline, "baseline .cu file (default: the task's baseline)")
+      ->check(CLI::ExistingFile);
   ev->add_option("--json", json_out, "write the full record as JSON here");
   ev->add_option("--shape", shape, "shape to time (default official)");
   ev->add_option("--arch", arch, "target architecture (default: the device's, else sm_90a)");
-  ev->add_flag("--sanitize", sanitize, "run compute-sanitizer memcheck, racecheck, initcheck, synccheck at the check shapes");
+  ev->add_flag(
+      "--sanitize", sanitize,
+      "run compute-sanitizer memcheck, racecheck, initcheck, synccheck at the check shapes");
   ev->add_flag("--verify-only", verify_only, "verify, do not time");
-  ev->add_option("--sessions", sessions, "timing sessions, each in a fresh process")->check(CLI::Range(1, 10));
-  ev->add_option("--seeds", seeds, "input seeds per distribution and shape")->check(CLI::Range(1, 20));
+  ev->add_option("--sessions", sessions, "timing sessions, each in a fresh process")
+      ->check(CLI::Range(1, 10));
+  ev->add_option("--seeds", seeds, "input seeds per distribution and shape")
+      ->check(CLI::Range(1, 20));
   ev->add_option("--max-wall", max_wall, "wall-clock cap of one timing session [s]");
-  ev->add_option("--hang-timeout", hang_timeout, "seconds without progress before a worker is ended");
-  ev->add_option("--input-sets", input_sets, "input sets rotated during timing (1 disables rotation)")->check(CLI::Range(1, 3));
+  ev->add_option("--hang-timeout", hang_timeout,
+                 "seconds without progress before a worker is ended");
+  ev->add_option("--input-sets", input_sets,
+                 "input sets rotated during timing (1 disables rotation)")
+      ->check(CLI::Range(1, 3));
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     const auto c = task::find_task(root, task_id);
@@ -179,12 +216,19 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
       o.arch = arch;
     }
     apply_calibration(o);
-    const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(), "candidate"};
+    const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(),
+                                     "candidate"};
     const fs::path base_path = baseline.empty() ? c.baseline : fs::path(baseline);
-    const eval::candidate_input base{read_file(base_path), base_path.filename().string(), "baseline"};
+    const eval::candidate_input base{read_file(base_path), base_path.filename().string(),
+                                     "baseline"};
     auto st = open_store(globals);
-    const int64_t run = st.begin_run("eval", {{"task", c.id}, {"candidate", candidate}, {"baseline", base_path.string()}, {"shape", o.shape},
-                                              {"sanitize", o.sanitize}, {"sessions", o.sessions}, {"no_sandbox", o.no_sandbox}});
+    const int64_t run = st.begin_run("eval", {{"task", c.id},
+                                              {"candidate", candidate},
+                                              {"baseline", base_path.string()},
+                                              {"shape", o.shape},
+                                              {"sanitize", o.sanitize},
+                                              {"sessions", o.sessions},
+                                              {"no_sandbox", o.no_sandbox}});
     const auto r = eval::evaluate(root, c, cand, base, o, progress_printer(globals));
     end_progress(globals);
     const int64_t row = eval::record(st, run, c, cand, base, r);
@@ -197,12 +241,14 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     *result = exit_for(r.final);
   });
 
-  auto* cal = app.add_subcommand("calibrate", "measure this machine's A/A spread (the gate's delta)");
+  auto* cal =
+      app.add_subcommand("calibrate", "measure this machine's A/A spread (the gate's delta)");
   static std::vector<std::string> cal_tasks{"019", "088", "101"};
   static int repeats = 3;
   static std::string cal_json;
   cal->add_option("--task", cal_tasks, "tasks whose baselines are compared with themselves");
-  cal->add_option("--repeats", repeats, "independent A/A evaluations per task")->check(CLI::Range(1, 50));
+  cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
+      ->check(CLI::Range(1, 50));
   cal->add_option("--json", cal_json, "also write the calibration here");
   cal->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
@@ -219,19 +265,24 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
       const auto c = task::find_task(root, id);
       const auto j = eval::calibrate(root, c, repeats, o, progress_printer(globals));
       end_progress(globals);
-      fmt::print("calibrate {} {}: {} A/A sessions, p95 |ratio-1| {:.3f}%, median CI half-width {:.3f}%, spread {:.3f}%\n", c.id, c.name,
-                 j.value("sessions", 0), 100 * j.value("ratio_p95", 0.0), 100 * j.value("half_width_median", 0.0), 100 * j.value("spread", 0.0));
+      fmt::print("calibrate {} {}: {} A/A sessions, p95 |ratio-1| {:.3f}%, median CI half-width "
+                 "{:.3f}%, spread {:.3f}%\n",
+                 c.id, c.name, j.value("sessions", 0), 100 * j.value("ratio_p95", 0.0),
+                 100 * j.value("half_width_median", 0.0), 100 * j.value("spread", 0.0));
       spread = std::max(spread, j.value("spread", 0.0));
       out["tasks"].push_back(j);
     }
     out["spread"] = spread;
     out["delta"] = std::max(0.01, spread);
     fs::create_directories(o.cache_dir / "calibration");
-    write_file_atomic(o.cache_dir / "calibration" / (dev.info.at("uuid").get<std::string>() + ".json"), out.dump(2) + "\n");
+    write_file_atomic(o.cache_dir / "calibration" /
+                          (dev.info.at("uuid").get<std::string>() + ".json"),
+                      out.dump(2) + "\n");
     if (!cal_json.empty()) {
       write_file_atomic(cal_json, out.dump(2) + "\n");
     }
-    fmt::print("A/A spread of this machine: {:.3f}%; the gate uses delta = {:.3f}%\n", 100 * spread, 100 * std::max(0.01, spread));
+    fmt::print("A/A spread of this machine: {:.3f}%; the gate uses delta = {:.3f}%\n", 100 * spread,
+               100 * std::max(0.01, spread));
     *result = exit_code::ok;
   });
 }

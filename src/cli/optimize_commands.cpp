@@ -32,24 +32,27 @@ std::chrono::seconds parse_duration(const std::string& text) {
 }
 
 void print_summary(const std::vector<search::task_result>& results) {
-  fmt::print("\n{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  {}\n", "task", "outcome", "reason", "baseline ms", "best ms",
-             "speedup", "floor%", "evals", "to best", "best strategy");
+  fmt::print("\n{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  {}\n", "task", "outcome",
+             "reason", "baseline ms", "best ms", "speedup", "floor%", "evals", "to best",
+             "best strategy");
   for (const auto& r : results) {
     if (r.baseline_seconds <= 0) {
-      fmt::print("{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  -\n", r.task, search::to_string(r.final), r.reason, "-", "-", "-", "-",
-                 r.evaluations, "-");
+      fmt::print("{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  -\n", r.task,
+                 search::to_string(r.final), r.reason, "-", "-", "-", "-", r.evaluations, "-");
       continue;
     }
-    fmt::print("{:<5} {:<15} {:<32} {:>11.4f} {:>11.4f} {:>8.3f}x {:>6.1f}% {:>6} {:>8}  {} {}\n", r.task, search::to_string(r.final), r.reason,
-               1e3 * r.baseline_seconds, 1e3 * r.best_seconds, r.speedup, 100 * r.floor_fraction, r.evaluations, r.evaluations_to_best,
-               r.best_strategy, r.best_params.dump());
+    fmt::print("{:<5} {:<15} {:<32} {:>11.4f} {:>11.4f} {:>8.3f}x {:>6.1f}% {:>6} {:>8}  {} {}\n",
+               r.task, search::to_string(r.final), r.reason, 1e3 * r.baseline_seconds,
+               1e3 * r.best_seconds, r.speedup, 100 * r.floor_fraction, r.evaluations,
+               r.evaluations_to_best, r.best_strategy, r.best_params.dump());
   }
 }
 
 } // namespace
 
 void add_optimize_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* opt = app.add_subcommand("optimize", "search for faster kernels: proposer, memory, verification, timing, outcomes");
+  auto* opt = app.add_subcommand(
+      "optimize", "search for faster kernels: proposer, memory, verification, timing, outcomes");
   static std::string task_id;
   static std::string suite;
   static std::string proposer_name = "builtin";
@@ -65,22 +68,25 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   static llm_options llm_opts;
   opt->add_option("--task", task_id, "one task");
   opt->add_option("--suite", suite, "every task of a suite");
-  opt->add_option("--proposer", proposer_name, "builtin (no network) or llm")->check(CLI::IsMember({"builtin", "llm"}));
+  opt->add_option("--proposer", proposer_name, "builtin (no network) or llm")
+      ->check(CLI::IsMember({"builtin", "llm"}));
   opt->add_option("--rollouts", rollouts, "candidates proposed per step")->check(CLI::Range(1, 16));
   opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
   opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)");
   opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task");
   opt->add_option("--max-evals", max_evals, "candidate evaluations per task (0: no limit)");
   opt->add_option("--resume", resume, "continue an interrupted optimize run (its id)");
-  opt->add_option("--replay", replay, "serve the LLM's answers from this run's record, without the network");
+  opt->add_option("--replay", replay,
+                  "serve the LLM's answers from this run's record, without the network");
   opt->add_option("--json", json_out, "write the results as JSON here");
   sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
   add_llm_options(*opt, llm_opts);
   opt->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     auto st = open_store(globals);
-    json args{{"task", task_id}, {"suite", suite}, {"proposer", proposer_name}, {"rollouts", rollouts}, {"steps", steps},
-              {"budget", budget}, {"gpu_budget", gpu_budget}, {"max_evals", max_evals}, {"no_sandbox", no_sandbox}};
+    json args{{"task", task_id},          {"suite", suite},         {"proposer", proposer_name},
+              {"rollouts", rollouts},     {"steps", steps},         {"budget", budget},
+              {"gpu_budget", gpu_budget}, {"max_evals", max_evals}, {"no_sandbox", no_sandbox}};
     int64_t run = 0;
     if (resume > 0) {
       const auto info = st.find_run(resume);
@@ -95,7 +101,9 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     if (a_task.empty() == a_suite.empty()) {
       fail_input("give --task ID or --suite NAME (one of them)");
     }
-    std::vector<task::contract> tasks = a_task.empty() ? task::load_suite(root, a_suite) : std::vector<task::contract>{task::find_task(root, a_task)};
+    std::vector<task::contract> tasks =
+        a_task.empty() ? task::load_suite(root, a_suite)
+                       : std::vector<task::contract>{task::find_task(root, a_task)};
 
     std::optional<llm::client_config> llm_config;
     std::optional<llm_setup> setup;
@@ -103,7 +111,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       setup = resolve_llm_options(llm_opts);
       llm_config = setup->client;
     }
-    const auto report = run_preflight(globals, args.value("no_sandbox", false), replay > 0 ? std::nullopt : llm_config, st);
+    const auto report = run_preflight(globals, args.value("no_sandbox", false),
+                                      replay > 0 ? std::nullopt : llm_config, st);
     if (run == 0) {
       run = st.begin_run("optimize", args);
     }
@@ -130,7 +139,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     oo.steps = args.value("steps", 8);
     oo.limits.wall = parse_duration(args.value("budget", std::string("10m")));
     if (!args.value("gpu_budget", std::string()).empty()) {
-      oo.limits.gpu_seconds = static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
+      oo.limits.gpu_seconds =
+          static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
     }
     oo.limits.evaluations = args.value("max_evals", 0);
     oo.step.cache_dir = default_cache_dir();
@@ -149,9 +159,11 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     std::unique_ptr<llm::file_recorder> recorder;
     if (args.value("proposer", "") == "llm") {
       if (replay > 0) {
-        client = llm::client::replay(setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
+        client = llm::client::replay(
+            setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
       } else {
-        recorder = std::make_unique<llm::file_recorder>(st.dir() / "llm" / fmt::format("run-{}", run));
+        recorder =
+            std::make_unique<llm::file_recorder>(st.dir() / "llm" / fmt::format("run-{}", run));
         client = std::make_unique<llm::client>(setup->client, recorder.get());
       }
       prop = std::make_unique<llm::llm_proposer>(*client, setup->proposer);
@@ -166,15 +178,17 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     };
     search::optimizer optimizer(
         st, run, mem, *prop, oo, gpu,
-        [&root](const task::contract& c, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options& o) {
-          return eval::evaluate(root, c, cand, base, o, {});
-        },
-        [&root](const task::contract& c, const eval::candidate_input& cand, const eval::options& o) { eval::compile_candidate(root, c, cand, o); },
+        [&root](const task::contract& c, const eval::candidate_input& cand,
+                const eval::candidate_input& base,
+                const eval::options& o) { return eval::evaluate(root, c, cand, base, o, {}); },
+        [&root](const task::contract& c, const eval::candidate_input& cand,
+                const eval::options& o) { eval::compile_candidate(root, c, cand, o); },
         say);
     const auto done = st.outcomes_of_run(run);
     for (const auto& c : tasks) {
       const int64_t row = st.record_task(c);
-      if (std::any_of(done.begin(), done.end(), [&](const store::outcome_record& o) { return o.task == row; })) {
+      if (std::any_of(done.begin(), done.end(),
+                      [&](const store::outcome_record& o) { return o.task == row; })) {
         say(fmt::format("task {}: already finished in run {}", c.id, run));
         continue;
       }
@@ -193,7 +207,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     *result = exit_code::ok;
   });
 
-  auto* mem_cmd = app.add_subcommand("memory", "inspect, export and import the optimization memory");
+  auto* mem_cmd =
+      app.add_subcommand("memory", "inspect, export and import the optimization memory");
   mem_cmd->require_subcommand(1);
   auto* show = mem_cmd->add_subcommand("show", "what each strategy did, per family and GPU");
   static std::string family;
@@ -209,11 +224,13 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
         if (stats.empty()) {
           continue;
         }
-        fmt::print("{} on {}\n  {:<32} {:>8} {:>8} {:>9} {:>11} {:>8}  {}\n", fam, gpu, "strategy", "attempts", "correct", "faster", "mean x",
-                   "best x", "best params / last failure");
+        fmt::print("{} on {}\n  {:<32} {:>8} {:>8} {:>9} {:>11} {:>8}  {}\n", fam, gpu, "strategy",
+                   "attempts", "correct", "faster", "mean x", "best x",
+                   "best params / last failure");
         for (const auto& s : stats) {
-          fmt::print("  {:<32} {:>8} {:>8} {:>9} {:>10.3f}x {:>7.3f}x  {} {}\n", s.strategy, s.attempts, s.correct, s.successes,
-                     std::exp2(s.mean_reward), s.best_speedup, s.best_params.dump(), s.last_failure);
+          fmt::print("  {:<32} {:>8} {:>8} {:>9} {:>10.3f}x {:>7.3f}x  {} {}\n", s.strategy,
+                     s.attempts, s.correct, s.successes, std::exp2(s.mean_reward), s.best_speedup,
+                     s.best_params.dump(), s.last_failure);
         }
       }
     }

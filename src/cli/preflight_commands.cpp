@@ -9,7 +9,9 @@
 
 namespace kb::cli {
 
-std::optional<search::preflight_report> run_preflight(const global_options& globals, bool no_sandbox, const std::optional<llm::client_config>& llm,
+std::optional<search::preflight_report> run_preflight(const global_options& globals,
+                                                      bool no_sandbox,
+                                                      const std::optional<llm::client_config>& llm,
                                                       store::store& st) {
   search::preflight_options po;
   po.root = find_project_root(globals.root);
@@ -22,19 +24,23 @@ std::optional<search::preflight_report> run_preflight(const global_options& glob
     }
   });
   if (!globals.quiet) {
-    fmt::print("preflight mode: {}{}\n", report.mode, report.reason.empty() ? "" : " (" + report.reason + ")");
+    fmt::print("preflight mode: {}{}\n", report.mode,
+               report.reason.empty() ? "" : " (" + report.reason + ")");
   }
   return report;
 }
 
 void add_preflight_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* pre = app.add_subcommand("preflight", "ordered capability checks: store, device, compiler, sandbox, timing, counters, LLM");
+  auto* pre = app.add_subcommand(
+      "preflight",
+      "ordered capability checks: store, device, compiler, sandbox, timing, counters, LLM");
   static bool no_sandbox = false;
   static std::string proposer = "builtin";
   static std::string json_out;
   static llm_options llm_opts;
   sandbox::add_no_sandbox_flag(*pre, &no_sandbox);
-  pre->add_option("--proposer", proposer, "builtin or llm (llm also checks the provider)")->check(CLI::IsMember({"builtin", "llm"}));
+  pre->add_option("--proposer", proposer, "builtin or llm (llm also checks the provider)")
+      ->check(CLI::IsMember({"builtin", "llm"}));
   pre->add_option("--json", json_out, "write the report as JSON here");
   add_llm_options(*pre, llm_opts);
   pre->callback([&globals, result] {

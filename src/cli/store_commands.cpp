@@ -13,8 +13,6 @@ namespace {
 // The thing checked failed its check (a corrupt store, a tampered evidence folder).
 constexpr int check_failed = 1;
 
-
-
 std::string optional_number(const std::optional<double>& value, const char* format) {
   return value ? fmt::format(fmt::runtime(format), *value) : "-";
 }

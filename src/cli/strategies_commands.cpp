@@ -14,7 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-// A task by id or folder name, or by the path of its folder or task.toml (for tasks outside tasks/).
+// A task by id or folder name, or by the path of its folder or task.toml (for tasks outside
+// tasks/).
 task::contract load_task(const fs::path& root, const std::string& ref) {
   const fs::path p(ref);
   if (fs::is_regular_file(p)) {
@@ -31,9 +32,15 @@ json strategy_json(const search::strategy& s) {
   for (const auto& a : s.space) {
     space.push_back({{"name", a.name}, {"values", a.values}, {"description", a.description}});
   }
-  return {{"name", s.name},         {"family", task::to_string(s.fam)}, {"description", s.description},
-          {"applies_to", s.applies_to}, {"rationale", s.rationale},    {"space", space},
-          {"defaults", s.defaults}, {"space_size", s.space_size()},      {"workspace", s.has_workspace}};
+  return {{"name", s.name},
+          {"family", task::to_string(s.fam)},
+          {"description", s.description},
+          {"applies_to", s.applies_to},
+          {"rationale", s.rationale},
+          {"space", space},
+          {"defaults", s.defaults},
+          {"space_size", s.space_size()},
+          {"workspace", s.has_workspace}};
 }
 
 // "name=value": an integer when the value is one, else a name.
@@ -46,7 +53,8 @@ json parse_params(const std::vector<std::string>& items) {
     }
     const std::string name = item.substr(0, eq);
     const std::string value = item.substr(eq + 1);
-    const bool integer = std::all_of(value.begin() + (value[0] == '-' ? 1 : 0), value.end(), [](unsigned char ch) { return std::isdigit(ch); });
+    const bool integer = std::all_of(value.begin() + (value[0] == '-' ? 1 : 0), value.end(),
+                                     [](unsigned char ch) { return std::isdigit(ch); });
     params[name] = integer ? json(std::stoll(value)) : json(value);
   }
   return params;
@@ -55,12 +63,14 @@ json parse_params(const std::vector<std::string>& items) {
 } // namespace
 
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* cmd = app.add_subcommand("strategies", "the built-in strategy library: list, show, generate candidates");
+  auto* cmd = app.add_subcommand("strategies",
+                                 "the built-in strategy library: list, show, generate candidates");
   cmd->require_subcommand(1);
 
   static std::string task_ref;
   static bool as_json = false;
-  auto* list = cmd->add_subcommand("list", "list the strategies (those offered for a task with --task)");
+  auto* list =
+      cmd->add_subcommand("list", "list the strategies (those offered for a task with --task)");
   list->add_option("--task", task_ref, "task id, folder or task.toml");
   list->add_flag("--json", as_json, "print JSON");
   list->callback([&globals, result] {
@@ -87,7 +97,8 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
   });
 
   static std::string name;
-  auto* show = cmd->add_subcommand("show", "show one strategy: what it does, where it applies, its parameter space");
+  auto* show = cmd->add_subcommand(
+      "show", "show one strategy: what it does, where it applies, its parameter space");
   show->add_option("name", name, "strategy name (e.g. normalize.block_row)")->required();
   show->add_flag("--json", as_json, "print JSON");
   show->callback([result] {
@@ -97,16 +108,17 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
       *result = exit_code::ok;
       return;
     }
-    fmt::print("{} (family {})\n  {}\n  applies to: {}\n  why: {}\n  parameters ({} points):\n", s.name, task::to_string(s.fam),
-               s.description, s.applies_to, s.rationale, s.space_size());
+    fmt::print("{} (family {})\n  {}\n  applies to: {}\n  why: {}\n  parameters ({} points):\n",
+               s.name, task::to_string(s.fam), s.description, s.applies_to, s.rationale,
+               s.space_size());
     for (const auto& a : s.space) {
       std::vector<std::string> values;
       for (const auto& v : a.values) {
         values.push_back(v.is_string() ? v.get<std::string>() : v.dump());
       }
       const auto& d = s.defaults.at(a.name);
-      fmt::print("    {:<18} {{{}}} default {}: {}\n", a.name, fmt::join(values, ", "), d.is_string() ? d.get<std::string>() : d.dump(),
-                 a.description);
+      fmt::print("    {:<18} {{{}}} default {}: {}\n", a.name, fmt::join(values, ", "),
+                 d.is_string() ? d.get<std::string>() : d.dump(), a.description);
     }
     *result = exit_code::ok;
   });
@@ -115,7 +127,8 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
   static std::string gen_strategy;
   static std::vector<std::string> gen_params;
   static std::string gen_out;
-  auto* gen = cmd->add_subcommand("generate", "write the candidate source of a strategy for a task");
+  auto* gen =
+      cmd->add_subcommand("generate", "write the candidate source of a strategy for a task");
   gen->add_option("--task", gen_task, "task id, folder or task.toml")->required();
   gen->add_option("--strategy", gen_strategy, "strategy name")->required();
   gen->add_option("--param", gen_params, "name=value (repeatable; the rest at their defaults)");
@@ -124,7 +137,10 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
     const auto c = load_task(find_project_root(globals.root), gen_task);
     const auto& s = search::find_strategy(gen_strategy);
     if (!search::applies(s, c, c.official())) {
-      fmt::print(stderr, "kblaster: note: {} is not offered for task {} at its official shape (generated anyway)\n", s.name, c.id);
+      fmt::print(stderr,
+                 "kblaster: note: {} is not offered for task {} at its official shape (generated "
+                 "anyway)\n",
+                 s.name, c.id);
     }
     const std::string source = search::generate(c, s, parse_params(gen_params));
     if (gen_out.empty()) {

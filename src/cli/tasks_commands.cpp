@@ -51,11 +51,13 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
       *result = exit_code::ok;
       return;
     }
-    fmt::print("{:<6} {:<7} {:<16} {:<12} {:<34} {:>10} {:>10}\n", "id", "suite", "name", "family", "official shape", "bytes", "floor");
+    fmt::print("{:<6} {:<7} {:<16} {:<12} {:<34} {:>10} {:>10}\n", "id", "suite", "name", "family",
+               "official shape", "bytes", "floor");
     for (const auto& c : all) {
       const auto& s = c.official();
-      fmt::print("{:<6} {:<7} {:<16} {:<12} {:<34} {:>10} {:>8.3f}ms\n", c.id, c.suite, c.name, task::to_string(c.fam), dims_text(s),
-                 human_bytes(task::roofline_bytes(c, s)), 1e3 * task::floor_seconds(c, s, ceil));
+      fmt::print("{:<6} {:<7} {:<16} {:<12} {:<34} {:>10} {:>8.3f}ms\n", c.id, c.suite, c.name,
+                 task::to_string(c.fam), dims_text(s), human_bytes(task::roofline_bytes(c, s)),
+                 1e3 * task::floor_seconds(c, s, ceil));
     }
     *result = exit_code::ok;
   });
@@ -82,7 +84,8 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
     if (!c.kernelbench.empty()) {
       fmt::print("  kernelbench {}\n", c.kernelbench);
     }
-    fmt::print("  math        {}\n  baseline    {}\n  digest      {}\n", c.math.string(), c.baseline.string(), c.digest);
+    fmt::print("  math        {}\n  baseline    {}\n  digest      {}\n", c.math.string(),
+               c.baseline.string(), c.digest);
     for (const auto& p : c.params) {
       fmt::print("  param       {} = {}\n", p.name, p.value);
     }
@@ -91,18 +94,21 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
       for (const auto& d : t.distributions) {
         dists.push_back(d.label);
       }
-      fmt::print("  input       {} [{}] {} ({}) role={} distributions: {}\n", t.name, fmt::join(t.shape, ", "),
-                 task::to_string(t.type), t.layout, t.role, fmt::join(dists, ", "));
+      fmt::print("  input       {} [{}] {} ({}) role={} distributions: {}\n", t.name,
+                 fmt::join(t.shape, ", "), task::to_string(t.type), t.layout, t.role,
+                 fmt::join(dists, ", "));
     }
     for (const auto& t : c.outputs) {
-      fmt::print("  output      {} [{}] {}\n", t.name, fmt::join(t.shape, ", "), task::to_string(t.type));
+      fmt::print("  output      {} [{}] {}\n", t.name, fmt::join(t.shape, ", "),
+                 task::to_string(t.type));
     }
-    fmt::print("  tolerance   atol={} (x RMS of reference) rtol={} rel_l2={} deterministic={}\n", c.tol.atol, c.tol.rtol,
-               c.tol.rel_l2, c.tol.deterministic);
+    fmt::print("  tolerance   atol={} (x RMS of reference) rtol={} rel_l2={} deterministic={}\n",
+               c.tol.atol, c.tol.rtol, c.tol.rel_l2, c.tol.deterministic);
     fmt::print("  roofline    bytes = {}   flops = {}\n", c.roof.bytes_expr, c.roof.flops_expr);
     for (const auto& s : c.shapes) {
-      fmt::print("  shape       {:<14} {:<8} {:<36} bytes {:>9}  floor {:.4f} ms\n", s.name, s.role, dims_text(s),
-                 human_bytes(task::roofline_bytes(c, s)), 1e3 * task::floor_seconds(c, s, ceil));
+      fmt::print("  shape       {:<14} {:<8} {:<36} bytes {:>9}  floor {:.4f} ms\n", s.name, s.role,
+                 dims_text(s), human_bytes(task::roofline_bytes(c, s)),
+                 1e3 * task::floor_seconds(c, s, ceil));
     }
     *result = exit_code::ok;
   });

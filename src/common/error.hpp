@@ -21,8 +21,7 @@ public:
   using error::error;
 };
 
-template <class... Args>
-[[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
+template <class... Args> [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw error(fmt::format(f, std::forward<Args>(args)...));
 }
 
@@ -34,12 +33,12 @@ template <class... Args>
 // Process exit codes of `kblaster`, stable because scripts depend on them.
 namespace exit_code {
 inline constexpr int ok = 0;
-inline constexpr int rejected = 1;    // the candidate was evaluated and rejected
+inline constexpr int rejected = 1;     // the candidate was evaluated and rejected
 inline constexpr int not_improved = 2; // evaluated and correct, but no verified improvement
-inline constexpr int blocked = 3;     // a required stage cannot run here (no GPU, no sandbox)
-inline constexpr int usage = 64;      // bad command line
-inline constexpr int input = 65;      // unreadable or malformed input (task file, candidate path)
-inline constexpr int tool = 70;       // internal failure of the tool
+inline constexpr int blocked = 3;      // a required stage cannot run here (no GPU, no sandbox)
+inline constexpr int usage = 64;       // bad command line
+inline constexpr int input = 65;       // unreadable or malformed input (task file, candidate path)
+inline constexpr int tool = 70;        // internal failure of the tool
 } // namespace exit_code
 
 } // namespace kb

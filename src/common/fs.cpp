@@ -37,7 +37,8 @@ void fsync_directory(const fs::path& dir) {
 void write_file_atomic(const fs::path& path, std::string_view bytes, unsigned mode) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::random_device rd;
-  const fs::path tmp = dir / (".tmp-" + path.filename().string() + "-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+  const fs::path tmp = dir / (".tmp-" + path.filename().string() + "-" + std::to_string(getpid()) +
+                              "-" + std::to_string(rd()));
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     fail("cannot create {}: {}", tmp.string(), std::strerror(errno));
@@ -92,7 +93,8 @@ namespace {
 
 bool is_project_root(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_directory(dir / "tasks", ec) && fs::is_regular_file(dir / "include/kblaster/candidate.h", ec);
+  return fs::is_directory(dir / "tasks", ec) &&
+         fs::is_regular_file(dir / "include/kblaster/candidate.h", ec);
 }
 
 std::optional<fs::path> search_up(fs::path dir) {
@@ -113,7 +115,8 @@ std::optional<fs::path> search_up(fs::path dir) {
 fs::path find_project_root(const std::optional<fs::path>& explicit_root) {
   if (explicit_root) {
     if (!is_project_root(*explicit_root)) {
-      fail_input("--root {}: not a KernelBlaster project folder (needs tasks/ and include/kblaster/candidate.h)",
+      fail_input("--root {}: not a KernelBlaster project folder (needs tasks/ and "
+                 "include/kblaster/candidate.h)",
                  explicit_root->string());
     }
     return fs::absolute(*explicit_root);

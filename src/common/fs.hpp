@@ -18,7 +18,8 @@ void fsync_directory(const fs::path& dir);
 // A fresh private folder under `parent` (or the system temporary folder), removed with the object.
 class temp_dir {
 public:
-  explicit temp_dir(const std::string& prefix, const std::optional<fs::path>& parent = std::nullopt);
+  explicit temp_dir(const std::string& prefix,
+                    const std::optional<fs::path>& parent = std::nullopt);
   ~temp_dir();
   temp_dir(const temp_dir&) = delete;
   temp_dir& operator=(const temp_dir&) = delete;

@@ -64,7 +64,9 @@ std::vector<char*> make_argv(const std::vector<std::string>& argv) {
   return out;
 }
 
-void set_cloexec(int fd) { fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC); }
+void set_cloexec(int fd) {
+  fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+}
 
 // In the child after fork, only async-signal-safe calls until exec: plain system calls, write
 // and _exit; nothing that allocates or takes a lock another thread of the parent may have held.
@@ -142,17 +144,28 @@ void close_descriptors_from(int first) {
 
 std::string signal_name(int sig) {
   switch (sig) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGABRT: return "SIGABRT";
-  case SIGKILL: return "SIGKILL";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGILL: return "SIGILL";
-  case SIGTERM: return "SIGTERM";
-  case SIGXCPU: return "SIGXCPU";
-  case SIGXFSZ: return "SIGXFSZ";
-  case SIGPIPE: return "SIGPIPE";
-  default: return fmt::format("signal {}", sig);
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGABRT:
+    return "SIGABRT";
+  case SIGKILL:
+    return "SIGKILL";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGFPE:
+    return "SIGFPE";
+  case SIGILL:
+    return "SIGILL";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGXCPU:
+    return "SIGXCPU";
+  case SIGXFSZ:
+    return "SIGXFSZ";
+  case SIGPIPE:
+    return "SIGPIPE";
+  default:
+    return fmt::format("signal {}", sig);
   }
 }
 
@@ -210,7 +223,8 @@ process_result run_process(const process_spec& spec) {
   while (out_fd >= 0) {
     int wait_ms = -1;
     if (spec.timeout.count() > 0) {
-      const auto left = spec.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
+      const auto left = spec.timeout -
+                        std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
       if (left.count() <= 0) {
         result.timed_out = true;
         break;
@@ -237,7 +251,8 @@ process_result run_process(const process_spec& spec) {
       }
     }
     if (stdin_fd >= 0 && fds[1].revents != 0) {
-      const ssize_t put = write(stdin_fd, spec.stdin_data.data() + written, spec.stdin_data.size() - written);
+      const ssize_t put =
+          write(stdin_fd, spec.stdin_data.data() + written, spec.stdin_data.size() - written);
       if (put > 0) {
         written += static_cast<size_t>(put);
       }
@@ -347,7 +362,8 @@ bool child_process::write_line(const std::string& line) {
   return true;
 }
 
-std::optional<std::string> child_process::read_line(std::chrono::milliseconds timeout, bool* timed_out) {
+std::optional<std::string> child_process::read_line(std::chrono::milliseconds timeout,
+                                                    bool* timed_out) {
   if (timed_out != nullptr) {
     *timed_out = false;
   }
@@ -359,7 +375,8 @@ std::optional<std::string> child_process::read_line(std::chrono::milliseconds ti
       m_buffer.erase(0, nl + 1);
       return line;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     if (left.count() <= 0) {
       if (timed_out != nullptr) {
         *timed_out = true;
@@ -450,6 +467,8 @@ process_result child_process::wait(std::chrono::milliseconds timeout) {
   return reap(m_status);
 }
 
-std::filesystem::path self_executable() { return std::filesystem::read_symlink("/proc/self/exe"); }
+std::filesystem::path self_executable() {
+  return std::filesystem::read_symlink("/proc/self/exe");
+}
 
 } // namespace kb

@@ -37,23 +37,23 @@ struct process_credentials {
 };
 
 struct process_spec {
-  std::vector<std::string> argv;                       // argv[0] is looked up in PATH
+  std::vector<std::string> argv; // argv[0] is looked up in PATH
   std::optional<std::filesystem::path> cwd;
   std::optional<std::map<std::string, std::string>> env; // replaces the environment when set
   std::map<std::string, std::string> env_overrides;      // applied on top
   std::string stdin_data;
-  std::chrono::milliseconds timeout{0};                  // 0: no limit
-  size_t output_limit = 16u << 20;                       // [bytes] kept of stdout+stderr
+  std::chrono::milliseconds timeout{0}; // 0: no limit
+  size_t output_limit = 16u << 20;      // [bytes] kept of stdout+stderr
   resource_limits rlimits;
   std::optional<process_credentials> run_as;
 };
 
 struct process_result {
-  int exit_code = -1;    // valid when !signaled && !timed_out
-  int signal = 0;        // terminating signal, if any
+  int exit_code = -1; // valid when !signaled && !timed_out
+  int signal = 0;     // terminating signal, if any
   bool timed_out = false;
   bool spawn_failed = false;
-  std::string output;    // stdout and stderr, interleaved as written
+  std::string output; // stdout and stderr, interleaved as written
   double wall_seconds = 0;
 
   bool ok() const { return !spawn_failed && !timed_out && signal == 0 && exit_code == 0; }

@@ -23,12 +23,15 @@ std::string to_hex(const unsigned char* digest, unsigned len) {
 } // namespace
 
 sha256_builder::sha256_builder() : m_ctx(EVP_MD_CTX_new()) {
-  if (m_ctx == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(m_ctx), EVP_sha256(), nullptr) != 1) {
+  if (m_ctx == nullptr ||
+      EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(m_ctx), EVP_sha256(), nullptr) != 1) {
     fail("OpenSSL: cannot initialise SHA-256");
   }
 }
 
-sha256_builder::~sha256_builder() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx)); }
+sha256_builder::~sha256_builder() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx));
+}
 
 sha256_builder& sha256_builder::add(std::string_view bytes) {
   EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(m_ctx), bytes.data(), bytes.size());
@@ -48,7 +51,9 @@ std::string sha256_builder::hex() {
   return to_hex(digest.data(), len);
 }
 
-std::string sha256_hex(std::string_view bytes) { return sha256_builder().add(bytes).hex(); }
+std::string sha256_hex(std::string_view bytes) {
+  return sha256_builder().add(bytes).hex();
+}
 
 std::string sha256_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -12,7 +12,8 @@ namespace kb::eval {
 
 using nlohmann::json;
 
-json calibrate(const fs::path& root, const task::contract& c, int repeats, const options& opt, const progress_fn& progress) {
+json calibrate(const fs::path& root, const task::contract& c, int repeats, const options& opt,
+               const progress_fn& progress) {
   const candidate_input base{read_file(c.baseline), c.baseline.filename().string(), "baseline"};
   std::vector<stats::aa_run> runs;
   json evaluations = json::array();
@@ -36,7 +37,8 @@ json calibrate(const fs::path& root, const task::contract& c, int repeats, const
       }
       runs.push_back(std::move(run));
     }
-    evaluations.push_back({{"verdict", to_string(res.final)}, {"statistics", res.detail.value("statistics", json::object())}});
+    evaluations.push_back({{"verdict", to_string(res.final)},
+                           {"statistics", res.detail.value("statistics", json::object())}});
   }
   const auto spread = stats::aa_spread_from_runs(runs);
   return {{"task", c.id},

@@ -41,14 +41,16 @@ public:
   ~oracle_module() { dlclose(m_handle); }
 
   // Host inputs in their dtypes; outputs as float64.
-  void run(const task::contract& c, const task::shape_case& s, std::vector<std::vector<unsigned char>>& inputs,
+  void run(const task::contract& c, const task::shape_case& s,
+           std::vector<std::vector<unsigned char>>& inputs,
            std::vector<std::vector<double>>& outputs) const {
     const auto ins = task::concrete_inputs(c, s);
     const auto outs = task::concrete_outputs(c, s);
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
     for (size_t i = 0; i < ins.size(); ++i) {
-      iv.push_back(detail::contiguous_view(inputs[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].shape));
+      iv.push_back(detail::contiguous_view(
+          inputs[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].shape));
     }
     outputs.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -76,7 +78,8 @@ private:
   oracle_workspace_fn m_workspace = nullptr;
 };
 
-std::vector<std::vector<unsigned char>> host_inputs(const task::contract& c, const task::shape_case& s) {
+std::vector<std::vector<unsigned char>> host_inputs(const task::contract& c,
+                                                    const task::shape_case& s) {
   std::vector<std::vector<unsigned char>> out;
   for (const auto& t : task::concrete_inputs(c, s)) {
     out.emplace_back(std::max<size_t>(8, t.bytes()));
@@ -85,7 +88,8 @@ std::vector<std::vector<unsigned char>> host_inputs(const task::contract& c, con
 }
 
 kb::distribution device_distribution(const task::distribution& d, const task::shape_case& s) {
-  return {static_cast<int>(d.k), d.a, d.b_expr.empty() ? d.b : static_cast<double>(task::eval_expr(d.b_expr, s.dims))};
+  return {static_cast<int>(d.k), d.a,
+          d.b_expr.empty() ? d.b : static_cast<double>(task::eval_expr(d.b_expr, s.dims))};
 }
 
 } // namespace
@@ -99,7 +103,8 @@ fs::path build_oracle(const fs::path& root, const task::contract& c, const fs::p
   return r.binary;
 }
 
-std::vector<std::vector<double>> cpu_reference(const fs::path& module, const task::contract& c, const task::shape_case& s,
+std::vector<std::vector<double>> cpu_reference(const fs::path& module, const task::contract& c,
+                                               const task::shape_case& s,
                                                const std::vector<std::vector<double>>& inputs) {
   const auto ins = task::concrete_inputs(c, s);
   if (inputs.size() != ins.size()) {
@@ -108,10 +113,12 @@ std::vector<std::vector<double>> cpu_reference(const fs::path& module, const tas
   auto host = host_inputs(c, s);
   for (size_t i = 0; i < ins.size(); ++i) {
     if (static_cast<int64_t>(inputs[i].size()) != ins[i].numel()) {
-      fail("cpu_reference: input {} of task {} needs {} values at shape {}, {} given", ins[i].name, c.id, ins[i].numel(), s.name, inputs[i].size());
+      fail("cpu_reference: input {} of task {} needs {} values at shape {}, {} given", ins[i].name,
+           c.id, ins[i].numel(), s.name, inputs[i].size());
     }
     for (size_t k = 0; k < inputs[i].size(); ++k) {
-      write_from_double(host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), static_cast<int64_t>(k), inputs[i][k]);
+      write_from_double(host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)),
+                        static_cast<int64_t>(k), inputs[i][k]);
     }
   }
   std::vector<std::vector<double>> outputs;
@@ -124,11 +131,13 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
   build::compiler comp(build::detect_toolchain(opt.arch), opt.cache_dir);
   const auto oracle = comp.compile(build::oracle_request(root, c));
   report["oracle_build"] = oracle.to_json();
-  const auto baseline = comp.compile(build::candidate_request(root, c, read_file(c.baseline), "baseline.cu"));
+  const auto baseline =
+      comp.compile(build::candidate_request(root, c, read_file(c.baseline), "baseline.cu"));
   report["baseline_build"] = baseline.to_json();
   if (!oracle.ok() || !baseline.ok()) {
     report["ok"] = false;
-    report["message"] = !oracle.ok() ? "oracle module does not compile" : "baseline does not compile";
+    report["message"] =
+        !oracle.ok() ? "oracle module does not compile" : "baseline does not compile";
     return report;
   }
   const oracle_module module(oracle.binary);
@@ -151,8 +160,9 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
         auto host = host_inputs(c, *s);
         for (size_t i = 0; i < ins.size(); ++i) {
           const auto& dist = c.inputs[i].distributions[d % c.inputs[i].distributions.size()];
-          detail::cpu_fill_random(host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].numel(),
-                                  device_distribution(dist, *s), tensor_seed(seed, static_cast<int>(i)));
+          detail::cpu_fill_random(
+              host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].numel(),
+              device_distribution(dist, *s), tensor_seed(seed, static_cast<int>(i)));
         }
         std::vector<std::vector<double>> refs;
         module.run(c, *s, host, refs);
@@ -167,7 +177,8 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
           }
           for (double v : refs[o]) {
             if (!std::isfinite(v)) {
-              fail("task {}: the oracle produced a non-finite value at shape {} (seed {})", c.id, s->name, seed);
+              fail("task {}: the oracle produced a non-finite value at shape {} (seed {})", c.id,
+                   s->name, seed);
             }
           }
         }
@@ -181,10 +192,12 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
             } else if (kind == "constant") {
               detail::cpu_fill_value(y.data(), dt, outs[o].numel(), *constant);
             } else {
-              detail::cpu_copy_cyclic(host[0].data(), static_cast<kb_dtype>(task::abi_dtype(ins[0].type)), ins[0].numel(), y.data(), dt,
-                                      outs[o].numel());
+              detail::cpu_copy_cyclic(host[0].data(),
+                                      static_cast<kb_dtype>(task::abi_dtype(ins[0].type)),
+                                      ins[0].numel(), y.data(), dt, outs[o].numel());
             }
-            ms.push_back(detail::cpu_compare(y.data(), dt, refs[o].data(), outs[o].numel(), {c.tol.atol, c.tol.rtol, scales[o]}));
+            ms.push_back(detail::cpu_compare(y.data(), dt, refs[o].data(), outs[o].numel(),
+                                             {c.tol.atol, c.tol.rtol, scales[o]}));
           }
           if (!detail::judge(ms, scales, names, c.tol.rel_l2).passed) {
             rejected[kind] += 1;
@@ -198,10 +211,13 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
   report["checker_selftest"] = {{"zeros_rejected_by", rejected["zeros"]},
                                 {"copy_of_input_rejected_by", rejected["copy_of_input"]},
                                 {"constant_rejected_by", rejected["constant"]}};
-  const bool sound = rejected["zeros"] > 0 && rejected["copy_of_input"] > 0 && rejected["constant"] > 0;
+  const bool sound =
+      rejected["zeros"] > 0 && rejected["copy_of_input"] > 0 && rejected["constant"] > 0;
   report["ok"] = sound;
-  report["message"] = sound ? "oracle runs on the CPU; the checker rejects zeros, a copy of the input and a constant"
-                            : "the checker accepts a trivial output at every check shape";
+  report["message"] =
+      sound
+          ? "oracle runs on the CPU; the checker rejects zeros, a copy of the input and a constant"
+          : "the checker accepts a trivial output at every check shape";
   return report;
 }
 

@@ -28,34 +28,34 @@ std::string to_string(verdict v);
 std::optional<verdict> verdict_from_string(const std::string& s);
 
 struct timing_options {
-  int min_samples = 10;          // per side, per session
+  int min_samples = 10; // per side, per session
   int max_samples = 2000;
-  double min_time = 0.5;         // [s] of measured time per side before the noise rule may stop
-  double target_rsd = 0.005;     // relative standard deviation that ends sampling
-  double max_wall = 6.0;         // [s] per session
-  int input_sets = 3;            // rotated input sets (pointer-keyed caching is caught)
-  int check_every = 4;           // every k-th round poisons and re-checks both outputs
-  bool cold_l2 = true;           // flush L2 before every sample
-  bool block_launches = true;    // queue launches behind a blocking kernel
+  double min_time = 0.5;           // [s] of measured time per side before the noise rule may stop
+  double target_rsd = 0.005;       // relative standard deviation that ends sampling
+  double max_wall = 6.0;           // [s] per session
+  int input_sets = 3;              // rotated input sets (pointer-keyed caching is caught)
+  int check_every = 4;             // every k-th round poisons and re-checks both outputs
+  bool cold_l2 = true;             // flush L2 before every sample
+  bool block_launches = true;      // queue launches behind a blocking kernel
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
 };
 
 struct options {
   std::string shape = "official";
-  int seeds = 3;                  // per distribution and shape
-  uint64_t seed_base = 20251130;  // input seeds are derived from it
+  int seeds = 3;                 // per distribution and shape
+  uint64_t seed_base = 20251130; // input seeds are derived from it
   int determinism_runs = 5;
-  int sessions = 2;               // timing sessions, each in a fresh worker
+  int sessions = 2; // timing sessions, each in a fresh worker
   bool verify_only = false;
-  bool sanitize = false;          // compute-sanitizer memcheck/racecheck/initcheck/synccheck at check shapes
+  bool sanitize = false; // compute-sanitizer memcheck/racecheck/initcheck/synccheck at check shapes
   std::chrono::seconds hang_timeout{30}; // no word from a worker for this long ends it
   std::chrono::seconds compile_timeout{120};
   timing_options timing;
-  double delta = 0.01;            // gate: max(1%, A/A spread); set from calibration
+  double delta = 0.01; // gate: max(1%, A/A spread); set from calibration
   std::string delta_source = "default 1%";
   std::optional<std::string> arch; // default: the device's
   fs::path cache_dir;
-  bool no_sandbox = false;        // run candidates unprotected (recorded on every evaluation)
+  bool no_sandbox = false; // run candidates unprotected (recorded on every evaluation)
 };
 
 // One line of progress, for the CLI.
@@ -63,24 +63,26 @@ using progress_fn = std::function<void(const std::string& line)>;
 
 struct candidate_input {
   std::string source;
-  std::string name;               // file name, for messages
-  std::string origin = "candidate"; // candidate | baseline | portfolio | adversarial | proposer | import
-  std::string strategy;           // what produced it, when a proposer did
+  std::string name; // file name, for messages
+  std::string origin =
+      "candidate";      // candidate | baseline | portfolio | adversarial | proposer | import
+  std::string strategy; // what produced it, when a proposer did
   nlohmann::json params = nlohmann::json::object();
 };
 
 struct result {
   verdict final = verdict::error;
-  std::string reason;             // reason code, e.g. "verify.mismatch", "crash.sigsegv", "timing.improved"
-  std::string message;            // one readable sentence
-  nlohmann::json detail;          // everything: builds, checks, samples, statistics, environment
-  double seconds = 0;             // [s] wall time of the whole evaluation
+  std::string reason;    // reason code, e.g. "verify.mismatch", "crash.sigsegv", "timing.improved"
+  std::string message;   // one readable sentence
+  nlohmann::json detail; // everything: builds, checks, samples, statistics, environment
+  double seconds = 0;    // [s] wall time of the whole evaluation
 };
 
 // Verifies and times `candidate` against `baseline` on task `c`. Never throws for a bad
 // candidate; throws kb::error only when the tool itself cannot go on.
-result evaluate(const fs::path& project_root, const task::contract& c, const candidate_input& candidate,
-                const candidate_input& baseline, const options& opt, const progress_fn& progress);
+result evaluate(const fs::path& project_root, const task::contract& c,
+                const candidate_input& candidate, const candidate_input& baseline,
+                const options& opt, const progress_fn& progress);
 
 // For the profiler (profile/): the candidate compiled, verified on one check at `opt.shape` (the
 // official distribution, the first seed), then called inside the worker as profile::worker_calls
@@ -92,31 +94,36 @@ struct instrumented_run {
   nlohmann::json profile; // the worker's "profile" object
   std::string log;        // the worker's whole stdout and stderr: Nsight Compute prints there
 };
-instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c, const candidate_input& candidate,
-                                  const options& opt, const std::vector<std::string>& prefix, bool counters,
+instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c,
+                                  const candidate_input& candidate, const options& opt,
+                                  const std::vector<std::string>& prefix, bool counters,
                                   const progress_fn& progress);
 
 // Builds the task's oracle module (cached) and returns the shared object.
-fs::path build_oracle(const fs::path& project_root, const task::contract& c, const fs::path& cache_dir);
+fs::path build_oracle(const fs::path& project_root, const task::contract& c,
+                      const fs::path& cache_dir);
 
 // Runs the task's float64 CPU oracle on host inputs, given as doubles and stored in each input's
 // dtype first (so fp16 inputs are rounded as the GPU would see them). Returns every output.
-std::vector<std::vector<double>> cpu_reference(const fs::path& oracle_module, const task::contract& c, const task::shape_case& s,
+std::vector<std::vector<double>> cpu_reference(const fs::path& oracle_module,
+                                               const task::contract& c, const task::shape_case& s,
                                                const std::vector<std::vector<double>>& inputs);
 
 // What a machine without a GPU can still do for a task: compile its oracle module and baseline,
 // run the CPU oracle at the check shapes and prove the checker rejects trivial outputs there.
-nlohmann::json check_task_without_gpu(const fs::path& project_root, const task::contract& c, const options& opt);
+nlohmann::json check_task_without_gpu(const fs::path& project_root, const task::contract& c,
+                                      const options& opt);
 
 // Compiles a candidate exactly as evaluate() will (in the sandbox, into the same cache), without
 // running it: lets a caller compile several candidates in parallel before GPU work that is serial.
-build::result compile_candidate(const fs::path& project_root, const task::contract& c, const candidate_input& candidate, const options& opt);
+build::result compile_candidate(const fs::path& project_root, const task::contract& c,
+                                const candidate_input& candidate, const options& opt);
 
 // Records one evaluation in the store (task, environment, both candidates with their sources, the
 // candidate's build with binary and log, the evaluation with all samples and the full detail), in
 // one transaction. Returns the evaluation's row id.
-int64_t record(store::store& st, int64_t run, const task::contract& c, const candidate_input& candidate,
-               const candidate_input& baseline, const result& r);
+int64_t record(store::store& st, int64_t run, const task::contract& c,
+               const candidate_input& candidate, const candidate_input& baseline, const result& r);
 
 // Whether a CUDA device is usable here, with the reason when not (no driver, no device, ...).
 struct device_probe {
@@ -131,7 +138,7 @@ device_probe probe_device();
 int worker_main();
 
 // A/A calibration: the baseline of `c` against itself in `repeats` independent evaluations.
-nlohmann::json calibrate(const fs::path& project_root, const task::contract& c, int repeats, const options& opt,
-                         const progress_fn& progress);
+nlohmann::json calibrate(const fs::path& project_root, const task::contract& c, int repeats,
+                         const options& opt, const progress_fn& progress);
 
 } // namespace kb::eval

@@ -28,20 +28,27 @@ using nlohmann::json;
 
 std::string to_string(verdict v) {
   switch (v) {
-  case verdict::improved: return "improved";
-  case verdict::same: return "same";
-  case verdict::regressed: return "regressed";
-  case verdict::inconclusive: return "inconclusive";
-  case verdict::rejected: return "rejected";
-  case verdict::error: return "error";
-  case verdict::blocked: return "blocked";
+  case verdict::improved:
+    return "improved";
+  case verdict::same:
+    return "same";
+  case verdict::regressed:
+    return "regressed";
+  case verdict::inconclusive:
+    return "inconclusive";
+  case verdict::rejected:
+    return "rejected";
+  case verdict::error:
+    return "error";
+  case verdict::blocked:
+    return "blocked";
   }
   return "?";
 }
 
 std::optional<verdict> verdict_from_string(const std::string& s) {
-  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive, verdict::rejected,
-                    verdict::error, verdict::blocked}) {
+  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive,
+                    verdict::rejected, verdict::error, verdict::blocked}) {
     if (to_string(v) == s) {
       return v;
     }
@@ -54,7 +61,8 @@ device_probe probe_device() {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
-    p.reason = e != cudaSuccess ? fmt::format("no usable CUDA device: {} ({})", cudaGetErrorName(e), cudaGetErrorString(e))
+    p.reason = e != cudaSuccess ? fmt::format("no usable CUDA device: {} ({})", cudaGetErrorName(e),
+                                              cudaGetErrorString(e))
                                 : "no CUDA device present";
     cudaGetLastError();
     return p;
@@ -71,12 +79,15 @@ device_probe probe_device() {
   p.available = true;
   std::string uuid = "GPU";
   for (int i = 0; i < 16; ++i) {
-    uuid += fmt::format("{}{:02x}", (i == 4 || i == 6 || i == 8 || i == 10 || i == 0) ? "-" : "", static_cast<unsigned char>(prop.uuid.bytes[i]));
+    uuid += fmt::format("{}{:02x}", (i == 4 || i == 6 || i == 8 || i == 10 || i == 0) ? "-" : "",
+                        static_cast<unsigned char>(prop.uuid.bytes[i]));
   }
   p.info = {{"name", prop.name},
             {"uuid", uuid},
             {"compute_capability", fmt::format("{}.{}", prop.major, prop.minor)},
-            {"arch", prop.major == 9 && prop.minor == 0 ? "sm_90a" : fmt::format("sm_{}{}", prop.major, prop.minor)},
+            {"arch", prop.major == 9 && prop.minor == 0
+                         ? "sm_90a"
+                         : fmt::format("sm_{}{}", prop.major, prop.minor)},
             {"sm_count", prop.multiProcessorCount},
             {"memory_bytes", prop.totalGlobalMem},
             {"l2_bytes", prop.l2CacheSize},
@@ -106,10 +117,14 @@ json shape_json(const task::contract& c, const task::shape_case& s) {
     for (const auto& d : c.inputs[i].distributions) {
       dists.push_back(distribution_json(d, s));
     }
-    j["inputs"].push_back({{"name", ins[i].name}, {"dtype", task::abi_dtype(ins[i].type)}, {"shape", ins[i].shape}, {"dists", dists}});
+    j["inputs"].push_back({{"name", ins[i].name},
+                           {"dtype", task::abi_dtype(ins[i].type)},
+                           {"shape", ins[i].shape},
+                           {"dists", dists}});
   }
   for (const auto& o : task::concrete_outputs(c, s)) {
-    j["outputs"].push_back({{"name", o.name}, {"dtype", task::abi_dtype(o.type)}, {"shape", o.shape}});
+    j["outputs"].push_back(
+        {{"name", o.name}, {"dtype", task::abi_dtype(o.type)}, {"shape", o.shape}});
   }
   return j;
 }
@@ -124,7 +139,8 @@ std::vector<uint64_t> seeds_for(const options& opt) {
 
 // The job every session shares; callers add what differs.
 json base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
-  json job{{"op", "evaluate"}, {"task", c.id}, {"oracle", oracle.string()}, {"timing_shape", opt.shape}};
+  json job{
+      {"op", "evaluate"}, {"task", c.id}, {"oracle", oracle.string()}, {"timing_shape", opt.shape}};
   job["shapes"] = json::array();
   for (const auto* s : c.shapes_with_role("check")) {
     job["shapes"].push_back(shape_json(c, *s));
@@ -136,20 +152,31 @@ json base_job(const task::contract& c, const options& opt, const fs::path& oracl
   for (const auto& p : c.params) {
     job["scalars"].push_back(p.value);
   }
-  job["tolerance"] = {{"atol", c.tol.atol}, {"rtol", c.tol.rtol}, {"rel_l2", c.tol.rel_l2}, {"deterministic", c.tol.deterministic}};
+  job["tolerance"] = {{"atol", c.tol.atol},
+                      {"rtol", c.tol.rtol},
+                      {"rel_l2", c.tol.rel_l2},
+                      {"deterministic", c.tol.deterministic}};
   job["seeds"] = seeds_for(opt);
   job["determinism_runs"] = opt.determinism_runs;
   return job;
 }
 
 json timing_json(const timing_options& t, uint64_t order_seed) {
-  return {{"min_samples", t.min_samples}, {"max_samples", t.max_samples}, {"min_time", t.min_time}, {"target_rsd", t.target_rsd},
-          {"max_wall", t.max_wall},       {"input_sets", t.input_sets},   {"check_every", t.check_every},
-          {"cold_l2", t.cold_l2},         {"block_launches", t.block_launches}, {"order_seed", order_seed}};
+  return {{"min_samples", t.min_samples},
+          {"max_samples", t.max_samples},
+          {"min_time", t.min_time},
+          {"target_rsd", t.target_rsd},
+          {"max_wall", t.max_wall},
+          {"input_sets", t.input_sets},
+          {"check_every", t.check_every},
+          {"cold_l2", t.cold_l2},
+          {"block_launches", t.block_launches},
+          {"order_seed", order_seed}};
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return s;
 }
 
@@ -168,7 +195,8 @@ attribution attribute(const detail::worker_outcome& w) {
   a.who = (who == "candidate" || who == "baseline") ? who : "";
   if (w.failure == "crash") {
     a.reason = "crash." + lower(w.failure_detail);
-    a.message = fmt::format("the process died with {} during {} ({})", w.failure_detail, stage, what);
+    a.message =
+        fmt::format("the process died with {} during {} ({})", w.failure_detail, stage, what);
   } else if (w.failure == "hang") {
     a.reason = "hang.timeout";
     a.message = fmt::format("no progress for the hang limit during {} ({})", stage, what);
@@ -176,7 +204,8 @@ attribution attribute(const detail::worker_outcome& w) {
     // Asynchronous faults can surface in the next CUDA call after the candidate's; the context is
     // lost either way, and the candidate was the last code that ran on it.
     a.reason = "launch.cuda_error";
-    a.message = fmt::format("a context-corrupting CUDA error surfaced after {} ({}): {}", stage, what, w.failure_detail);
+    a.message = fmt::format("a context-corrupting CUDA error surfaced after {} ({}): {}", stage,
+                            what, w.failure_detail);
   } else if (w.failure == "exit") {
     a.reason = "crash.exit";
     a.message = fmt::format("the process ended ({}) during {} ({})", w.failure_detail, stage, what);
@@ -197,7 +226,8 @@ const json* find_lib(const json& result, const std::string& role) {
   return nullptr;
 }
 
-std::vector<double> sample_times(const json& timing, const std::string& role, std::vector<double>* clocks) {
+std::vector<double> sample_times(const json& timing, const std::string& role,
+                                 std::vector<double>* clocks) {
   std::vector<double> t;
   if (!timing.contains("samples") || !timing["samples"].contains(role)) {
     return t;
@@ -205,14 +235,16 @@ std::vector<double> sample_times(const json& timing, const std::string& role, st
   for (const auto& s : timing["samples"][role]) {
     t.push_back(s.at("t").get<double>());
     if (clocks != nullptr) {
-      clocks->push_back(s.at("clock_mhz").is_null() ? std::nan("") : s.at("clock_mhz").get<double>());
+      clocks->push_back(s.at("clock_mhz").is_null() ? std::nan("")
+                                                    : s.at("clock_mhz").get<double>());
     }
   }
   return t;
 }
 
 std::string compute_sanitizer_path() {
-  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"}) {
+  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer",
+                        "/usr/local/cuda/compute-sanitizer/compute-sanitizer"}) {
     if (fs::exists(p)) {
       return p;
     }
@@ -239,32 +271,43 @@ struct prepared {
   std::optional<early_end> early;
 };
 
-prepared prepare(const fs::path& root, const task::contract& c, const std::vector<std::pair<std::string, const candidate_input*>>& inputs,
+prepared prepare(const fs::path& root, const task::contract& c,
+                 const std::vector<std::pair<std::string, const candidate_input*>>& inputs,
                  const options& opt, json& d, const std::function<void(const std::string&)>& say) {
   prepared p;
   p.dev = probe_device();
-  d["device_probe"] = p.dev.available ? p.dev.info : json{{"available", false}, {"reason", p.dev.reason}};
+  d["device_probe"] =
+      p.dev.available ? p.dev.info : json{{"available", false}, {"reason", p.dev.reason}};
   const auto& probe = detail::sandbox_probe();
-  p.iso = std::make_unique<detail::isolation>(detail::isolation{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir});
-  d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)}, {"detail", p.iso->decision.detail}, {"probe", probe.describe()}};
+  p.iso = std::make_unique<detail::isolation>(
+      detail::isolation{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir});
+  d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)},
+                    {"detail", p.iso->decision.detail},
+                    {"probe", probe.describe()}};
   if (p.iso->decision.level == sandbox::isolation::blocked) {
     p.early = early_end{verdict::blocked, "blocked.no_sandbox",
-                        "candidates must not run unprotected and the sandbox is unavailable (" + p.iso->decision.detail +
+                        "candidates must not run unprotected and the sandbox is unavailable (" +
+                            p.iso->decision.detail +
                             "); pass --no-sandbox to run without it, recorded on the evaluation"};
     return p;
   }
-  const std::optional<std::string> arch = opt.arch ? opt.arch : (p.dev.available ? std::optional<std::string>(p.dev.info.at("arch")) : std::nullopt);
+  const std::optional<std::string> arch =
+      opt.arch
+          ? opt.arch
+          : (p.dev.available ? std::optional<std::string>(p.dev.info.at("arch")) : std::nullopt);
   const auto tools = build::detect_toolchain(arch);
   build::compiler trusted(tools, opt.cache_dir);
   build::compiler untrusted(tools, opt.cache_dir, p.iso->compiler());
-  d["toolchain"] = {{"nvcc", tools.nvcc.string()}, {"version", tools.version}, {"arch", tools.arch}};
+  d["toolchain"] = {
+      {"nvcc", tools.nvcc.string()}, {"version", tools.version}, {"arch", tools.arch}};
   say("compile: oracle module and candidates");
   auto oracle_req = build::oracle_request(root, c);
   oracle_req.timeout = opt.compile_timeout;
   const auto oracle = trusted.compile(oracle_req);
   d["builds"]["oracle"] = oracle.to_json();
   if (!oracle.ok()) {
-    p.early = early_end{verdict::error, "task.oracle_compile_error", "the task's oracle module does not compile:\n" + oracle.log};
+    p.early = early_end{verdict::error, "task.oracle_compile_error",
+                        "the task's oracle module does not compile:\n" + oracle.log};
     return p;
   }
   for (const auto& [role, input] : inputs) {
@@ -275,17 +318,24 @@ prepared prepare(const fs::path& root, const task::contract& c, const std::vecto
     d["builds"][role] = b.to_json();
     p.builds.emplace(role, b);
     if (!b.ok()) {
-      p.early = role == "baseline" ? early_end{verdict::error, "baseline." + b.reason, "the baseline does not compile:\n" + b.log}
-                                   : early_end{verdict::rejected, b.reason, "the " + role + " does not compile (see builds." + role + ".log_tail)"};
+      p.early =
+          role == "baseline"
+              ? early_end{verdict::error, "baseline." + b.reason,
+                          "the baseline does not compile:\n" + b.log}
+              : early_end{verdict::rejected, b.reason,
+                          "the " + role + " does not compile (see builds." + role + ".log_tail)"};
       return p;
     }
   }
   if (!p.dev.available) {
-    p.early = early_end{verdict::blocked, "blocked.no_cuda_device", "GPU stages blocked: " + p.dev.reason};
+    p.early = early_end{verdict::blocked, "blocked.no_cuda_device",
+                        "GPU stages blocked: " + p.dev.reason};
     return p;
   }
   p.staging = std::make_unique<temp_dir>("kblaster-stage");
-  fs::permissions(p.staging->path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(p.staging->path(), fs::perms::owner_all | fs::perms::group_read |
+                                         fs::perms::group_exec | fs::perms::others_read |
+                                         fs::perms::others_exec);
   p.oracle_so = detail::stage_binary(p.staging->path(), oracle.binary, "oracle.so");
   for (const auto& [role, b] : p.builds) {
     p.libs[role] = detail::stage_binary(p.staging->path(), b.binary, role + ".so");
@@ -295,7 +345,8 @@ prepared prepare(const fs::path& root, const task::contract& c, const std::vecto
 
 } // namespace
 
-build::result compile_candidate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const options& opt) {
+build::result compile_candidate(const fs::path& root, const task::contract& c,
+                                const candidate_input& candidate, const options& opt) {
   const auto& probe = detail::sandbox_probe();
   const detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir};
   if (iso.decision.level == sandbox::isolation::blocked) {
@@ -305,15 +356,17 @@ build::result compile_candidate(const fs::path& root, const task::contract& c, c
     return r;
   }
   const device_probe dev = probe_device();
-  const auto arch = opt.arch ? opt.arch : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
+  const auto arch =
+      opt.arch ? opt.arch
+               : (dev.available ? std::optional<std::string>(dev.info.at("arch")) : std::nullopt);
   build::compiler untrusted(build::detect_toolchain(arch), opt.cache_dir, iso.compiler());
   auto req = build::candidate_request(root, c, candidate.source, "candidate.cu");
   req.timeout = opt.compile_timeout;
   return untrusted.compile(req);
 }
 
-result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
-                const options& opt, const progress_fn& progress) {
+result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate,
+                const candidate_input& baseline, const options& opt, const progress_fn& progress) {
   const auto started = clock_type::now();
   const auto say = [&](const std::string& s) {
     if (progress) {
@@ -324,15 +377,27 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   json& d = res.detail;
   const task::ceilings ceil;
   const auto& shape = c.shape(opt.shape);
-  d["task"] = {{"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
+  d["task"] = {
+      {"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
   d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
   d["floor_seconds"] = task::floor_seconds(c, shape, ceil);
-  d["ceilings"] = {{"bandwidth", ceil.bandwidth}, {"fp32_flops", ceil.fp32_flops}, {"source", ceil.source}};
-  d["protocol"] = {{"seeds", opt.seeds}, {"seed_base", opt.seed_base}, {"determinism_runs", opt.determinism_runs},
-                   {"sessions", opt.sessions}, {"timing", timing_json(opt.timing, 0)}, {"delta", opt.delta},
-                   {"delta_source", opt.delta_source}, {"sanitize", opt.sanitize}, {"hang_timeout_s", opt.hang_timeout.count()}};
-  d["candidate"] = {{"name", candidate.name}, {"origin", candidate.origin}, {"source_digest", sha256_hex(candidate.source)}};
-  d["baseline"] = {{"name", baseline.name}, {"origin", baseline.origin}, {"source_digest", sha256_hex(baseline.source)}};
+  d["ceilings"] = {
+      {"bandwidth", ceil.bandwidth}, {"fp32_flops", ceil.fp32_flops}, {"source", ceil.source}};
+  d["protocol"] = {{"seeds", opt.seeds},
+                   {"seed_base", opt.seed_base},
+                   {"determinism_runs", opt.determinism_runs},
+                   {"sessions", opt.sessions},
+                   {"timing", timing_json(opt.timing, 0)},
+                   {"delta", opt.delta},
+                   {"delta_source", opt.delta_source},
+                   {"sanitize", opt.sanitize},
+                   {"hang_timeout_s", opt.hang_timeout.count()}};
+  d["candidate"] = {{"name", candidate.name},
+                    {"origin", candidate.origin},
+                    {"source_digest", sha256_hex(candidate.source)}};
+  d["baseline"] = {{"name", baseline.name},
+                   {"origin", baseline.origin},
+                   {"source_digest", sha256_hex(baseline.source)}};
   const auto finish = [&](verdict v, std::string reason, std::string message) {
     res.final = v;
     res.reason = std::move(reason);
@@ -345,24 +410,30 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     return res;
   };
 
-  const prepared prep = prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, d, say);
+  const prepared prep =
+      prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, d, say);
   if (prep.early) {
     return finish(prep.early->final, prep.early->reason, prep.early->message);
   }
   const auto& cand_build = prep.builds.at("candidate");
-  say(fmt::format("compile: done (candidate {})", cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
+  say(fmt::format("compile: done (candidate {})",
+                  cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
   temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
   const fs::path& oracle_so = prep.oracle_so;
-  const std::vector<std::pair<std::string, fs::path>> libs = {{"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
+  const std::vector<std::pair<std::string, fs::path>> libs = {
+      {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
   const auto worker_wrap = prep.iso->worker(prep.staging->path());
   const auto event_printer = [&](const json& e) {
     const std::string kind = e.value("event", "");
     if (kind == "progress" && e.value("stage", "") == "verify") {
-      say(fmt::format("verify: {}/{} {}", e.value("done", 0) + 1, e.value("total", 0), e.value("what", "")));
+      say(fmt::format("verify: {}/{} {}", e.value("done", 0) + 1, e.value("total", 0),
+                      e.value("what", "")));
     } else if (kind == "progress" && e.value("stage", "") == "time") {
-      say(fmt::format("time: round {} samples {}", e.value("round", 0), e.value("samples", json::object()).dump()));
+      say(fmt::format("time: round {} samples {}", e.value("round", 0),
+                      e.value("samples", json::object()).dump()));
     } else if (kind == "rejected") {
-      say(fmt::format("{} rejected: {} {}", e.value("who", ""), e.value("reason", ""), e.value("message", "")));
+      say(fmt::format("{} rejected: {} {}", e.value("who", ""), e.value("reason", ""),
+                      e.value("message", "")));
     }
   };
 
@@ -384,18 +455,34 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       job["determinism_runs"] = 1;
       job["checker_selftest"] = false;
       job["host_reference"] = true;
-      job["candidates"] = json::array({json{{"role", "candidate"}, {"path", libs[1].second.string()}}});
+      job["candidates"] =
+          json::array({json{{"role", "candidate"}, {"path", libs[1].second.string()}}});
       detail::worker_launch launch;
       launch.wrap = worker_wrap;
-      launch.prefix = {compute_sanitizer_path(), "--tool", tool, "--error-exitcode", "86", "--print-limit", "20", "--nvtx", "no"};
+      launch.prefix = {compute_sanitizer_path(),
+                       "--tool",
+                       tool,
+                       "--error-exitcode",
+                       "86",
+                       "--print-limit",
+                       "20",
+                       "--nvtx",
+                       "no"};
       launch.hang_timeout = opt.hang_timeout * 4;
       launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
       const auto w = detail::run_worker_job(job, launch, event_printer);
-      const bool errors = w.exit_code == 86 || w.log_tail.find("ERROR SUMMARY: 0 errors") == std::string::npos;
-      tools[tool] = {{"exit_code", w.exit_code}, {"errors", errors}, {"failure", w.failure}, {"log_tail", w.log_tail.substr(w.log_tail.size() > 6000 ? w.log_tail.size() - 6000 : 0)}};
+      const bool errors =
+          w.exit_code == 86 || w.log_tail.find("ERROR SUMMARY: 0 errors") == std::string::npos;
+      tools[tool] = {
+          {"exit_code", w.exit_code},
+          {"errors", errors},
+          {"failure", w.failure},
+          {"log_tail", w.log_tail.substr(w.log_tail.size() > 6000 ? w.log_tail.size() - 6000 : 0)}};
       if (w.failure == "hang" || w.failure == "crash" || errors) {
         d["sanitize"] = tools;
-        const std::string why = w.failure == "hang" || w.failure == "crash" ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
+        const std::string why = w.failure == "hang" || w.failure == "crash"
+                                    ? attribute(w).message
+                                    : fmt::format("compute-sanitizer {} reported errors", tool);
         return finish(verdict::rejected, fmt::format("sanitize.{}", tool), why);
       }
     }
@@ -418,8 +505,12 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   launch.log_path = logs.path() / "session-1.log";
   say("verify: starting worker");
   const auto w1 = detail::run_worker_job(job, launch, event_printer);
-  d["sessions"].push_back({{"seconds", w1.seconds}, {"failure", w1.failure}, {"failure_detail", w1.failure_detail},
-                           {"log_tail", w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
+  d["sessions"].push_back(
+      {{"seconds", w1.seconds},
+       {"failure", w1.failure},
+       {"failure_detail", w1.failure_detail},
+       {"log_tail",
+        w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
   if (!w1.result) {
     const auto a = attribute(w1);
     if (a.who == "candidate") {
@@ -437,20 +528,23 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     d["checker_selftest"] = r1["checker_selftest"];
     if (!r1["checker_selftest"].value("sound", true)) {
       return finish(verdict::error, "checker.unsound",
-                    "the task's checker accepted a trivial output (zeros, a copy of the input or a constant): fix the task's tolerances or distributions");
+                    "the task's checker accepted a trivial output (zeros, a copy of the input or a "
+                    "constant): fix the task's tolerances or distributions");
     }
   }
   const json* base_lib = find_lib(r1, "baseline");
   const json* cand_lib = find_lib(r1, "candidate");
   if (base_lib == nullptr || cand_lib == nullptr) {
-    return finish(verdict::error, "harness.error", "the worker returned no verdict for a candidate");
+    return finish(verdict::error, "harness.error",
+                  "the worker returned no verdict for a candidate");
   }
   if (!base_lib->value("accepted", false)) {
     return finish(verdict::error, "baseline." + base_lib->value("reason", std::string("rejected")),
                   "the baseline failed verification: " + base_lib->value("message", std::string()));
   }
   if (!cand_lib->value("accepted", false)) {
-    return finish(verdict::rejected, cand_lib->value("reason", std::string("verify.rejected")), cand_lib->value("message", std::string()));
+    return finish(verdict::rejected, cand_lib->value("reason", std::string("verify.rejected")),
+                  cand_lib->value("message", std::string()));
   }
   if (opt.verify_only) {
     return finish(verdict::same, "verify.passed", "the candidate passed verification (not timed)");
@@ -464,25 +558,29 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     for (const auto& [role, path] : libs) {
       next["candidates"].push_back({{"role", role}, {"path", path.string()}});
     }
-    next["expected_digests"] = {{"baseline", base_lib->at("set_digests")}, {"candidate", cand_lib->at("set_digests")}};
+    next["expected_digests"] = {{"baseline", base_lib->at("set_digests")},
+                                {"candidate", cand_lib->at("set_digests")}};
     next["timing"] = timing_json(opt.timing, rng());
     next["fresh_seed"] = rng();
     launch.log_path = logs.path() / fmt::format("session-{}.log", sidx);
     say(fmt::format("time: session {} of {}", sidx, opt.sessions));
     const auto w = detail::run_worker_job(next, launch, event_printer);
-    d["sessions"].push_back({{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}});
+    d["sessions"].push_back(
+        {{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}});
     if (!w.result) {
       const auto a = attribute(w);
       if (a.who == "candidate") {
         return finish(verdict::rejected, a.reason, fmt::format("session {}: {}", sidx, a.message));
       }
-      return finish(verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason, fmt::format("session {}: {}", sidx, a.message));
+      return finish(verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason,
+                    fmt::format("session {}: {}", sidx, a.message));
     }
     for (const auto& l : w.result->at("candidates")) {
       if (!l.value("accepted", false)) {
         const std::string role = l.at("role");
         return finish(role == "candidate" ? verdict::rejected : verdict::error,
-                      (role == "candidate" ? "" : "baseline.") + l.value("reason", std::string("rejected")),
+                      (role == "candidate" ? "" : "baseline.") +
+                          l.value("reason", std::string("rejected")),
                       fmt::format("session {}: {}", sidx, l.value("message", std::string())));
       }
     }
@@ -515,7 +613,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     b_all.insert(b_all.end(), b.begin(), b.end());
   }
   if (a_all.size() < 3 || b_all.size() < 3) {
-    return finish(verdict::error, "timing.too_few_samples", "too few unthrottled samples to compare");
+    return finish(verdict::error, "timing.too_few_samples",
+                  "too few unthrottled samples to compare");
   }
   stats::comparison_options co;
   co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
@@ -527,7 +626,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     std::sort(x.begin(), x.end());
     const double n = static_cast<double>(x.size());
     const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
-    return json::array({at(std::floor(n / 2 - 0.98 * std::sqrt(n))), at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))});
+    return json::array(
+        {at(std::floor(n / 2 - 0.98 * std::sqrt(n))), at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))});
   };
   const double floor = task::floor_seconds(c, shape, ceil);
   const double limit = task::limit_seconds(c, shape, ceil);
@@ -554,20 +654,26 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                      {"faster_than_physical_limit", plaus.flagged}};
   if (plaus.flagged) {
     return finish(verdict::rejected, "timing.faster_than_physical_limit",
-                  fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the task's bytes at the memory's peak "
+                  fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
+                              "task's bytes at the memory's peak "
                               "bandwidth, its FLOPs at the fp32 peak): a bug or an exploit",
                               cmp.median_b * 1e3, limit * 1e3));
   }
   const verdict v = *verdict_from_string(stats::to_string(cmp.result));
-  return finish(v, "timing." + stats::to_string(cmp.result),
-                fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%", cmp.median_a / cmp.median_b,
-                            1.0 / cmp.interval.high, 1.0 / cmp.interval.low, cmp.test.p, 100 * cmp.delta));
+  return finish(
+      v, "timing." + stats::to_string(cmp.result),
+      fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%",
+                  cmp.median_a / cmp.median_b, 1.0 / cmp.interval.high, 1.0 / cmp.interval.low,
+                  cmp.test.p, 100 * cmp.delta));
 }
 
-// ---- the profiler's run ----------------------------------------------------------------------------
+// ---- the profiler's run
+// ----------------------------------------------------------------------------
 
-instrumented_run run_instrumented(const fs::path& root, const task::contract& c, const candidate_input& candidate, const options& opt,
-                                  const std::vector<std::string>& prefix, bool counters, const progress_fn& progress) {
+instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
+                                  const candidate_input& candidate, const options& opt,
+                                  const std::vector<std::string>& prefix, bool counters,
+                                  const progress_fn& progress) {
   const auto started = clock_type::now();
   instrumented_run run;
   result& res = run.outcome;
@@ -584,7 +690,9 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
       progress(s);
     }
   };
-  d["candidate"] = {{"name", candidate.name}, {"origin", candidate.origin}, {"source_digest", sha256_hex(candidate.source)}};
+  d["candidate"] = {{"name", candidate.name},
+                    {"origin", candidate.origin},
+                    {"source_digest", sha256_hex(candidate.source)}};
   const prepared prep = prepare(root, c, {{"candidate", &candidate}}, opt, d, say);
   if (prep.early) {
     return finish(prep.early->final, prep.early->reason, prep.early->message);
@@ -621,14 +729,18 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   launch.prefix = prefix;
   launch.hang_timeout = prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4;
   launch.log_path = logs.path() / "profile.log";
-  say(prefix.empty() ? "profile: starting worker" : "profile: starting worker under " + fs::path(prefix[0]).filename().string());
+  say(prefix.empty() ? "profile: starting worker"
+                     : "profile: starting worker under " + fs::path(prefix[0]).filename().string());
   const auto w = detail::run_worker_job(job, launch, {});
   try {
     run.log = read_file(launch.log_path);
   } catch (const std::exception&) {
     run.log = w.log_tail;
   }
-  d["session"] = {{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}, {"exit_code", w.exit_code}};
+  d["session"] = {{"seconds", w.seconds},
+                  {"failure", w.failure},
+                  {"failure_detail", w.failure_detail},
+                  {"exit_code", w.exit_code}};
   if (!w.result) {
     const auto a = attribute(w);
     if (a.who == "candidate") {
@@ -640,13 +752,16 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   d["verification"] = w.result->at("candidates");
   const json* lib = find_lib(*w.result, "candidate");
   if (lib == nullptr) {
-    return finish(verdict::error, "harness.error", "the worker returned no verdict for the candidate");
+    return finish(verdict::error, "harness.error",
+                  "the worker returned no verdict for the candidate");
   }
   if (!lib->value("accepted", false)) {
-    return finish(verdict::rejected, lib->value("reason", std::string("verify.rejected")), lib->value("message", std::string()));
+    return finish(verdict::rejected, lib->value("reason", std::string("verify.rejected")),
+                  lib->value("message", std::string()));
   }
   run.profile = w.result->value("profile", json::object());
-  return finish(verdict::same, "verify.passed", "the candidate passed its check and ran instrumented");
+  return finish(verdict::same, "verify.passed",
+                "the candidate passed its check and ran instrumented");
 }
 
 } // namespace kb::eval

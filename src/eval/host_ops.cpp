@@ -11,12 +11,24 @@ void cpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& 
 void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     switch (dtype) {
-    case KB_FLOAT32: static_cast<uint32_t*>(data)[i] = poison_f32; break;
-    case KB_FLOAT64: static_cast<uint64_t*>(data)[i] = poison_f64; break;
-    case KB_FLOAT16: static_cast<uint16_t*>(data)[i] = poison_f16; break;
-    case KB_BFLOAT16: static_cast<uint16_t*>(data)[i] = poison_bf16; break;
-    case KB_INT64: static_cast<uint64_t*>(data)[i] = poison_i64; break;
-    case KB_INT32: static_cast<uint32_t*>(data)[i] = 0x5A5A5A5Au; break;
+    case KB_FLOAT32:
+      static_cast<uint32_t*>(data)[i] = poison_f32;
+      break;
+    case KB_FLOAT64:
+      static_cast<uint64_t*>(data)[i] = poison_f64;
+      break;
+    case KB_FLOAT16:
+      static_cast<uint16_t*>(data)[i] = poison_f16;
+      break;
+    case KB_BFLOAT16:
+      static_cast<uint16_t*>(data)[i] = poison_bf16;
+      break;
+    case KB_INT64:
+      static_cast<uint64_t*>(data)[i] = poison_i64;
+      break;
+    case KB_INT32:
+      static_cast<uint32_t*>(data)[i] = 0x5A5A5A5Au;
+      break;
     }
   }
 }
@@ -62,7 +74,8 @@ moments cpu_moments(const double* ref, int64_t n) {
   return m;
 }
 
-error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n, const tolerance_spec& t) {
+error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
+                          const tolerance_spec& t) {
   error_metrics m;
   reset(m);
   for (int64_t i = 0; i < n; ++i) {

@@ -7,12 +7,13 @@
 
 namespace kb::eval::detail {
 
-check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector<double>& scales, const std::vector<std::string>& names,
-                    double rel_l2_limit) {
+check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector<double>& scales,
+                    const std::vector<std::string>& names, double rel_l2_limit) {
   check_outcome o;
   for (size_t i = 0; i < metrics.size(); ++i) {
     const auto& m = metrics[i];
-    const double rel_l2 = m.sum_sq_ref > 0 ? std::sqrt(m.sum_sq_err / m.sum_sq_ref) : (m.sum_sq_err > 0 ? INFINITY : 0.0);
+    const double rel_l2 = m.sum_sq_ref > 0 ? std::sqrt(m.sum_sq_err / m.sum_sq_ref)
+                                           : (m.sum_sq_err > 0 ? INFINITY : 0.0);
     // p99 of |err| from the histogram of |err| / scale (the upper edge of the bin that holds it).
     const uint64_t finite = m.count - std::min(m.count, m.unwritten + m.nonfinite);
     uint64_t above = 0;
@@ -42,20 +43,25 @@ check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector
     if (m.unwritten > 0) {
       o.passed = false;
       o.reason = "verify.unwritten";
-      o.message = fmt::format("{} of {} elements of '{}' never written", m.unwritten, m.count, names[i]);
+      o.message =
+          fmt::format("{} of {} elements of '{}' never written", m.unwritten, m.count, names[i]);
     } else if (m.nonfinite > 0) {
       o.passed = false;
       o.reason = "verify.nonfinite";
-      o.message = fmt::format("{} NaN/Inf values in '{}' where the reference differs", m.nonfinite, names[i]);
+      o.message = fmt::format("{} NaN/Inf values in '{}' where the reference differs", m.nonfinite,
+                              names[i]);
     } else if (m.violations > 0) {
       o.passed = false;
       o.reason = "verify.mismatch";
-      o.message = fmt::format("{} of {} elements of '{}' outside atol*scale + rtol*|ref| (worst at index {}: {:.3g}x the bound; max abs err {:.3g})",
-                              m.violations, m.count, names[i], m.worst_index, m.max_excess, m.max_abs_err);
+      o.message =
+          fmt::format("{} of {} elements of '{}' outside atol*scale + rtol*|ref| (worst at index "
+                      "{}: {:.3g}x the bound; max abs err {:.3g})",
+                      m.violations, m.count, names[i], m.worst_index, m.max_excess, m.max_abs_err);
     } else if (!(rel_l2 <= rel_l2_limit)) {
       o.passed = false;
       o.reason = "verify.rel_l2";
-      o.message = fmt::format("relative L2 error {:.3g} of '{}' above {:.3g}", rel_l2, names[i], rel_l2_limit);
+      o.message = fmt::format("relative L2 error {:.3g} of '{}' above {:.3g}", rel_l2, names[i],
+                              rel_l2_limit);
     }
   }
   return o;

@@ -11,7 +11,9 @@ using nvml_device = void*;
 constexpr int clock_sm = 1;  // NVML_CLOCK_SM
 constexpr int clock_mem = 2; // NVML_CLOCK_MEM
 
-template <class F> F symbol(void* lib, const char* name) { return reinterpret_cast<F>(dlsym(lib, name)); }
+template <class F> F symbol(void* lib, const char* name) {
+  return reinterpret_cast<F>(dlsym(lib, name));
+}
 
 } // namespace
 
@@ -22,7 +24,8 @@ nvml::nvml(const std::string& pci_bus_id) {
     return;
   }
   auto init = symbol<nvml_return (*)()>(m_lib, "nvmlInit_v2");
-  auto by_bus = symbol<nvml_return (*)(const char*, nvml_device*)>(m_lib, "nvmlDeviceGetHandleByPciBusId_v2");
+  auto by_bus =
+      symbol<nvml_return (*)(const char*, nvml_device*)>(m_lib, "nvmlDeviceGetHandleByPciBusId_v2");
   if (init == nullptr || by_bus == nullptr || init() != 0) {
     m_error = "NVML did not initialise";
     return;
@@ -37,7 +40,8 @@ nvml::nvml(const std::string& pci_bus_id) {
 
 nvml::~nvml() {
   if (m_lib != nullptr) {
-    if (auto shutdown = symbol<nvml_return (*)()>(m_lib, "nvmlShutdown"); shutdown != nullptr && m_device != nullptr) {
+    if (auto shutdown = symbol<nvml_return (*)()>(m_lib, "nvmlShutdown");
+        shutdown != nullptr && m_device != nullptr) {
       shutdown();
     }
     dlclose(m_lib);

@@ -36,8 +36,8 @@ std::optional<double> number(const json& j, const char* key) {
 
 } // namespace
 
-int64_t record(store::store& st, int64_t run, const task::contract& c, const candidate_input& candidate, const candidate_input& baseline,
-               const result& r) {
+int64_t record(store::store& st, int64_t run, const task::contract& c,
+               const candidate_input& candidate, const candidate_input& baseline, const result& r) {
   const json d = r.detail.is_object() ? r.detail : json::object();
   int64_t evaluation = 0;
   st.atomically([&] {
@@ -57,16 +57,21 @@ int64_t record(store::store& st, int64_t run, const task::contract& c, const can
       env = st.record_environment(e);
     }
     const auto base_blob = st.put(baseline.source);
-    const int64_t base_id = st.record_candidate({task_row, base_blob.digest, origin_of(baseline.origin), baseline.strategy, baseline.params, std::nullopt});
+    const int64_t base_id =
+        st.record_candidate({task_row, base_blob.digest, origin_of(baseline.origin),
+                             baseline.strategy, baseline.params, std::nullopt});
     const auto cand_blob = st.put(candidate.source);
-    const int64_t cand_id = st.record_candidate({task_row, cand_blob.digest, origin_of(candidate.origin), candidate.strategy, candidate.params, std::nullopt});
+    const int64_t cand_id =
+        st.record_candidate({task_row, cand_blob.digest, origin_of(candidate.origin),
+                             candidate.strategy, candidate.params, std::nullopt});
 
     std::optional<int64_t> build;
     if (d.contains("builds") && d["builds"].contains("candidate")) {
       const json& b = d["builds"]["candidate"];
       store::build_record br;
       br.key.source_digest = cand_blob.digest;
-      br.key.flags = fmt::format("{}", fmt::join(b.value("flags", std::vector<std::string>{}), " "));
+      br.key.flags =
+          fmt::format("{}", fmt::join(b.value("flags", std::vector<std::string>{}), " "));
       br.key.toolkit = d.value("toolchain", json::object()).value("version", "");
       br.key.arch = d.value("toolchain", json::object()).value("arch", "");
       br.outcome = b.value("status", "");
@@ -102,7 +107,8 @@ int64_t record(store::store& st, int64_t run, const task::contract& c, const can
     e.samples = d.contains("timing") ? d["timing"] : json();
     json correctness = json::object();
     for (const auto& l : d.value("verification", json::array())) {
-      correctness[l.value("role", "?")] = {{"accepted", l.value("accepted", false)}, {"summary", l.value("summary", json::object())},
+      correctness[l.value("role", "?")] = {{"accepted", l.value("accepted", false)},
+                                           {"summary", l.value("summary", json::object())},
                                            {"reason", l.value("reason", "")}};
     }
     if (d.contains("checker_selftest")) {

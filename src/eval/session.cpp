@@ -13,7 +13,9 @@ namespace kb::eval::detail {
 
 namespace {
 
-std::string tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+std::string tail(const std::string& s, size_t n) {
+  return s.size() > n ? s.substr(s.size() - n) : s;
+}
 
 } // namespace
 
@@ -24,7 +26,8 @@ std::filesystem::path worker_executable() {
   return self_executable();
 }
 
-worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch, const event_fn& on_event) {
+worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch,
+                              const event_fn& on_event) {
   worker_outcome out;
   process_spec spec;
   spec.argv = launch.prefix;

@@ -67,7 +67,8 @@ struct rejection {
   bool context_lost = false; // the CUDA context is unusable afterwards (sticky error)
 };
 
-// ---- memory with guard bands ---------------------------------------------------------------------
+// ---- memory with guard bands
+// ---------------------------------------------------------------------
 
 constexpr size_t guard_bytes = 64 * 1024;
 constexpr unsigned char guard_byte = 0xA5;
@@ -81,7 +82,9 @@ public:
       fail("cannot allocate {} bytes of device memory for the harness", bytes + 2 * guard_bytes);
     }
     cuda_check(cudaMemset(m_base, guard_byte, guard_bytes), "guard");
-    cuda_check(cudaMemset(static_cast<unsigned char*>(m_base) + guard_bytes + bytes, guard_byte, guard_bytes), "guard");
+    cuda_check(cudaMemset(static_cast<unsigned char*>(m_base) + guard_bytes + bytes, guard_byte,
+                          guard_bytes),
+               "guard");
     if (host_mirror) {
       m_host.resize(std::max<size_t>(bytes, 8));
     }
@@ -111,11 +114,14 @@ public:
   }
   void restore_guards() const {
     cuda_check(cudaMemset(m_base, guard_byte, guard_bytes), "guard");
-    cuda_check(cudaMemset(static_cast<unsigned char*>(data()) + m_bytes, guard_byte, guard_bytes), "guard");
+    cuda_check(cudaMemset(static_cast<unsigned char*>(data()) + m_bytes, guard_byte, guard_bytes),
+               "guard");
   }
   bool guards_intact_host_check() const {
     std::vector<unsigned char> g(guard_bytes);
-    for (const void* p : {static_cast<const void*>(m_base), static_cast<const void*>(static_cast<unsigned char*>(data()) + m_bytes)}) {
+    for (const void* p :
+         {static_cast<const void*>(m_base),
+          static_cast<const void*>(static_cast<unsigned char*>(data()) + m_bytes)}) {
       if (cudaMemcpy(g.data(), p, guard_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
         return false;
       }
@@ -132,7 +138,8 @@ private:
   std::vector<unsigned char> m_host;
 };
 
-// ---- job description -----------------------------------------------------------------------------
+// ---- job description
+// -----------------------------------------------------------------------------
 
 struct tensor_desc {
   std::string name;
@@ -169,9 +176,12 @@ tensor_desc parse_tensor(const json& j) {
   return t;
 }
 
-kb_tensor view(const tensor_desc& t, void* data) { return contiguous_view(data, t.dtype, t.shape); }
+kb_tensor view(const tensor_desc& t, void* data) {
+  return contiguous_view(data, t.dtype, t.shape);
+}
 
-// ---- loaded libraries ----------------------------------------------------------------------------
+// ---- loaded libraries
+// ----------------------------------------------------------------------------
 
 using launch_fn = int (*)(const kb_args*);
 using workspace_fn = int (*)(const kb_args*, uint64_t*);
@@ -188,7 +198,7 @@ struct candidate_lib {
   std::string info;
   std::optional<rejection> rejected;
   json checks = json::array();
-  json summary = json::object(); // worst metrics over all checks
+  json summary = json::object();       // worst metrics over all checks
   std::map<int, uint64_t> set_digests; // output digest per timing input set
 };
 
@@ -203,14 +213,16 @@ std::optional<rejection> load_candidate(candidate_lib& lib) {
     return rejection{"load.missing_kb_launch", "the shared object exports no kb_launch"};
   }
   lib.workspace = reinterpret_cast<workspace_fn>(dlsym(lib.handle, "kb_workspace_bytes"));
-  if (auto info = reinterpret_cast<info_fn>(dlsym(lib.handle, "kb_candidate_info")); info != nullptr) {
+  if (auto info = reinterpret_cast<info_fn>(dlsym(lib.handle, "kb_candidate_info"));
+      info != nullptr) {
     const char* s = info();
     lib.info = s != nullptr ? std::string(s).substr(0, 500) : "";
   }
   return std::nullopt;
 }
 
-// ---- the worker ------------------------------------------------------------------------------------
+// ---- the worker
+// ------------------------------------------------------------------------------------
 
 class worker {
 public:
@@ -270,7 +282,8 @@ public:
     }
     json libs = json::array();
     for (const auto& lib : m_libs) {
-      json l{{"role", lib.role}, {"info", lib.info}, {"checks", lib.checks}, {"summary", lib.summary}};
+      json l{
+          {"role", lib.role}, {"info", lib.info}, {"checks", lib.checks}, {"summary", lib.summary}};
       l["accepted"] = !lib.rejected.has_value();
       if (lib.rejected) {
         l["reason"] = lib.rejected->reason;
@@ -347,7 +360,8 @@ private:
   }
 
   bool any_alive() const {
-    return std::any_of(m_libs.begin(), m_libs.end(), [](const candidate_lib& l) { return !l.rejected; });
+    return std::any_of(m_libs.begin(), m_libs.end(),
+                       [](const candidate_lib& l) { return !l.rejected; });
   }
 
   // ---- per-shape buffers ----
@@ -355,7 +369,7 @@ private:
     const shape_desc* shape = nullptr;
     std::vector<guarded_buffer> inputs;
     std::vector<guarded_buffer> outputs;
-    std::vector<double*> refs;             // device float64 references
+    std::vector<double*> refs; // device float64 references
     std::vector<std::vector<double>> host_refs;
     guarded_buffer workspace;
     uint64_t workspace_bytes = 0;
@@ -368,8 +382,9 @@ private:
     }
   };
 
-  kb_args args_for(const shape_desc& s, const std::vector<guarded_buffer>& ins, const std::vector<guarded_buffer>& outs,
-                   std::vector<kb_tensor>& in_views, std::vector<kb_tensor>& out_views, void* ws, uint64_t ws_bytes) const {
+  kb_args args_for(const shape_desc& s, const std::vector<guarded_buffer>& ins,
+                   const std::vector<guarded_buffer>& outs, std::vector<kb_tensor>& in_views,
+                   std::vector<kb_tensor>& out_views, void* ws, uint64_t ws_bytes) const {
     in_views.clear();
     out_views.clear();
     for (size_t i = 0; i < s.inputs.size(); ++i) {
@@ -390,7 +405,8 @@ private:
       b.outputs.emplace_back(t.bytes(), m_host_reference);
       double* r = nullptr;
       if (with_reference) {
-        cuda_check(cudaMalloc(&r, std::max<size_t>(8, static_cast<size_t>(t.numel()) * 8)), "reference buffer");
+        cuda_check(cudaMalloc(&r, std::max<size_t>(8, static_cast<size_t>(t.numel()) * 8)),
+                   "reference buffer");
       }
       b.refs.push_back(r);
       b.host_refs.emplace_back(m_host_reference ? static_cast<size_t>(t.numel()) : 0);
@@ -407,14 +423,18 @@ private:
       m_out.step("workspace", lib.role, s.name);
       const int rc = lib.workspace(&a, &bytes);
       if (rc != 0) {
-        lib.rejected = rejection{"launch.refused", fmt::format("kb_workspace_bytes returned {} at shape {}", rc, s.name)};
+        lib.rejected =
+            rejection{"launch.refused",
+                      fmt::format("kb_workspace_bytes returned {} at shape {}", rc, s.name)};
         continue;
       }
       size_t free_bytes = 0;
       size_t total = 0;
       cudaMemGetInfo(&free_bytes, &total);
       if (bytes > free_bytes / 2) {
-        lib.rejected = rejection{"workspace.too_large", fmt::format("asks for {} bytes of workspace at shape {} ({} free)", bytes, s.name, free_bytes)};
+        lib.rejected = rejection{"workspace.too_large",
+                                 fmt::format("asks for {} bytes of workspace at shape {} ({} free)",
+                                             bytes, s.name, free_bytes)};
         continue;
       }
       b.workspace_bytes = std::max(b.workspace_bytes, bytes);
@@ -432,7 +452,9 @@ private:
     m_oracle_ws_bytes = oracle_bytes;
   }
 
-  static const distribution& pick(const tensor_desc& t, int d) { return t.dists[static_cast<size_t>(d) % t.dists.size()]; }
+  static const distribution& pick(const tensor_desc& t, int d) {
+    return t.dists[static_cast<size_t>(d) % t.dists.size()];
+  }
 
   void generate(shape_buffers& b, int dist_index, uint64_t seed) {
     const auto& s = *b.shape;
@@ -441,7 +463,9 @@ private:
       const uint64_t ts = tensor_seed(seed, static_cast<int>(i));
       if (m_host_reference) {
         cpu_fill_random(b.inputs[i].host(), t.dtype, t.numel(), pick(t, dist_index), ts);
-        cuda_check(cudaMemcpy(b.inputs[i].data(), b.inputs[i].host(), t.bytes(), cudaMemcpyHostToDevice), "upload");
+        cuda_check(
+            cudaMemcpy(b.inputs[i].data(), b.inputs[i].host(), t.bytes(), cudaMemcpyHostToDevice),
+            "upload");
       } else {
         gpu_fill_random(b.inputs[i].data(), t.dtype, t.numel(), pick(t, dist_index), ts, m_stream);
       }
@@ -462,7 +486,8 @@ private:
         t.dtype = KB_FLOAT64;
         ov.push_back(view(t, b.host_refs[i].data()));
       }
-      const kb_args a = make_args(iv, ov, m_scalars, m_oracle_ws_host.data(), m_oracle_ws_bytes, nullptr);
+      const kb_args a =
+          make_args(iv, ov, m_scalars, m_oracle_ws_host.data(), m_oracle_ws_bytes, nullptr);
       if (m_oracle(&a, 0) != 0) {
         fail("the CPU oracle refused shape {}", s.name);
       }
@@ -504,7 +529,9 @@ private:
   error_metrics compare(shape_buffers& b, size_t out, const tolerance_spec& tol) {
     const auto& t = b.shape->outputs[out];
     if (m_host_reference) {
-      cuda_check(cudaMemcpy(b.outputs[out].host(), b.outputs[out].data(), t.bytes(), cudaMemcpyDeviceToHost), "download");
+      cuda_check(cudaMemcpy(b.outputs[out].host(), b.outputs[out].data(), t.bytes(),
+                            cudaMemcpyDeviceToHost),
+                 "download");
       return cpu_compare(b.outputs[out].host(), t.dtype, b.host_refs[out].data(), t.numel(), tol);
     }
     return gpu_compare(b.outputs[out].data(), t.dtype, b.refs[out], t.numel(), tol, m_stream);
@@ -512,17 +539,21 @@ private:
 
   moments reference_moments(shape_buffers& b, size_t out) {
     const auto& t = b.shape->outputs[out];
-    return m_host_reference ? cpu_moments(b.host_refs[out].data(), t.numel()) : gpu_moments(b.refs[out], t.numel(), m_stream);
+    return m_host_reference ? cpu_moments(b.host_refs[out].data(), t.numel())
+                            : gpu_moments(b.refs[out], t.numel(), m_stream);
   }
 
   // Calls one candidate; a failure is returned as a rejection, the harness's own failures throw.
-  std::optional<rejection> call(candidate_lib& lib, shape_buffers& b, const std::string& stage, const std::string& what) {
+  std::optional<rejection> call(candidate_lib& lib, shape_buffers& b, const std::string& stage,
+                                const std::string& what) {
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
     if (b.workspace_bytes > 0) {
-      cuda_check(cudaMemsetAsync(b.workspace.data(), 0xFF, b.workspace_bytes, m_stream), "workspace poison");
+      cuda_check(cudaMemsetAsync(b.workspace.data(), 0xFF, b.workspace_bytes, m_stream),
+                 "workspace poison");
     }
-    kb_args a = args_for(*b.shape, b.inputs, b.outputs, iv, ov, b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
+    kb_args a = args_for(*b.shape, b.inputs, b.outputs, iv, ov,
+                         b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
     cuda_check(cudaStreamSynchronize(m_stream), "before call");
     m_out.step(stage, lib.role, what);
     const int rc = lib.launch(&a);
@@ -530,7 +561,8 @@ private:
     const cudaError_t sync_err = cudaDeviceSynchronize();
     if (sync_err != cudaSuccess || launch_err != cudaSuccess) {
       const cudaError_t e = sync_err != cudaSuccess ? sync_err : launch_err;
-      rejection r{"launch.cuda_error", fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e))};
+      rejection r{"launch.cuda_error",
+                  fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e))};
       // Sticky errors leave the context unusable; anything after sync failure is treated so.
       r.context_lost = sync_err != cudaSuccess;
       if (e == cudaErrorMemoryAllocation) {
@@ -542,15 +574,19 @@ private:
       return rejection{"launch.refused", fmt::format("kb_launch returned {} ({})", rc, what)};
     }
     for (size_t i = 0; i < b.outputs.size(); ++i) {
-      const bool ok = m_host_reference ? b.outputs[i].guards_intact_host_check() : b.outputs[i].guards_intact(m_stream);
+      const bool ok = m_host_reference ? b.outputs[i].guards_intact_host_check()
+                                       : b.outputs[i].guards_intact(m_stream);
       if (!ok) {
         b.outputs[i].restore_guards(); // so the next candidate is not blamed
-        return rejection{"verify.out_of_bounds_write", fmt::format("wrote outside output '{}' ({})", b.shape->outputs[i].name, what)};
+        return rejection{"verify.out_of_bounds_write", fmt::format("wrote outside output '{}' ({})",
+                                                                   b.shape->outputs[i].name, what)};
       }
     }
-    if (b.workspace_bytes > 0 && !(m_host_reference ? b.workspace.guards_intact_host_check() : b.workspace.guards_intact(m_stream))) {
+    if (b.workspace_bytes > 0 && !(m_host_reference ? b.workspace.guards_intact_host_check()
+                                                    : b.workspace.guards_intact(m_stream))) {
       b.workspace.restore_guards();
-      return rejection{"verify.out_of_bounds_write", fmt::format("wrote outside its workspace ({})", what)};
+      return rejection{"verify.out_of_bounds_write",
+                       fmt::format("wrote outside its workspace ({})", what)};
     }
     return std::nullopt;
   }
@@ -559,11 +595,13 @@ private:
     if (r.context_lost) {
       m_context_lost = true;
     }
-    m_out.send({{"event", "rejected"}, {"who", lib.role}, {"reason", r.reason}, {"message", r.message}});
+    m_out.send(
+        {{"event", "rejected"}, {"who", lib.role}, {"reason", r.reason}, {"message", r.message}});
     lib.rejected = std::move(r);
   }
 
-  check_outcome judge(const std::vector<error_metrics>& ms, const std::vector<double>& scales, const shape_desc& s) const {
+  check_outcome judge(const std::vector<error_metrics>& ms, const std::vector<double>& scales,
+                      const shape_desc& s) const {
     std::vector<std::string> names;
     for (const auto& o : s.outputs) {
       names.push_back(o.name);
@@ -585,7 +623,8 @@ private:
   // on the same inputs against one oracle run. Returns the checker self-test.
   json verify_all() {
     const bool selftest_on = m_job.value("checker_selftest", true);
-    std::map<std::string, int> trivial_rejections{{"zeros", 0}, {"copy_of_input", 0}, {"constant", 0}};
+    std::map<std::string, int> trivial_rejections{
+        {"zeros", 0}, {"copy_of_input", 0}, {"constant", 0}};
     std::optional<double> constant;
     int total_checks = 0;
     for (const auto& s : m_shapes) {
@@ -618,10 +657,15 @@ private:
           const uint64_t seed = m_seeds[si];
           std::string dist_label;
           for (const auto& t : s.inputs) {
-            dist_label += (dist_label.empty() ? "" : "/") + t.dist_labels[static_cast<size_t>(d) % t.dist_labels.size()];
+            dist_label += (dist_label.empty() ? "" : "/") +
+                          t.dist_labels[static_cast<size_t>(d) % t.dist_labels.size()];
           }
           const std::string what = fmt::format("{} {} seed {}", s.name, dist_label, si);
-          m_out.send({{"event", "progress"}, {"stage", "verify"}, {"done", done}, {"total", total_checks}, {"what", what}});
+          m_out.send({{"event", "progress"},
+                      {"stage", "verify"},
+                      {"done", done},
+                      {"total", total_checks},
+                      {"what", what}});
           generate(b, d, seed);
           compute_reference(b);
           std::vector<uint64_t> input_digests;
@@ -665,8 +709,12 @@ private:
               outcome.reason = "verify.inputs_modified";
               outcome.message = fmt::format("inputs changed by the call ({})", what);
             }
-            lib.checks.push_back({{"shape", s.name}, {"distribution", dist_label}, {"seed", seed}, {"passed", outcome.passed},
-                                  {"inputs_unchanged", inputs_ok}, {"outputs", outcome.outputs}});
+            lib.checks.push_back({{"shape", s.name},
+                                  {"distribution", dist_label},
+                                  {"seed", seed},
+                                  {"passed", outcome.passed},
+                                  {"inputs_unchanged", inputs_ok},
+                                  {"outputs", outcome.outputs}});
             fold_summary(lib.summary, outcome.outputs);
             if (!outcome.passed) {
               reject(lib, {outcome.reason, fmt::format("{}: {}", what, outcome.message)});
@@ -695,11 +743,14 @@ private:
             {"constant_rejected_by", trivial_rejections["constant"]},
             {"constant", constant.value_or(0.0)},
             {"checks", done}};
-    st["sound"] = !selftest_on || (trivial_rejections["zeros"] > 0 && trivial_rejections["copy_of_input"] > 0 && trivial_rejections["constant"] > 0);
+    st["sound"] = !selftest_on ||
+                  (trivial_rejections["zeros"] > 0 && trivial_rejections["copy_of_input"] > 0 &&
+                   trivial_rejections["constant"] > 0);
     return st;
   }
 
-  void check_determinism(candidate_lib& lib, shape_buffers& b, uint64_t first, const std::string& what) {
+  void check_determinism(candidate_lib& lib, shape_buffers& b, uint64_t first,
+                         const std::string& what) {
     const int runs = m_job.value("determinism_runs", 5);
     const auto& s = *b.shape;
     for (int r = 1; r < runs && !lib.rejected; ++r) {
@@ -715,13 +766,16 @@ private:
         h = h * 31 + digest(b.outputs[o], s.outputs[o].bytes());
       }
       if (h != first && m_deterministic) {
-        reject(lib, {"verify.nondeterministic", fmt::format("run {} of {} gave different bits than run 1 ({})", r + 1, runs, what)});
+        reject(lib, {"verify.nondeterministic",
+                     fmt::format("run {} of {} gave different bits than run 1 ({})", r + 1, runs,
+                                 what)});
       }
     }
   }
 
   // The checker must reject trivial outputs somewhere in the matrix: count the checks that do.
-  void selftest_trivial(shape_buffers& b, const std::vector<double>& scales, const std::vector<tolerance_spec>& tols, double constant,
+  void selftest_trivial(shape_buffers& b, const std::vector<double>& scales,
+                        const std::vector<tolerance_spec>& tols, double constant,
                         std::map<std::string, int>& rejections) {
     const auto& s = *b.shape;
     for (const char* kind : {"zeros", "copy_of_input", "constant"}) {
@@ -736,7 +790,8 @@ private:
           } else if (k == "constant") {
             cpu_fill_value(h, t.dtype, t.numel(), constant);
           } else {
-            cpu_copy_cyclic(b.inputs[0].host(), s.inputs[0].dtype, s.inputs[0].numel(), h, t.dtype, t.numel());
+            cpu_copy_cyclic(b.inputs[0].host(), s.inputs[0].dtype, s.inputs[0].numel(), h, t.dtype,
+                            t.numel());
           }
           ms.push_back(cpu_compare(h, t.dtype, b.host_refs[o].data(), t.numel(), tols[o]));
         } else {
@@ -746,7 +801,8 @@ private:
           } else if (k == "constant") {
             gpu_fill_value(dptr, t.dtype, t.numel(), constant, m_stream);
           } else {
-            gpu_copy_cyclic(b.inputs[0].data(), s.inputs[0].dtype, s.inputs[0].numel(), dptr, t.dtype, t.numel(), m_stream);
+            gpu_copy_cyclic(b.inputs[0].data(), s.inputs[0].dtype, s.inputs[0].numel(), dptr,
+                            t.dtype, t.numel(), m_stream);
           }
           ms.push_back(gpu_compare(dptr, t.dtype, b.refs[o], t.numel(), tols[o], m_stream));
         }
@@ -786,8 +842,11 @@ private:
           h = h * 31 + digest(b.outputs[o], s.outputs[o].bytes());
         }
         lib.set_digests[static_cast<int>(si)] = h;
-        if (fmt::format("{:016x}", h) != expected.at(lib.role).at(key).get<std::string>() && m_deterministic) {
-          reject(lib, {"verify.nondeterministic", fmt::format("output bits on input set {} differ from the verifying session", si)});
+        if (fmt::format("{:016x}", h) != expected.at(lib.role).at(key).get<std::string>() &&
+            m_deterministic) {
+          reject(lib, {"verify.nondeterministic",
+                       fmt::format("output bits on input set {} differ from the verifying session",
+                                   si)});
         }
       }
     }
@@ -805,7 +864,8 @@ private:
   // ---- the profiler's calls (profile/) ----
   // At the timing shape on the first seed, L2 flushed before each call.
   json profile_calls() {
-    auto& lib = *std::find_if(m_libs.begin(), m_libs.end(), [](const candidate_lib& l) { return !l.rejected; });
+    auto& lib = *std::find_if(m_libs.begin(), m_libs.end(),
+                              [](const candidate_lib& l) { return !l.rejected; });
     const shape_desc& s = timing_shape();
     shape_buffers b;
     allocate(b, s, /*with_reference=*/false);
@@ -814,7 +874,8 @@ private:
     guarded_buffer flush(flush_bytes, false);
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
-    kb_args a = args_for(s, b.inputs, b.outputs, iv, ov, b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
+    kb_args a = args_for(s, b.inputs, b.outputs, iv, ov,
+                         b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
     m_out.step("profile", lib.role, s.name);
     json out = profile::worker_calls(
         [&] {
@@ -823,7 +884,8 @@ private:
         },
         [&] { return lib.launch(&a); }, m_stream, m_job.value("counters", false));
     if (out.contains("failed")) {
-      reject(lib, {"launch.cuda_error", out["failed"].get<std::string>(), out.value("context_lost", false)});
+      reject(lib, {"launch.cuda_error", out["failed"].get<std::string>(),
+                   out.value("context_lost", false)});
     }
     return out;
   }
@@ -911,7 +973,8 @@ json worker::time_all() {
       auto& b = *bufs[static_cast<size_t>(r % n_sets)];
       std::vector<kb_tensor> iv;
       std::vector<kb_tensor> ov;
-      kb_args a = args_for(s, b.inputs, b.outputs, iv, ov, b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
+      kb_args a = args_for(s, b.inputs, b.outputs, iv, ov,
+                           b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
       cuda_check(cudaDeviceSynchronize(), "probe");
       m_out.step("probe", lib->role, fmt::format("stream probe {}", r));
       cuda_check(cudaEventRecord(start, m_stream), "event");
@@ -922,7 +985,10 @@ json worker::time_all() {
       const cudaError_t e2 = cudaDeviceSynchronize();
       const auto t2 = clock_type::now();
       if (rc != 0 || e1 != cudaSuccess || e2 != cudaSuccess) {
-        reject(*lib, {"launch.cuda_error", fmt::format("failed during the stream probe: {}", cudaGetErrorName(e2 != cudaSuccess ? e2 : e1)), true});
+        reject(*lib, {"launch.cuda_error",
+                      fmt::format("failed during the stream probe: {}",
+                                  cudaGetErrorName(e2 != cudaSuccess ? e2 : e1)),
+                      true});
         break;
       }
       float ms = 0;
@@ -940,7 +1006,9 @@ json worker::time_all() {
     probes[lib->role] = {{"tail_after_end_event_s", tail}, {"event_s", event}};
     if (tail > 50e-6 + 0.05 * event) {
       reject(*lib, {"timing.work_outside_stream",
-                    fmt::format("device work continued {:.3g} ms after the end event on the given stream (event time {:.3g} ms)", tail * 1e3, event * 1e3)});
+                    fmt::format("device work continued {:.3g} ms after the end event on the given "
+                                "stream (event time {:.3g} ms)",
+                                tail * 1e3, event * 1e3)});
     }
   }
 
@@ -969,7 +1037,8 @@ json worker::time_all() {
   while (!alive.empty()) {
     // Rounds go on until every candidate's rule has stopped, so all are sampled under the same
     // conditions; a rule that stopped early keeps its verdict and further samples are still kept.
-    if (std::all_of(alive.begin(), alive.end(), [&](candidate_lib* l) { return rules.at(l->role).stopped(); })) {
+    if (std::all_of(alive.begin(), alive.end(),
+                    [&](candidate_lib* l) { return rules.at(l->role).stopped(); })) {
       break;
     }
     std::vector<candidate_lib*> order = alive;
@@ -983,14 +1052,16 @@ json worker::time_all() {
       }
       std::vector<kb_tensor> iv;
       std::vector<kb_tensor> ov;
-      kb_args a = args_for(s, b.inputs, b.outputs, iv, ov, b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
+      kb_args a = args_for(s, b.inputs, b.outputs, iv, ov,
+                           b.workspace_bytes > 0 ? b.workspace.data() : nullptr, b.workspace_bytes);
       if (check) {
         for (size_t o = 0; o < s.outputs.size(); ++o) {
           poison(b.outputs[o], s.outputs[o]);
         }
       }
       if (b.workspace_bytes > 0) {
-        cuda_check(cudaMemsetAsync(b.workspace.data(), 0xFF, b.workspace_bytes, m_stream), "workspace poison");
+        cuda_check(cudaMemsetAsync(b.workspace.data(), 0xFF, b.workspace_bytes, m_stream),
+                   "workspace poison");
       }
       if (cold_l2) {
         cuda_check(cudaMemsetAsync(flush, round & 0xFF, flush_bytes, m_stream), "L2 flush");
@@ -1007,17 +1078,23 @@ json worker::time_all() {
       *reinterpret_cast<volatile int*>(flag) = 1;
       const cudaError_t e = cudaEventSynchronize(stop);
       if (rc != 0 || e != cudaSuccess) {
-        reject(*lib, {"launch.cuda_error", fmt::format("failed while timed: rc {} {}", rc, cudaGetErrorName(e)), e != cudaSuccess});
+        reject(*lib, {"launch.cuda_error",
+                      fmt::format("failed while timed: rc {} {}", rc, cudaGetErrorName(e)),
+                      e != cudaSuccess});
         continue;
       }
       if (*reinterpret_cast<volatile int*>(timed_out) != 0) {
-        reject(*lib, {"timing.host_synchronization", "kb_launch waited for the device (it synchronised inside the call)"});
+        reject(*lib, {"timing.host_synchronization",
+                      "kb_launch waited for the device (it synchronised inside the call)"});
         continue;
       }
       float ms = 0;
       cuda_check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
       const auto clock = m_nvml->sm_clock_mhz();
-      samples[lib->role].push_back({{"t", ms * 1e-3}, {"clock_mhz", clock ? json(*clock) : json(nullptr)}, {"set", set}, {"round", round}});
+      samples[lib->role].push_back({{"t", ms * 1e-3},
+                                    {"clock_mhz", clock ? json(*clock) : json(nullptr)},
+                                    {"set", set},
+                                    {"round", round}});
       auto& rule = rules.at(lib->role);
       if (!rule.stopped()) {
         rule.add(ms * 1e-3, std::chrono::duration<double>(clock_type::now() - wall_start).count());
@@ -1029,11 +1106,16 @@ json worker::time_all() {
         }
         ++stale_checks;
         if (m_deterministic && lib->set_digests.count(set) != 0 && lib->set_digests[set] != h) {
-          reject(*lib, {"timing.stale_output", fmt::format("output of timed call (round {}, input set {}) differs from the verified one: results reused across calls?", round, set)});
+          reject(*lib, {"timing.stale_output",
+                        fmt::format("output of timed call (round {}, input set {}) differs from "
+                                    "the verified one: results reused across calls?",
+                                    round, set)});
         }
       }
     }
-    alive.erase(std::remove_if(alive.begin(), alive.end(), [](candidate_lib* l) { return l->rejected.has_value(); }), alive.end());
+    alive.erase(std::remove_if(alive.begin(), alive.end(),
+                               [](candidate_lib* l) { return l->rejected.has_value(); }),
+                alive.end());
     ++round;
     if (clock_type::now() - last_beat > std::chrono::milliseconds(500)) {
       last_beat = clock_type::now();
@@ -1062,11 +1144,16 @@ json worker::time_all() {
           const auto& t = s.inputs[i];
           const int64_t count = std::min<int64_t>(1024, t.numel());
           const int64_t offset = (t.numel() - count) / 2;
-          void* at = static_cast<unsigned char*>(b.inputs[i].data()) + offset * dtype_bytes(t.dtype);
+          void* at =
+              static_cast<unsigned char*>(b.inputs[i].data()) + offset * dtype_bytes(t.dtype);
           const uint64_t seed = tensor_seed(fresh_seed + 1, static_cast<int>(i));
           if (m_host_reference) {
-            cpu_fill_random(static_cast<unsigned char*>(b.inputs[i].host()) + offset * dtype_bytes(t.dtype), t.dtype, count, pick(t, 0), seed);
-            cuda_check(cudaMemcpy(b.inputs[i].data(), b.inputs[i].host(), t.bytes(), cudaMemcpyHostToDevice), "upload");
+            cpu_fill_random(static_cast<unsigned char*>(b.inputs[i].host()) +
+                                offset * dtype_bytes(t.dtype),
+                            t.dtype, count, pick(t, 0), seed);
+            cuda_check(cudaMemcpy(b.inputs[i].data(), b.inputs[i].host(), t.bytes(),
+                                  cudaMemcpyHostToDevice),
+                       "upload");
           } else {
             gpu_fill_random(at, t.dtype, count, pick(t, 0), seed, m_stream);
           }
@@ -1089,7 +1176,8 @@ json worker::time_all() {
         for (size_t o = 0; o < s.outputs.size(); ++o) {
           poison(b.outputs[o], s.outputs[o]);
         }
-        const std::string what = sparse ? "input set 0 with a block of 1024 values changed in place" : "input set 0 with new contents in place";
+        const std::string what = sparse ? "input set 0 with a block of 1024 values changed in place"
+                                        : "input set 0 with new contents in place";
         if (auto r = call(lib, b, "recheck", what)) {
           reject(lib, *r);
           continue;
@@ -1100,7 +1188,9 @@ json worker::time_all() {
         }
         const auto outcome = judge(ms, scales, s);
         if (!outcome.passed) {
-          reject(lib, {"timing.stale_after_input_change", fmt::format("{}: the output was wrong (results reused across calls?): {}", what, outcome.message)});
+          reject(lib, {"timing.stale_after_input_change",
+                       fmt::format("{}: the output was wrong (results reused across calls?): {}",
+                                   what, outcome.message)});
         }
       }
     }
@@ -1115,7 +1205,9 @@ json worker::time_all() {
   }
   json stopping = json::object();
   for (const auto& [role, rule] : rules) {
-    stopping[role] = {{"reason", stats::to_string(rule.reason())}, {"noise", rule.noise()}, {"samples", rule.samples()}};
+    stopping[role] = {{"reason", stats::to_string(rule.reason())},
+                      {"noise", rule.noise()},
+                      {"samples", rule.samples()}};
   }
   json out{{"samples", samples},
            {"stop", stopping},
@@ -1134,7 +1226,8 @@ json worker::time_all() {
 int worker_main() {
   const char* fd_env = std::getenv("KBLASTER_RESULT_FD");
   if (fd_env == nullptr) {
-    fmt::print(stderr, "kblaster worker: KBLASTER_RESULT_FD is not set (the worker is started by kblaster itself)\n");
+    fmt::print(stderr, "kblaster worker: KBLASTER_RESULT_FD is not set (the worker is started by "
+                       "kblaster itself)\n");
     return exit_code::usage;
   }
   const emitter out(std::atoi(fd_env));

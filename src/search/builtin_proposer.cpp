@@ -52,14 +52,19 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
       p.source = generate(c, st, point);
       p.origin = "builtin";
       p.predicted_speedup = ranked.attempts > 0 ? std::max(ranked.mean_speedup, 1.0) : 1.2;
-      p.hypothesis = fmt::format("{} {} (memory: {} attempts on {} tasks of this family, best {:.2f}x)", st.rationale, point.dump(),
-                                 ranked.attempts, task::to_string(c.fam), ranked.best_speedup);
+      p.hypothesis = fmt::format(
+          "{} {} (memory: {} attempts on {} tasks of this family, best {:.2f}x)", st.rationale,
+          point.dump(), ranked.attempts, task::to_string(c.fam), ranked.best_speedup);
       return {p, false, "", ""};
     }
   }
-  return {std::nullopt, true, "builtin.exhausted", "every applicable strategy and parameter point has been tried on this task"};
+  return {std::nullopt, true, "builtin.exhausted",
+          "every applicable strategy and parameter point has been tried on this task"};
 }
 
-proposal_result builtin_proposer::repair(const proposal_context& ctx, const proposal&, const std::string&) { return propose(ctx); }
+proposal_result builtin_proposer::repair(const proposal_context& ctx, const proposal&,
+                                         const std::string&) {
+  return propose(ctx);
+}
 
 } // namespace kb::search

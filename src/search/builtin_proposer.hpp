@@ -19,7 +19,8 @@ public:
   proposal_result propose(const proposal_context& context) override;
   // The built-in strategies compile and verify for every shape by construction; a failure is
   // recorded and another point is proposed instead of a repair.
-  proposal_result repair(const proposal_context& context, const proposal& failed, const std::string& error) override;
+  proposal_result repair(const proposal_context& context, const proposal& failed,
+                         const std::string& error) override;
 
   // The points of `st` in the order they are tried, around `best`.
   static std::vector<nlohmann::json> point_order(const strategy& st, const nlohmann::json& best);

@@ -48,10 +48,12 @@ double ucb_score(const strategy_stats& s, int total_attempts, double exploration
   if (s.attempts == 0) {
     return std::numeric_limits<double>::infinity();
   }
-  return s.mean_reward + exploration * std::sqrt(std::log(std::max(total_attempts, 1)) / s.attempts);
+  return s.mean_reward +
+         exploration * std::sqrt(std::log(std::max(total_attempts, 1)) / s.attempts);
 }
 
-std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu, const std::vector<const strategy*>& applicable,
+std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu,
+                                           const std::vector<const strategy*>& applicable,
                                            double exploration) const {
   const auto stats = summarize(m_store.find_experiences(task::to_string(c.fam), gpu));
   int total = 0;
@@ -81,11 +83,14 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
     o.score = s.attempts == 0 ? 1e9 - static_cast<double>(i) : ucb_score(s, total, exploration);
     out.push_back(o);
   }
-  std::stable_sort(out.begin(), out.end(), [](const strategy_outcome& a, const strategy_outcome& b) { return a.score > b.score; });
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const strategy_outcome& a, const strategy_outcome& b) { return a.score > b.score; });
   return out;
 }
 
-std::vector<store::experience> memory::attempts(const task::contract& c, const std::string& gpu, const std::string& strategy) const {
+std::vector<store::experience> memory::attempts(const task::contract& c, const std::string& gpu,
+                                                const std::string& strategy) const {
   std::vector<store::experience> out;
   for (auto& e : m_store.find_experiences(task::to_string(c.fam), gpu, strategy)) {
     if (e.task_id == c.id) {
@@ -95,7 +100,8 @@ std::vector<store::experience> memory::attempts(const task::contract& c, const s
   return out;
 }
 
-bool memory::tried(const task::contract& c, const std::string& gpu, const std::string& strategy, const json& params) const {
+bool memory::tried(const task::contract& c, const std::string& gpu, const std::string& strategy,
+                   const json& params) const {
   for (const auto& e : attempts(c, gpu, strategy)) {
     if (e.params == params) {
       return true;
@@ -110,11 +116,22 @@ json memory::export_all(const std::vector<std::string>& families) const {
     // Every GPU: the query takes one; the store's environments name them.
     for (const auto& gpu : m_store.gpus()) {
       for (const auto& e : m_store.find_experiences(fam, gpu)) {
-        out.push_back({{"task_id", e.task_id}, {"family", e.family}, {"op_features", e.op_features}, {"shape", e.shape},
-                       {"dtype", e.dtype}, {"gpu", e.gpu}, {"state_before", e.state_before}, {"strategy", e.strategy},
-                       {"params", e.params}, {"predicted_speedup", e.predicted_speedup ? json(*e.predicted_speedup) : json(nullptr)},
-                       {"measured_speedup", e.measured_speedup ? json(*e.measured_speedup) : json(nullptr)}, {"correct", e.correct},
-                       {"failure_reason", e.failure_reason}, {"created", e.created}});
+        out.push_back(
+            {{"task_id", e.task_id},
+             {"family", e.family},
+             {"op_features", e.op_features},
+             {"shape", e.shape},
+             {"dtype", e.dtype},
+             {"gpu", e.gpu},
+             {"state_before", e.state_before},
+             {"strategy", e.strategy},
+             {"params", e.params},
+             {"predicted_speedup",
+              e.predicted_speedup ? json(*e.predicted_speedup) : json(nullptr)},
+             {"measured_speedup", e.measured_speedup ? json(*e.measured_speedup) : json(nullptr)},
+             {"correct", e.correct},
+             {"failure_reason", e.failure_reason},
+             {"created", e.created}});
       }
     }
   }

@@ -21,8 +21,8 @@ struct strategy_stats {
   std::string strategy;
   int attempts = 0;
   int correct = 0;
-  int successes = 0;          // correct and faster than the task's baseline
-  double mean_reward = 0;     // mean of log2(speedup over baseline); a failure counts as log2(0.5)
+  int successes = 0;      // correct and faster than the task's baseline
+  double mean_reward = 0; // mean of log2(speedup over baseline); a failure counts as log2(0.5)
   double best_speedup = 0;
   nlohmann::json best_params = nlohmann::json::object();
   std::string last_failure;
@@ -42,11 +42,14 @@ public:
   explicit memory(store::store& st) : m_store(st) {}
 
   // The strategies of `applicable`, best first, with their outcomes on this family and GPU.
-  std::vector<strategy_outcome> rank(const task::contract& c, const std::string& gpu, const std::vector<const strategy*>& applicable,
+  std::vector<strategy_outcome> rank(const task::contract& c, const std::string& gpu,
+                                     const std::vector<const strategy*>& applicable,
                                      double exploration = 1.0) const;
   // Attempts of this task (any run) with this strategy, newest first.
-  std::vector<store::experience> attempts(const task::contract& c, const std::string& gpu, const std::string& strategy) const;
-  bool tried(const task::contract& c, const std::string& gpu, const std::string& strategy, const nlohmann::json& params) const;
+  std::vector<store::experience> attempts(const task::contract& c, const std::string& gpu,
+                                          const std::string& strategy) const;
+  bool tried(const task::contract& c, const std::string& gpu, const std::string& strategy,
+             const nlohmann::json& params) const;
   void remember(const store::experience& e) { m_store.record_experience(e); }
 
   // Export and import, as JSON (the experiences themselves).

@@ -16,17 +16,23 @@ using clock_type = std::chrono::steady_clock;
 
 std::string to_string(outcome o) {
   switch (o) {
-  case outcome::improved: return "improved";
-  case outcome::no_improvement: return "no_improvement";
-  case outcome::failed: return "failed";
-  case outcome::blocked: return "blocked";
-  case outcome::timeout: return "timeout";
+  case outcome::improved:
+    return "improved";
+  case outcome::no_improvement:
+    return "no_improvement";
+  case outcome::failed:
+    return "failed";
+  case outcome::blocked:
+    return "blocked";
+  case outcome::timeout:
+    return "timeout";
   }
   return "?";
 }
 
 std::optional<outcome> outcome_from_string(const std::string& s) {
-  for (outcome o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked, outcome::timeout}) {
+  for (outcome o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked,
+                    outcome::timeout}) {
     if (to_string(o) == s) {
       return o;
     }
@@ -51,11 +57,16 @@ std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
     return {outcome::no_improvement, "search.nothing_faster_than_the_baseline"};
   }
   switch (*in.confirmation) {
-  case eval::verdict::improved: return {outcome::improved, "confirm.improved"};
-  case eval::verdict::blocked: return {outcome::blocked, "confirm." + in.confirmation_reason};
-  case eval::verdict::error: return {outcome::failed, "confirm." + in.confirmation_reason};
-  case eval::verdict::rejected: return {outcome::failed, "confirm.rejected." + in.confirmation_reason};
-  default: return {outcome::no_improvement, "confirm." + eval::to_string(*in.confirmation)};
+  case eval::verdict::improved:
+    return {outcome::improved, "confirm.improved"};
+  case eval::verdict::blocked:
+    return {outcome::blocked, "confirm." + in.confirmation_reason};
+  case eval::verdict::error:
+    return {outcome::failed, "confirm." + in.confirmation_reason};
+  case eval::verdict::rejected:
+    return {outcome::failed, "confirm.rejected." + in.confirmation_reason};
+  default:
+    return {outcome::no_improvement, "confirm." + eval::to_string(*in.confirmation)};
   }
 }
 
@@ -75,10 +86,12 @@ json task_result::to_json() const {
           {"steps", steps}};
 }
 
-optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop, optimize_options opt, std::string gpu, evaluator evaluate,
-                     compile_fn compile, std::function<void(const std::string&)> progress)
-    : m_store(st), m_run(run), m_memory(mem), m_proposer(prop), m_opt(std::move(opt)), m_gpu(std::move(gpu)), m_evaluate(std::move(evaluate)),
-      m_compile(std::move(compile)), m_progress(std::move(progress)) {}
+optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
+                     optimize_options opt, std::string gpu, evaluator evaluate, compile_fn compile,
+                     std::function<void(const std::string&)> progress)
+    : m_store(st), m_run(run), m_memory(mem), m_proposer(prop), m_opt(std::move(opt)),
+      m_gpu(std::move(gpu)), m_evaluate(std::move(evaluate)), m_compile(std::move(compile)),
+      m_progress(std::move(progress)) {}
 
 namespace {
 
@@ -87,24 +100,34 @@ struct progress_state {
   std::string source;
   std::string strategy = "baseline";
   json params = json::object();
-  double speedup = 1;    // over the baseline, as measured step by step
-  double seconds = 0;    // [s] median of the best
+  double speedup = 1; // over the baseline, as measured step by step
+  double seconds = 0; // [s] median of the best
   int evaluations = 0;
   int evaluations_to_best = 0;
   int correct = 0;
   double gpu_seconds = 0;
 
   json to_json(const std::string& digest) const {
-    return {{"source_digest", digest}, {"strategy", strategy},       {"params", params},
-            {"speedup", speedup},      {"seconds", seconds},         {"evaluations", evaluations},
-            {"evaluations_to_best", evaluations_to_best}, {"correct", correct}, {"gpu_seconds", gpu_seconds}};
+    return {{"source_digest", digest},
+            {"strategy", strategy},
+            {"params", params},
+            {"speedup", speedup},
+            {"seconds", seconds},
+            {"evaluations", evaluations},
+            {"evaluations_to_best", evaluations_to_best},
+            {"correct", correct},
+            {"gpu_seconds", gpu_seconds}};
   }
 };
 
 // An evaluation's detail; empty for a result that carries none.
-json detail_of(const eval::result& r) { return r.detail.is_object() ? r.detail : json::object(); }
+json detail_of(const eval::result& r) {
+  return r.detail.is_object() ? r.detail : json::object();
+}
 
-double stat(const eval::result& r, const char* key) { return detail_of(r).value("statistics", json::object()).value(key, 0.0); }
+double stat(const eval::result& r, const char* key) {
+  return detail_of(r).value("statistics", json::object()).value(key, 0.0);
+}
 
 double gpu_seconds_of(const eval::result& r) {
   double s = 0;
@@ -115,17 +138,20 @@ double gpu_seconds_of(const eval::result& r) {
 }
 
 bool accepted(const eval::result& r) {
-  return r.final == eval::verdict::improved || r.final == eval::verdict::same || r.final == eval::verdict::regressed ||
-         r.final == eval::verdict::inconclusive;
+  return r.final == eval::verdict::improved || r.final == eval::verdict::same ||
+         r.final == eval::verdict::regressed || r.final == eval::verdict::inconclusive;
 }
 
 std::string state_words(const task::contract& c, const task::shape_case& s, double seconds) {
   const task::ceilings ceil;
   const double floor = task::floor_seconds(c, s, ceil);
-  const bool compute = task::roofline_flops(c, s) / ceil.fp32_flops > task::roofline_bytes(c, s) / ceil.bandwidth;
-  return fmt::format("events only: the best runs at {:.0f}% of the roofline floor's speed ({}-bound by the analytic roofline: {:.3g} GB, "
+  const bool compute =
+      task::roofline_flops(c, s) / ceil.fp32_flops > task::roofline_bytes(c, s) / ceil.bandwidth;
+  return fmt::format("events only: the best runs at {:.0f}% of the roofline floor's speed "
+                     "({}-bound by the analytic roofline: {:.3g} GB, "
                      "{:.3g} GFLOP, floor {:.4f} ms)",
-                     100 * floor / seconds, compute ? "compute" : "memory", task::roofline_bytes(c, s) / 1e9, task::roofline_flops(c, s) / 1e9,
+                     100 * floor / seconds, compute ? "compute" : "memory",
+                     task::roofline_bytes(c, s) / 1e9, task::roofline_flops(c, s) / 1e9,
                      floor * 1e3);
 }
 
@@ -143,7 +169,8 @@ task_result optimizer::optimize(const task::contract& c) {
   const auto& shape = c.shape(m_opt.step.shape);
   const double floor = task::floor_seconds(c, shape, task::ceilings{});
   const int64_t task_row = m_store.record_task(c);
-  const eval::candidate_input baseline{read_file(c.baseline), c.baseline.filename().string(), "baseline", "baseline"};
+  const eval::candidate_input baseline{read_file(c.baseline), c.baseline.filename().string(),
+                                       "baseline", "baseline"};
   outcome_inputs in;
   const auto finish = [&](const progress_state& p) {
     const auto [o, reason] = classify_outcome(in);
@@ -152,8 +179,8 @@ task_result optimizer::optimize(const task::contract& c) {
     res.evaluations = p.evaluations;
     res.evaluations_to_best = p.evaluations_to_best;
     m_store.record_outcome({m_run, task_row, to_string(o), reason, res.best_candidate});
-    say(fmt::format("task {}: {} ({}) after {} evaluations; best {} {:.3f}x over the baseline", c.id, to_string(o), reason, p.evaluations,
-                    res.best_strategy, res.speedup));
+    say(fmt::format("task {}: {} ({}) after {} evaluations; best {} {:.3f}x over the baseline",
+                    c.id, to_string(o), reason, p.evaluations, res.best_strategy, res.speedup));
     return res;
   };
 
@@ -194,7 +221,8 @@ task_result optimizer::optimize(const task::contract& c) {
     }
   }
   if (p.evaluations > 0) {
-    say(fmt::format("task {}: resumed after {} evaluations, best {} {:.3f}x", c.id, p.evaluations, p.strategy, p.speedup));
+    say(fmt::format("task {}: resumed after {} evaluations, best {} {:.3f}x", c.id, p.evaluations,
+                    p.strategy, p.speedup));
   }
 
   const auto budget_left = [&] {
@@ -210,7 +238,9 @@ task_result optimizer::optimize(const task::contract& c) {
   const auto applicable = strategies_for(c);
   const auto features = features_of(c, shape);
   bool exhausted = false;
-  for (int step = 0; step < m_opt.steps && !exhausted && budget_left() && floor / p.seconds < m_opt.target_floor_fraction; ++step) {
+  for (int step = 0; step < m_opt.steps && !exhausted && budget_left() &&
+                     floor / p.seconds < m_opt.target_floor_fraction;
+       ++step) {
     proposal_context ctx;
     ctx.task = &c;
     ctx.shape = shape.name;
@@ -233,7 +263,10 @@ task_result optimizer::optimize(const task::contract& c) {
       if (!pr.candidate) {
         exhausted = pr.exhausted;
         failures.push_back({"", json::object(), "propose", pr.failure, pr.message});
-        res.steps.push_back({{"step", step}, {"rollout", r}, {"proposal_failure", pr.failure}, {"message", pr.message}});
+        res.steps.push_back({{"step", step},
+                             {"rollout", r},
+                             {"proposal_failure", pr.failure},
+                             {"message", pr.message}});
         if (pr.exhausted) {
           break;
         }
@@ -246,7 +279,8 @@ task_result optimizer::optimize(const task::contract& c) {
       std::vector<std::future<void>> builds;
       for (const auto& prop : proposals) {
         builds.push_back(std::async(std::launch::async, [&, prop] {
-          m_compile(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, m_opt.step);
+          m_compile(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params},
+                    m_opt.step);
         }));
       }
       for (auto& b : builds) {
@@ -257,19 +291,45 @@ task_result optimizer::optimize(const task::contract& c) {
       if (!budget_left()) {
         break;
       }
-      const eval::candidate_input cand{prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params};
-      const eval::candidate_input best{p.source, p.strategy + ".cu", p.strategy == "baseline" ? "baseline" : "proposer", p.strategy, p.params};
+      const eval::candidate_input cand{prop.source, prop.strategy + ".cu", "proposer",
+                                       prop.strategy, prop.params};
+      const eval::candidate_input best{p.source, p.strategy + ".cu",
+                                       p.strategy == "baseline" ? "baseline" : "proposer",
+                                       p.strategy, p.params};
       say(fmt::format("task {} step {}: {} {}", c.id, step, prop.strategy, prop.params.dump()));
       auto r = m_evaluate(c, cand, best, m_opt.step);
       // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
-      if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) && m_proposer.name() != "builtin") {
-        auto fixed = m_proposer.repair(ctx, prop, r.message + "\n" + detail_of(r).value("builds", json::object()).value("candidate", json::object()).value("log_tail", ""));
+      if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) &&
+          m_proposer.name() != "builtin") {
+        auto fixed = m_proposer.repair(ctx, prop,
+                                       r.message + "\n" +
+                                           detail_of(r)
+                                               .value("builds", json::object())
+                                               .value("candidate", json::object())
+                                               .value("log_tail", ""));
         if (fixed.candidate) {
-          m_store.record_experience({0, "", m_run, c.id, task::to_string(c.fam), {}, shape.name, task::to_string(c.inputs[0].type), m_gpu,
-                                     std::nullopt, ctx.state, prop.strategy, prop.params, prop.predicted_speedup, std::nullopt, false, r.reason});
+          m_store.record_experience({0,
+                                     "",
+                                     m_run,
+                                     c.id,
+                                     task::to_string(c.fam),
+                                     {},
+                                     shape.name,
+                                     task::to_string(c.inputs[0].type),
+                                     m_gpu,
+                                     std::nullopt,
+                                     ctx.state,
+                                     prop.strategy,
+                                     prop.params,
+                                     prop.predicted_speedup,
+                                     std::nullopt,
+                                     false,
+                                     r.reason});
           ++p.evaluations;
           prop = *fixed.candidate;
-          r = m_evaluate(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best, m_opt.step);
+          r = m_evaluate(
+              c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best,
+              m_opt.step);
         }
       }
       eval::record(m_store, m_run, c, cand, best, r);
@@ -279,8 +339,13 @@ task_result optimizer::optimize(const task::contract& c) {
       e.run = m_run;
       e.task_id = c.id;
       e.family = task::to_string(c.fam);
-      e.op_features = {{"extent", features.extent}, {"inner", features.inner}, {"outer", features.outer}, {"m", features.m},
-                       {"n", features.n}, {"k", features.k}, {"elements", features.elements}};
+      e.op_features = {{"extent", features.extent},
+                       {"inner", features.inner},
+                       {"outer", features.outer},
+                       {"m", features.m},
+                       {"n", features.n},
+                       {"k", features.k},
+                       {"elements", features.elements}};
       e.shape = shape.name;
       e.dtype = task::to_string(c.inputs[0].type);
       e.gpu = m_gpu;
@@ -296,14 +361,20 @@ task_result optimizer::optimize(const task::contract& c) {
         ++p.correct;
       }
       m_memory.remember(e);
-      json step_record{{"step", step}, {"strategy", prop.strategy}, {"params", prop.params}, {"verdict", eval::to_string(r.final)},
-                       {"reason", r.reason}, {"hypothesis", prop.hypothesis}, {"predicted_speedup", prop.predicted_speedup}};
+      json step_record{{"step", step},
+                       {"strategy", prop.strategy},
+                       {"params", prop.params},
+                       {"verdict", eval::to_string(r.final)},
+                       {"reason", r.reason},
+                       {"hypothesis", prop.hypothesis},
+                       {"predicted_speedup", prop.predicted_speedup}};
       if (e.measured_speedup) {
         step_record["measured_speedup_vs_baseline"] = *e.measured_speedup;
       }
       res.steps.push_back(step_record);
       if (!e.correct) {
-        failures.push_back({prop.strategy, prop.params, "evaluate", r.reason, r.message.substr(0, 2000)});
+        failures.push_back(
+            {prop.strategy, prop.params, "evaluate", r.reason, r.message.substr(0, 2000)});
       }
       if (r.final == eval::verdict::improved) {
         p.source = prop.source;
@@ -312,8 +383,9 @@ task_result optimizer::optimize(const task::contract& c) {
         p.speedup = *e.measured_speedup;
         p.seconds = stat(r, "median_candidate_s");
         p.evaluations_to_best = p.evaluations;
-        say(fmt::format("task {}: new best {} {:.3f}x over the baseline, {:.0f}% of the floor's speed", c.id, p.strategy, p.speedup,
-                        100 * floor / p.seconds));
+        say(fmt::format(
+            "task {}: new best {} {:.3f}x over the baseline, {:.0f}% of the floor's speed", c.id,
+            p.strategy, p.speedup, 100 * floor / p.seconds));
       }
       const auto blob = m_store.put(p.to_json(m_store.put(p.source).digest).dump());
       m_store.attach(m_run, fmt::format("{}{:04d}", prefix, p.evaluations), blob.digest);
@@ -329,7 +401,8 @@ task_result optimizer::optimize(const task::contract& c) {
   // The final gate: the best against the baseline, full protocol.
   if (p.strategy != "baseline") {
     say(fmt::format("task {}: confirming {} against the baseline", c.id, p.strategy));
-    const eval::candidate_input best{p.source, p.strategy + ".cu", "proposer", p.strategy, p.params};
+    const eval::candidate_input best{p.source, p.strategy + ".cu", "proposer", p.strategy,
+                                     p.params};
     const auto confirm = m_evaluate(c, best, baseline, m_opt.confirm);
     eval::record(m_store, m_run, c, best, baseline, confirm);
     in.confirmation = confirm.final;

@@ -31,13 +31,14 @@ struct budget {
 };
 
 struct optimize_options {
-  int rollouts = 2;                    // candidates proposed per step
+  int rollouts = 2; // candidates proposed per step
   int steps = 8;
   budget limits;
-  double target_floor_fraction = 0.95; // stop once the best runs at this fraction of the floor's speed
-  double exploration = 1.0;            // UCB1's c
-  eval::options step;                  // how steps are evaluated (one session; quick)
-  eval::options confirm;               // the final gate against the baseline (full protocol)
+  double target_floor_fraction =
+      0.95;                 // stop once the best runs at this fraction of the floor's speed
+  double exploration = 1.0; // UCB1's c
+  eval::options step;       // how steps are evaluated (one session; quick)
+  eval::options confirm;    // the final gate against the baseline (full protocol)
 };
 
 // What decides a task's outcome, and the rule (tested on its own).
@@ -46,9 +47,9 @@ struct outcome_inputs {
   std::string blocked_reason;
   bool baseline_ok = true;
   std::string baseline_reason;
-  int evaluated = 0;                           // candidates evaluated beyond the baseline
-  int correct = 0;                             // of them, accepted by verification
-  std::optional<eval::verdict> confirmation;   // the best against the baseline, when confirmed
+  int evaluated = 0;                         // candidates evaluated beyond the baseline
+  int correct = 0;                           // of them, accepted by verification
+  std::optional<eval::verdict> confirmation; // the best against the baseline, when confirmed
   std::string confirmation_reason;
 };
 std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in);
@@ -57,12 +58,12 @@ struct task_result {
   std::string task;
   outcome final = outcome::failed;
   std::string reason;
-  int evaluations = 0;          // candidate evaluations made (not counting the baseline and confirmation)
-  int evaluations_to_best = 0;  // the evaluation that found the final best (0: the baseline)
-  double baseline_seconds = 0;  // [s] median
-  double best_seconds = 0;      // [s] median
-  double speedup = 1;           // confirmed median ratio (1 without an improvement)
-  double floor_fraction = 0;    // floor / best
+  int evaluations = 0; // candidate evaluations made (not counting the baseline and confirmation)
+  int evaluations_to_best = 0; // the evaluation that found the final best (0: the baseline)
+  double baseline_seconds = 0; // [s] median
+  double best_seconds = 0;     // [s] median
+  double speedup = 1;          // confirmed median ratio (1 without an improvement)
+  double floor_fraction = 0;   // floor / best
   std::string best_strategy = "baseline";
   nlohmann::json best_params = nlohmann::json::object();
   std::optional<int64_t> best_candidate;
@@ -70,16 +71,19 @@ struct task_result {
   nlohmann::json to_json() const;
 };
 
-using evaluator = std::function<eval::result(const task::contract&, const eval::candidate_input& candidate,
-                                             const eval::candidate_input& baseline, const eval::options&)>;
-using compile_fn = std::function<void(const task::contract&, const eval::candidate_input&, const eval::options&)>;
+using evaluator =
+    std::function<eval::result(const task::contract&, const eval::candidate_input& candidate,
+                               const eval::candidate_input& baseline, const eval::options&)>;
+using compile_fn =
+    std::function<void(const task::contract&, const eval::candidate_input&, const eval::options&)>;
 
 class optimizer {
 public:
   // `gpu` names the device for memory ("NVIDIA H200"). `evaluate` runs one evaluation (the real
   // one, or a stand-in in tests); `compile` warms the build cache for a candidate (may be empty).
-  optimizer(store::store& st, int64_t run, memory& mem, proposer& prop, optimize_options opt, std::string gpu, evaluator evaluate,
-            compile_fn compile, std::function<void(const std::string&)> progress);
+  optimizer(store::store& st, int64_t run, memory& mem, proposer& prop, optimize_options opt,
+            std::string gpu, evaluator evaluate, compile_fn compile,
+            std::function<void(const std::string&)> progress);
 
   task_result optimize(const task::contract& c);
 

@@ -17,7 +17,12 @@ using nlohmann::json;
 json preflight_report::to_json() const {
   json checks_json = json::array();
   for (const auto& c : checks) {
-    checks_json.push_back({{"name", c.name}, {"status", c.status}, {"detail", c.detail}, {"hard", c.hard}, {"seconds", c.seconds}, {"data", c.data}});
+    checks_json.push_back({{"name", c.name},
+                           {"status", c.status},
+                           {"detail", c.detail},
+                           {"hard", c.hard},
+                           {"seconds", c.seconds},
+                           {"data", c.data}});
   }
   return {{"mode", mode}, {"reason", reason}, {"checks", checks_json}};
 }
@@ -28,7 +33,8 @@ using clock_type = std::chrono::steady_clock;
 
 } // namespace
 
-preflight_report preflight(store::store& st, const preflight_options& opt, const std::function<void(const preflight_check&)>& on_check) {
+preflight_report preflight(store::store& st, const preflight_options& opt,
+                           const std::function<void(const preflight_check&)>& on_check) {
   preflight_report report;
   const auto add = [&](preflight_check c, clock_type::time_point started) {
     c.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
@@ -39,7 +45,8 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
     return report.checks.back().status != "failed" || !report.checks.back().hard;
   };
   const auto record = [&] {
-    const int64_t run = st.begin_run("preflight", {{"no_sandbox", opt.no_sandbox}, {"llm", opt.llm.has_value()}});
+    const int64_t run =
+        st.begin_run("preflight", {{"no_sandbox", opt.no_sandbox}, {"llm", opt.llm.has_value()}});
     const auto blob = st.put(report.to_json().dump(2));
     st.attach(run, "preflight", blob.digest);
     st.finish_run(run, store::run_status::finished, report.mode, report.reason);
@@ -56,7 +63,8 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
   {
     preflight_check c{"store", "ok", "", true};
     try {
-      const std::string probe = fmt::format("preflight {}", std::chrono::system_clock::now().time_since_epoch().count());
+      const std::string probe =
+          fmt::format("preflight {}", std::chrono::system_clock::now().time_since_epoch().count());
       const auto blob = st.put(probe);
       if (st.get(blob.digest) != probe) {
         throw error("a blob read back differs from what was written");
@@ -77,11 +85,13 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
   {
     preflight_check c{"device", dev.available ? "ok" : "failed", "", true};
     c.data = dev.info;
-    c.detail = dev.available ? fmt::format("{} ({}, {} SMs, {:.0f} GB, driver API {}, runtime {})", dev.info.value("name", ""),
-                                           dev.info.value("arch", ""), dev.info.value("sm_count", 0),
-                                           dev.info.value("memory_bytes", 0.0) / 1e9, dev.info.value("cuda_driver_api", 0),
-                                           dev.info.value("cuda_runtime", 0))
-                             : dev.reason;
+    c.detail =
+        dev.available
+            ? fmt::format("{} ({}, {} SMs, {:.0f} GB, driver API {}, runtime {})",
+                          dev.info.value("name", ""), dev.info.value("arch", ""),
+                          dev.info.value("sm_count", 0), dev.info.value("memory_bytes", 0.0) / 1e9,
+                          dev.info.value("cuda_driver_api", 0), dev.info.value("cuda_runtime", 0))
+            : dev.reason;
     if (!add(c, t)) {
       return stop("device: " + dev.reason);
     }
@@ -106,19 +116,22 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
   {
     const json b = d.value("builds", json::object()).value("candidate", json::object());
     preflight_check c{"compiler", b.value("status", "") == "ok" ? "ok" : "failed", "", true};
-    c.detail = fmt::format("nvcc {} for {}: {}", d.value("toolchain", json::object()).value("version", "?"),
-                           d.value("toolchain", json::object()).value("arch", "?"), b.value("status", r.message));
+    c.detail = fmt::format(
+        "nvcc {} for {}: {}", d.value("toolchain", json::object()).value("version", "?"),
+        d.value("toolchain", json::object()).value("arch", "?"), b.value("status", r.message));
     if (!add(c, t)) {
       return stop("compiler: " + c.detail);
     }
   }
   {
     const json iso = d.value("isolation", json::object());
-    const bool sandbox_ok = iso.value("level", "") == "sandboxed" || (opt.no_sandbox && iso.value("level", "") == "unprotected");
+    const bool sandbox_ok = iso.value("level", "") == "sandboxed" ||
+                            (opt.no_sandbox && iso.value("level", "") == "unprotected");
     const bool ran = d.contains("verification");
     preflight_check c{"sandbox", sandbox_ok && ran ? "ok" : "failed", "", true};
-    c.detail = fmt::format("{} ({}); {}", iso.value("level", "?"), iso.value("detail", ""),
-                           ran ? "a candidate compiled and ran inside it" : r.reason + ": " + r.message);
+    c.detail =
+        fmt::format("{} ({}); {}", iso.value("level", "?"), iso.value("detail", ""),
+                    ran ? "a candidate compiled and ran inside it" : r.reason + ": " + r.message);
     c.data = iso;
     if (!add(c, t)) {
       return stop("sandbox: " + c.detail);
@@ -128,9 +141,12 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
     const json s = d.value("statistics", json::object());
     const double a = s.value("median_baseline_s", 0.0);
     const double b = s.value("median_candidate_s", 0.0);
-    const bool sane = a > 0 && b > 0 && r.final != eval::verdict::error && std::abs(a / b - 1) < 0.2;
+    const bool sane =
+        a > 0 && b > 0 && r.final != eval::verdict::error && std::abs(a / b - 1) < 0.2;
     preflight_check c{"timing", sane ? "ok" : "failed", "", true};
-    c.detail = sane ? fmt::format("A/A medians {:.2f} us and {:.2f} us ({})", a * 1e6, b * 1e6, r.message) : r.reason + ": " + r.message;
+    c.detail =
+        sane ? fmt::format("A/A medians {:.2f} us and {:.2f} us ({})", a * 1e6, b * 1e6, r.message)
+             : r.reason + ": " + r.message;
     c.data = s;
     if (!add(c, t)) {
       return stop("timing: " + c.detail);
@@ -141,7 +157,8 @@ preflight_report preflight(store::store& st, const preflight_options& opt, const
   t = clock_type::now();
   const auto access = profile::probe_access(profile::counter_source::ncu);
   {
-    preflight_check c{"counters", access.available ? "ok" : "degraded", access.available ? access.tool : access.reason, false};
+    preflight_check c{"counters", access.available ? "ok" : "degraded",
+                      access.available ? access.tool : access.reason, false};
     c.data = access.to_json();
     add(c, t);
   }

@@ -18,11 +18,11 @@
 namespace kb::search {
 
 struct preflight_check {
-  std::string name;    // store, device, compiler, sandbox, timing, counters, llm
-  std::string status;  // ok | failed | degraded | skipped
+  std::string name;   // store, device, compiler, sandbox, timing, counters, llm
+  std::string status; // ok | failed | degraded | skipped
   std::string detail;
-  bool hard = true;    // a failure stops the checks
-  double seconds = 0;  // [s]
+  bool hard = true;   // a failure stops the checks
+  double seconds = 0; // [s]
   nlohmann::json data = nlohmann::json::object();
 };
 
@@ -43,6 +43,7 @@ struct preflight_options {
 
 // Runs the checks in order; the store check writes a blob, and the report is recorded as a
 // "preflight" run in `st`.
-preflight_report preflight(store::store& st, const preflight_options& opt, const std::function<void(const preflight_check&)>& on_check);
+preflight_report preflight(store::store& st, const preflight_options& opt,
+                           const std::function<void(const preflight_check&)>& on_check);
 
 } // namespace kb::search

@@ -16,15 +16,15 @@ namespace kb::search {
 
 // What memory knows of one strategy on tasks like this one (retrieved and ranked by the loop).
 struct strategy_outcome {
-  std::string strategy;          // e.g. "elementwise.vectorized"
+  std::string strategy; // e.g. "elementwise.vectorized"
   std::string description;
-  nlohmann::json params;         // the parameters of the best attempt
+  nlohmann::json params; // the parameters of the best attempt
   int attempts = 0;
-  int successes = 0;             // correct and faster than the baseline
-  double best_speedup = 0;       // best measured speedup over the baseline (0: none correct)
+  int successes = 0;       // correct and faster than the baseline
+  double best_speedup = 0; // best measured speedup over the baseline (0: none correct)
   double mean_speedup = 0;
-  std::string last_failure;      // reason code of the last failure, if any
-  double score = 0;              // the bandit's score that ranked it
+  std::string last_failure; // reason code of the last failure, if any
+  double score = 0;         // the bandit's score that ranked it
 };
 
 struct failure_note {
@@ -37,20 +37,20 @@ struct failure_note {
 
 struct proposal_context {
   const task::contract* task = nullptr;
-  std::string shape;                // the shape being optimized ("official")
-  std::string gpu;                  // "NVIDIA H200, sm_90a"
+  std::string shape; // the shape being optimized ("official")
+  std::string gpu;   // "NVIDIA H200, sm_90a"
   int rollout = 0;
   int step = 0;
 
-  std::string best_source;          // source of the best verified candidate so far
+  std::string best_source; // source of the best verified candidate so far
   std::string best_strategy;
   nlohmann::json best_params;
-  double baseline_seconds = 0;      // median time of the task's baseline
-  double best_seconds = 0;          // median time of the best candidate
-  double floor_seconds = 0;         // roofline floor
+  double baseline_seconds = 0; // median time of the task's baseline
+  double best_seconds = 0;     // median time of the best candidate
+  double floor_seconds = 0;    // roofline floor
 
-  std::string state;                // bottleneck state in words ("memory-bound at 61% of ...")
-  nlohmann::json metrics;           // the numbers behind it
+  std::string state;      // bottleneck state in words ("memory-bound at 61% of ...")
+  nlohmann::json metrics; // the numbers behind it
   std::vector<strategy_outcome> retrieved; // best first
   std::vector<failure_note> recent_failures;
 };
@@ -59,17 +59,17 @@ struct proposal {
   std::string source;
   std::string strategy;
   nlohmann::json params = nlohmann::json::object();
-  std::string hypothesis;           // why it should be faster
-  double predicted_speedup = 1.0;   // over the current best
-  std::string origin;               // "builtin", "llm:<model>"
-  nlohmann::json trace;             // proposer-specific record (prompt and answer digests, ...)
+  std::string hypothesis;         // why it should be faster
+  double predicted_speedup = 1.0; // over the current best
+  std::string origin;             // "builtin", "llm:<model>"
+  nlohmann::json trace;           // proposer-specific record (prompt and answer digests, ...)
 };
 
 struct proposal_result {
   std::optional<proposal> candidate;
-  bool exhausted = false;   // the proposer has nothing more to offer for this context
-  std::string failure;      // reason code when no candidate (e.g. "llm.malformed_answer")
-  std::string message;      // human-readable detail of the failure
+  bool exhausted = false; // the proposer has nothing more to offer for this context
+  std::string failure;    // reason code when no candidate (e.g. "llm.malformed_answer")
+  std::string message;    // human-readable detail of the failure
 };
 
 class proposer {
@@ -79,7 +79,8 @@ public:
   virtual proposal_result propose(const proposal_context& context) = 0;
   // A bounded repair turn after `failed` did not compile or verify; `error` is the compiler or
   // verifier text.
-  virtual proposal_result repair(const proposal_context& context, const proposal& failed, const std::string& error) = 0;
+  virtual proposal_result repair(const proposal_context& context, const proposal& failed,
+                                 const std::string& error) = 0;
 };
 
 } // namespace kb::search

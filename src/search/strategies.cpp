@@ -18,7 +18,8 @@ namespace {
 constexpr int64_t device_sms = 132;
 constexpr int64_t kib = 1024;
 
-const task::tensor_spec* with_role(const std::vector<task::tensor_spec>& list, const std::string& role, int* index = nullptr) {
+const task::tensor_spec* with_role(const std::vector<task::tensor_spec>& list,
+                                   const std::string& role, int* index = nullptr) {
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i].role == role) {
       if (index != nullptr) {
@@ -30,7 +31,9 @@ const task::tensor_spec* with_role(const std::vector<task::tensor_spec>& list, c
   return nullptr;
 }
 
-bool storage_type(task::dtype d) { return d == task::dtype::float32 || d == task::dtype::float16 || d == task::dtype::bfloat16; }
+bool storage_type(task::dtype d) {
+  return d == task::dtype::float32 || d == task::dtype::float16 || d == task::dtype::bfloat16;
+}
 
 param_axis ints(std::string name, std::vector<int> values, std::string description) {
   param_axis a;
@@ -42,7 +45,8 @@ param_axis ints(std::string name, std::vector<int> values, std::string descripti
   return a;
 }
 
-param_axis names(std::string name, std::vector<std::string> values, std::string cpp_enum, std::string description) {
+param_axis names(std::string name, std::vector<std::string> values, std::string cpp_enum,
+                 std::string description) {
   param_axis a;
   a.name = std::move(name);
   for (auto& v : values) {
@@ -53,7 +57,8 @@ param_axis names(std::string name, std::vector<std::string> values, std::string 
   return a;
 }
 
-const std::string vector_text = "bytes per load and store (16: one 128-bit access; used when the pointers and the row length allow, "
+const std::string vector_text = "bytes per load and store (16: one 128-bit access; used when the "
+                                "pointers and the row length allow, "
                                 "else scalar accesses)";
 
 std::vector<strategy> make_library() {
@@ -62,200 +67,347 @@ std::vector<strategy> make_library() {
   using task::family;
 
   // ---- elementwise ------------------------------------------------------------------------------
-  add({"elementwise.vectorized", family::elementwise,
-       "Each thread maps `unroll` vectors of vector_bytes per step (all loads issued before the first use), a scalar head "
-       "up to the first aligned element and a scalar tail; one pass over the tensor or a grid of blocks_per_sm x SMs "
+  add({"elementwise.vectorized",
+       family::elementwise,
+       "Each thread maps `unroll` vectors of vector_bytes per step (all loads issued before the "
+       "first use), a scalar head "
+       "up to the first aligned element and a scalar tail; one pass over the tensor or a grid of "
+       "blocks_per_sm x SMs "
        "blocks in a grid-stride loop.",
        "any elementwise task (fp32, fp16 or bf16 storage, fp32 compute)",
-       "The baseline issues one 4-byte load per thread and iteration; 16-byte accesses and several independent loads "
-       "in flight per thread keep enough bytes moving to reach the copy bandwidth with fewer instructions.",
+       "The baseline issues one 4-byte load per thread and iteration; 16-byte accesses and several "
+       "independent loads "
+       "in flight per thread keep enough bytes moving to reach the copy bandwidth with fewer "
+       "instructions.",
        [](const shape_features&) { return true; },
-       {ints("block", {128, 256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
+       {ints("block", {128, 256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("unroll", {1, 2, 4, 8}, "vectors per thread per step, loaded before any is used"),
-        ints("blocks_per_sm", {0, 2, 4, 8, 16, 32}, "blocks per SM in a grid-stride loop, or one pass (a block per block*unroll vectors) when 0"),
-        names("hint", {"normal", "streaming"}, "kb::strategies::cache_hint", "cache policy of the loads and stores (streaming: evict first)")},
-       {{"block", 256}, {"vector_bytes", 16}, {"unroll", 4}, {"blocks_per_sm", 0}, {"hint", "normal"}},
-       "kblaster/device/strategies/elementwise.cuh", "kb::strategies::elementwise::vectorized", false});
+        ints("blocks_per_sm", {0, 2, 4, 8, 16, 32},
+             "blocks per SM in a grid-stride loop, or one pass (a block per block*unroll vectors) "
+             "when 0"),
+        names("hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
+              "cache policy of the loads and stores (streaming: evict first)")},
+       {{"block", 256},
+        {"vector_bytes", 16},
+        {"unroll", 4},
+        {"blocks_per_sm", 0},
+        {"hint", "normal"}},
+       "kblaster/device/strategies/elementwise.cuh",
+       "kb::strategies::elementwise::vectorized",
+       false});
 
   // ---- normalize --------------------------------------------------------------------------------
-  const param_axis row_cache = names("cache", {"none", "registers", "shared"}, "kb::strategies::row_cache",
-                                     "where the row waits between statistics and output: none (read twice), registers "
-                                     "(items_per_thread per thread), shared (when the rows fit in shared memory)");
-  add({"normalize.warp_row", family::normalize,
-       "A warp per row: vector loads, the row's state reduced with warp shuffles (no block barrier), the row kept in "
+  const param_axis row_cache =
+      names("cache", {"none", "registers", "shared"}, "kb::strategies::row_cache",
+            "where the row waits between statistics and output: none (read twice), registers "
+            "(items_per_thread per thread), shared (when the rows fit in shared memory)");
+  add({"normalize.warp_row",
+       family::normalize,
+       "A warp per row: vector loads, the row's state reduced with warp shuffles (no block "
+       "barrier), the row kept in "
        "registers or shared memory for the output pass when it fits.",
        "contiguous rows (inner < 32) of at most 8192 elements",
-       "Short rows give a block-per-row kernel too little work per barrier; a warp per row needs no shared-memory "
-       "reduction and keeps many rows in flight per SM, and caching the row avoids the second read.",
+       "Short rows give a block-per-row kernel too little work per barrier; a warp per row needs "
+       "no shared-memory "
+       "reduction and keeps many rows in flight per SM, and caching the row avoids the second "
+       "read.",
        [](const shape_features& f) { return f.inner < 32 && f.extent <= 8192; },
-       {ints("block", {64, 128, 256, 512}, "threads per block (rows per block = block / 32)"), ints("vector_bytes", {4, 8, 16}, vector_text),
-        row_cache, ints("items_per_thread", {8, 16, 32, 64}, "elements per thread kept in registers (cache = registers)")},
+       {ints("block", {64, 128, 256, 512}, "threads per block (rows per block = block / 32)"),
+        ints("vector_bytes", {4, 8, 16}, vector_text), row_cache,
+        ints("items_per_thread", {8, 16, 32, 64},
+             "elements per thread kept in registers (cache = registers)")},
        {{"block", 256}, {"vector_bytes", 16}, {"cache", "registers"}, {"items_per_thread", 32}},
-       "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::warp_row", false});
-  add({"normalize.block_row", family::normalize,
-       "A block per row: vector loads, one fixed-order block reduction of the row's state, the row kept in registers or "
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::warp_row",
+       false});
+  add({"normalize.block_row",
+       family::normalize,
+       "A block per row: vector loads, one fixed-order block reduction of the row's state, the row "
+       "kept in registers or "
        "shared memory so it is read from memory once.",
        "contiguous rows (inner < 32) of 1024 elements up to 192 KiB",
-       "The baseline reads every row twice (statistics, then output); keeping the row on chip between the passes cuts the "
+       "The baseline reads every row twice (statistics, then output); keeping the row on chip "
+       "between the passes cuts the "
        "traffic to one read and one write, and 16-byte accesses cut the instruction count.",
-       [](const shape_features& f) { return f.inner < 32 && f.extent >= 1024 && f.row_bytes() <= 192 * kib; },
-       {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"), ints("vector_bytes", {4, 8, 16}, vector_text), row_cache,
-        ints("items_per_thread", {4, 8, 16, 32}, "elements per thread kept in registers (cache = registers)")},
+       [](const shape_features& f) {
+         return f.inner < 32 && f.extent >= 1024 && f.row_bytes() <= 192 * kib;
+       },
+       {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"),
+        ints("vector_bytes", {4, 8, 16}, vector_text), row_cache,
+        ints("items_per_thread", {4, 8, 16, 32},
+             "elements per thread kept in registers (cache = registers)")},
        {{"block", 512}, {"vector_bytes", 16}, {"cache", "registers"}, {"items_per_thread", 16}},
-       "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::block_row", false});
-  add({"normalize.cluster_row", family::normalize,
-       "A thread-block cluster per row (sm_90): each block keeps a slice of the row in shared memory, the blocks' partial "
-       "states are combined through distributed shared memory in rank order, and the output is written from the slices; "
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::block_row",
+       false});
+  add({"normalize.cluster_row",
+       family::normalize,
+       "A thread-block cluster per row (sm_90): each block keeps a slice of the row in shared "
+       "memory, the blocks' partial "
+       "states are combined through distributed shared memory in rank order, and the output is "
+       "written from the slices; "
        "persistent clusters walk the rows.",
        "contiguous rows (inner < 32) of 32 KiB to 3 MiB (too long for one block's shared memory)",
-       "A row longer than one SM's shared memory must otherwise be read twice from memory; a cluster of up to 16 SMs holds "
+       "A row longer than one SM's shared memory must otherwise be read twice from memory; a "
+       "cluster of up to 16 SMs holds "
        "up to 3.5 MB on chip, so every element is read once and written once.",
-       [](const shape_features& f) { return f.inner < 32 && f.row_bytes() > 32 * kib && f.row_bytes() <= 3 * 1024 * kib; },
+       [](const shape_features& f) {
+         return f.inner < 32 && f.row_bytes() > 32 * kib && f.row_bytes() <= 3 * 1024 * kib;
+       },
        {ints("cluster", {2, 4, 8, 16}, "blocks per cluster (16 is a non-portable cluster size)"),
-        ints("block", {256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text)},
+        ints("block", {256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text)},
        {{"cluster", 8}, {"block", 1024}, {"vector_bytes", 16}},
-       "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::cluster_row", false});
-  add({"normalize.split_row", family::normalize,
-       "Several blocks per row: a first kernel writes each chunk's partial state to the workspace, a second combines the "
-       "row's partials in a fixed order and writes its chunk; rows go in groups of l2_group_mb so the second read hits L2.",
-       "contiguous rows (inner < 32) of at least 64Ki elements, or long rows that are fewer than the SMs",
-       "With fewer rows than SMs (or very long rows) a block per row leaves most of the GPU idle; splitting rows fills "
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::cluster_row",
+       false});
+  add({"normalize.split_row",
+       family::normalize,
+       "Several blocks per row: a first kernel writes each chunk's partial state to the workspace, "
+       "a second combines the "
+       "row's partials in a fixed order and writes its chunk; rows go in groups of l2_group_mb so "
+       "the second read hits L2.",
+       "contiguous rows (inner < 32) of at least 64Ki elements, or long rows that are fewer than "
+       "the SMs",
+       "With fewer rows than SMs (or very long rows) a block per row leaves most of the GPU idle; "
+       "splitting rows fills "
        "every SM, and grouping rows to fit in L2 turns the second read into an L2 hit.",
-       [](const shape_features& f) { return f.inner < 32 && (f.extent >= 65536 || (f.rows() < device_sms && f.extent >= 8192)); },
-       {ints("block", {256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
+       [](const shape_features& f) {
+         return f.inner < 32 && (f.extent >= 65536 || (f.rows() < device_sms && f.extent >= 8192));
+       },
+       {ints("block", {256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("chunk", {16384, 65536, 262144}, "row elements per block"),
-        ints("l2_group_mb", {0, 16, 32, 48}, "MiB of rows (plus the weight and bias) per pair of launches, so the second read hits L2 (0: all rows at once)")},
+        ints("l2_group_mb", {0, 16, 32, 48},
+             "MiB of rows (plus the weight and bias) per pair of launches, so the second read hits "
+             "L2 (0: all rows at once)")},
        {{"block", 512}, {"vector_bytes", 16}, {"chunk", 16384}, {"l2_group_mb", 48}},
-       "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::split_row", true});
-  add({"normalize.strided_columns", family::normalize,
-       "Strided rows: each thread owns vector_bytes worth of adjacent columns (vector loads along the inner dimension, "
-       "coalesced across the warp) and walks the reduced axis; `split` threads share a column and meet in shared memory; "
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::split_row",
+       true});
+  add({"normalize.strided_columns",
+       family::normalize,
+       "Strided rows: each thread owns vector_bytes worth of adjacent columns (vector loads along "
+       "the inner dimension, "
+       "coalesced across the warp) and walks the reduced axis; `split` threads share a column and "
+       "meet in shared memory; "
        "cache_values per thread stay in registers for the output pass.",
        "strided rows (inner >= 32), e.g. normalizing 64 channels of an NCHW tensor",
-       "The baseline's thread per row issues 4-byte loads and reads every value twice; vectors along the contiguous inner "
-       "dimension and registers holding the column between the passes make it one 16-byte-wide read and one write.",
+       "The baseline's thread per row issues 4-byte loads and reads every value twice; vectors "
+       "along the contiguous inner "
+       "dimension and registers holding the column between the passes make it one 16-byte-wide "
+       "read and one write.",
        [](const shape_features& f) { return f.inner >= 32; },
        {ints("block_cols", {32, 64, 128}, "threads along the inner dimension per block"),
-        ints("split", {1, 2, 4, 8}, "threads sharing one column's reduced axis"), ints("vector_bytes", {4, 8, 16}, vector_text),
-        ints("cache_values", {0, 32, 64, 128}, "values per thread kept in registers between the passes (the rest is re-read)")},
+        ints("split", {1, 2, 4, 8}, "threads sharing one column's reduced axis"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        ints("cache_values", {0, 32, 64, 128},
+             "values per thread kept in registers between the passes (the rest is re-read)")},
        {{"block_cols", 64}, {"split", 4}, {"vector_bytes", 16}, {"cache_values", 64}},
-       "kblaster/device/strategies/normalize.cuh", "kb::strategies::normalize::columns", false});
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::columns",
+       false});
 
   // ---- reduce -----------------------------------------------------------------------------------
-  add({"reduce.rows", family::reduce,
-       "A warp (threads_per_row = 32) or a block per contiguous row, vector loads, `accumulators` independent states per "
+  add({"reduce.rows",
+       family::reduce,
+       "A warp (threads_per_row = 32) or a block per contiguous row, vector loads, `accumulators` "
+       "independent states per "
        "thread, a fixed-order reduction.",
        "contiguous rows (inner < 32), unless they are few and long (reduce.split_row)",
-       "More bytes per load and independent accumulation chains keep more loads in flight than the baseline's one scalar "
+       "More bytes per load and independent accumulation chains keep more loads in flight than the "
+       "baseline's one scalar "
        "chain per thread.",
-       [](const shape_features& f) { return f.inner < 32 && (f.rows() >= device_sms || f.extent < 16384); },
-       {ints("threads_per_row", {32, 64, 128, 256, 512, 1024}, "32: a warp per row (8 rows per block); more: a block per row"),
-        ints("vector_bytes", {4, 8, 16}, vector_text), ints("accumulators", {1, 2, 4}, "independent states per thread")},
+       [](const shape_features& f) {
+         return f.inner < 32 && (f.rows() >= device_sms || f.extent < 16384);
+       },
+       {ints("threads_per_row", {32, 64, 128, 256, 512, 1024},
+             "32: a warp per row (8 rows per block); more: a block per row"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        ints("accumulators", {1, 2, 4}, "independent states per thread")},
        {{"threads_per_row", 256}, {"vector_bytes", 16}, {"accumulators", 2}},
-       "kblaster/device/strategies/reduce.cuh", "kb::strategies::reduce::row_reduce", false});
-  add({"reduce.split_row", family::reduce,
-       "Several blocks per row, partial states in the workspace, then a warp per output combines them in a fixed order.",
-       "contiguous rows (inner < 32) that are fewer than two per SM and at least 16Ki elements long",
-       "A few long rows leave most SMs idle under a block per row; splitting them over blocks uses the whole device while "
+       "kblaster/device/strategies/reduce.cuh",
+       "kb::strategies::reduce::row_reduce",
+       false});
+  add({"reduce.split_row",
+       family::reduce,
+       "Several blocks per row, partial states in the workspace, then a warp per output combines "
+       "them in a fixed order.",
+       "contiguous rows (inner < 32) that are fewer than two per SM and at least 16Ki elements "
+       "long",
+       "A few long rows leave most SMs idle under a block per row; splitting them over blocks uses "
+       "the whole device while "
        "the fixed-order second pass keeps the result reproducible.",
-       [](const shape_features& f) { return f.inner < 32 && f.rows() < 2 * device_sms && f.extent >= 16384; },
-       {ints("block", {256, 512, 1024}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
+       [](const shape_features& f) {
+         return f.inner < 32 && f.rows() < 2 * device_sms && f.extent >= 16384;
+       },
+       {ints("block", {256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("chunk", {16384, 65536, 262144}, "row elements per block")},
        {{"block", 512}, {"vector_bytes", 16}, {"chunk", 65536}},
-       "kblaster/device/strategies/reduce.cuh", "kb::strategies::reduce::split_row", true});
+       "kblaster/device/strategies/reduce.cuh",
+       "kb::strategies::reduce::split_row",
+       true});
   const std::vector<param_axis> column_axes = {
       ints("block_cols", {32, 64, 128, 256}, "threads along the inner dimension per block"),
       ints("split", {1, 2, 4}, "threads of a block sharing one column's reduced axis"),
-      ints("vector_bytes", {4, 8, 16}, "bytes of adjacent columns per thread (vector loads; shifted aligned pairs when the inner size breaks alignment)"),
-      ints("unroll", {4, 8}, "lines in flight per thread"), ints("accumulators", {1, 2, 4}, "independent states per column")};
-  add({"reduce.columns", family::reduce,
-       "A thread per V adjacent output columns walking the reduced axis with `unroll` lines in flight and independent "
-       "accumulators; vector loads, or pairs of aligned vectors when the inner size breaks their alignment.",
+      ints("vector_bytes", {4, 8, 16},
+           "bytes of adjacent columns per thread (vector loads; shifted aligned pairs when the "
+           "inner size breaks alignment)"),
+      ints("unroll", {4, 8}, "lines in flight per thread"),
+      ints("accumulators", {1, 2, 4}, "independent states per column")};
+  add({"reduce.columns",
+       family::reduce,
+       "A thread per V adjacent output columns walking the reduced axis with `unroll` lines in "
+       "flight and independent "
+       "accumulators; vector loads, or pairs of aligned vectors when the inner size breaks their "
+       "alignment.",
        "strided reductions (inner >= 32)",
-       "The baseline's one scalar load chain per thread limits the loads in flight; unrolled independent accumulators "
+       "The baseline's one scalar load chain per thread limits the loads in flight; unrolled "
+       "independent accumulators "
        "and wider loads raise memory-level parallelism while staying coalesced.",
-       [](const shape_features& f) { return f.inner >= 32; }, column_axes,
-       {{"block_cols", 128}, {"split", 2}, {"vector_bytes", 16}, {"unroll", 4}, {"accumulators", 1}},
-       "kblaster/device/strategies/reduce.cuh", "kb::strategies::reduce::columns", false});
+       [](const shape_features& f) { return f.inner >= 32; },
+       column_axes,
+       {{"block_cols", 128},
+        {"split", 2},
+        {"vector_bytes", 16},
+        {"unroll", 4},
+        {"accumulators", 1}},
+       "kblaster/device/strategies/reduce.cuh",
+       "kb::strategies::reduce::columns",
+       false});
   std::vector<param_axis> split_axes = column_axes;
-  split_axes.push_back(ints("splits", {0, 2, 4, 8, 16}, "blocks along the reduced axis (0: enough for two waves of the device)"));
-  add({"reduce.split_columns", family::reduce,
-       "As reduce.columns, with the reduced axis also split over blocks: partial states in the workspace and a "
+  split_axes.push_back(
+      ints("splits", {0, 2, 4, 8, 16},
+           "blocks along the reduced axis (0: enough for two waves of the device)"));
+  add({"reduce.split_columns",
+       family::reduce,
+       "As reduce.columns, with the reduced axis also split over blocks: partial states in the "
+       "workspace and a "
        "fixed-order second pass.",
        "strided reductions (inner >= 32) with a reduced axis of at least 256",
-       "When the outputs are too few to fill the device (or the reduced axis is long) splitting it gives every SM work; "
+       "When the outputs are too few to fill the device (or the reduced axis is long) splitting it "
+       "gives every SM work; "
        "the deterministic second pass costs one small extra kernel.",
-       [](const shape_features& f) { return f.inner >= 32 && f.extent >= 256; }, split_axes,
-       {{"block_cols", 128}, {"split", 1}, {"vector_bytes", 16}, {"unroll", 4}, {"accumulators", 1}, {"splits", 0}},
-       "kblaster/device/strategies/reduce.cuh", "kb::strategies::reduce::split_columns", true});
+       [](const shape_features& f) { return f.inner >= 32 && f.extent >= 256; },
+       split_axes,
+       {{"block_cols", 128},
+        {"split", 1},
+        {"vector_bytes", 16},
+        {"unroll", 4},
+        {"accumulators", 1},
+        {"splits", 0}},
+       "kblaster/device/strategies/reduce.cuh",
+       "kb::strategies::reduce::split_columns",
+       true});
 
   // ---- loss -------------------------------------------------------------------------------------
-  add({"loss.warp_row", family::loss,
-       "A warp per row: one pass of vector loads with the online state, the target's logit gathered by lane 0, rows' "
+  add({"loss.warp_row",
+       family::loss,
+       "A warp per row: one pass of vector loads with the online state, the target's logit "
+       "gathered by lane 0, rows' "
        "losses summed per block in a fixed order into the workspace, one block for the final sum.",
        "contiguous rows (inner < 32) of at most 16Ki classes",
-       "One pass over each row with no block barrier per row, and a fixed-order two-level sum instead of a per-row "
+       "One pass over each row with no block barrier per row, and a fixed-order two-level sum "
+       "instead of a per-row "
        "workspace round trip; bitwise reproducible.",
        [](const shape_features& f) { return f.inner < 32 && f.extent <= 16384; },
        {ints("block", {128, 256, 512}, "threads per block (rows in flight per block = block / 32)"),
-        ints("vector_bytes", {4, 8, 16}, vector_text), ints("rows_per_block", {8, 16, 32, 64}, "consecutive rows per block and partial sum")},
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        ints("rows_per_block", {8, 16, 32, 64}, "consecutive rows per block and partial sum")},
        {{"block", 256}, {"vector_bytes", 16}, {"rows_per_block", 32}},
-       "kblaster/device/strategies/loss.cuh", "kb::strategies::loss::warp_row", true});
-  add({"loss.block_row", family::loss,
-       "A block per row: one pass of vector loads with the online state, a fixed-order block reduction, the target's "
+       "kblaster/device/strategies/loss.cuh",
+       "kb::strategies::loss::warp_row",
+       true});
+  add({"loss.block_row",
+       family::loss,
+       "A block per row: one pass of vector loads with the online state, a fixed-order block "
+       "reduction, the target's "
        "logit gathered by thread 0; rows_per_block rows per partial, one block for the final sum.",
        "contiguous rows (inner < 32) of at least 1024 classes",
-       "Long rows need many threads per row to keep enough loads in flight; vector loads and one pass over the row with "
+       "Long rows need many threads per row to keep enough loads in flight; vector loads and one "
+       "pass over the row with "
        "the target gather fused cut the traffic to the logits once.",
        [](const shape_features& f) { return f.inner < 32 && f.extent >= 1024; },
-       {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"), ints("vector_bytes", {4, 8, 16}, vector_text),
+       {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("rows_per_block", {1, 2, 4, 8}, "consecutive rows per block and partial sum")},
        {{"block", 256}, {"vector_bytes", 16}, {"rows_per_block", 2}},
-       "kblaster/device/strategies/loss.cuh", "kb::strategies::loss::block_row", true});
-  add({"loss.columns", family::loss,
-       "Strided rows (class axis not innermost): a thread per row, neighbouring threads on neighbouring inner positions "
-       "(coalesced, vector loads along the inner dimension), `unroll` classes in flight; block partials in a fixed order.",
+       "kblaster/device/strategies/loss.cuh",
+       "kb::strategies::loss::block_row",
+       true});
+  add({"loss.columns",
+       family::loss,
+       "Strided rows (class axis not innermost): a thread per row, neighbouring threads on "
+       "neighbouring inner positions "
+       "(coalesced, vector loads along the inner dimension), `unroll` classes in flight; block "
+       "partials in a fixed order.",
        "strided rows (inner >= 32), e.g. a per-pixel loss over (N, C, H*W)",
-       "A block per strided row reads scattered elements; a thread per row with the warp along the inner dimension reads "
+       "A block per strided row reads scattered elements; a thread per row with the warp along the "
+       "inner dimension reads "
        "whole lines with 16-byte loads.",
        [](const shape_features& f) { return f.inner >= 32; },
-       {ints("block", {64, 128, 256, 512}, "threads per block"), ints("vector_bytes", {4, 8, 16}, vector_text),
+       {ints("block", {64, 128, 256, 512}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("unroll", {2, 4, 8}, "classes in flight per thread")},
        {{"block", 128}, {"vector_bytes", 16}, {"unroll", 4}},
-       "kblaster/device/strategies/loss.cuh", "kb::strategies::loss::columns", true});
+       "kblaster/device/strategies/loss.cuh",
+       "kb::strategies::loss::columns",
+       true});
 
   // ---- matmul -----------------------------------------------------------------------------------
-  add({"matmul.matvec", family::matmul,
-       "A block per `rows` rows of A and one column of B over a chunk of K: each thread loads one vector of B and the "
-       "rows' vectors of A, so B is read once per `rows` rows; with several chunks the partial sums meet in a fixed order "
+  add({"matmul.matvec",
+       family::matmul,
+       "A block per `rows` rows of A and one column of B over a chunk of K: each thread loads one "
+       "vector of B and the "
+       "rows' vectors of A, so B is read once per `rows` rows; with several chunks the partial "
+       "sums meet in a fixed order "
        "in a second kernel.",
        "matrix-vector products and skinny products (N <= 4)",
-       "The baseline reads B once per output row (from L2) and reduces one row per block; several rows per block cut the "
+       "The baseline reads B once per output row (from L2) and reduces one row per block; several "
+       "rows per block cut the "
        "B traffic, 16-byte loads of A and split-K keep every SM streaming A at full bandwidth.",
        [](const shape_features& f) { return f.n <= 4; },
-       {ints("block", {128, 256, 512}, "threads per block"), ints("rows", {2, 4, 8, 16}, "rows of A per block"),
-        ints("vector_bytes", {4, 8, 16}, "bytes of A (and B) per load along K (used when N == 1 and K and the pointers allow)"),
-        ints("k_chunk", {0, 16384, 65536, 262144}, "elements of K per block (0: all of K, no workspace)")},
+       {ints("block", {128, 256, 512}, "threads per block"),
+        ints("rows", {2, 4, 8, 16}, "rows of A per block"),
+        ints("vector_bytes", {4, 8, 16},
+             "bytes of A (and B) per load along K (used when N == 1 and K and the pointers allow)"),
+        ints("k_chunk", {0, 16384, 65536, 262144},
+             "elements of K per block (0: all of K, no workspace)")},
        {{"block", 256}, {"rows", 8}, {"vector_bytes", 16}, {"k_chunk", 65536}},
-       "kblaster/device/strategies/matmul.cuh", "kb::strategies::matmul::matvec", true});
-  add({"matmul.register_tiled", family::matmul,
-       "Register-tiled fp32 SIMT product: a bm x bn tile per block, tm x tn outputs per thread from float4 reads of a "
-       "transposed A slice and a B slice in double-buffered shared memory (the next slice loaded into registers during "
+       "kblaster/device/strategies/matmul.cuh",
+       "kb::strategies::matmul::matvec",
+       true});
+  add({"matmul.register_tiled",
+       family::matmul,
+       "Register-tiled fp32 SIMT product: a bm x bn tile per block, tm x tn outputs per thread "
+       "from float4 reads of a "
+       "transposed A slice and a B slice in double-buffered shared memory (the next slice loaded "
+       "into registers during "
        "the FMAs), 16-byte stores of C. fp32 FMA only, no TF32.",
-       "products with N > 4 (tuned for small K and large M, N, where the output write and the FMAs dominate)",
-       "The baseline's 16x16 tile computes one output per thread and reloads shared memory for every FMA; an 8x8 register "
+       "products with N > 4 (tuned for small K and large M, N, where the output write and the FMAs "
+       "dominate)",
+       "The baseline's 16x16 tile computes one output per thread and reloads shared memory for "
+       "every FMA; an 8x8 register "
        "tile does 64 FMAs per 16 shared-memory values, which moves the kernel toward the FMA peak.",
        [](const shape_features& f) { return f.n > 4; },
-       {ints("bm", {64, 128}, "rows of C per block"), ints("bn", {64, 128}, "columns of C per block"),
-        ints("bk", {8, 16, 32}, "depth of the K slices staged in shared memory"), ints("tm", {4, 8}, "rows of C per thread"),
-        ints("tn", {4, 8}, "columns of C per thread"),
-        names("store_hint", {"normal", "streaming"}, "kb::strategies::cache_hint", "cache policy of the stores of C")},
+       {ints("bm", {64, 128}, "rows of C per block"),
+        ints("bn", {64, 128}, "columns of C per block"),
+        ints("bk", {8, 16, 32}, "depth of the K slices staged in shared memory"),
+        ints("tm", {4, 8}, "rows of C per thread"), ints("tn", {4, 8}, "columns of C per thread"),
+        names("store_hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
+              "cache policy of the stores of C")},
        {{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"store_hint", "normal"}},
-       "kblaster/device/strategies/matmul.cuh", "kb::strategies::matmul::tiled", false});
+       "kblaster/device/strategies/matmul.cuh",
+       "kb::strategies::matmul::tiled",
+       false});
   return lib;
 }
 
-std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string value_text(const json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
 
 } // namespace
 
@@ -313,12 +465,13 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     f.supported_dtypes = supported(x);
     if (c.fam == task::family::loss) {
       int ti = -1;
-      f.supported_dtypes = f.supported_dtypes && with_role(c.inputs, "target", &ti) != nullptr && inputs[ti].type == task::dtype::int64 &&
-                           supported(outputs[0]);
+      f.supported_dtypes = f.supported_dtypes && with_role(c.inputs, "target", &ti) != nullptr &&
+                           inputs[ti].type == task::dtype::int64 && supported(outputs[0]);
     } else {
       f.supported_dtypes = f.supported_dtypes && outputs[0].type == x.type;
     }
-    for (const auto& [role, flag] : {std::pair{"weight", &f.has_weight}, std::pair{"bias", &f.has_bias}}) {
+    for (const auto& [role, flag] :
+         {std::pair{"weight", &f.has_weight}, std::pair{"bias", &f.has_bias}}) {
       int pi = -1;
       if (c.fam == task::family::normalize && with_role(c.inputs, role, &pi) != nullptr) {
         *flag = true;
@@ -342,7 +495,8 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
       f.n = b.shape[1];
     }
     f.elements = outputs[0].numel();
-    f.supported_dtypes = supported(a) && b.type == a.type && outputs[0].type == a.type && a.shape.size() == 2 && b.shape.size() == 2;
+    f.supported_dtypes = supported(a) && b.type == a.type && outputs[0].type == a.type &&
+                         a.shape.size() == 2 && b.shape.size() == 2;
     break;
   }
   }
@@ -385,7 +539,8 @@ std::vector<const strategy*> strategies_for(const task::contract& c) {
 
 json resolve_params(const strategy& st, const json& params) {
   if (!params.is_null() && !params.is_object()) {
-    fail_input("parameters of {}: expected an object of parameter names to values, got {}", st.name, params.dump());
+    fail_input("parameters of {}: expected an object of parameter names to values, got {}", st.name,
+               params.dump());
   }
   json point = st.defaults;
   if (params.is_object()) {
@@ -415,7 +570,8 @@ std::string candidate_info(const strategy& st, const json& params) {
 
 std::string generate(const task::contract& c, const strategy& st, const json& params) {
   if (st.fam != c.fam) {
-    fail_input("strategy {} is for family {}, task {} is of family {}", st.name, task::to_string(st.fam), c.id, task::to_string(c.fam));
+    fail_input("strategy {} is for family {}, task {} is of family {}", st.name,
+               task::to_string(st.fam), c.id, task::to_string(c.fam));
   }
   const json point = resolve_params(st, params);
   const std::string info = candidate_info(st, point);
@@ -425,19 +581,23 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
     if (a.cpp_enum.empty()) {
       members += fmt::format("  static constexpr int {} = {};\n", a.name, v.get<int>());
     } else {
-      members += fmt::format("  static constexpr {0} {1} = {0}::{2};\n", a.cpp_enum, a.name, v.get<std::string>());
+      members += fmt::format("  static constexpr {0} {1} = {0}::{2};\n", a.cpp_enum, a.name,
+                             v.get<std::string>());
     }
   }
   const bool has_config = c.fam != task::family::elementwise;
   const std::string config_arg = has_config ? ", kb_family_config" : "";
   const std::string workspace =
-      st.has_workspace ? fmt::format("  return kb_strategy::workspace_bytes(args{}, bytes);\n", config_arg) : "  (void)args;\n  *bytes = 0;\n  return 0;\n";
+      st.has_workspace
+          ? fmt::format("  return kb_strategy::workspace_bytes(args{}, bytes);\n", config_arg)
+          : "  (void)args;\n  *bytes = 0;\n  return 0;\n";
   std::string description = st.description;
   std::string wrapped;
   size_t line = 0;
   for (size_t pos = 0; pos < description.size();) {
     const size_t space = description.find(' ', pos);
-    const std::string word = description.substr(pos, space == std::string::npos ? std::string::npos : space - pos);
+    const std::string word =
+        description.substr(pos, space == std::string::npos ? std::string::npos : space - pos);
     if (line > 0 && line + 1 + word.size() > 96) {
       wrapped += "\n//";
       line = 0;
@@ -446,19 +606,22 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
     line += 1 + word.size();
     pos = space == std::string::npos ? description.size() : space + 1;
   }
-  return fmt::format("// Candidate generated by the KernelBlaster strategy library.\n"
-                     "// {}\n"
-                     "//{}\n"
-                     "#include <{}>\n"
-                     "#include KB_TASK_MATH\n\n"
-                     "{}"
-                     "struct kb_strategy_params {{\n{}}};\n\n"
-                     "using kb_strategy = {}<kb_op, kb_strategy_params>;\n\n"
-                     "extern \"C\" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {{\n{}}}\n\n"
-                     "extern \"C\" KB_EXPORT int kb_launch(const kb_args* args) {{ return kb_strategy::launch(args{}); }}\n\n"
-                     "extern \"C\" KB_EXPORT const char* kb_candidate_info(void) {{ return \"{}\"; }}\n",
-                     info, wrapped, st.header, has_config ? task::family_config_source(c) + "\n" : "", members, st.entry, workspace,
-                     config_arg, info);
+  return fmt::format(
+      "// Candidate generated by the KernelBlaster strategy library.\n"
+      "// {}\n"
+      "//{}\n"
+      "#include <{}>\n"
+      "#include KB_TASK_MATH\n\n"
+      "{}"
+      "struct kb_strategy_params {{\n{}}};\n\n"
+      "using kb_strategy = {}<kb_op, kb_strategy_params>;\n\n"
+      "extern \"C\" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) "
+      "{{\n{}}}\n\n"
+      "extern \"C\" KB_EXPORT int kb_launch(const kb_args* args) {{ return "
+      "kb_strategy::launch(args{}); }}\n\n"
+      "extern \"C\" KB_EXPORT const char* kb_candidate_info(void) {{ return \"{}\"; }}\n",
+      info, wrapped, st.header, has_config ? task::family_config_source(c) + "\n" : "", members,
+      st.entry, workspace, config_arg, info);
 }
 
 std::vector<json> corner_points(const strategy& st) {

@@ -49,7 +49,7 @@ struct param_axis {
 };
 
 struct strategy {
-  std::string name;        // "<family>.<idea>", e.g. "normalize.block_row"
+  std::string name; // "<family>.<idea>", e.g. "normalize.block_row"
   task::family fam = task::family::elementwise;
   std::string description; // what the kernel does, one sentence
   std::string applies_to;  // the shape features it is for, in words
@@ -91,7 +91,8 @@ std::string candidate_info(const strategy& st, const nlohmann::json& params);
 std::string generate(const task::contract& c, const strategy& st, const nlohmann::json& params);
 
 // Points for covering the space cheaply: the default, every axis at its first and last value with
-// the others at their defaults, and all axes at their first and at their last values (deduplicated).
+// the others at their defaults, and all axes at their first and at their last values
+// (deduplicated).
 std::vector<nlohmann::json> corner_points(const strategy& st);
 
 } // namespace kb::search

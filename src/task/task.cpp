@@ -16,18 +16,25 @@ namespace kb::task {
 
 std::string to_string(dtype d) {
   switch (d) {
-  case dtype::float32: return "float32";
-  case dtype::float16: return "float16";
-  case dtype::bfloat16: return "bfloat16";
-  case dtype::float64: return "float64";
-  case dtype::int64: return "int64";
-  case dtype::int32: return "int32";
+  case dtype::float32:
+    return "float32";
+  case dtype::float16:
+    return "float16";
+  case dtype::bfloat16:
+    return "bfloat16";
+  case dtype::float64:
+    return "float64";
+  case dtype::int64:
+    return "int64";
+  case dtype::int32:
+    return "int32";
   }
   return "?";
 }
 
 std::optional<dtype> dtype_from_string(const std::string& s) {
-  for (dtype d : {dtype::float32, dtype::float16, dtype::bfloat16, dtype::float64, dtype::int64, dtype::int32}) {
+  for (dtype d : {dtype::float32, dtype::float16, dtype::bfloat16, dtype::float64, dtype::int64,
+                  dtype::int32}) {
     if (to_string(d) == s) {
       return d;
     }
@@ -38,42 +45,59 @@ std::optional<dtype> dtype_from_string(const std::string& s) {
 size_t dtype_size(dtype d) {
   switch (d) {
   case dtype::float16:
-  case dtype::bfloat16: return 2;
+  case dtype::bfloat16:
+    return 2;
   case dtype::float32:
-  case dtype::int32: return 4;
+  case dtype::int32:
+    return 4;
   case dtype::float64:
-  case dtype::int64: return 8;
+  case dtype::int64:
+    return 8;
   }
   return 0;
 }
 
-bool is_floating(dtype d) { return d != dtype::int64 && d != dtype::int32; }
+bool is_floating(dtype d) {
+  return d != dtype::int64 && d != dtype::int32;
+}
 
 int abi_dtype(dtype d) {
   switch (d) {
-  case dtype::float32: return 0;
-  case dtype::float16: return 1;
-  case dtype::bfloat16: return 2;
-  case dtype::float64: return 3;
-  case dtype::int64: return 4;
-  case dtype::int32: return 5;
+  case dtype::float32:
+    return 0;
+  case dtype::float16:
+    return 1;
+  case dtype::bfloat16:
+    return 2;
+  case dtype::float64:
+    return 3;
+  case dtype::int64:
+    return 4;
+  case dtype::int32:
+    return 5;
   }
   return -1;
 }
 
 std::string to_string(family f) {
   switch (f) {
-  case family::elementwise: return "elementwise";
-  case family::normalize: return "normalize";
-  case family::reduce: return "reduce";
-  case family::loss: return "loss";
-  case family::matmul: return "matmul";
+  case family::elementwise:
+    return "elementwise";
+  case family::normalize:
+    return "normalize";
+  case family::reduce:
+    return "reduce";
+  case family::loss:
+    return "loss";
+  case family::matmul:
+    return "matmul";
   }
   return "?";
 }
 
 std::optional<family> family_from_string(const std::string& s) {
-  for (family f : {family::elementwise, family::normalize, family::reduce, family::loss, family::matmul}) {
+  for (family f :
+       {family::elementwise, family::normalize, family::reduce, family::loss, family::matmul}) {
     if (to_string(f) == s) {
       return f;
     }
@@ -81,7 +105,9 @@ std::optional<family> family_from_string(const std::string& s) {
   return std::nullopt;
 }
 
-std::string to_string(const distribution& d) { return d.label; }
+std::string to_string(const distribution& d) {
+  return d.label;
+}
 
 int64_t concrete_tensor::numel() const {
   int64_t n = 1;
@@ -91,7 +117,9 @@ int64_t concrete_tensor::numel() const {
   return n;
 }
 
-uint64_t concrete_tensor::bytes() const { return static_cast<uint64_t>(numel()) * dtype_size(type); }
+uint64_t concrete_tensor::bytes() const {
+  return static_cast<uint64_t>(numel()) * dtype_size(type);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Shape expressions: integers, dim names, + - * / and parentheses; 64-bit, overflow is an error.
@@ -100,7 +128,8 @@ namespace {
 
 class expr_parser {
 public:
-  expr_parser(const std::string& text, const std::map<std::string, int64_t>& dims) : m_text(text), m_dims(dims) {}
+  expr_parser(const std::string& text, const std::map<std::string, int64_t>& dims)
+      : m_text(text), m_dims(dims) {}
 
   int64_t parse() {
     const int64_t v = sum();
@@ -180,7 +209,8 @@ private:
     if (std::isdigit(static_cast<unsigned char>(c))) {
       int64_t v = 0;
       while (m_pos < m_text.size() && std::isdigit(static_cast<unsigned char>(m_text[m_pos]))) {
-        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, m_text[m_pos] - '0', &v)) {
+        if (__builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, m_text[m_pos] - '0', &v)) {
           error("overflow");
         }
         ++m_pos;
@@ -189,7 +219,8 @@ private:
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       const size_t start = m_pos;
-      while (m_pos < m_text.size() && (std::isalnum(static_cast<unsigned char>(m_text[m_pos])) || m_text[m_pos] == '_')) {
+      while (m_pos < m_text.size() &&
+             (std::isalnum(static_cast<unsigned char>(m_text[m_pos])) || m_text[m_pos] == '_')) {
         ++m_pos;
       }
       const std::string name = m_text.substr(start, m_pos - start);
@@ -223,7 +254,8 @@ class reader {
 public:
   explicit reader(fs::path file) : m_file(std::move(file)) {}
 
-  [[noreturn]] void error(const std::string& field, const std::string& expected, const toml::node* node = nullptr) const {
+  [[noreturn]] void error(const std::string& field, const std::string& expected,
+                          const toml::node* node = nullptr) const {
     std::string where = m_file.string();
     if (node != nullptr && node->source().begin.line > 0) {
       where += ":" + std::to_string(node->source().begin.line);
@@ -231,7 +263,8 @@ public:
     fail_input("{}: field '{}': expected {}", where, field, expected);
   }
 
-  std::string str(const toml::table& t, const std::string& key, const std::string& path, std::optional<std::string> fallback = {}) const {
+  std::string str(const toml::table& t, const std::string& key, const std::string& path,
+                  std::optional<std::string> fallback = {}) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       if (fallback) {
@@ -245,7 +278,8 @@ public:
     return std::string(*n->as_string());
   }
 
-  double number(const toml::table& t, const std::string& key, const std::string& path, std::optional<double> fallback = {}) const {
+  double number(const toml::table& t, const std::string& key, const std::string& path,
+                std::optional<double> fallback = {}) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       if (fallback) {
@@ -262,7 +296,8 @@ public:
     error(path + key, "a number", n);
   }
 
-  bool boolean(const toml::table& t, const std::string& key, const std::string& path, bool fallback) const {
+  bool boolean(const toml::table& t, const std::string& key, const std::string& path,
+               bool fallback) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) {
       return fallback;
@@ -273,7 +308,8 @@ public:
     return n->as_boolean()->get();
   }
 
-  const toml::table& table(const toml::table& t, const std::string& key, const std::string& path) const {
+  const toml::table& table(const toml::table& t, const std::string& key,
+                           const std::string& path) const {
     const toml::node* n = t.get(key);
     if (n == nullptr || !n->is_table()) {
       error(path + key, "a table", n);
@@ -281,7 +317,8 @@ public:
     return *n->as_table();
   }
 
-  const toml::array& array(const toml::table& t, const std::string& key, const std::string& path, bool required = true) const {
+  const toml::array& array(const toml::table& t, const std::string& key, const std::string& path,
+                           bool required = true) const {
     static const toml::array empty;
     const toml::node* n = t.get(key);
     if (n == nullptr) {
@@ -318,7 +355,10 @@ distribution parse_distribution(const reader& r, const toml::node& n, const std:
     } else if (s == "zeros") {
       d = {distribution::kind::constant, 0, 0, "", s};
     } else {
-      r.error(path, "\"uniform01\", \"normal\", \"heavy_tailed\", \"ones\", \"zeros\" or a table {kind = ...}", &n);
+      r.error(path,
+              "\"uniform01\", \"normal\", \"heavy_tailed\", \"ones\", \"zeros\" or a table {kind = "
+              "...}",
+              &n);
     }
     return d;
   }
@@ -368,30 +408,44 @@ distribution parse_distribution(const reader& r, const toml::node& n, const std:
   d.label = label.str() + "(" + [&] {
     std::ostringstream o;
     switch (d.k) {
-    case distribution::kind::uniform: o << d.a << "," << d.b; break;
-    case distribution::kind::normal: o << d.a << "," << d.b; break;
-    case distribution::kind::student_t: o << "nu=" << d.a << ",scale=" << d.b; break;
-    case distribution::kind::constant: o << d.a; break;
-    case distribution::kind::randint: o << d.a << "," << (d.b_expr.empty() ? std::to_string(static_cast<int64_t>(d.b)) : d.b_expr); break;
+    case distribution::kind::uniform:
+      o << d.a << "," << d.b;
+      break;
+    case distribution::kind::normal:
+      o << d.a << "," << d.b;
+      break;
+    case distribution::kind::student_t:
+      o << "nu=" << d.a << ",scale=" << d.b;
+      break;
+    case distribution::kind::constant:
+      o << d.a;
+      break;
+    case distribution::kind::randint:
+      o << d.a << "," << (d.b_expr.empty() ? std::to_string(static_cast<int64_t>(d.b)) : d.b_expr);
+      break;
     }
     return o.str();
   }() + ")";
   return d;
 }
 
-tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::string& path, bool is_input) {
+tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::string& path,
+                         bool is_input) {
   tensor_spec s;
   s.name = r.str(t, "name", path);
   s.role = r.str(t, "role", path, s.name);
   const std::string dt = r.str(t, "dtype", path);
   const auto d = dtype_from_string(dt);
   if (!d) {
-    r.error(path + "dtype", "one of float32, float16, bfloat16, float64, int64, int32 (got \"" + dt + "\")", t.get("dtype"));
+    r.error(path + "dtype",
+            "one of float32, float16, bfloat16, float64, int64, int32 (got \"" + dt + "\")",
+            t.get("dtype"));
   }
   s.type = *d;
   s.layout = r.str(t, "layout", path, std::string("contiguous"));
   if (s.layout != "contiguous") {
-    r.error(path + "layout", "\"contiguous\" (the only layout the harness generates)", t.get("layout"));
+    r.error(path + "layout", "\"contiguous\" (the only layout the harness generates)",
+            t.get("layout"));
   }
   const auto& shape = r.array(t, "shape", path);
   if (shape.size() > 8) {
@@ -404,7 +458,8 @@ tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::strin
     } else if (e.is_integer()) {
       s.shape.push_back(std::to_string(e.as_integer()->get()));
     } else {
-      r.error(path + "shape[" + std::to_string(i) + "]", "a dim name, an expression or an integer", &e);
+      r.error(path + "shape[" + std::to_string(i) + "]", "a dim name, an expression or an integer",
+              &e);
     }
   }
   if (is_input) {
@@ -413,14 +468,17 @@ tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::strin
       r.error(path + "distributions", "at least one distribution (the official one first)", &dists);
     }
     for (size_t i = 0; i < dists.size(); ++i) {
-      s.distributions.push_back(parse_distribution(r, dists[i], path + "distributions[" + std::to_string(i) + "]"));
+      s.distributions.push_back(
+          parse_distribution(r, dists[i], path + "distributions[" + std::to_string(i) + "]"));
     }
     const bool integer = !is_floating(s.type);
     for (size_t i = 0; i < s.distributions.size(); ++i) {
       const bool randint = s.distributions[i].k == distribution::kind::randint;
       if (integer != randint) {
         r.error(path + "distributions[" + std::to_string(i) + "]",
-                integer ? "randint for an integer input" : "a floating-point distribution for a floating-point input", &dists[i]);
+                integer ? "randint for an integer input"
+                        : "a floating-point distribution for a floating-point input",
+                &dists[i]);
       }
     }
   }
@@ -435,14 +493,16 @@ contract load_contract(const fs::path& task_toml) {
   try {
     root = toml::parse_file(task_toml.string());
   } catch (const toml::parse_error& e) {
-    fail_input("{}:{}:{}: TOML syntax error: {}", task_toml.string(), e.source().begin.line, e.source().begin.column,
-               std::string(e.description()));
+    fail_input("{}:{}:{}: TOML syntax error: {}", task_toml.string(), e.source().begin.line,
+               e.source().begin.column, std::string(e.description()));
   }
   contract c;
   c.file = fs::absolute(task_toml);
   c.dir = c.file.parent_path();
   c.id = r.str(root, "id", "");
-  if (c.id.empty() || !std::all_of(c.id.begin(), c.id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; })) {
+  if (c.id.empty() || !std::all_of(c.id.begin(), c.id.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+      })) {
     r.error("id", "a non-empty identifier of letters, digits and '_'", root.get("id"));
   }
   c.name = r.str(root, "name", "");
@@ -451,7 +511,8 @@ contract load_contract(const fs::path& task_toml) {
   const std::string fam = r.str(root, "family", "");
   const auto f = family_from_string(fam);
   if (!f) {
-    r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")", root.get("family"));
+    r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")",
+            root.get("family"));
   }
   c.fam = *f;
   c.pytorch = r.str(root, "pytorch", "");
@@ -461,7 +522,8 @@ contract load_contract(const fs::path& task_toml) {
   c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
   for (const auto& [field, path] : {std::pair{"math", c.math}, std::pair{"baseline", c.baseline}}) {
     if (!fs::is_regular_file(path)) {
-      r.error(field, "the path of an existing file (" + path.string() + " does not exist)", root.get(field));
+      r.error(field, "the path of an existing file (" + path.string() + " does not exist)",
+              root.get(field));
     }
   }
   c.math = fs::weakly_canonical(c.math);
@@ -482,7 +544,8 @@ contract load_contract(const fs::path& task_toml) {
   }
   if (c.fam == family::normalize || c.fam == family::reduce || c.fam == family::loss) {
     if (c.reduce_dims.empty()) {
-      r.error("reduce_dims", "the reduced axes of input x (required for family " + fam + ")", root.get("reduce_dims"));
+      r.error("reduce_dims", "the reduced axes of input x (required for family " + fam + ")",
+              root.get("reduce_dims"));
     }
     for (size_t i = 1; i < c.reduce_dims.size(); ++i) {
       if (c.reduce_dims[i] != c.reduce_dims[i - 1] + 1) {
@@ -500,7 +563,8 @@ contract load_contract(const fs::path& task_toml) {
     const auto& t = *params[i].as_table();
     c.params.push_back({r.str(t, "name", path), r.number(t, "value", path)});
   }
-  for (const auto& [key, list, is_input] : {std::tuple{"inputs", &c.inputs, true}, std::tuple{"outputs", &c.outputs, false}}) {
+  for (const auto& [key, list, is_input] :
+       {std::tuple{"inputs", &c.inputs, true}, std::tuple{"outputs", &c.outputs, false}}) {
     const auto& arr = r.array(root, key, "");
     if (arr.empty()) {
       r.error(key, "at least one tensor", &arr);
@@ -534,7 +598,9 @@ contract load_contract(const fs::path& task_toml) {
     if (s.role != "official" && s.role != "bench" && s.role != "check") {
       r.error(path + "role", "official, bench or check", t.get("role"));
     }
-    s.name = r.str(t, "name", path, s.role == "official" ? std::string("official") : s.role + "-" + std::to_string(i));
+    s.name =
+        r.str(t, "name", path,
+              s.role == "official" ? std::string("official") : s.role + "-" + std::to_string(i));
     const auto& dims = r.table(t, "dims", path);
     for (const auto& [k, v] : dims) {
       if (!v.is_integer() || v.as_integer()->get() <= 0) {
@@ -545,13 +611,17 @@ contract load_contract(const fs::path& task_toml) {
     c.shapes.push_back(std::move(s));
   }
   const auto count = [&](const std::string& role) {
-    return std::count_if(c.shapes.begin(), c.shapes.end(), [&](const shape_case& s) { return s.role == role; });
+    return std::count_if(c.shapes.begin(), c.shapes.end(),
+                         [&](const shape_case& s) { return s.role == role; });
   };
   if (count("official") != 1) {
     r.error("shapes", "exactly one shape with role = \"official\"", &shapes);
   }
   if (count("check") < 1) {
-    r.error("shapes", "at least one shape with role = \"check\" (a small correctness shape besides the official one)", &shapes);
+    r.error("shapes",
+            "at least one shape with role = \"check\" (a small correctness shape besides the "
+            "official one)",
+            &shapes);
   }
   std::set<std::string> shape_names;
   for (const auto& s : c.shapes) {
@@ -583,7 +653,8 @@ contract load_contract(const fs::path& task_toml) {
     c.tol.rtol = r.number(t, "rtol", "tolerance.", c.tol.rtol);
     c.tol.rel_l2 = r.number(t, "rel_l2", "tolerance.", c.tol.rel_l2);
     c.tol.deterministic = r.boolean(t, "deterministic", "tolerance.", true);
-    for (const auto& [name, v] : {std::pair{"atol", c.tol.atol}, std::pair{"rtol", c.tol.rtol}, std::pair{"rel_l2", c.tol.rel_l2}}) {
+    for (const auto& [name, v] : {std::pair{"atol", c.tol.atol}, std::pair{"rtol", c.tol.rtol},
+                                  std::pair{"rel_l2", c.tol.rel_l2}}) {
       if (!(v >= 0 && v < 1)) {
         r.error(std::string("tolerance.") + name, "a number in [0, 1)", t.get(name));
       }
@@ -595,11 +666,13 @@ contract load_contract(const fs::path& task_toml) {
   c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
   c.roof.flops_expr = r.str(roof, "flops", "roofline.");
   for (const auto& s : c.shapes) {
-    for (const auto& [field, e] : {std::pair{"roofline.bytes", c.roof.bytes_expr}, std::pair{"roofline.flops", c.roof.flops_expr}}) {
+    for (const auto& [field, e] : {std::pair{"roofline.bytes", c.roof.bytes_expr},
+                                   std::pair{"roofline.flops", c.roof.flops_expr}}) {
       try {
         eval_expr(e, s.dims);
       } catch (const input_error& err) {
-        r.error(field, "an expression over the shape's dims (" + std::string(err.what()) + ")", roof.get(field == std::string("roofline.bytes") ? "bytes" : "flops"));
+        r.error(field, "an expression over the shape's dims (" + std::string(err.what()) + ")",
+                roof.get(field == std::string("roofline.bytes") ? "bytes" : "flops"));
       }
     }
   }
@@ -610,7 +683,8 @@ contract load_contract(const fs::path& task_toml) {
           try {
             eval_expr(d.b_expr, s.dims);
           } catch (const input_error& err) {
-            r.error(in.name + ".distributions.high", "an expression over the shape's dims (" + std::string(err.what()) + ")");
+            r.error(in.name + ".distributions.high",
+                    "an expression over the shape's dims (" + std::string(err.what()) + ")");
           }
         }
       }
@@ -625,7 +699,9 @@ contract load_contract(const fs::path& task_toml) {
   return c;
 }
 
-const shape_case& contract::official() const { return shape("official"); }
+const shape_case& contract::official() const {
+  return shape("official");
+}
 
 const shape_case& contract::shape(const std::string& n) const {
   for (const auto& s : shapes) {
@@ -652,7 +728,8 @@ std::vector<const shape_case*> contract::shapes_with_role(const std::string& rol
 
 namespace {
 
-std::vector<concrete_tensor> concretise(const std::vector<tensor_spec>& specs, const shape_case& s) {
+std::vector<concrete_tensor> concretise(const std::vector<tensor_spec>& specs,
+                                        const shape_case& s) {
   std::vector<concrete_tensor> out;
   for (const auto& t : specs) {
     concrete_tensor c{t.name, t.type, {}};
@@ -666,18 +743,27 @@ std::vector<concrete_tensor> concretise(const std::vector<tensor_spec>& specs, c
 
 } // namespace
 
-std::vector<concrete_tensor> concrete_inputs(const contract& c, const shape_case& s) { return concretise(c.inputs, s); }
-std::vector<concrete_tensor> concrete_outputs(const contract& c, const shape_case& s) { return concretise(c.outputs, s); }
+std::vector<concrete_tensor> concrete_inputs(const contract& c, const shape_case& s) {
+  return concretise(c.inputs, s);
+}
+std::vector<concrete_tensor> concrete_outputs(const contract& c, const shape_case& s) {
+  return concretise(c.outputs, s);
+}
 
-double roofline_bytes(const contract& c, const shape_case& s) { return static_cast<double>(eval_expr(c.roof.bytes_expr, s.dims)); }
-double roofline_flops(const contract& c, const shape_case& s) { return static_cast<double>(eval_expr(c.roof.flops_expr, s.dims)); }
+double roofline_bytes(const contract& c, const shape_case& s) {
+  return static_cast<double>(eval_expr(c.roof.bytes_expr, s.dims));
+}
+double roofline_flops(const contract& c, const shape_case& s) {
+  return static_cast<double>(eval_expr(c.roof.flops_expr, s.dims));
+}
 
 double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
   return std::max(roofline_bytes(c, s) / ceil.bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
 }
 
 double limit_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
-  return std::max(roofline_bytes(c, s) / ceil.peak_bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
+  return std::max(roofline_bytes(c, s) / ceil.peak_bandwidth,
+                  roofline_flops(c, s) / ceil.fp32_flops);
 }
 
 std::vector<contract> load_all(const fs::path& root) {
@@ -701,7 +787,8 @@ std::vector<contract> load_all(const fs::path& root) {
   });
   for (size_t i = 1; i < out.size(); ++i) {
     if (out[i].id == out[i - 1].id) {
-      fail_input("task id '{}' is used by both {} and {}", out[i].id, out[i - 1].file.string(), out[i].file.string());
+      fail_input("task id '{}' is used by both {} and {}", out[i].id, out[i - 1].file.string(),
+                 out[i].file.string());
     }
   }
   return out;
@@ -757,9 +844,14 @@ nlohmann::json to_json(const contract& c) {
   for (const auto& p : c.params) {
     j["params"].push_back({{"name", p.name}, {"value", p.value}});
   }
-  for (const auto& [key, list] : {std::pair{"inputs", &c.inputs}, std::pair{"outputs", &c.outputs}}) {
+  for (const auto& [key, list] :
+       {std::pair{"inputs", &c.inputs}, std::pair{"outputs", &c.outputs}}) {
     for (const auto& t : *list) {
-      json tj{{"name", t.name}, {"role", t.role}, {"dtype", to_string(t.type)}, {"layout", t.layout}, {"shape", t.shape}};
+      json tj{{"name", t.name},
+              {"role", t.role},
+              {"dtype", to_string(t.type)},
+              {"layout", t.layout},
+              {"shape", t.shape}};
       for (const auto& d : t.distributions) {
         tj["distributions"].push_back(d.label);
       }
@@ -772,7 +864,10 @@ nlohmann::json to_json(const contract& c) {
     sj["roofline_flops"] = roofline_flops(c, s);
     j["shapes"].push_back(sj);
   }
-  j["tolerance"] = {{"atol", c.tol.atol}, {"rtol", c.tol.rtol}, {"rel_l2", c.tol.rel_l2}, {"deterministic", c.tol.deterministic}};
+  j["tolerance"] = {{"atol", c.tol.atol},
+                    {"rtol", c.tol.rtol},
+                    {"rel_l2", c.tol.rel_l2},
+                    {"deterministic", c.tol.deterministic}};
   j["roofline"] = {{"bytes", c.roof.bytes_expr}, {"flops", c.roof.flops_expr}};
   return j;
 }
@@ -790,7 +885,8 @@ int input_index(const contract& c, const std::string& role, bool required) {
     }
   }
   if (required) {
-    fail_input("{}: family {} needs an input with role = \"{}\"", c.file.string(), to_string(c.fam), role);
+    fail_input("{}: family {} needs an input with role = \"{}\"", c.file.string(), to_string(c.fam),
+               role);
   }
   return -1;
 }
@@ -801,18 +897,22 @@ std::string family_config_source(const contract& c) {
   const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
   const int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
   switch (c.fam) {
-  case family::elementwise: return "";
+  case family::elementwise:
+    return "";
   case family::normalize:
-    return fmt::format("static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}}};\n", begin, end,
-                       input_index(c, "x", true), input_index(c, "weight", false), input_index(c, "bias", false));
+    return fmt::format(
+        "static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}}};\n", begin,
+        end, input_index(c, "x", true), input_index(c, "weight", false),
+        input_index(c, "bias", false));
   case family::reduce:
-    return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n", begin, end, input_index(c, "x", true));
+    return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n",
+                       begin, end, input_index(c, "x", true));
   case family::loss:
-    return fmt::format("static constexpr kb::loss::config kb_family_config{{{}, {}, {}, {}}};\n", begin, end,
-                       input_index(c, "x", true), input_index(c, "target", true));
+    return fmt::format("static constexpr kb::loss::config kb_family_config{{{}, {}, {}, {}}};\n",
+                       begin, end, input_index(c, "x", true), input_index(c, "target", true));
   case family::matmul:
-    return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}}};\n", input_index(c, "a", true),
-                       input_index(c, "b", true));
+    return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}}};\n",
+                       input_index(c, "a", true), input_index(c, "b", true));
   }
   return "";
 }
@@ -821,11 +921,21 @@ std::string oracle_module_source(const contract& c) {
   const std::string fam = to_string(c.fam);
   std::string macro;
   switch (c.fam) {
-  case family::elementwise: macro = "KB_ELEMENTWISE_ORACLE(kb_op)"; break;
-  case family::normalize: macro = "KB_NORMALIZE_ORACLE(kb_op, kb_family_config)"; break;
-  case family::reduce: macro = "KB_REDUCE_ORACLE(kb_op, kb_family_config)"; break;
-  case family::loss: macro = "KB_LOSS_ORACLE(kb_op, kb_family_config)"; break;
-  case family::matmul: macro = "KB_MATMUL_ORACLE(kb_op, kb_family_config)"; break;
+  case family::elementwise:
+    macro = "KB_ELEMENTWISE_ORACLE(kb_op)";
+    break;
+  case family::normalize:
+    macro = "KB_NORMALIZE_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::reduce:
+    macro = "KB_REDUCE_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::loss:
+    macro = "KB_LOSS_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::matmul:
+    macro = "KB_MATMUL_ORACLE(kb_op, kb_family_config)";
+    break;
   }
   return fmt::format("// Oracle module of task {} ({}), generated from {}.\n"
                      "#include <kblaster/device/families/{}.cuh>\n"

@@ -36,7 +36,8 @@ struct distribution {
   enum class kind { uniform, normal, student_t, constant, randint };
   kind k = kind::uniform;
   double a = 0; // uniform: low;  normal: mean; student_t: nu; constant: value; randint: low
-  double b = 1; // uniform: high; normal: std;  student_t: scale;               randint: high (exclusive)
+  double b =
+      1; // uniform: high; normal: std;  student_t: scale;               randint: high (exclusive)
   std::string b_expr; // randint's high may be a shape expression ("C")
   std::string label;  // as written in the contract
 };
@@ -57,8 +58,8 @@ struct param_spec {
 };
 
 struct shape_case {
-  std::string name;                  // "official", "check-1", "t4096-h8192" ...
-  std::string role;                  // official | bench | check
+  std::string name; // "official", "check-1", "t4096-h8192" ...
+  std::string role; // official | bench | check
   std::map<std::string, int64_t> dims;
 };
 
@@ -75,8 +76,8 @@ struct roofline {
 };
 
 struct contract {
-  fs::path dir;   // the task's folder
-  fs::path file;  // its task.toml
+  fs::path dir;  // the task's folder
+  fs::path file; // its task.toml
   std::string id;
   std::string name;
   std::string suite;
@@ -131,9 +132,10 @@ nlohmann::json to_json(const contract& c);
 // The roofline ceilings the floor is computed against. Measured values replace the defaults
 // once `kblaster calibrate` has run on the device.
 struct ceilings {
-  double bandwidth = 4.3e12;   // [bytes/s] device-to-device copy, bytes read + written
-  double peak_bandwidth = 4.8e12; // [bytes/s] the memory's datasheet peak: no kernel moves bytes faster
-  double fp32_flops = 67e12;   // [FLOP/s] fp32 FMA peak (2 FLOP per FMA)
+  double bandwidth = 4.3e12; // [bytes/s] device-to-device copy, bytes read + written
+  double peak_bandwidth =
+      4.8e12;                // [bytes/s] the memory's datasheet peak: no kernel moves bytes faster
+  double fp32_flops = 67e12; // [FLOP/s] fp32 FMA peak (2 FLOP per FMA)
   std::string source = "default (H200 copy bandwidth and fp32 FMA peak)";
 };
 double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil);

@@ -50,7 +50,8 @@ TEST(adversarial, manifest_covers_at_least_fifteen_candidates_that_exist) {
 TEST(adversarial, every_candidate_is_rejected_with_its_expected_reason) {
   nlohmann::json record = nlohmann::json::array();
   auto st = open_store();
-  const int64_t run = st.begin_run("adversarial", {{"manifest", "tests/adversarial/manifest.toml"}});
+  const int64_t run =
+      st.begin_run("adversarial", {{"manifest", "tests/adversarial/manifest.toml"}});
   for (const auto& e : manifest()) {
     const auto c = task::find_task(root, e.task);
     auto o = base_options();
@@ -58,20 +59,23 @@ TEST(adversarial, every_candidate_is_rejected_with_its_expected_reason) {
     o.timing.max_wall = 2.0;
     o.sanitize = e.sanitize;
     o.hang_timeout = std::chrono::seconds(e.hang_timeout);
-    const eval::candidate_input cand{read_file(root / "tests/adversarial" / e.file), e.file, "adversarial"};
+    const eval::candidate_input cand{read_file(root / "tests/adversarial" / e.file), e.file,
+                                     "adversarial"};
     const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
     const auto r = eval::evaluate(root, c, cand, base, o, {});
     eval::record(st, run, c, cand, base, r);
     const bool expected = std::find(e.expect.begin(), e.expect.end(), r.reason) != e.expect.end();
     EXPECT_EQ(r.final, eval::verdict::rejected) << e.file << ": " << r.reason << " " << r.message;
-    EXPECT_TRUE(expected) << e.file << ": rejected for " << r.reason << " (" << r.message << "), expected one of " << nlohmann::json(e.expect).dump();
+    EXPECT_TRUE(expected) << e.file << ": rejected for " << r.reason << " (" << r.message
+                          << "), expected one of " << nlohmann::json(e.expect).dump();
     auto s = summary(r);
     s["file"] = e.file;
     s["task"] = e.task;
     s["expected"] = e.expect;
     s["as_expected"] = r.final == eval::verdict::rejected && expected;
     record.push_back(s);
-    std::printf("%-34s %-4s %-10s %-34s %5.1f s\n", e.file.c_str(), e.task.c_str(), eval::to_string(r.final).c_str(), r.reason.c_str(), r.seconds);
+    std::printf("%-34s %-4s %-10s %-34s %5.1f s\n", e.file.c_str(), e.task.c_str(),
+                eval::to_string(r.final).c_str(), r.reason.c_str(), r.seconds);
   }
   st.finish_run(run, store::run_status::finished, "finished", "adversarial suite");
   // Every evaluation, failures included, is in the store with its reason.

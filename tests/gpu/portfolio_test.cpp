@@ -24,7 +24,8 @@ TEST(portfolio, every_kernel_passes_verification_and_the_sanitizers) {
       auto o = base_options();
       o.verify_only = true;
       o.sanitize = true;
-      const eval::candidate_input cand{read_file(e.path()), e.path().filename().string(), "portfolio"};
+      const eval::candidate_input cand{read_file(e.path()), e.path().filename().string(),
+                                       "portfolio"};
       const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
       const auto r = eval::evaluate(root, c, cand, base, o, {});
       EXPECT_EQ(r.reason, "verify.passed") << e.path().filename() << ": " << r.message;
@@ -33,7 +34,8 @@ TEST(portfolio, every_kernel_passes_verification_and_the_sanitizers) {
       s["verification"] = r.detail.value("verification", nlohmann::json::array());
       s["sanitize"] = r.detail.value("sanitize", nlohmann::json::object());
       record.push_back(s);
-      std::printf("%-28s %-16s %s\n", e.path().filename().c_str(), r.reason.c_str(), r.message.substr(0, 160).c_str());
+      std::printf("%-28s %-16s %s\n", e.path().filename().c_str(), r.reason.c_str(),
+                  r.message.substr(0, 160).c_str());
     }
   }
   EXPECT_GE(count, 13);

@@ -16,7 +16,8 @@ TEST(store_on_gpu, evaluating_the_same_candidate_twice_compiles_once) {
   const int64_t run = st.begin_run("compile-once", nlohmann::json::object());
   std::random_device rd;
   // A fresh comment makes a source nobody compiled before.
-  const eval::candidate_input cand{read_file(root / "portfolio/core10/019_relu.cu") + "\n// " + std::to_string(rd()) + "\n",
+  const eval::candidate_input cand{read_file(root / "portfolio/core10/019_relu.cu") + "\n// " +
+                                       std::to_string(rd()) + "\n",
                                    "019_relu.cu", "portfolio"};
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   auto o = base_options();

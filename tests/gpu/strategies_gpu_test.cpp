@@ -65,7 +65,9 @@ std::vector<gpu_case> gpu_cases() {
   return cases;
 }
 
-void PrintTo(const gpu_case& info, std::ostream* os) { *os << every_task()[info.task_index].id + " " + info.strategy + " " + info.params.dump(); }
+void PrintTo(const gpu_case& info, std::ostream* os) {
+  *os << every_task()[info.task_index].id + " " + info.strategy + " " + info.params.dump();
+}
 
 class strategy_on_gpu : public ::testing::TestWithParam<gpu_case> {};
 
@@ -87,8 +89,9 @@ TEST_P(strategy_on_gpu, passes_verification) {
   const eval::candidate_input candidate{generate(c, s, cc.params), "candidate.cu", "proposer"};
   const eval::candidate_input baseline{read_file(c.baseline), "baseline.cu", "baseline"};
   const auto r = eval::evaluate(root, c, candidate, baseline, opt, {});
-  EXPECT_EQ(eval::to_string(r.final), "same") << candidate_info(s, cc.params) << " on " << c.suite << "/" << c.id << ": "
-                                              << r.reason << ": " << r.message;
+  EXPECT_EQ(eval::to_string(r.final), "same")
+      << candidate_info(s, cc.params) << " on " << c.suite << "/" << c.id << ": " << r.reason
+      << ": " << r.message;
   EXPECT_EQ(r.reason, "verify.passed");
 }
 

@@ -20,7 +20,8 @@ TEST(isolation, the_worker_runs_in_the_sandbox_and_reports_to_its_parent) {
   }
   isolation iso{sandbox::decide(probe, false), probe.who, root, root / "tasks/core10/019_relu"};
   temp_dir staging("kblaster-stage");
-  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+  fs::permissions(staging.path(), fs::perms::owner_all | fs::perms::group_read |
+                                      fs::perms::group_exec | fs::perms::others_read |
                                       fs::perms::others_exec);
   std::ofstream(staging.path() / "source.txt") << "x";
   const fs::path staged = stage_binary(staging.path(), staging.path() / "source.txt", "oracle.so");
@@ -31,11 +32,17 @@ TEST(isolation, the_worker_runs_in_the_sandbox_and_reports_to_its_parent) {
   launch.hang_timeout = std::chrono::seconds(60);
   // The job loads the staged file as the oracle module: the worker must see it (it is not a
   // shared object, so loading fails with the loader's message, or the device is missing first).
-  nlohmann::json job{{"op", "evaluate"}, {"oracle", staged.string()}, {"shapes", nlohmann::json::array()}, {"timing_shape", "x"},
-                     {"tolerance", {{"atol", 0}, {"rtol", 0}, {"rel_l2", 0}}}, {"seeds", {1}}, {"candidates", nlohmann::json::array()}};
+  nlohmann::json job{{"op", "evaluate"},
+                     {"oracle", staged.string()},
+                     {"shapes", nlohmann::json::array()},
+                     {"timing_shape", "x"},
+                     {"tolerance", {{"atol", 0}, {"rtol", 0}, {"rel_l2", 0}}},
+                     {"seeds", {1}},
+                     {"candidates", nlohmann::json::array()}};
   const auto out = run_worker_job(job, launch, {});
   EXPECT_EQ(out.failure, "error") << out.failure_detail << "\nlog:\n" << out.log_tail;
-  const bool reached = out.failure_detail.find("CUDA") != std::string::npos || out.failure_detail.find("oracle module") != std::string::npos;
+  const bool reached = out.failure_detail.find("CUDA") != std::string::npos ||
+                       out.failure_detail.find("oracle module") != std::string::npos;
   EXPECT_TRUE(reached) << out.failure_detail << "\nlog:\n" << out.log_tail;
 }
 

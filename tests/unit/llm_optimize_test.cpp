@@ -16,14 +16,19 @@ using nlohmann::json;
 const fs::path root = KBLASTER_SOURCE_DIR;
 
 json decisions(const search::task_result& r) {
-  json d{{"outcome", search::to_string(r.final)}, {"reason", r.reason}, {"best", r.best_strategy}, {"evaluations", r.evaluations}};
+  json d{{"outcome", search::to_string(r.final)},
+         {"reason", r.reason},
+         {"best", r.best_strategy},
+         {"evaluations", r.evaluations}};
   for (const auto& s : r.steps) {
-    d["steps"].push_back({s.value("strategy", ""), s.value("verdict", s.value("proposal_failure", ""))});
+    d["steps"].push_back(
+        {s.value("strategy", ""), s.value("verdict", s.value("proposal_failure", ""))});
   }
   return d;
 }
 
-search::task_result optimize_once(client& c, const fs::path& store_dir, search::testing::scripted_gpu& gpu) {
+search::task_result optimize_once(client& c, const fs::path& store_dir,
+                                  search::testing::scripted_gpu& gpu) {
   store::store st(store_dir);
   search::memory mem(st);
   proposer_config pc;
@@ -33,7 +38,8 @@ search::task_result optimize_once(client& c, const fs::path& store_dir, search::
   o.rollouts = 1;
   o.steps = 4;
   o.target_floor_fraction = 1e9;
-  search::optimizer opt(st, st.begin_run("optimize", json::object()), mem, prop, o, "gpu", std::ref(gpu), {}, {});
+  search::optimizer opt(st, st.begin_run("optimize", json::object()), mem, prop, o, "gpu",
+                        std::ref(gpu), {}, {});
   return opt.optimize(task::find_task(root, "023"));
 }
 
@@ -44,7 +50,8 @@ TEST(llm_optimize, a_recorded_run_replayed_without_the_server_makes_the_same_dec
   live_gpu.speed = {{"online.one_pass", 1.4}, {"online.two_rows", 1.2}, {"fail", 1.0}};
   json live;
   {
-    // Answers vary per request: a good strategy, a broken one, an answer without code, a better one.
+    // Answers vary per request: a good strategy, a broken one, an answer without code, a better
+    // one.
     fake_chat_server server([](const json&, int index, httplib::Response& res) {
       if (index == 0) {
         reply_json(res, 200, completion({good_answer("online.two_rows", 1.2, "first")}));
@@ -53,7 +60,9 @@ TEST(llm_optimize, a_recorded_run_replayed_without_the_server_makes_the_same_dec
       } else if (index == 2) {
         reply_json(res, 200, completion({"I would rather explain than write code."}));
       } else {
-        reply_json(res, 200, completion({good_answer("online.one_pass", 1.3, "later " + std::to_string(index))}));
+        reply_json(
+            res, 200,
+            completion({good_answer("online.one_pass", 1.3, "later " + std::to_string(index))}));
       }
     });
     config = test_config(server);
@@ -68,7 +77,8 @@ TEST(llm_optimize, a_recorded_run_replayed_without_the_server_makes_the_same_dec
   search::testing::scripted_gpu replay_gpu;
   replay_gpu.speed = live_gpu.speed;
   auto replaying = client::replay(config, load_record(dir.path() / "record"));
-  const json replayed = decisions(optimize_once(*replaying, dir.path() / "store-replay", replay_gpu));
+  const json replayed =
+      decisions(optimize_once(*replaying, dir.path() / "store-replay", replay_gpu));
   EXPECT_EQ(replaying->replay_mismatches(), 0);
   EXPECT_EQ(replayed, live);
   EXPECT_EQ(replay_gpu.seen, live_gpu.seen);

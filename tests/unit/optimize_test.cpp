@@ -1,6 +1,7 @@
 // The optimization loop's rules without a GPU: outcome classification, the bandit's ranking and
 // update, never repeating an attempt, budgets, and resuming an interrupted run. Evaluations are
-// stood in for by a scripted evaluator; everything else (store, memory, proposer, generator) is real.
+// stood in for by a scripted evaluator; everything else (store, memory, proposer, generator) is
+// real.
 #include "common/fs.hpp"
 #include "search/builtin_proposer.hpp"
 #include "search/memory.hpp"
@@ -28,27 +29,33 @@ TEST(outcomes, each_situation_ends_in_exactly_one_outcome) {
   outcome_inputs bad_baseline;
   bad_baseline.baseline_ok = false;
   bad_baseline.baseline_reason = "verify.mismatch";
-  EXPECT_EQ(classify_outcome(bad_baseline), std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
+  EXPECT_EQ(classify_outcome(bad_baseline),
+            std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
   outcome_inputs nothing;
   EXPECT_EQ(classify_outcome(nothing).first, outcome::timeout);
   outcome_inputs all_wrong;
   all_wrong.evaluated = 4;
-  EXPECT_EQ(classify_outcome(all_wrong), std::make_pair(outcome::failed, std::string("search.no_correct_candidate")));
+  EXPECT_EQ(classify_outcome(all_wrong),
+            std::make_pair(outcome::failed, std::string("search.no_correct_candidate")));
   outcome_inputs none_faster;
   none_faster.evaluated = 4;
   none_faster.correct = 3;
   EXPECT_EQ(classify_outcome(none_faster).first, outcome::no_improvement);
   auto confirmed = none_faster;
   confirmed.confirmation = eval::verdict::improved;
-  EXPECT_EQ(classify_outcome(confirmed), std::make_pair(outcome::improved, std::string("confirm.improved")));
+  EXPECT_EQ(classify_outcome(confirmed),
+            std::make_pair(outcome::improved, std::string("confirm.improved")));
   confirmed.confirmation = eval::verdict::inconclusive;
-  EXPECT_EQ(classify_outcome(confirmed), std::make_pair(outcome::no_improvement, std::string("confirm.inconclusive")));
-  for (auto o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked, outcome::timeout}) {
+  EXPECT_EQ(classify_outcome(confirmed),
+            std::make_pair(outcome::no_improvement, std::string("confirm.inconclusive")));
+  for (auto o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked,
+                 outcome::timeout}) {
     EXPECT_EQ(outcome_from_string(to_string(o)), o);
   }
 }
 
-store::experience attempt(const std::string& strategy, std::optional<double> speedup, const std::string& task = "019") {
+store::experience attempt(const std::string& strategy, std::optional<double> speedup,
+                          const std::string& task = "019") {
   store::experience e;
   e.task_id = task;
   e.family = "elementwise";
@@ -64,7 +71,8 @@ store::experience attempt(const std::string& strategy, std::optional<double> spe
 TEST(memory, rewards_and_ucb_favour_what_worked_and_try_the_untested_first) {
   EXPECT_DOUBLE_EQ(reward(attempt("a", 2.0)), 1.0);
   EXPECT_DOUBLE_EQ(reward(attempt("a", std::nullopt)), -1.0);
-  const auto stats = summarize({attempt("good", 2.0), attempt("good", 1.5), attempt("bad", std::nullopt), attempt("bad", 0.9)});
+  const auto stats = summarize({attempt("good", 2.0), attempt("good", 1.5),
+                                attempt("bad", std::nullopt), attempt("bad", 0.9)});
   ASSERT_EQ(stats.size(), 2u);
   const auto& bad = stats[0].strategy == "bad" ? stats[0] : stats[1];
   const auto& good = stats[0].strategy == "good" ? stats[0] : stats[1];
@@ -89,7 +97,8 @@ protected:
     c = task::find_task(root, "019");
     gpu.speed = {{"elementwise.vectorized", 1.3}};
   }
-  task_result run_loop(int64_t run, int steps, int max_evals, std::chrono::seconds wall = std::chrono::seconds(600)) {
+  task_result run_loop(int64_t run, int steps, int max_evals,
+                       std::chrono::seconds wall = std::chrono::seconds(600)) {
     memory mem(*st);
     builtin_proposer prop(mem);
     optimize_options o;
@@ -149,7 +158,8 @@ TEST_F(loop, a_resumed_run_continues_from_its_checkpoint_without_repeating) {
   const int64_t run = st->begin_run("optimize", json::object());
   const auto first = run_loop(run, 50, 2); // "killed" after two evaluations
   EXPECT_EQ(first.evaluations, 2);
-  st->record_outcome({run, st->record_task(c), "interrupted", "", std::nullopt}); // what a kill leaves is only the checkpoint
+  st->record_outcome({run, st->record_task(c), "interrupted", "",
+                      std::nullopt}); // what a kill leaves is only the checkpoint
   const auto before = gpu.seen;
   const auto resumed = run_loop(run, 50, 5);
   EXPECT_EQ(resumed.evaluations, 5); // 2 restored from the checkpoint + 3 new
@@ -163,13 +173,15 @@ TEST_F(loop, a_blocked_baseline_blocks_the_task) {
   memory mem(*st);
   builtin_proposer prop(mem);
   optimize_options o;
-  const auto blocked = [](const task::contract&, const eval::candidate_input&, const eval::candidate_input&, const eval::options&) {
+  const auto blocked = [](const task::contract&, const eval::candidate_input&,
+                          const eval::candidate_input&, const eval::options&) {
     eval::result r;
     r.final = eval::verdict::blocked;
     r.reason = "blocked.no_cuda_device";
     return r;
   };
-  optimizer opt(*st, st->begin_run("optimize", json::object()), mem, prop, o, "gpu", blocked, {}, {});
+  optimizer opt(*st, st->begin_run("optimize", json::object()), mem, prop, o, "gpu", blocked, {},
+                {});
   const auto r = opt.optimize(c);
   EXPECT_EQ(r.final, outcome::blocked);
   EXPECT_EQ(r.reason, "blocked.no_cuda_device");

@@ -26,29 +26,35 @@ std::vector<std::vector<double>> run(const std::string& id, std::map<std::string
   return cpu_reference(module, c, s, inputs);
 }
 
-void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-12) {
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want,
+                     double tol = 1e-12) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << "element " << i;
   }
 }
 
-TEST(oracle, relu) { expect_near_all(run("019", {{"M", 1}, {"N", 4}}, {{-1.0, 0.0, 2.5, -0.0}})[0], {0, 0, 2.5, 0}); }
+TEST(oracle, relu) {
+  expect_near_all(run("019", {{"M", 1}, {"N", 4}}, {{-1.0, 0.0, 2.5, -0.0}})[0], {0, 0, 2.5, 0});
+}
 
 TEST(oracle, gelu_erf) {
   // 0.5 x (1 + erf(x / sqrt 2)) at 1, -1, 0.5
-  expect_near_all(run("026", {{"M", 1}, {"N", 3}}, {{1.0, -1.0, 0.5}})[0], {0.8413447460685429, -0.15865525393145707, 0.34573123063700656});
+  expect_near_all(run("026", {{"M", 1}, {"N", 3}}, {{1.0, -1.0, 0.5}})[0],
+                  {0.8413447460685429, -0.15865525393145707, 0.34573123063700656});
 }
 
 TEST(oracle, gelu_tanh_differs_from_erf) {
   // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) at 1, -1, 0.5
-  expect_near_all(run("088", {{"M", 1}, {"N", 3}}, {{1.0, -1.0, 0.5}})[0], {0.8411919906082768, -0.15880800939172324, 0.34571400982514394});
+  expect_near_all(run("088", {{"M", 1}, {"N", 3}}, {{1.0, -1.0, 0.5}})[0],
+                  {0.8411919906082768, -0.15880800939172324, 0.34571400982514394});
 }
 
 TEST(oracle, softmax_rows) {
   // exp(k) / (e + e^2 + e^3) for k = 1, 2, 3; a constant row gives 1/3 each.
-  expect_near_all(run("023", {{"M", 2}, {"N", 3}}, {{1.0, 2.0, 3.0, 5.0, 5.0, 5.0}})[0],
-                  {0.09003057317038046, 0.24472847105479767, 0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3});
+  expect_near_all(
+      run("023", {{"M", 2}, {"N", 3}}, {{1.0, 2.0, 3.0, 5.0, 5.0, 5.0}})[0],
+      {0.09003057317038046, 0.24472847105479767, 0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3});
 }
 
 TEST(oracle, rmsnorm_over_strided_channels) {
@@ -61,13 +67,16 @@ TEST(oracle, rmsnorm_over_strided_channels) {
 
 TEST(oracle, layernorm_uses_weight_and_bias) {
   // x = 1 2 3 4: mean 2.5, biased variance 1.25; weight 1 2 1 1, bias 0 0 0 1.
-  expect_near_all(run("040", {{"B", 1}, {"F", 1}, {"D1", 1}, {"D2", 4}}, {{1, 2, 3, 4}, {1, 2, 1, 1}, {0, 0, 0, 1}})[0],
+  expect_near_all(run("040", {{"B", 1}, {"F", 1}, {"D1", 1}, {"D2", 4}},
+                      {{1, 2, 3, 4}, {1, 2, 1, 1}, {0, 0, 0, 1}})[0],
                   {-1.3416354199689269, -0.894423613312618, 0.447211806656309, 2.341635419968927});
 }
 
 TEST(oracle, sum_over_dim_1) {
   // x of shape (1, 3, 2) = [[1, 2], [3, 4], [5, 6]] -> [9, 12]; second batch all ones -> [3, 3].
-  expect_near_all(run("047", {{"B", 2}, {"R", 3}, {"N", 2}}, {{1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1}})[0], {9, 12, 3, 3});
+  expect_near_all(
+      run("047", {{"B", 2}, {"R", 3}, {"N", 2}}, {{1, 2, 3, 4, 5, 6, 1, 1, 1, 1, 1, 1}})[0],
+      {9, 12, 3, 3});
 }
 
 TEST(oracle, cross_entropy_mean) {
@@ -83,12 +92,15 @@ TEST(oracle, matvec) {
 
 TEST(oracle, matmul) {
   // [[1, 2], [3, 4]] @ [[1, 0, 2], [0, 1, 3]] = [[1, 2, 8], [3, 4, 18]]
-  expect_near_all(run("007", {{"M", 2}, {"N", 3}, {"K", 2}}, {{1, 2, 3, 4}, {1, 0, 2, 0, 1, 3}})[0], {1, 2, 8, 3, 4, 18});
+  expect_near_all(run("007", {{"M", 2}, {"N", 3}, {"K", 2}}, {{1, 2, 3, 4}, {1, 0, 2, 0, 1, 3}})[0],
+                  {1, 2, 8, 3, 4, 18});
 }
 
 TEST(oracle, rmsnorm_fp16_with_weight) {
-  // x = 1 2, weight 0.5 2, eps 1e-6: 1 / sqrt(2.5 + 1e-6) * 0.5 and 2 / ... * 2 (all exact in fp16).
-  expect_near_all(run("102", {{"T", 1}, {"H", 2}}, {{1, 2}, {0.5, 2}})[0], {0.3162277027713037, 2.5298216221704295});
+  // x = 1 2, weight 0.5 2, eps 1e-6: 1 / sqrt(2.5 + 1e-6) * 0.5 and 2 / ... * 2 (all exact in
+  // fp16).
+  expect_near_all(run("102", {{"T", 1}, {"H", 2}}, {{1, 2}, {0.5, 2}})[0],
+                  {0.3162277027713037, 2.5298216221704295});
 }
 
 TEST(oracle, fp16_inputs_are_rounded_before_the_oracle_sees_them) {

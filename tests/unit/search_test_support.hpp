@@ -11,12 +11,14 @@
 
 namespace kb::search::testing {
 
-// A scripted GPU: each strategy has a speed (baseline time / candidate time); "fail" ones are rejected.
+// A scripted GPU: each strategy has a speed (baseline time / candidate time); "fail" ones are
+// rejected.
 struct scripted_gpu {
   std::map<std::string, double> speed;
   int calls = 0;
   std::multiset<std::string> seen; // strategy|params of candidates evaluated against the best
-  eval::result operator()(const task::contract&, const eval::candidate_input& cand, const eval::candidate_input& base, const eval::options&) {
+  eval::result operator()(const task::contract&, const eval::candidate_input& cand,
+                          const eval::candidate_input& base, const eval::options&) {
     ++calls;
     const auto speed_of = [&](const eval::candidate_input& in) {
       if (in.origin == "baseline") {
@@ -37,9 +39,13 @@ struct scripted_gpu {
     const double t_base = 1e-3 / speed_of(base);
     const double t_cand = 1e-3 / speed_of(cand);
     const double ratio = t_base / t_cand;
-    r.final = ratio > 1.02 ? eval::verdict::improved : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
+    r.final = ratio > 1.02 ? eval::verdict::improved
+                           : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
-    r.detail["statistics"] = {{"median_baseline_s", t_base}, {"median_candidate_s", t_cand}, {"speedup", ratio}, {"speedup_ci", {ratio, ratio}}};
+    r.detail["statistics"] = {{"median_baseline_s", t_base},
+                              {"median_candidate_s", t_cand},
+                              {"speedup", ratio},
+                              {"speedup_ci", {ratio, ratio}}};
     r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
     return r;
   }

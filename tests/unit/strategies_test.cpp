@@ -85,7 +85,8 @@ TEST(strategy_library, names_defaults_and_headers_are_consistent) {
       EXPECT_GE(a.values.size(), 2u) << s.name << "." << a.name;
       EXPECT_FALSE(a.description.empty()) << s.name << "." << a.name;
       for (const auto& v : a.values) {
-        EXPECT_TRUE(a.cpp_enum.empty() ? v.is_number_integer() : v.is_string()) << s.name << "." << a.name;
+        EXPECT_TRUE(a.cpp_enum.empty() ? v.is_number_integer() : v.is_string())
+            << s.name << "." << a.name;
       }
     }
     EXPECT_EQ(&find_strategy(s.name), &s);
@@ -99,14 +100,14 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"019", {"elementwise.vectorized"}},
       {"026", {"elementwise.vectorized"}},
       {"088", {"elementwise.vectorized"}},
-      {"023", {"normalize.cluster_row", "normalize.split_row"}},    // 1.5 MB rows
-      {"036", {"normalize.strided_columns"}},                       // 64 channels, stride H*W
-      {"040", {"normalize.split_row"}},                             // 16 rows of 16 MB
-      {"047", {"reduce.columns", "reduce.split_columns"}},          // inner 4095
-      {"095", {"loss.warp_row", "loss.block_row"}},                 // 4096 classes
+      {"023", {"normalize.cluster_row", "normalize.split_row"}}, // 1.5 MB rows
+      {"036", {"normalize.strided_columns"}},                    // 64 channels, stride H*W
+      {"040", {"normalize.split_row"}},                          // 16 rows of 16 MB
+      {"047", {"reduce.columns", "reduce.split_columns"}},       // inner 4095
+      {"095", {"loss.warp_row", "loss.block_row"}},              // 4096 classes
       {"004", {"matmul.matvec"}},
       {"007", {"matmul.register_tiled"}},
-      {"101", {"normalize.warp_row", "normalize.block_row"}},       // LLM rows of 4096
+      {"101", {"normalize.warp_row", "normalize.block_row"}}, // LLM rows of 4096
       {"102", {"normalize.warp_row", "normalize.block_row"}},
       {"103", {"normalize.warp_row", "normalize.block_row"}},
       {"901", {"elementwise.vectorized"}},
@@ -138,9 +139,11 @@ TEST(strategy_library, inapplicable_strategies_are_not_offered) {
       if (s.fam != c.fam) {
         EXPECT_FALSE(names.count(s.name)) << s.name << " offered for " << c.id;
         EXPECT_FALSE(applies(s, c, c.official()));
-        EXPECT_THROW(generate(c, s, s.defaults), input_error) << s.name << " generated for " << c.id;
+        EXPECT_THROW(generate(c, s, s.defaults), input_error)
+            << s.name << " generated for " << c.id;
       } else {
-        EXPECT_EQ(names.count(s.name) == 1, s.fits(features_of(c, c.official()))) << s.name << " " << c.id;
+        EXPECT_EQ(names.count(s.name) == 1, s.fits(features_of(c, c.official())))
+            << s.name << " " << c.id;
       }
     }
   }
@@ -175,22 +178,31 @@ task::contract with_official(const std::string& id, const std::map<std::string, 
 }
 
 TEST(strategy_library, every_shape_of_a_family_is_offered_a_strategy) {
-  const std::vector<int64_t> sizes = {1, 13, 100, 1000, 5000, 20000, 50000, 100000, 393216, 4194304};
+  const std::vector<int64_t> sizes = {1,     13,    100,    1000,   5000,
+                                      20000, 50000, 100000, 393216, 4194304};
   for (const int64_t m : {int64_t{1}, int64_t{16}, int64_t{4096}}) {
     for (const int64_t n : sizes) {
       // Rows of fp32, fp16 and bf16: (task, rows dim, row length dim).
-      for (const auto& [id, rows, cols] : {std::tuple{"023", "M", "N"}, std::tuple{"902", "T", "H"}, std::tuple{"903", "M", "N"},
-                                           std::tuple{"909", "M", "N"}, std::tuple{"095", "N", "C"}, std::tuple{"906", "N", "C"}}) {
-        EXPECT_FALSE(strategies_for(with_official(id, {{rows, m}, {cols, n}})).empty()) << id << " " << m << " x " << n;
+      for (const auto& [id, rows, cols] :
+           {std::tuple{"023", "M", "N"}, std::tuple{"902", "T", "H"}, std::tuple{"903", "M", "N"},
+            std::tuple{"909", "M", "N"}, std::tuple{"095", "N", "C"},
+            std::tuple{"906", "N", "C"}}) {
+        EXPECT_FALSE(strategies_for(with_official(id, {{rows, m}, {cols, n}})).empty())
+            << id << " " << m << " x " << n;
       }
-      EXPECT_FALSE(strategies_for(with_official("007", {{"M", m}, {"N", n}, {"K", 64}})).empty()) << m << " x " << n;
+      EXPECT_FALSE(strategies_for(with_official("007", {{"M", m}, {"N", n}, {"K", 64}})).empty())
+          << m << " x " << n;
       EXPECT_FALSE(strategies_for(with_official("019", {{"M", m}, {"N", n}})).empty());
     }
   }
   for (const int64_t hw : {int64_t{1}, int64_t{4}, int64_t{31}, int64_t{32}, int64_t{4096}}) {
-    EXPECT_FALSE(strategies_for(with_official("036", {{"B", 2}, {"C", 64}, {"H", 1}, {"W", hw}})).empty()) << hw;
-    EXPECT_FALSE(strategies_for(with_official("047", {{"B", 2}, {"R", 300}, {"N", hw}})).empty()) << hw;
-    EXPECT_FALSE(strategies_for(with_official("905", {{"N", 2}, {"C", 300}, {"L", hw}})).empty()) << hw;
+    EXPECT_FALSE(
+        strategies_for(with_official("036", {{"B", 2}, {"C", 64}, {"H", 1}, {"W", hw}})).empty())
+        << hw;
+    EXPECT_FALSE(strategies_for(with_official("047", {{"B", 2}, {"R", 300}, {"N", hw}})).empty())
+        << hw;
+    EXPECT_FALSE(strategies_for(with_official("905", {{"N", 2}, {"C", 300}, {"L", hw}})).empty())
+        << hw;
   }
 }
 
@@ -225,7 +237,8 @@ TEST(strategy_params, are_completed_with_defaults_and_validated) {
   EXPECT_THROW(resolve_params(s, {{"cache", 1}}), input_error);
   EXPECT_THROW(resolve_params(s, {{"no_such_axis", 1}}), input_error);
   EXPECT_THROW(resolve_params(s, nlohmann::json::array({1, 2})), input_error);
-  EXPECT_EQ(candidate_info(s, p), "normalize.block_row block=1024 vector_bytes=16 cache=shared items_per_thread=16");
+  EXPECT_EQ(candidate_info(s, p),
+            "normalize.block_row block=1024 vector_bytes=16 cache=shared items_per_thread=16");
 }
 
 TEST(strategy_params, corner_points_are_distinct_valid_points) {
@@ -272,9 +285,11 @@ TEST(strategy_generate, sources_carry_no_shape) {
           params.insert(v.dump());
         }
         const std::regex number("[0-9]+");
-        for (auto it = std::sregex_iterator(src.begin(), src.end(), number); it != std::sregex_iterator(); ++it) {
+        for (auto it = std::sregex_iterator(src.begin(), src.end(), number);
+             it != std::sregex_iterator(); ++it) {
           const std::string n = it->str();
-          EXPECT_TRUE(!dims.count(n) || params.count(n)) << c.id << " " << s->name << ": the source contains the dim " << n;
+          EXPECT_TRUE(!dims.count(n) || params.count(n))
+              << c.id << " " << s->name << ": the source contains the dim " << n;
         }
       }
     }
@@ -289,13 +304,18 @@ TEST(strategy_generate, source_binds_the_task_and_the_strategy) {
   EXPECT_NE(src.find("#include <kblaster/device/strategies/normalize.cuh>"), std::string::npos);
   EXPECT_NE(src.find(task::family_config_source(c)), std::string::npos);
   EXPECT_NE(src.find("static constexpr int chunk = 16384;"), std::string::npos);
-  EXPECT_NE(src.find("kb::strategies::normalize::split_row<kb_op, kb_strategy_params>"), std::string::npos);
-  EXPECT_NE(src.find("kb_strategy::workspace_bytes(args, kb_family_config, bytes)"), std::string::npos);
+  EXPECT_NE(src.find("kb::strategies::normalize::split_row<kb_op, kb_strategy_params>"),
+            std::string::npos);
+  EXPECT_NE(src.find("kb_strategy::workspace_bytes(args, kb_family_config, bytes)"),
+            std::string::npos);
   EXPECT_NE(src.find('"' + candidate_info(s, {{"chunk", 16384}}) + '"'), std::string::npos);
 
-  const auto ew = generate(task_by_id("019"), find_strategy("elementwise.vectorized"), {{"hint", "streaming"}});
+  const auto ew =
+      generate(task_by_id("019"), find_strategy("elementwise.vectorized"), {{"hint", "streaming"}});
   EXPECT_EQ(ew.find("kb_family_config"), std::string::npos);
-  EXPECT_NE(ew.find("static constexpr kb::strategies::cache_hint hint = kb::strategies::cache_hint::streaming;"), std::string::npos);
+  EXPECT_NE(ew.find("static constexpr kb::strategies::cache_hint hint = "
+                    "kb::strategies::cache_hint::streaming;"),
+            std::string::npos);
   EXPECT_NE(ew.find("return kb_strategy::launch(args); }"), std::string::npos);
 }
 
@@ -307,16 +327,19 @@ TEST(strategy_cli, generates_the_library_source_and_rejects_bad_parameters) {
     spec.timeout = std::chrono::seconds(60);
     return run_process(spec);
   };
-  const auto gen = run({"strategies", "generate", "--task", (test_tasks / "902_layernorm_lastdim_f16").string(), "--strategy",
+  const auto gen = run({"strategies", "generate", "--task",
+                        (test_tasks / "902_layernorm_lastdim_f16").string(), "--strategy",
                         "normalize.block_row", "--param", "cache=shared", "--param", "block=1024"});
   ASSERT_TRUE(gen.ok()) << gen.output;
-  EXPECT_EQ(gen.output, generate(task_by_id("902"), find_strategy("normalize.block_row"), {{"cache", "shared"}, {"block", 1024}}));
+  EXPECT_EQ(gen.output, generate(task_by_id("902"), find_strategy("normalize.block_row"),
+                                 {{"cache", "shared"}, {"block", 1024}}));
   const auto listed = run({"strategies", "list", "--task", "036", "--json"});
   ASSERT_TRUE(listed.ok()) << listed.output;
   const auto j = nlohmann::json::parse(listed.output);
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0].at("name"), "normalize.strided_columns");
-  const auto bad = run({"strategies", "generate", "--task", "019", "--strategy", "elementwise.vectorized", "--param", "block=100"});
+  const auto bad = run({"strategies", "generate", "--task", "019", "--strategy",
+                        "elementwise.vectorized", "--param", "block=100"});
   EXPECT_EQ(bad.exit_code, exit_code::input) << bad.output;
   EXPECT_NE(bad.output.find("not one of"), std::string::npos) << bad.output;
 }
@@ -381,10 +404,12 @@ struct fake_args {
   kb_args args{};
 
   fake_args(const task::contract& c, const task::shape_case& s) {
-    const auto fill = [](const std::vector<task::concrete_tensor>& ts, std::vector<kb_tensor>& out) {
+    const auto fill = [](const std::vector<task::concrete_tensor>& ts,
+                         std::vector<kb_tensor>& out) {
       for (const auto& t : ts) {
         kb_tensor k{};
-        k.data = reinterpret_cast<void*>(uintptr_t{1} << 20); // aligned, never dereferenced on the host
+        k.data =
+            reinterpret_cast<void*>(uintptr_t{1} << 20); // aligned, never dereferenced on the host
         k.dtype = static_cast<kb_dtype>(task::abi_dtype(t.type));
         k.ndim = static_cast<int32_t>(t.shape.size());
         int64_t stride = 1;
@@ -422,7 +447,9 @@ struct fake_args {
   }
 };
 
-void PrintTo(const compile_case& info, std::ostream* os) { *os << info.task_id + " " + info.strategy + " " + info.params.dump(); }
+void PrintTo(const compile_case& info, std::ostream* os) {
+  *os << info.task_id + " " + info.strategy + " " + info.params.dump();
+}
 
 class compiles : public ::testing::TestWithParam<compile_case> {};
 
@@ -434,13 +461,15 @@ TEST_P(compiles, and_exports_the_candidate_abi) {
   auto req = build::candidate_request(root, c, generate(c, s, cc.params), "candidate.cu");
   req.timeout = std::chrono::seconds(300);
   const auto res = comp.compile(req);
-  ASSERT_TRUE(res.ok()) << cc.strategy << " " << cc.params.dump() << " on " << c.id << ":\n" << res.log;
+  ASSERT_TRUE(res.ok()) << cc.strategy << " " << cc.params.dump() << " on " << c.id << ":\n"
+                        << res.log;
   EXPECT_EQ(res.log.find("warning"), std::string::npos) << res.log;
 
   void* lib = dlopen(res.binary.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
   const auto launch = reinterpret_cast<int (*)(const kb_args*)>(dlsym(lib, "kb_launch"));
-  const auto workspace = reinterpret_cast<int (*)(const kb_args*, uint64_t*)>(dlsym(lib, "kb_workspace_bytes"));
+  const auto workspace =
+      reinterpret_cast<int (*)(const kb_args*, uint64_t*)>(dlsym(lib, "kb_workspace_bytes"));
   const auto info = reinterpret_cast<const char* (*)()>(dlsym(lib, "kb_candidate_info"));
   ASSERT_TRUE(launch != nullptr && workspace != nullptr && info != nullptr);
   EXPECT_EQ(std::string(info()), candidate_info(s, cc.params));
@@ -478,13 +507,16 @@ INSTANTIATE_TEST_SUITE_P(strategies, compiles, ::testing::ValuesIn(compile_cases
 // Workspace sizes follow the shape at run time (no GPU needed for these strategies).
 TEST(strategy_workspace, sizes_follow_the_shape) {
   build::compiler comp(build::detect_toolchain(), default_cache_dir());
-  const auto bytes_for = [&](const std::string& id, const std::string& name, const nlohmann::json& params, const std::string& shape) {
+  const auto bytes_for = [&](const std::string& id, const std::string& name,
+                             const nlohmann::json& params, const std::string& shape) {
     const auto& c = task_by_id(id);
-    const auto res = comp.compile(build::candidate_request(root, c, generate(c, find_strategy(name), params), "candidate.cu"));
+    const auto res = comp.compile(build::candidate_request(
+        root, c, generate(c, find_strategy(name), params), "candidate.cu"));
     EXPECT_TRUE(res.ok()) << res.log;
     void* lib = dlopen(res.binary.c_str(), RTLD_NOW | RTLD_LOCAL);
     EXPECT_NE(lib, nullptr);
-    const auto workspace = reinterpret_cast<int (*)(const kb_args*, uint64_t*)>(dlsym(lib, "kb_workspace_bytes"));
+    const auto workspace =
+        reinterpret_cast<int (*)(const kb_args*, uint64_t*)>(dlsym(lib, "kb_workspace_bytes"));
     fake_args f(c, c.shape(shape));
     uint64_t bytes = 0;
     EXPECT_EQ(workspace(&f.args, &bytes), 0);
@@ -492,12 +524,19 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
     return bytes;
   };
   // loss.warp_row: one double per rows_per_block rows; 32768 rows.
-  EXPECT_EQ(bytes_for("095", "loss.warp_row", find_strategy("loss.warp_row").defaults, "official"), 32768 / 32 * 8);
-  // normalize.split_row: one Welford state (3 floats) per row and 65536-element chunk; 16 rows of 4Mi.
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "official"), 16 * 256 * 12);
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "odd"), 3 * 1 * 12);
+  EXPECT_EQ(bytes_for("095", "loss.warp_row", find_strategy("loss.warp_row").defaults, "official"),
+            32768 / 32 * 8);
+  // normalize.split_row: one Welford state (3 floats) per row and 65536-element chunk; 16 rows of
+  // 4Mi.
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults,
+                      "official"),
+            16 * 256 * 12);
+  EXPECT_EQ(
+      bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "odd"),
+      3 * 1 * 12);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
-  EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"), 2048 * 16 * 4);
+  EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
+            2048 * 16 * 4);
   EXPECT_EQ(bytes_for("004", "matmul.matvec", {{"k_chunk", 0}}, "official"), 0u);
 }
 

@@ -28,7 +28,8 @@ TEST(suite, core10_has_the_ten_kernelbench_tasks_at_v01_shapes) {
   for (const auto& c : tasks) {
     ids.push_back(c.id);
   }
-  EXPECT_EQ(ids, (std::vector<std::string>{"004", "007", "019", "023", "026", "036", "040", "047", "088", "095"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"004", "007", "019", "023", "026", "036", "040", "047",
+                                           "088", "095"}));
   const auto softmax = find_task(root, "023");
   EXPECT_EQ(softmax.official().dims.at("M"), 4096);
   EXPECT_EQ(softmax.official().dims.at("N"), 393216);
@@ -54,11 +55,15 @@ TEST(suite, every_task_has_a_check_shape_and_three_distributions) {
 TEST(roofline, floors_match_the_published_figures) {
   const ceilings ceil;
   // tasks-core10.md: byte floors at 4.3 TB/s.
-  EXPECT_NEAR(floor_seconds(find_task(root, "019"), find_task(root, "019").official(), ceil) * 1e3, 3.0, 0.05);
-  EXPECT_NEAR(floor_seconds(find_task(root, "036"), find_task(root, "036").official(), ceil) * 1e3, 3.5, 0.05);
-  EXPECT_NEAR(floor_seconds(find_task(root, "088"), find_task(root, "088").official(), ceil) * 1e3, 0.125, 0.005);
+  EXPECT_NEAR(floor_seconds(find_task(root, "019"), find_task(root, "019").official(), ceil) * 1e3,
+              3.0, 0.05);
+  EXPECT_NEAR(floor_seconds(find_task(root, "036"), find_task(root, "036").official(), ceil) * 1e3,
+              3.5, 0.05);
+  EXPECT_NEAR(floor_seconds(find_task(root, "088"), find_task(root, "088").official(), ceil) * 1e3,
+              0.125, 0.005);
   // 007 is bounded by fp32 FMA throughput: 137 GFLOP at 67 TFLOP/s.
-  EXPECT_NEAR(floor_seconds(find_task(root, "007"), find_task(root, "007").official(), ceil) * 1e3, 2.05, 0.05);
+  EXPECT_NEAR(floor_seconds(find_task(root, "007"), find_task(root, "007").official(), ceil) * 1e3,
+              2.05, 0.05);
 }
 
 class malformed : public ::testing::Test {
@@ -116,15 +121,20 @@ std::string replace(std::string s, const std::string& from, const std::string& t
   return s.replace(pos, from.size(), to);
 }
 
-TEST_F(malformed, valid_file_loads) { EXPECT_EQ(load_error(valid_task), "no error"); }
+TEST_F(malformed, valid_file_loads) {
+  EXPECT_EQ(load_error(valid_task), "no error");
+}
 
 TEST_F(malformed, errors_name_file_field_and_expectation) {
-  const std::string e1 = load_error(replace(valid_task, "dtype = \"float32\"\nshape = [\"N\"]\ndistributions", "dtype = \"float33\"\nshape = [\"N\"]\ndistributions"));
+  const std::string e1 =
+      load_error(replace(valid_task, "dtype = \"float32\"\nshape = [\"N\"]\ndistributions",
+                         "dtype = \"float33\"\nshape = [\"N\"]\ndistributions"));
   EXPECT_NE(e1.find("task.toml"), std::string::npos) << e1;
   EXPECT_NE(e1.find("inputs[0].dtype"), std::string::npos) << e1;
   EXPECT_NE(e1.find("float33"), std::string::npos) << e1;
 
-  const std::string e2 = load_error(replace(valid_task, "family = \"elementwise\"", "family = \"convolution\""));
+  const std::string e2 =
+      load_error(replace(valid_task, "family = \"elementwise\"", "family = \"convolution\""));
   EXPECT_NE(e2.find("'family'"), std::string::npos) << e2;
 
   const std::string e3 = load_error(replace(valid_task, "role = \"check\"", "role = \"bench\""));
@@ -137,10 +147,12 @@ TEST_F(malformed, errors_name_file_field_and_expectation) {
   const std::string e5 = load_error(replace(valid_task, "atol = 1e-4", "atol = \"small\""));
   EXPECT_NE(e5.find("tolerance.atol"), std::string::npos) << e5;
 
-  const std::string e6 = load_error(replace(valid_task, "id = \"900\"", "id = \"900\"\nid = \"901\""));
+  const std::string e6 =
+      load_error(replace(valid_task, "id = \"900\"", "id = \"900\"\nid = \"901\""));
   EXPECT_NE(e6.find("TOML syntax error"), std::string::npos) << e6;
 
-  const std::string e7 = load_error(replace(valid_task, "\"uniform01\", \"normal\"", "\"uniform02\", \"normal\""));
+  const std::string e7 =
+      load_error(replace(valid_task, "\"uniform01\", \"normal\"", "\"uniform02\", \"normal\""));
   EXPECT_NE(e7.find("distributions[0]"), std::string::npos) << e7;
 
   const std::string e8 = load_error(replace(valid_task, "dims = { N = 7 }", "dims = { N = 0 }"));
@@ -148,7 +160,8 @@ TEST_F(malformed, errors_name_file_field_and_expectation) {
 }
 
 TEST_F(malformed, reduction_families_need_reduce_dims) {
-  const std::string e = load_error(replace(valid_task, "family = \"elementwise\"", "family = \"normalize\""));
+  const std::string e =
+      load_error(replace(valid_task, "family = \"elementwise\"", "family = \"normalize\""));
   EXPECT_NE(e.find("reduce_dims"), std::string::npos) << e;
 }
 

@@ -22,7 +22,9 @@ namespace kb::eval::detail {
 class cuda_error : public error {
 public:
   cuda_error(cudaError_t code, const std::string& what)
-      : error(fmt::format("CUDA error in the harness ({}): {} ({})", what, cudaGetErrorName(code), cudaGetErrorString(code))), m_code(code) {}
+      : error(fmt::format("CUDA error in the harness ({}): {} ({})", what, cudaGetErrorName(code),
+                          cudaGetErrorString(code))),
+        m_code(code) {}
   bool sticky() const {
     switch (m_code) {
     case cudaErrorIllegalAddress:
@@ -66,7 +68,8 @@ inline kb_tensor contiguous_view(void* data, kb_dtype dtype, const std::vector<i
 }
 
 // The arguments of one call; the vectors must outlive it.
-inline kb_args make_args(const std::vector<kb_tensor>& inputs, const std::vector<kb_tensor>& outputs, const std::vector<double>& scalars,
+inline kb_args make_args(const std::vector<kb_tensor>& inputs,
+                         const std::vector<kb_tensor>& outputs, const std::vector<double>& scalars,
                          void* workspace, uint64_t workspace_bytes, cudaStream_t stream) {
   kb_args a{};
   a.abi_version = KB_ABI_VERSION;
@@ -83,12 +86,13 @@ inline kb_args make_args(const std::vector<kb_tensor>& inputs, const std::vector
 }
 
 // GPU side: asynchronous on `stream` unless the function returns a value.
-void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed, cudaStream_t stream);
+void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed,
+                     cudaStream_t stream);
 void gpu_fill_poison(void* data, kb_dtype dtype, int64_t n, cudaStream_t stream);
 void gpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value, cudaStream_t stream);
 // dst[i] = src[i % src_n], converted.
-void gpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst, kb_dtype dst_dtype, int64_t dst_n,
-                     cudaStream_t stream);
+void gpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst,
+                     kb_dtype dst_dtype, int64_t dst_n, cudaStream_t stream);
 // Order-independent digest of the bytes (synchronises the stream).
 uint64_t gpu_digest(const void* data, uint64_t bytes, cudaStream_t stream);
 struct moments {
@@ -97,8 +101,8 @@ struct moments {
 };
 moments gpu_moments(const double* ref, int64_t n, cudaStream_t stream);
 // Error metrics of y against the float64 reference (synchronises the stream).
-error_metrics gpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n, const tolerance_spec& t,
-                          cudaStream_t stream);
+error_metrics gpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
+                          const tolerance_spec& t, cudaStream_t stream);
 
 // Launches a kernel that spins until *flag becomes non-zero (host-mapped memory) or `timeout_ns`
 // passes; on timeout it sets *timed_out. Work queued behind it starts together, so host launch
@@ -109,9 +113,11 @@ void gpu_block_stream(volatile int* flag, int* timed_out, uint64_t timeout_ns, c
 void cpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed);
 void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n);
 void cpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value);
-void cpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst, kb_dtype dst_dtype, int64_t dst_n);
+void cpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst,
+                     kb_dtype dst_dtype, int64_t dst_n);
 uint64_t cpu_digest(const void* data, uint64_t bytes);
 moments cpu_moments(const double* ref, int64_t n);
-error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n, const tolerance_spec& t);
+error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
+                          const tolerance_spec& t);
 
 } // namespace kb::eval::detail

@@ -44,7 +44,8 @@ struct isolation {
     return p;
   }
   process_spec apply(const process_spec& spec, sandbox::policy p) const {
-    return decision.level == sandbox::isolation::sandboxed ? sandbox::wrap(spec, p) : sandbox::wrap_unprotected(spec, p);
+    return decision.level == sandbox::isolation::sandboxed ? sandbox::wrap(spec, p)
+                                                           : sandbox::wrap_unprotected(spec, p);
   }
   build::process_wrapper compiler() const {
     return [this](const process_spec& spec) {
@@ -57,7 +58,8 @@ struct isolation {
     };
   }
   // `tools`: folders of a tool the worker runs under (a profiler), visible inside too.
-  std::function<process_spec(const process_spec&)> worker(const fs::path& staging, std::vector<fs::path> tools = {}) const {
+  std::function<process_spec(const process_spec&)> worker(const fs::path& staging,
+                                                          std::vector<fs::path> tools = {}) const {
     return [this, staging, tools](const process_spec& spec) {
       auto p = policy();
       p.gpu = true;
@@ -71,10 +73,12 @@ struct isolation {
 };
 
 // The shared objects a worker loads, copied where the sandbox user can read them.
-inline fs::path stage_binary(const fs::path& staging, const fs::path& binary, const std::string& name) {
+inline fs::path stage_binary(const fs::path& staging, const fs::path& binary,
+                             const std::string& name) {
   const fs::path to = staging / name;
   fs::copy_file(binary, to, fs::copy_options::overwrite_existing);
-  fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(to, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                          fs::perms::others_read);
   return to;
 }
 

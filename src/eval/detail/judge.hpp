@@ -13,7 +13,7 @@ namespace kb::eval::detail {
 
 struct check_outcome {
   bool passed = true;
-  std::string reason;  // verify.unwritten | verify.nonfinite | verify.mismatch | verify.rel_l2
+  std::string reason; // verify.unwritten | verify.nonfinite | verify.mismatch | verify.rel_l2
   std::string message;
   nlohmann::json outputs = nlohmann::json::array(); // the metrics of every output
 };
