@@ -18,21 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-std::optional<fs::path> portfolio_file(const fs::path& root, const task::contract& c) {
-  const fs::path dir = root / "portfolio" / c.suite;
-  if (!fs::is_directory(dir)) {
-    return std::nullopt;
-  }
-  std::vector<fs::path> found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".cu" && e.path().filename().string().rfind(c.id + "_", 0) == 0) {
-      found.push_back(e.path());
-    }
-  }
-  std::sort(found.begin(), found.end());
-  return found.empty() ? std::nullopt : std::optional<fs::path>(found.front());
-}
-
 std::string ms(double s) {
   return fmt::format("{:.4f}", s * 1e3);
 }
@@ -117,7 +102,9 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
       if (!only.empty() && std::find(only.begin(), only.end(), c.id) == only.end()) {
         continue;
       }
-      const auto file = portfolio_file(root, c);
+      const auto files = task::portfolio_files(root, c);
+      const std::optional<fs::path> file =
+          files.empty() ? std::nullopt : std::optional<fs::path>(files.front());
       if (!file) {
         fmt::print("{:<4} no portfolio kernel\n", c.id);
         continue;

@@ -13,23 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-// Candidate files that belong to a task: portfolio/<suite>/<id>_*.cu.
-std::vector<fs::path> portfolio_of(const fs::path& root, const task::contract& c) {
-  std::vector<fs::path> out;
-  const fs::path dir = root / "portfolio" / c.suite;
-  if (!fs::is_directory(dir)) {
-    return out;
-  }
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const auto name = e.path().filename().string();
-    if (e.path().extension() == ".cu" && name.rfind(c.id + "_", 0) == 0) {
-      out.push_back(e.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 } // namespace
 
 void add_check_commands(CLI::App& app, const global_options& globals, int* result) {
@@ -54,7 +37,7 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
       build::compiler comp(build::detect_toolchain(o.arch), o.cache_dir);
       int compiled = 0;
       int total = 0;
-      for (const auto& p : portfolio_of(root, c)) {
+      for (const auto& p : task::portfolio_files(root, c)) {
         ++total;
         const auto b =
             comp.compile(build::candidate_request(root, c, read_file(p), p.filename().string()));

@@ -823,6 +823,21 @@ contract find_task(const fs::path& root, const std::string& id) {
   fail_input("no task '{}' under {} (see `kblaster tasks list`)", id, (root / "tasks").string());
 }
 
+std::vector<fs::path> portfolio_files(const fs::path& root, const contract& c) {
+  std::vector<fs::path> out;
+  const fs::path dir = root / "portfolio" / c.suite;
+  if (!fs::is_directory(dir)) {
+    return out;
+  }
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".cu" && e.path().filename().string().rfind(c.id + "_", 0) == 0) {
+      out.push_back(e.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 nlohmann::json to_json(const contract& c) {
   using nlohmann::json;
   json j;

@@ -129,6 +129,9 @@ contract find_task(const fs::path& root, const std::string& id);
 
 nlohmann::json to_json(const contract& c);
 
+// The hand-written candidates of a task: <root>/portfolio/<suite>/<id>_*.cu, sorted.
+std::vector<fs::path> portfolio_files(const fs::path& root, const contract& c);
+
 // The roofline ceilings the floor is computed against. Measured values replace the defaults
 // once `kblaster calibrate` has run on the device.
 struct ceilings {

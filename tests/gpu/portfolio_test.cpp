@@ -12,29 +12,21 @@ TEST(portfolio, every_kernel_passes_verification_and_the_sanitizers) {
   nlohmann::json record = nlohmann::json::array();
   int count = 0;
   for (const auto& c : task::load_all(root)) {
-    const fs::path dir = root / "portfolio" / c.suite;
-    if (!fs::is_directory(dir)) {
-      continue;
-    }
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() != ".cu" || e.path().filename().string().rfind(c.id + "_", 0) != 0) {
-        continue;
-      }
+    for (const auto& file : task::portfolio_files(root, c)) {
       ++count;
       auto o = base_options();
       o.verify_only = true;
       o.sanitize = true;
-      const eval::candidate_input cand{read_file(e.path()), e.path().filename().string(),
-                                       "portfolio"};
+      const eval::candidate_input cand{read_file(file), file.filename().string(), "portfolio"};
       const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
       const auto r = eval::evaluate(root, c, cand, base, o, {});
-      EXPECT_EQ(r.reason, "verify.passed") << e.path().filename() << ": " << r.message;
+      EXPECT_EQ(r.reason, "verify.passed") << file.filename() << ": " << r.message;
       auto s = summary(r);
-      s["file"] = fs::relative(e.path(), root).string();
+      s["file"] = fs::relative(file, root).string();
       s["verification"] = r.detail.value("verification", nlohmann::json::array());
       s["sanitize"] = r.detail.value("sanitize", nlohmann::json::object());
       record.push_back(s);
-      std::printf("%-28s %-16s %s\n", e.path().filename().c_str(), r.reason.c_str(),
+      std::printf("%-28s %-16s %s\n", file.filename().c_str(), r.reason.c_str(),
                   r.message.substr(0, 160).c_str());
     }
   }
