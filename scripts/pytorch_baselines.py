@@ -1,16 +1,33 @@
 #!/usr/bin/env python3
 """PyTorch baselines for KernelBlaster tasks, measured with the harness's protocol.
 
-For each task (from `kblaster tasks list --json`) and method (eager, torch.compile default,
-torch.compile(mode="max-autotune-no-cudagraphs"), and F.rms_norm where the task is an RMSNorm):
-draws inputs from the task's official distribution, runs the task's PyTorch expression, checks
-the output against a float64 evaluation of the same expression with the task's tolerance
-(|y - ref| <= atol * RMS(ref) + rtol * |ref| elementwise, and relative L2), then times it: warm-up,
-an L2 flush of 2x the L2 size before every sample, CUDA events around the call, the SM clock
-after each sample, at least 10 samples and until the relative stdev is under 0.5% after 0.5 s of
-measured time, or 5 s of wall time. A method that fails the check is marked incorrect; one whose
-samples scatter (relative stdev above 5%) is marked unstable; `kblaster bench` excludes both
-from "fastest". Writes JSON that `kblaster bench --pytorch FILE` imports.
+For each task (from `kblaster tasks list --json`) and method:
+  eager         the task's expression as a plain Python function
+  compile       torch.compile(fn) (default mode)
+  max-autotune  torch.compile(fn, mode="max-autotune-no-cudagraphs"): autotuned kernels without
+                CUDA graphs, so the figure is kernels only, as for a candidate
+  max-autotune-cudagraphs  (opt-in) mode="max-autotune", CUDA graphs included
+  rms_norm      F.rms_norm, where the task is an RMSNorm
+The expression is compiled once into a real function (a generated module file, see
+pytorch_codegen.py), so TorchDynamo traces tensor code. For each compiled method the number of
+graphs and graph breaks comes from torch._dynamo's counters; a method with no graph or a graph
+break ran (partly) eagerly and is marked `not_compiled`, which `kblaster bench` excludes from
+"fastest".
+
+Check: the output against a float64 evaluation of the expression with the task's tolerance
+(|y - ref| <= atol * RMS(ref) + rtol * |ref| elementwise, and relative L2). fp32 matmul stays
+exact: TF32 off and float32 matmul precision "highest".
+
+Timing, as the harness times a candidate: warm-up; before every sample an L2 flush of 2x the L2
+size; then a blocking kernel (torch.cuda._sleep, long enough to cover the host's enqueue time of
+the method, measured in the warm-up) so that the method's launches are queued behind it and host
+launch overhead is outside the window; CUDA events around the call. At least 10 samples and until
+the relative stdev is under 0.5% after 0.5 s of measured time, or 5 s of wall time; median with a
+distribution-free 95% interval. The same method is also timed unqueued (flush, synchronize,
+events around the call from Python): `unqueued_median_s` is what one call costs on an idle GPU,
+host launch overhead included. A method that fails the check is marked incorrect; one whose
+samples scatter (relative stdev above 5%) unstable. Writes JSON that `kblaster bench --pytorch
+FILE` imports.
 
     kblaster tasks list --json > tasks.json
     python3 scripts/pytorch_baselines.py --tasks tasks.json --out pytorch.json [--methods eager,compile]
@@ -18,15 +35,22 @@ from "fastest". Writes JSON that `kblaster bench --pytorch FILE` imports.
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-import torch
-import torch.nn.functional as F  # noqa: F401 (used by task expressions)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pytorch_codegen as cg  # noqa: E402
 
-METHODS = ("eager", "compile", "max-autotune", "rms_norm")
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+METHODS = ("eager", "compile", "max-autotune", "max-autotune-cudagraphs", "rms_norm")
+COMPILE_MODES = {"compile": None, "max-autotune": "max-autotune-no-cudagraphs",
+                 "max-autotune-cudagraphs": "max-autotune"}
 
 
 def torch_dtype(name):
@@ -35,7 +59,7 @@ def torch_dtype(name):
 
 
 def eval_dim(expr, dims):
-    return int(eval(expr, {"__builtins__": {}}, dict(dims)))
+    return int(eval(expr, {"__builtins__": {}}, dict(dims)))  # noqa: S307 (shape arithmetic from the contract)
 
 
 def make_input(spec, dims, gen):
@@ -62,25 +86,12 @@ def make_input(spec, dims, gen):
     return t.to(dtype)
 
 
-def expression(task):
-    names = [i["name"] for i in task["inputs"]]
-    params = {p["name"]: p["value"] for p in task.get("params", [])}
-    body = task["pytorch"]
-
-    def fn(*args):
-        scope = dict(zip(names, args))
-        scope.update(params)
-        scope.update({"torch": torch, "F": F, "math": math})
-        return eval(body, {"__builtins__": {}}, scope)
-    return fn
-
-
 def rms_norm_method(task):
-    params = {p["name"]: p["value"] for p in task.get("params", [])}
+    eps = {p["name"]: p["value"] for p in task.get("params", [])}.get("eps", 1e-6)
 
-    def fn(x, weight):
-        return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, params.get("eps", 1e-6))
-    return fn
+    def rms_norm(x, weight):
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return rms_norm
 
 
 def check(y, ref, tol):
@@ -103,42 +114,89 @@ def check(y, ref, tol):
     return True, "", metrics
 
 
-def sm_clock():
-    try:
-        return torch.cuda.clock_rate()
-    except Exception:  # noqa: BLE001 (nvml missing)
-        return None
+def dynamo_counters():
+    from torch._dynamo.utils import counters
+    return {"stats": dict(counters["stats"]), "graph_break": dict(counters["graph_break"])}
 
 
-def time_method(fn, args, flush, max_wall=5.0):
-    for _ in range(3):
+class Sleeper:
+    """torch.cuda._sleep calibrated in seconds: the blocking kernel that queues a sample."""
+
+    def __init__(self):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)
+        rates = []
+        for _ in range(5):
+            a.record()
+            torch.cuda._sleep(cycles)
+            b.record()
+            b.synchronize()
+            rates.append(cycles / (a.elapsed_time(b) * 1e-3))
+        self.cycles_per_s = statistics.median(rates)
+
+    def sleep(self, seconds):
+        torch.cuda._sleep(max(1000, int(seconds * self.cycles_per_s)))
+
+
+def time_method(fn, args, flush, sleeper, max_wall=5.0):
+    """Samples queued behind a blocking kernel, then unqueued samples; returns both and the host
+    enqueue time of one call [s]."""
+    enqueue = []
+    for _ in range(5):
+        torch.cuda.synchronize()
+        h0 = time.perf_counter()
         fn(*args)
+        enqueue.append(time.perf_counter() - h0)
     torch.cuda.synchronize()
+    host_s = statistics.median(enqueue)
+    # The blocking kernel covers the enqueue of the events and the call with a wide margin.
+    block_s = min(0.05, max(200e-6, 4 * host_s, 1.5 * max(enqueue)))
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples, clocks = [], []
-    t0 = time.time()
-    while True:
-        flush.zero_()
-        start.record()
-        fn(*args)
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop) * 1e-3)
-        clocks.append(sm_clock())
-        n = len(samples)
-        if n >= 10:
-            rsd = statistics.stdev(samples) / statistics.mean(samples)
-            if (sum(samples) >= 0.5 and rsd < 0.005) or time.time() - t0 > max_wall or n >= 2000:
-                break
-    return samples, clocks
+
+    def run(queued):
+        samples, late = [], 0
+        t0 = time.time()
+        while True:
+            flush.zero_()
+            if queued:
+                sleeper.sleep(block_s)
+                h0 = time.perf_counter()
+            else:
+                torch.cuda.synchronize()
+            start.record()
+            fn(*args)
+            stop.record()
+            if queued and time.perf_counter() - h0 > 0.8 * block_s:
+                late += 1  # the host was still enqueueing when the blocking kernel ended
+            stop.synchronize()
+            samples.append(start.elapsed_time(stop) * 1e-3)
+            n = len(samples)
+            if n >= 10:
+                rsd = statistics.stdev(samples) / statistics.mean(samples)
+                if (sum(samples) >= 0.5 and rsd < 0.005) or time.time() - t0 > max_wall or n >= 2000:
+                    return samples, late
+
+    queued, late = run(True)
+    unqueued, _ = run(False)
+    return queued, unqueued, host_s, block_s, late
 
 
-def median_ci(samples):
-    x = sorted(samples)
-    n = len(x)
-    lo = max(0, int(math.floor(n / 2 - 0.98 * math.sqrt(n))))
-    hi = min(n - 1, int(math.ceil(n / 2 + 0.98 * math.sqrt(n))))
-    return [x[lo], x[hi]]
+def device_info():
+    props = torch.cuda.get_device_properties(0)
+
+    def smi(field):
+        r = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+
+    nvcc = subprocess.run(["sh", "-c", "nvcc --version 2>/dev/null | tail -n 2 | head -n 1"],
+                          capture_output=True, text=True).stdout.strip()
+    return {"name": torch.cuda.get_device_name(0), "sm": f"{props.major}{props.minor}",
+            "sms": props.multi_processor_count, "l2_bytes": props.L2_cache_size,
+            "memory_bytes": props.total_memory, "driver": smi("driver_version"),
+            "sm_clock_max_mhz": smi("clocks.max.sm"), "torch_cuda": torch.version.cuda,
+            "toolkit_nvcc": nvcc}
 
 
 def main():
@@ -148,29 +206,48 @@ def main():
     ap.add_argument("--methods", default="eager,compile,max-autotune,rms_norm")
     ap.add_argument("--only", default="")
     ap.add_argument("--all-shapes", action="store_true")
-    ap.add_argument("--compile-budget", type=float, default=120.0, help="seconds allowed for one compile")
+    ap.add_argument("--module-dir", default="", help="folder for the generated task modules")
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
+    for m in methods:
+        if m not in METHODS:
+            sys.exit(f"unknown method {m}; known: {', '.join(METHODS)}")
     tasks = json.load(open(args.tasks))
     only = set(filter(None, args.only.split(",")))
+    module_dir = args.module_dir or tempfile.mkdtemp(prefix="kb-pytorch-")
     props = torch.cuda.get_device_properties(0)
     flush = torch.empty(max(2 * props.L2_cache_size, 128 << 20), dtype=torch.uint8, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
-           "driver": subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                    capture_output=True, text=True).stdout.strip(),
-           "protocol": "cold L2 (2x L2 flush per sample), CUDA events, >=10 samples, rsd<0.5% after 0.5 s or 5 s wall",
+    torch.set_float32_matmul_precision("highest")
+    sleeper = Sleeper()
+    dev = device_info()
+    out = {"device": dev["name"], "device_info": dev, "torch": torch.__version__, "cuda": torch.version.cuda,
+           "driver": dev["driver"], "toolkit": dev["toolkit_nvcc"],
+           "settings": {"allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+                        "max_autotune_mode": COMPILE_MODES["max-autotune"]},
+           "protocol": {"l2_flush_bytes": flush.numel(), "events": "CUDA events around one call",
+                        "queued": "launches queued behind torch.cuda._sleep covering >= 4x the host enqueue time",
+                        "unqueued": "synchronize after the flush, events around the call from Python",
+                        "stop": ">=10 samples, rsd < 0.5% after 0.5 s measured, or 5 s wall, or 2000 samples",
+                        "statistic": "median, 95% interval from order statistics n/2 -+ 0.98 sqrt(n)",
+                        "sleep_cycles_per_s": sleeper.cycles_per_s},
            "tasks": {}}
     for task in tasks:
         if only and task["id"] not in only:
+            continue
+        try:
+            base = cg.load_module(task, module_dir)
+        except cg.ExpressionError as e:
+            print(f"{task['id']}: {e}", file=sys.stderr)
+            out["tasks"][task["id"]] = {"error": str(e)}
             continue
         shapes = [s for s in task["shapes"] if s["role"] == "official" or (args.all_shapes and s["role"] == "bench")]
         for shape in shapes:
             dims = shape["dims"]
             gen = torch.Generator(device="cuda").manual_seed(20251130)
             inputs = [make_input(i, dims, gen) for i in task["inputs"]]
-            base = expression(task)
             with torch.no_grad():
                 ref = base(*[t.double() if t.is_floating_point() else t for t in inputs])
             results = {}
@@ -178,32 +255,51 @@ def main():
                 if method == "rms_norm" and "rms_norm" not in task["pytorch"]:
                     continue
                 fn = rms_norm_method(task) if method == "rms_norm" else base
+                entry = {}
                 t_start = time.time()
                 try:
-                    if method == "compile":
-                        fn = torch.compile(fn)
-                    elif method == "max-autotune":
-                        fn = torch.compile(fn, mode="max-autotune-no-cudagraphs")
+                    if method in COMPILE_MODES:
+                        torch._dynamo.reset()
+                        before = dynamo_counters()
+                        fn = torch.compile(fn, mode=COMPILE_MODES[method])
                     with torch.no_grad():
                         y = fn(*inputs)
                         torch.cuda.synchronize()
-                        compile_s = time.time() - t_start
+                        entry["first_call_s"] = time.time() - t_start
+                        if method in COMPILE_MODES:
+                            compiled = cg.classify_compile(*cg.counters_delta(before, dynamo_counters()))
+                            compiled["mode"] = COMPILE_MODES[method] or "default"
+                            entry["compile"] = compiled
                         ok, reason, metrics = check(y, ref, task["tolerance"])
-                        samples, clocks = time_method(fn, inputs, flush)
+                        del y
+                        samples, unqueued, host_s, block_s, late = time_method(fn, inputs, flush, sleeper)
+                        if method in COMPILE_MODES:
+                            graphs_after, _, _ = cg.counters_delta(before, dynamo_counters())
+                            entry["compile"]["recompiles"] = graphs_after - entry["compile"]["graphs"]
                 except Exception as e:  # noqa: BLE001 (a method that fails is recorded, not fatal)
-                    results[method] = {"correct": False, "reason": f"error: {type(e).__name__}: {str(e)[:300]}"}
+                    entry.update(correct=False, reason=f"error: {type(e).__name__}: {str(e)[:300]}")
+                    results[method] = entry
                     print(f"{task['id']} {shape['name']} {method}: error {e}", file=sys.stderr)
                     continue
-                med = statistics.median(samples)
+                med = cg.median(samples)
                 rsd = statistics.stdev(samples) / statistics.mean(samples)
-                results[method] = {"correct": ok, "reason": reason, "metrics": metrics, "median_s": med,
-                                   "ci_s": median_ci(samples), "rsd": rsd, "stable": rsd < 0.05,
-                                   "samples": samples, "sm_clock_mhz": clocks, "first_call_s": compile_s}
-                print(f"{task['id']} {shape['name']:<14} {method:<13} {med * 1e3:9.4f} ms  "
-                      f"{'ok' if ok else 'INCORRECT ' + reason}  n={len(samples)}", flush=True)
+                entry.update({"correct": ok, "reason": reason, "metrics": metrics, "median_s": med,
+                              "ci_s": cg.median_ci(samples), "rsd": rsd, "stable": rsd < 0.05,
+                              "samples": samples, "queued": {"block_s": block_s, "late_samples": late},
+                              "host_enqueue_s": host_s, "unqueued_median_s": cg.median(unqueued),
+                              "unqueued_ci_s": cg.median_ci(unqueued),
+                              "launch_overhead_s": cg.median(unqueued) - med})
+                results[method] = entry
+                comp = entry.get("compile")
+                status = f"{comp['status']} graphs={comp['graphs']} breaks={comp['graph_breaks']}" if comp else "eager"
+                print(f"{task['id']} {shape['name']:<14} {method:<24} {med * 1e3:9.4f} ms "
+                      f"(unqueued {entry['unqueued_median_s'] * 1e3:9.4f})  "
+                      f"{'ok' if ok else 'INCORRECT ' + reason}  {status}  n={len(samples)}", flush=True)
             out["tasks"].setdefault(task["id"], {})[shape["name"]] = results
             del inputs, ref
             torch.cuda.empty_cache()
+            # Written after every shape: an interrupted run keeps what it measured.
+            json.dump(out, open(args.out, "w"), indent=1)
     json.dump(out, open(args.out, "w"), indent=1)
 
 
