@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
-# The benchmark on the GPU machine: PyTorch baselines, then `kblaster bench`, for one suite.
-#   scripts/bench-h200.sh [suite] [pytorch methods]   (default: core10, all methods)
-# Writes $OUT/bench (report.md, bench.json, bench.csv, speedup.svg, roofline.svg) and
-# $OUT/pytorch.json, packed into $OUT/bench.tar.gz.
+# The benchmark on the GPU machine, one command, one run: for each suite, PyTorch's methods
+# (scripts/pytorch_baselines.py: eager, torch.compile, max-autotune without CUDA graphs, and
+# F.rms_norm for RMSNorm tasks) and then `kblaster bench` (every portfolio kernel against its
+# baseline, with those PyTorch figures beside it), on the same device in the same job.
+#   scripts/bench-h200.sh [suite ...]   (default: core10 llm)
+# Environment: OUT (default out/bench-h200), METHODS (default eager,compile,max-autotune,rms_norm).
+# Writes $OUT/<suite>/ (report.md, bench.json, bench.csv, speedup.svg, roofline.svg, pytorch.json,
+# pytorch.log, bench.log, tasks.json, env.txt), the layout of evidence/h200/<suite>/, and packs
+# it into $OUT/bench.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/bench-h200}
-suite=${1:-core10}
-methods=${2:-eager,compile,max-autotune,rms_norm}
+METHODS=${METHODS:-eager,compile,max-autotune,rms_norm}
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(core10 llm)
+K=$PWD/build/release/kblaster
+[ -x "$K" ] || { echo "bench-h200: $K not built" >&2; exit 2; }
+python3 -c "import torch" 2>/dev/null || { echo "bench-h200: python3 cannot import torch" >&2; exit 2; }
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
   install -m 0755 build/release/bwrap /usr/local/bin/bwrap
 fi
-K=$PWD/build/release/kblaster
-extra=()
-[ "$suite" = llm ] && extra=(--all-shapes)
-$K tasks list --suite "$suite" --json >"$OUT/tasks.json"
-PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$OUT/tasks.json" --out "$OUT/pytorch.json" --methods "$methods" "${extra[@]}" 2>&1 | tee "$OUT/pytorch.log"
-$K -q bench --suite "$suite" --pytorch "$OUT/pytorch.json" --out "$OUT/bench" "${extra[@]}" 2>&1 | tee "$OUT/bench.log"
-tar -czf "$OUT/bench.tar.gz" -C "$OUT" bench pytorch.json pytorch.log bench.log tasks.json
+rc=0
+for suite in "${suites[@]}"; do
+  dir=$OUT/$suite
+  mkdir -p "$dir"
+  extra=()
+  [ "$suite" = llm ] && extra=(--all-shapes)
+  {
+    date -u +%FT%TZ
+    git rev-parse HEAD 2>/dev/null
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader
+    nvcc --version 2>/dev/null | tail -n 2
+    python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  } >"$dir/env.txt" 2>&1
+  "$K" tasks list --suite "$suite" --json >"$dir/tasks.json" || { rc=1; continue; }
+  PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$dir/tasks.json" --out "$dir/pytorch.json" \
+    --methods "$METHODS" --module-dir "$dir/pytorch-modules" "${extra[@]}" 2>&1 | tee "$dir/pytorch.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  "$K" -q bench --suite "$suite" --pytorch "$dir/pytorch.json" --out "$dir/bench" "${extra[@]}" 2>&1 |
+    tee "$dir/bench.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  # The evidence layout: the report's files beside the PyTorch figures.
+  [ -d "$dir/bench" ] && mv -f "$dir/bench"/* "$dir"/ && rmdir "$dir/bench"
+done
+tar -czf "$OUT/bench.tar.gz" -C "$OUT" --exclude=store "${suites[@]}"
+echo "bench-h200: wrote ${suites[*]} under $OUT (exit $rc)"
+exit $rc

@@ -31,18 +31,8 @@ json pytorch_for(const json& pytorch, const std::string& task, const std::string
   return t.contains(shape) ? t[shape] : json::object();
 }
 
-std::optional<std::pair<std::string, double>> fastest_correct(const json& methods) {
-  std::optional<std::pair<std::string, double>> best;
-  for (const auto& [name, m] : methods.items()) {
-    if (!m.value("correct", false) || !m.value("stable", true) || !m.contains("median_s")) {
-      continue;
-    }
-    const double t = m["median_s"];
-    if (!best || t < best->second) {
-      best = {name, t};
-    }
-  }
-  return best;
+std::string interval_ms(const report::interval& i) {
+  return fmt::format("[{}, {}]", ms(i.low), ms(i.high));
 }
 
 } // namespace
@@ -56,6 +46,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
   static std::vector<std::string> only;
   static bool all_shapes = false;
   static bool no_sandbox = false;
+  static double goal_fastest = 1.15;
+  static double goal_eager = 2.5;
   bench->add_option("--suite", suite, "suite to run");
   bench->add_option("--out", out_dir,
                     "folder for report.md, bench.json, bench.csv and the SVG figures");
@@ -65,6 +57,10 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
   bench->add_flag("--all-shapes", all_shapes,
                   "also the tasks' bench shapes (the RMSNorm deep case)");
   bench->add_flag("--no-sandbox", no_sandbox, "run candidates without the sandbox (recorded)");
+  bench->add_option("--goal-vs-fastest", goal_fastest,
+                    "geometric-mean speedup over the fastest PyTorch method to report against");
+  bench->add_option("--goal-vs-eager", goal_eager,
+                    "geometric-mean speedup over PyTorch eager to report against");
   bench->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     const auto tasks = task::load_suite(root, suite);
@@ -87,9 +83,23 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     const task::ceilings ceil;
     json rows = json::array();
     std::vector<stats::task_outcome> vs_baseline;
-    std::vector<double> vs_fastest;
-    std::vector<double> vs_eager;
-    std::vector<stats::task_outcome> vs_eager_outcomes;
+    std::vector<report::task_comparison> vs_pytorch;
+    report::table overview({{"task", report::align::left},
+                            {"ours ms [95%]", report::align::right},
+                            {"fastest PyTorch", report::align::left},
+                            {"its ms [95%]", report::align::right},
+                            {"speedup vs fastest [interval]", report::align::right},
+                            {"speedup vs eager", report::align::right},
+                            {"distance to target", report::align::right},
+                            {"our floor fraction", report::align::right}});
+    report::table provider({{"task", report::align::left},
+                            {"method", report::align::left},
+                            {"compile status", report::align::left},
+                            {"graphs", report::align::right},
+                            {"graph breaks", report::align::right},
+                            {"queued ms", report::align::right},
+                            {"unqueued ms", report::align::right},
+                            {"check", report::align::left}});
     report::bar_chart bars;
     bars.title = fmt::format("{}: portfolio speedup over {}", suite,
                              pytorch.is_null() ? "the baseline" : "the fastest PyTorch method");
@@ -139,30 +149,55 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                  {"device", r.detail.value("device", json::object())}};
         const json methods = pytorch_for(pytorch, c.id, s->name);
         row["pytorch"] = methods;
+        const auto pm = report::pytorch_methods_from_json(methods);
+        const auto fastest = report::fastest_method(pm);
         const std::string label = s->name == "official" ? fmt::format("{} {}", c.id, c.name)
                                                         : fmt::format("{} {}", c.id, s->name);
         fmt::print("{:<28} {:<12} {}\n", label, eval::to_string(r.final), r.message);
-        if (correct && stt.contains("median_candidate_s")) {
+        report::task_comparison cmp;
+        cmp.task = label;
+        cmp.correct = correct && stt.contains("median_candidate_s");
+        if (fastest) {
+          cmp.fastest_method = pm[*fastest].name;
+          cmp.fastest_s = *pm[*fastest].median_s;
+          cmp.fastest_ci =
+              pm[*fastest].ci_s.value_or(report::interval{cmp.fastest_s, cmp.fastest_s});
+        }
+        for (const auto& m : pm) {
+          if (m.name == "eager" && m.correct && m.median_s) {
+            cmp.eager_s = m.median_s;
+          }
+          provider.add_row(
+              {label, m.name, std::string(report::to_string(m.compile)),
+               m.compile == report::compile_status::eager ? "-" : std::to_string(m.graphs),
+               m.compile == report::compile_status::eager ? "-" : std::to_string(m.graph_breaks),
+               m.median_s ? ms(*m.median_s) : "-",
+               m.unqueued_median_s ? ms(*m.unqueued_median_s) : "-",
+               m.correct ? (m.stable ? "correct" : "unstable") : "incorrect: " + m.reason});
+        }
+        if (cmp.correct) {
           const double cand_t = stt["median_candidate_s"];
           const double base_t = stt["median_baseline_s"];
+          cmp.candidate_s = cand_t;
+          cmp.candidate_ci = {stt["median_candidate_ci_s"][0].get<double>(),
+                              stt["median_candidate_ci_s"][1].get<double>()};
           vs_baseline.push_back({label, true, r.final == eval::verdict::improved, base_t / cand_t});
-          const auto fastest = fastest_correct(methods);
-          if (fastest) {
-            vs_fastest.push_back(fastest->second / cand_t);
-            row["speedup_vs_fastest_pytorch"] = {{"method", fastest->first},
-                                                 {"speedup", fastest->second / cand_t}};
+          const auto vf = report::speedup_vs_fastest(cmp);
+          if (vf) {
+            row["speedup_vs_fastest_pytorch"] = {{"method", *cmp.fastest_method},
+                                                 {"speedup", vf->value},
+                                                 {"interval", {vf->range.low, vf->range.high}},
+                                                 {"target_s", cmp.fastest_s},
+                                                 {"distance_s", cand_t - cmp.fastest_s}};
           }
-          if (methods.contains("eager") && methods["eager"].value("correct", false)) {
-            const double e = methods["eager"]["median_s"];
-            vs_eager.push_back(e / cand_t);
-            vs_eager_outcomes.push_back({label, true, e / cand_t > 1.0, e / cand_t});
+          if (const auto ve = report::speedup_vs_eager(cmp)) {
+            row["speedup_vs_pytorch_eager"] = *ve;
           }
-          const double speed = fastest ? fastest->second / cand_t : base_t / cand_t;
+          const double speed = vf ? vf->value : base_t / cand_t;
           bars.bars.push_back({label, speed, std::nullopt});
-          if (!fastest) {
-            bars.bars.back().range = report::interval{stt["speedup_ci"][0].get<double>(),
-                                                      stt["speedup_ci"][1].get<double>()};
-          }
+          bars.bars.back().range = vf ? vf->range
+                                      : report::interval{stt["speedup_ci"][0].get<double>(),
+                                                         stt["speedup_ci"][1].get<double>()};
           const double flops = task::roofline_flops(c, *s);
           const double bytes = task::roofline_bytes(c, *s);
           if (flops > 0 && bytes > 0) {
@@ -172,6 +207,29 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         } else {
           vs_baseline.push_back({label, false, false, 0});
         }
+        {
+          const auto vf = report::speedup_vs_fastest(cmp);
+          const auto ve = report::speedup_vs_eager(cmp);
+          overview.add_row(
+              {label,
+               cmp.correct
+                   ? fmt::format("{} {}", ms(cmp.candidate_s), interval_ms(cmp.candidate_ci))
+                   : eval::to_string(r.final) + ": " + r.reason,
+               cmp.fastest_method.value_or("none"),
+               cmp.fastest_method
+                   ? fmt::format("{} {}", ms(cmp.fastest_s), interval_ms(cmp.fastest_ci))
+                   : "-",
+               vf ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", vf->value, vf->range.low,
+                                vf->range.high)
+                  : "-",
+               ve ? fmt::format("{:.2f}x", *ve) : "-",
+               vf ? fmt::format("{:+.4f} ms ({:+.1f}%){}", 1e3 * (cmp.candidate_s - cmp.fastest_s),
+                                100 * (cmp.candidate_s / cmp.fastest_s - 1),
+                                vf->value >= 1.0 ? " met" : "")
+                  : "-",
+               cmp.correct ? fmt::format("{:.1f}%", 100 * floor / cmp.candidate_s) : "-"});
+        }
+        vs_pytorch.push_back(cmp);
         // Per task: every method with its median and interval, speedups and fraction of the floor.
         report::table t({{"method", report::align::left},
                          {"median ms", report::align::right},
@@ -196,8 +254,14 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                          ? fmt::format("{:.3f}x", stt["median_baseline_s"].get<double>() /
                                                       m["median_s"].get<double>())
                          : "-",
-                     ok ? (m.value("stable", true) ? "correct" : "unstable")
-                        : "incorrect: " + m.value("reason", std::string("?")),
+                     (ok ? (m.value("stable", true) ? "correct" : "unstable")
+                         : "incorrect: " + m.value("reason", std::string("?"))) +
+                         (m.contains("compile") && m["compile"].is_object()
+                              ? fmt::format(" ({}, {} graphs, {} breaks)",
+                                            m["compile"].value("status", std::string("?")),
+                                            m["compile"].value("graphs", 0),
+                                            m["compile"].value("graph_breaks", 0))
+                              : std::string()),
                      m.contains("median_s")
                          ? fmt::format("{:.1f}%", 100 * floor / m["median_s"].get<double>())
                          : "-"});
@@ -230,13 +294,17 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                   fig.attempted_geomean ? json(*fig.attempted_geomean) : json(nullptr)},
                  {"fast_1_0_vs_baseline", fig.fast_1_0},
                  {"fast_1_5_vs_baseline", fig.fast_1_5}};
-    if (!vs_fastest.empty()) {
-      summary["geomean_vs_fastest_pytorch"] = stats::geomean(vs_fastest);
-    }
-    if (!vs_eager.empty()) {
-      summary["geomean_vs_pytorch_eager"] = stats::geomean(vs_eager);
-      summary["fast_1_0_vs_pytorch_eager"] = stats::fast_p(vs_eager_outcomes, 1.0);
-      summary["fast_1_5_vs_pytorch_eager"] = stats::fast_p(vs_eager_outcomes, 1.5);
+    if (!pytorch.is_null()) {
+      const auto cmp = report::compare_suite(vs_pytorch);
+      summary["vs_pytorch"] = report::to_json(cmp);
+      summary["vs_pytorch"]["goal_geomean_vs_fastest_pytorch"] = goal_fastest;
+      summary["vs_pytorch"]["goal_geomean_vs_pytorch_eager"] = goal_eager;
+      summary["vs_pytorch"]["goal_vs_fastest_met"] = cmp.geomean_vs_fastest &&
+                                                     cmp.with_fastest == cmp.tasks &&
+                                                     *cmp.geomean_vs_fastest >= goal_fastest;
+      summary["vs_pytorch"]["goal_vs_eager_met"] = cmp.geomean_vs_eager &&
+                                                   cmp.with_eager == cmp.tasks &&
+                                                   *cmp.geomean_vs_eager >= goal_eager;
     }
     st.finish_run(run, store::run_status::finished, "finished", "");
     std::string head =
@@ -252,12 +320,27 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                           dev.value("cuda_runtime", 0), o.sessions);
     }
     if (!pytorch.is_null()) {
-      head += fmt::format(" PyTorch figures from {} ({}), measured in a separate process with the "
-                          "same cold-L2 event protocol.",
-                          pytorch_file, pytorch.value("torch", std::string("?")));
+      head += fmt::format(
+          " PyTorch figures from {} ({}), measured by scripts/pytorch_baselines.py with the "
+          "same cold-L2 event protocol, launches queued behind a blocking kernel.",
+          pytorch_file, pytorch.value("torch", std::string("?")));
+    }
+    std::string versus;
+    if (!pytorch.is_null()) {
+      versus = fmt::format(
+          "## Against the fastest PyTorch method\n\nPer task, the fastest PyTorch method that is "
+          "correct, stable and really compiled (a compiled method with no graph or a graph break "
+          "is "
+          "`not_compiled` and does not count). The speedup's interval combines the two medians' "
+          "95% intervals; the target is the fastest method's median, the distance our median "
+          "minus it. fast_p counts every task (an incorrect kernel or a task without PyTorch "
+          "figures is not fast).\n\n{}\n## PyTorch provider: methods, graphs and launch "
+          "overhead\n\nQueued: launches behind a blocking kernel, as for our kernels; "
+          "unqueued: one call from Python on an idle GPU, host launch overhead included.\n\n{}\n",
+          report::to_markdown(overview), report::to_markdown(provider));
     }
     md = md.substr(0, md.find('\n') + 1) + "\n" + head + "\n\n## Summary\n\n" +
-         fmt::format("```json\n{}\n```\n\n", summary.dump(2)) +
+         fmt::format("```json\n{}\n```\n\n", summary.dump(2)) + versus +
          "![speedup](speedup.svg)\n![roofline](roofline.svg)\n\n" + md.substr(md.find('\n') + 2);
     fs::create_directories(out_dir);
     write_file_atomic(fs::path(out_dir) / "report.md", md);

@@ -5,6 +5,8 @@
 // any browser or markdown viewer shows.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -120,5 +122,74 @@ struct roofline_chart {
   plot_layout layout;
 };
 std::string to_svg(const roofline_chart& chart);
+
+// ---- Comparison with PyTorch --------------------------------------------------------------------
+
+// How a PyTorch method ran: eager code, or torch.compile with the graphs Dynamo captured. A
+// compiled method with no graph or a graph break ran (partly) eagerly: not_compiled.
+enum class compile_status { eager, compiled, not_compiled };
+std::string_view to_string(compile_status s);
+
+// One PyTorch method at one task and shape, as scripts/pytorch_baselines.py measured it.
+struct pytorch_method {
+  std::string name;
+  bool correct = false;
+  bool stable = true;
+  compile_status compile = compile_status::eager;
+  int graphs = 0;       // compiled methods only
+  int graph_breaks = 0; // compiled methods only
+  std::string reason;   // why incorrect or not compiled
+  std::optional<double> median_s;
+  std::optional<interval> ci_s;
+  std::optional<double> unqueued_median_s; // one call from Python, launch overhead included
+};
+
+// The provider's methods of one task and shape ({method: {...}}); an object that is not one is
+// an error (kb::error) naming the method.
+std::vector<pytorch_method> pytorch_methods_from_json(const nlohmann::json& methods);
+
+// Eligible for "fastest": correct, stable, timed and not `not_compiled`. The fastest eligible
+// method, or none.
+bool eligible_for_fastest(const pytorch_method& m);
+std::optional<size_t> fastest_method(const std::vector<pytorch_method>& methods);
+
+// One task (at one shape): our kernel against the fastest PyTorch method and against eager.
+struct task_comparison {
+  std::string task;
+  bool correct = false; // our kernel passed verification and was timed
+  double candidate_s = 0;
+  interval candidate_ci;
+  std::optional<std::string> fastest_method;
+  double fastest_s = 0;
+  interval fastest_ci;
+  std::optional<double> eager_s;
+};
+
+// Speedup = PyTorch time / our time, with the interval that the two medians' intervals allow
+// ([fastest low / ours high, fastest high / ours low]). None when either side is missing.
+struct ratio {
+  double value = 0;
+  interval range;
+};
+std::optional<ratio> speedup_vs_fastest(const task_comparison& t);
+std::optional<double> speedup_vs_eager(const task_comparison& t);
+
+// Over ALL tasks given: fast_p is the share of every task that is correct, has a fastest PyTorch
+// method and a speedup above p (an incorrect task or one without PyTorch figures counts as not
+// fast). The geometric means run over the tasks where both sides exist; their counts say over
+// how many.
+struct suite_comparison {
+  size_t tasks = 0;
+  size_t correct = 0;
+  size_t with_fastest = 0;
+  size_t with_eager = 0;
+  double fast_1_0_vs_fastest = 0;
+  double fast_1_5_vs_fastest = 0;
+  double fast_1_0_vs_eager = 0;
+  std::optional<double> geomean_vs_fastest;
+  std::optional<double> geomean_vs_eager;
+};
+suite_comparison compare_suite(const std::vector<task_comparison>& tasks);
+nlohmann::json to_json(const suite_comparison& s);
 
 } // namespace kb::report

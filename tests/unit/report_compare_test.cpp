@@ -1,0 +1,134 @@
+// The comparison with PyTorch in `kblaster bench`: which method is "fastest", ratios with
+// intervals, fast_p over all tasks and the geometric means.
+#include "common/error.hpp"
+#include "report/report.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+namespace kb::report {
+namespace {
+
+using nlohmann::json;
+
+// A provider's methods at one task: eager 2.0 ms, a compile that broke its graph and so ran
+// eagerly at 1.0 ms, max-autotune compiled at 1.5 ms, a wrong method at 0.5 ms.
+json provider_methods() {
+  return json::parse(R"({
+    "eager": {"correct": true, "stable": true, "median_s": 0.002, "ci_s": [0.0019, 0.0021]},
+    "compile": {"correct": true, "stable": true, "median_s": 0.001, "ci_s": [0.00099, 0.00101],
+                "compile": {"status": "not_compiled", "reason": "graph_break", "graphs": 1,
+                            "graph_breaks": 2}},
+    "max-autotune": {"correct": true, "stable": true, "median_s": 0.0015,
+                     "ci_s": [0.00149, 0.00152], "unqueued_median_s": 0.0016,
+                     "compile": {"status": "compiled", "graphs": 1, "graph_breaks": 0}},
+    "wrong": {"correct": false, "reason": "mismatch", "median_s": 0.0005},
+    "noisy": {"correct": true, "stable": false, "median_s": 0.0004}
+  })");
+}
+
+TEST(report_compare, fastest_method_skips_not_compiled_incorrect_and_unstable) {
+  const auto pm = pytorch_methods_from_json(provider_methods());
+  ASSERT_EQ(pm.size(), 5u);
+  const auto best = fastest_method(pm);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(pm[*best].name, "max-autotune");
+  EXPECT_EQ(pm[*best].compile, compile_status::compiled);
+  EXPECT_EQ(pm[*best].graphs, 1);
+  EXPECT_DOUBLE_EQ(*pm[*best].unqueued_median_s, 0.0016);
+  for (const auto& m : pm) {
+    if (m.name == "compile") {
+      EXPECT_EQ(m.compile, compile_status::not_compiled);
+      EXPECT_EQ(m.graph_breaks, 2);
+      EXPECT_EQ(m.reason, "graph_break");
+      EXPECT_FALSE(eligible_for_fastest(m));
+    }
+    if (m.name == "eager") {
+      EXPECT_EQ(m.compile, compile_status::eager);
+      EXPECT_TRUE(eligible_for_fastest(m));
+    }
+  }
+  // With every method excluded there is no fastest one.
+  json only_bad = provider_methods();
+  only_bad.erase("eager");
+  only_bad.erase("max-autotune");
+  EXPECT_FALSE(fastest_method(pytorch_methods_from_json(only_bad)));
+}
+
+TEST(report_compare, malformed_provider_figures_are_errors) {
+  EXPECT_THROW(pytorch_methods_from_json(json::array()), kb::error);
+  EXPECT_THROW(pytorch_methods_from_json(json{{"eager", 3}}), kb::error);
+  EXPECT_THROW(pytorch_methods_from_json(json{{"eager", {{"median_s", -1.0}}}}), kb::error);
+  EXPECT_THROW(pytorch_methods_from_json(json{{"eager", {{"median_s", "fast"}}}}), kb::error);
+  EXPECT_THROW(pytorch_methods_from_json(json{{"c", {{"compile", {{"status", "maybe"}}}}}}),
+               kb::error);
+  EXPECT_TRUE(pytorch_methods_from_json(json()).empty());
+}
+
+task_comparison task(std::string name, bool correct, double ours, std::optional<double> fastest,
+                     std::optional<double> eager) {
+  task_comparison t;
+  t.task = std::move(name);
+  t.correct = correct;
+  t.candidate_s = ours;
+  t.candidate_ci = {ours * 0.99, ours * 1.01};
+  if (fastest) {
+    t.fastest_method = "compile";
+    t.fastest_s = *fastest;
+    t.fastest_ci = {*fastest * 0.98, *fastest * 1.02};
+  }
+  t.eager_s = eager;
+  return t;
+}
+
+TEST(report_compare, speedup_interval_combines_both_medians_intervals) {
+  const auto r = speedup_vs_fastest(task("a", true, 1.0, 2.0, 4.0));
+  ASSERT_TRUE(r);
+  EXPECT_DOUBLE_EQ(r->value, 2.0);
+  EXPECT_DOUBLE_EQ(r->range.low, 2.0 * 0.98 / 1.01);
+  EXPECT_DOUBLE_EQ(r->range.high, 2.0 * 1.02 / 0.99);
+  EXPECT_DOUBLE_EQ(*speedup_vs_eager(task("a", true, 1.0, 2.0, 4.0)), 4.0);
+  EXPECT_FALSE(speedup_vs_fastest(task("b", false, 1.0, 2.0, 4.0)));
+  EXPECT_FALSE(speedup_vs_fastest(task("c", true, 1.0, std::nullopt, 4.0)));
+  EXPECT_FALSE(speedup_vs_eager(task("d", true, 1.0, 2.0, std::nullopt)));
+}
+
+TEST(report_compare, fast_p_divides_by_all_tasks_and_geomeans_by_the_compared_ones) {
+  // Ten tasks: seven faster than PyTorch's fastest, one correct but slower, one incorrect and
+  // one without PyTorch figures: fast_1.0 = 7/10 (not 7/9 or 7/8).
+  std::vector<task_comparison> ts;
+  for (int i = 0; i < 7; ++i) {
+    ts.push_back(task("fast" + std::to_string(i), true, 1.0, 2.0, 8.0));
+  }
+  ts.push_back(task("slow", true, 1.0, 0.5, 1.0));
+  ts.push_back(task("wrong", false, 0.1, 2.0, 8.0));
+  ts.push_back(task("nopytorch", true, 1.0, std::nullopt, std::nullopt));
+  const auto s = compare_suite(ts);
+  EXPECT_EQ(s.tasks, 10u);
+  EXPECT_EQ(s.correct, 9u);
+  EXPECT_EQ(s.with_fastest, 8u);
+  EXPECT_EQ(s.with_eager, 8u);
+  EXPECT_DOUBLE_EQ(s.fast_1_0_vs_fastest, 0.7);
+  EXPECT_DOUBLE_EQ(s.fast_1_5_vs_fastest, 0.7);
+  EXPECT_DOUBLE_EQ(s.fast_1_0_vs_eager, 0.7);
+  ASSERT_TRUE(s.geomean_vs_fastest);
+  EXPECT_NEAR(*s.geomean_vs_fastest, std::exp((7 * std::log(2.0) + std::log(0.5)) / 8), 1e-12);
+  EXPECT_NEAR(*s.geomean_vs_eager, std::exp(7 * std::log(8.0) / 8), 1e-12);
+  const json j = to_json(s);
+  EXPECT_DOUBLE_EQ(j["fast_1_0_vs_fastest_pytorch"].get<double>(), 0.7);
+  EXPECT_EQ(j["tasks_with_fastest_pytorch"].get<int>(), 8);
+}
+
+TEST(report_compare, a_suite_without_pytorch_figures_has_no_geomean) {
+  const auto s = compare_suite({task("x", true, 1.0, std::nullopt, std::nullopt)});
+  EXPECT_EQ(s.tasks, 1u);
+  EXPECT_DOUBLE_EQ(s.fast_1_0_vs_fastest, 0.0);
+  EXPECT_FALSE(s.geomean_vs_fastest);
+  EXPECT_TRUE(to_json(s)["geomean_vs_fastest_pytorch"].is_null());
+  EXPECT_EQ(compare_suite({}).tasks, 0u);
+}
+
+} // namespace
+} // namespace kb::report
