@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_codegen as cg  # noqa: E402
 
 import torch  # noqa: E402
+import torch._dynamo  # noqa: E402,F401 (counters and reset)
 import torch.nn.functional as F  # noqa: E402
 
 METHODS = ("eager", "compile", "max-autotune", "max-autotune-cudagraphs", "rms_norm")
