@@ -2,6 +2,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "gpu/gpu.hpp"
 #include "sandbox/sandbox.hpp"
 #include "task/task.hpp"
 
@@ -158,7 +159,10 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   auto* worker =
       app.add_subcommand("worker", "evaluation worker process (started by kblaster itself)");
   worker->group("");
-  worker->callback([result] { *result = eval::worker_main(); });
+  worker->callback([result] { *result = gpu::judge_main(); });
+  auto* runner = app.add_subcommand("runner", "candidate runner process (started by the judge)");
+  runner->group("");
+  runner->callback([result] { *result = gpu::runner_main(); });
 
   auto* ev = app.add_subcommand("eval", "verify and time a candidate against the task's baseline");
   static std::string task_id;
@@ -174,6 +178,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static double max_wall = 6.0;
   static int hang_timeout = 30;
   static int input_sets = 3;
+  static uint64_t seed = 0;
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
   ev->add_option("--task", task_id, "task id")->required();
@@ -196,6 +201,9 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   ev->add_option("--max-wall", max_wall, "wall-clock cap of one timing session [s]");
   ev->add_option("--hang-timeout", hang_timeout,
                  "seconds without progress before a worker is ended");
+  ev->add_option("--seed", seed,
+                 "replay an evaluation: the seed recorded in its detail.protocol.seed_base "
+                 "(default: drawn from the system's CSPRNG)");
   ev->add_option("--input-sets", input_sets,
                  "input sets rotated during timing (1 disables rotation)")
       ->check(CLI::Range(1, 3));
@@ -208,6 +216,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.verify_only = verify_only;
     o.sessions = sessions;
     o.seeds = seeds;
+    o.seed_base = seed;
     o.timing.max_wall = max_wall;
     o.timing.input_sets = input_sets;
     o.hang_timeout = std::chrono::seconds(hang_timeout);

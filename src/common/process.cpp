@@ -294,7 +294,7 @@ process_result run_process(const process_spec& spec) {
 }
 
 child_process::child_process(const process_spec& spec, const std::filesystem::path& log_path,
-                             const std::string& result_fd_env) {
+                             const std::string& result_fd_env, int pass_fd) {
   int in_pipe[2];
   int res_pipe[2];
   if (pipe(in_pipe) != 0 || pipe(res_pipe) != 0) {
@@ -319,12 +319,15 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
     dup2(log_fd, 1);
     dup2(log_fd, 2);
     dup2(res_pipe[1], child_result_fd);
-    for (int fd : {in_pipe[0], in_pipe[1], res_pipe[0], res_pipe[1], log_fd}) {
-      if (fd != child_result_fd) {
+    if (pass_fd >= 0) {
+      dup2(pass_fd, passed_fd);
+    }
+    for (int fd : {in_pipe[0], in_pipe[1], res_pipe[0], res_pipe[1], log_fd, pass_fd}) {
+      if (fd != child_result_fd && fd != passed_fd && fd >= 0) {
         close(fd);
       }
     }
-    exec_child(with_fd, argv, env, child_result_fd + 1);
+    exec_child(with_fd, argv, env, pass_fd >= 0 ? passed_fd + 1 : child_result_fd + 1);
   }
   setpgid(m_pid, m_pid);
   close(in_pipe[0]);

@@ -71,8 +71,10 @@ public:
 
   // `result_fd_env`: name of the environment variable that tells the child which descriptor
   // to write results to.
+  // `pass_fd`, when not -1, is handed to the child as descriptor `passed_fd` (a socket to it).
   child_process(const process_spec& spec, const std::filesystem::path& log_path,
-                const std::string& result_fd_env);
+                const std::string& result_fd_env, int pass_fd = -1);
+  static constexpr int passed_fd = 4;
   ~child_process();
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;

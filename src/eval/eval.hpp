@@ -43,7 +43,7 @@ struct timing_options {
 struct options {
   std::string shape = "official";
   int seeds = 3;                 // per distribution and shape
-  uint64_t seed_base = 20251130; // input seeds are derived from it
+  uint64_t seed_base = 0; // input seeds derive from it; 0: drawn from the CSPRNG per evaluation
   int determinism_runs = 5;
   int sessions = 2; // timing sessions, each in a fresh worker
   bool verify_only = false;
@@ -132,10 +132,6 @@ struct device_probe {
   nlohmann::json info; // name, uuid, sm count, clocks, memory, driver and runtime versions
 };
 device_probe probe_device();
-
-// `kblaster worker`: reads jobs from stdin, writes events to the descriptor named by
-// $KBLASTER_RESULT_FD. Not for direct use.
-int worker_main();
 
 // A/A calibration: the baseline of `c` against itself in `repeats` independent evaluations.
 nlohmann::json calibrate(const fs::path& project_root, const task::contract& c, int repeats,

@@ -6,11 +6,14 @@
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
 #include "eval/detail/isolation.hpp"
+#include "eval/detail/sanitizer.hpp"
+#include "eval/detail/seed.hpp"
 #include "eval/session.hpp"
 #include "eval/stats.hpp"
 #include "sandbox/sandbox.hpp"
 
 #include <fmt/format.h>
+#include <openssl/rand.h>
 
 #include <cuda_runtime.h>
 
@@ -172,6 +175,48 @@ json timing_json(const timing_options& t, uint64_t order_seed) {
           {"cold_l2", t.cold_l2},
           {"block_launches", t.block_launches},
           {"order_seed", order_seed}};
+}
+
+// The runner's command for a job: `prefix` (a sanitizer, a profiler) and `kblaster runner`, made
+// to run in the sandbox by `wrap`. The judge starts it once per candidate, as it is.
+json runner_json(const std::function<process_spec(const process_spec&)>& wrap,
+                 const std::vector<std::string>& prefix, bool exact) {
+  process_spec spec;
+  spec.argv = prefix;
+  spec.argv.push_back(detail::worker_executable().string());
+  spec.argv.push_back("runner");
+  // Modules load with the candidate, not at its first launch (which waits for the judge's GO).
+  spec.env_overrides["CUDA_MODULE_LOADING"] = "EAGER";
+  spec.env_overrides["KBLASTER_RUNNER_FD"] = std::to_string(child_process::passed_fd);
+  if (exact) {
+    spec.env_overrides["KBLASTER_RUNNER_EXACT"] = "1";
+  }
+  const process_spec w = wrap(spec);
+  const auto limit = [](const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); };
+  json j{{"argv", w.argv},
+         {"env", w.env ? json(*w.env) : json(nullptr)},
+         {"env_overrides", w.env_overrides},
+         {"cwd", w.cwd ? json(w.cwd->string()) : json(nullptr)},
+         {"rlimits",
+          {{"cpu_time", limit(w.rlimits.cpu_time)},
+           {"file_size", limit(w.rlimits.file_size)},
+           {"processes", limit(w.rlimits.processes)},
+           {"open_files", limit(w.rlimits.open_files)},
+           {"core_size", limit(w.rlimits.core_size)}}}};
+  j["run_as"] = w.run_as ? json{{"uid", w.run_as->uid}, {"gid", w.run_as->gid}} : json(nullptr);
+  return j;
+}
+
+// Fills what every job needs to start its runners.
+void add_runner(json& job, const std::function<process_spec(const process_spec&)>& wrap,
+                const std::vector<std::string>& prefix, const fs::path& log_dir,
+                std::chrono::seconds hang_timeout, bool exact = false) {
+  job["runner"] = runner_json(wrap, prefix, exact);
+  job["runner_log_dir"] = log_dir.string();
+  job["hang_timeout_ms"] = hang_timeout.count() * 1000;
+  uint64_t judge_seed = 0;
+  RAND_bytes(reinterpret_cast<unsigned char*>(&judge_seed), sizeof judge_seed);
+  job["judge_seed"] = judge_seed;
 }
 
 std::string lower(std::string s) {
@@ -366,8 +411,13 @@ build::result compile_candidate(const fs::path& root, const task::contract& c,
 }
 
 result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate,
-                const candidate_input& baseline, const options& opt, const progress_fn& progress) {
+                const candidate_input& baseline, const options& given,
+                const progress_fn& progress) {
   const auto started = clock_type::now();
+  // Inputs, the order of calls and the anti-cache positions come from this seed: drawn from the
+  // CSPRNG for every evaluation unless given (`eval --seed N` replays one), always recorded.
+  options opt = given;
+  opt.seed_base = detail::evaluation_seed(given.seed_base);
   const auto say = [&](const std::string& s) {
     if (progress) {
       progress(s);
@@ -458,26 +508,40 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       job["candidates"] =
           json::array({json{{"role", "candidate"}, {"path", libs[1].second.string()}}});
       detail::worker_launch launch;
-      launch.wrap = worker_wrap;
-      launch.prefix = {compute_sanitizer_path(),
-                       "--tool",
-                       tool,
-                       "--error-exitcode",
-                       "86",
-                       "--print-limit",
-                       "20",
-                       "--nvtx",
-                       "no"};
+      const std::vector<std::string> sanitizer{compute_sanitizer_path(),
+                                               "--tool",
+                                               tool,
+                                               "--error-exitcode",
+                                               "86",
+                                               "--print-limit",
+                                               "20",
+                                               "--nvtx",
+                                               "no"};
+      // The sanitizer wraps the candidate's runner, never the judge.
+      add_runner(job, worker_wrap, sanitizer, logs.path() / tool, opt.hang_timeout * 4,
+                 /*exact=*/true);
+      fs::create_directories(logs.path() / tool);
       launch.hang_timeout = opt.hang_timeout * 4;
       launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
       const auto w = detail::run_worker_job(job, launch, event_printer);
-      const bool errors =
-          w.exit_code == 86 || w.log_tail.find("ERROR SUMMARY: 0 errors") == std::string::npos;
+      // The tool's verdict is its own summary line and exit code, in the runner's output.
+      std::string runner_log;
+      int runner_exit = -1;
+      if (w.result) {
+        if (const json* l = find_lib(*w.result, "candidate"); l != nullptr) {
+          runner_log = l->value("runner_output", json::object()).value("tail_text", "");
+          runner_exit = l->value("runner_exit", json::object()).value("exit_code", -1);
+        }
+      }
+      const bool errors = !w.result || detail::sanitizer_found_errors(runner_log, runner_exit, 86);
+      const auto summary = detail::parse_sanitizer_summary(runner_log);
       tools[tool] = {
-          {"exit_code", w.exit_code},
+          {"exit_code", runner_exit},
           {"errors", errors},
+          {"summary", summary ? json{{"errors", summary->errors}, {"warnings", summary->warnings}}
+                              : json(nullptr)},
           {"failure", w.failure},
-          {"log_tail", w.log_tail.substr(w.log_tail.size() > 6000 ? w.log_tail.size() - 6000 : 0)}};
+          {"log_tail", runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0)}};
       if (w.failure == "hang" || w.failure == "crash" || errors) {
         d["sanitize"] = tools;
         const std::string why = w.failure == "hang" || w.failure == "crash"
@@ -499,8 +563,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     job["timing"] = timing_json(opt.timing, rng());
     job["fresh_seed"] = rng();
   }
+  add_runner(job, worker_wrap, {}, logs.path(), opt.hang_timeout);
   detail::worker_launch launch;
-  launch.wrap = worker_wrap;
   launch.hang_timeout = opt.hang_timeout;
   launch.log_path = logs.path() / "session-1.log";
   say("verify: starting worker");
@@ -562,6 +626,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                                 {"candidate", cand_lib->at("set_digests")}};
     next["timing"] = timing_json(opt.timing, rng());
     next["fresh_seed"] = rng();
+    const fs::path session_logs = logs.path() / fmt::format("session-{}", sidx);
+    fs::create_directories(session_logs);
+    add_runner(next, worker_wrap, {}, session_logs, opt.hang_timeout);
     launch.log_path = logs.path() / fmt::format("session-{}.log", sidx);
     say(fmt::format("time: session {} of {}", sidx, opt.sessions));
     const auto w = detail::run_worker_job(next, launch, event_printer);
@@ -725,15 +792,19 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     }
   }
   detail::worker_launch launch;
-  launch.wrap = prep.iso->worker(prep.staging->path(), tool_dirs);
-  launch.prefix = prefix;
+  add_runner(job, prep.iso->worker(prep.staging->path(), tool_dirs), prefix, logs.path(),
+             prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4);
   launch.hang_timeout = prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4;
   launch.log_path = logs.path() / "profile.log";
   say(prefix.empty() ? "profile: starting worker"
                      : "profile: starting worker under " + fs::path(prefix[0]).filename().string());
   const auto w = detail::run_worker_job(job, launch, {});
   try {
+    // The profiler prints in the runner's output.
     run.log = read_file(launch.log_path);
+    if (fs::exists(logs.path() / "runner-candidate.log")) {
+      run.log += read_file(logs.path() / "runner-candidate.log");
+    }
   } catch (const std::exception&) {
     run.log = w.log_tail;
   }

@@ -1,0 +1,87 @@
+// The judge-runner protocol: one struct per message, with its one JSON mapping. The judge owns
+// every buffer; the runner knows them only by id, maps what it is sent and launches on request.
+// A checked call and a timed call are the same `call` message.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kb::gpu::detail {
+
+enum class message : uint32_t {
+  map = 1,       // judge -> runner: {map_request} + one descriptor (a cuMem POSIX handle)
+  load = 2,      // judge -> runner: {load_request}          reply: {load_reply}
+  workspace = 3, // judge -> runner: {call_request}          reply: {workspace_reply}
+  call = 4,      // judge -> runner: {call_request}          reply: {call_reply}
+  sync = 5,      // judge -> runner: {}                       reply: {sync_reply}
+  profile = 6,   // judge -> runner: {call_request}          reply: the profiler's JSON
+  exit = 7,      // judge -> runner: {}
+  reply = 100,
+};
+
+struct map_request {
+  uint32_t id = 0;
+  uint64_t bytes = 0; // [bytes] of the allocation (granularity-aligned)
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(map_request, id, bytes)
+};
+
+struct load_request {
+  std::string path;      // the candidate's shared object; empty: the built-in empty kernel
+  uint32_t flags_id = 0; // the buffer holding GO (offset 0) and DONE (offset 4)
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(load_request, path, flags_id)
+};
+
+struct load_reply {
+  bool ok = false;
+  std::string reason; // load.dlopen_failed, load.missing_kb_launch, runner.cuda
+  std::string message;
+  std::string info; // kb_candidate_info(), at most 500 bytes
+  bool has_workspace = false;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(load_reply, ok, reason, message, info, has_workspace)
+};
+
+// A tensor as the runner sees it: a place in one of the judge's buffers.
+struct tensor_ref {
+  uint32_t buffer = 0;
+  uint64_t offset = 0; // [bytes]
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(tensor_ref, buffer, offset, dtype, shape)
+};
+
+struct call_request {
+  uint32_t seq = 0; // the GO value this call waits for; DONE gets it when the launch completes
+  std::vector<tensor_ref> inputs;
+  std::vector<tensor_ref> outputs;
+  std::vector<double> scalars;
+  uint32_t workspace_buffer = 0; // 0: none
+  uint64_t workspace_offset = 0;
+  uint64_t workspace_bytes = 0;
+  bool counters = false; // profile only
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_request, seq, inputs, outputs, scalars, workspace_buffer,
+                                 workspace_offset, workspace_bytes, counters)
+};
+
+struct call_reply {
+  int rc = 0;               // kb_launch's return code
+  std::string launch_error; // cudaGetLastError() after the call, "" when none
+  int64_t host_ns = 0;      // [ns] inside kb_launch, as the runner saw it (not trusted)
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, host_ns)
+};
+
+struct workspace_reply {
+  int rc = 0;
+  uint64_t bytes = 0;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(workspace_reply, rc, bytes)
+};
+
+struct sync_reply {
+  std::string error; // "" or the CUDA error name after synchronising the device
+  bool sticky = false;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(sync_reply, error, sticky)
+};
+
+} // namespace kb::gpu::detail

@@ -1,0 +1,315 @@
+// The runner: one sandboxed process per candidate. It loads the candidate's shared object,
+// imports the judge's buffers it is sent, and launches the candidate when asked, on its own
+// stream, gated by the judge's GO value and followed by its DONE value. It decides nothing:
+// whatever it replies is checked by the judge, and what it prints goes to a file only the judge
+// reads back as bytes.
+#include "gpu/detail/channel.hpp"
+#include "gpu/detail/kernels.hpp"
+#include "gpu/detail/messages.hpp"
+#include "gpu/gpu.hpp"
+
+#include "eval/detail/device_ops.hpp"
+#include "profile/profile.hpp"
+
+#include "gpu/detail/driver.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+namespace kb::gpu {
+
+namespace {
+
+using nlohmann::json;
+using namespace detail;
+
+using launch_fn = int (*)(const kb_args*);
+using workspace_fn = int (*)(const kb_args*, uint64_t*);
+using info_fn = const char* (*)();
+
+[[noreturn]] void die(const std::string& why) {
+  fmt::print(stderr, "kblaster runner: {}\n", why);
+  std::_Exit(3);
+}
+
+void check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    KB_CU(cuGetErrorName)(r, &name);
+    die(fmt::format("{}: {}", what, name != nullptr ? name : "?"));
+  }
+}
+
+struct runner {
+  int sock = -1;
+  cudaStream_t stream = nullptr;
+  std::map<uint32_t, CUdeviceptr> mapped;
+  launch_fn launch = nullptr;
+  workspace_fn workspace = nullptr;
+  bool empty = false;
+  CUdeviceptr flags = 0;
+  std::vector<double> scalars;
+  std::vector<kb_tensor> ins;
+  std::vector<kb_tensor> outs;
+  // Under a sanitizer: every tensor gets an exact allocation of its own for the call (copied in
+  // before, copied back after), so that one element past the end is outside any allocation.
+  bool exact = false;
+  struct exact_copy {
+    void* shared;
+    void* own;
+    size_t bytes;
+  };
+  std::vector<exact_copy> copies;
+
+  void* exact_alloc(void* shared, size_t bytes) {
+    void* own = nullptr;
+    if (cudaMalloc(&own, bytes) != cudaSuccess ||
+        cudaMemcpyAsync(own, shared, bytes, cudaMemcpyDeviceToDevice, stream) != cudaSuccess) {
+      die("cannot make an exact copy of a tensor");
+    }
+    copies.push_back({shared, own, bytes});
+    return own;
+  }
+  void exact_release() {
+    for (const auto& c : copies) {
+      cudaFree(c.own);
+    }
+    copies.clear();
+  }
+
+  void reply(const json& j) const {
+    if (!send_frame(sock, static_cast<uint32_t>(message::reply), j.dump())) {
+      std::_Exit(0); // the judge is gone
+    }
+  }
+
+  void map(const map_request& m, int fd) {
+    CUmemGenericAllocationHandle h{};
+    check(KB_CU(cuMemImportFromShareableHandle)(&h,
+                                                reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+          "cuMemImportFromShareableHandle");
+    ::close(fd);
+    CUdeviceptr p = 0;
+    check(KB_CU(cuMemAddressReserve)(&p, m.bytes, 0, 0, 0), "cuMemAddressReserve");
+    check(KB_CU(cuMemMap)(p, m.bytes, 0, h, 0), "cuMemMap");
+    CUdevice dev = 0;
+    check(KB_CU(cuCtxGetDevice)(&dev), "cuCtxGetDevice");
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = dev;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    check(KB_CU(cuMemSetAccess)(p, m.bytes, &access, 1), "cuMemSetAccess");
+    KB_CU(cuMemRelease)(h); // the mapping keeps the memory
+    mapped[m.id] = p;
+  }
+
+  void* address(uint32_t buffer, uint64_t offset) const {
+    const auto it = mapped.find(buffer);
+    if (it == mapped.end()) {
+      die(fmt::format("buffer {} was never mapped", buffer));
+    }
+    return reinterpret_cast<void*>(it->second + offset);
+  }
+
+  kb_args args(const call_request& c) {
+    ins.clear();
+    outs.clear();
+    for (const auto& t : c.inputs) {
+      ins.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
+                                                  static_cast<kb_dtype>(t.dtype), t.shape));
+    }
+    for (const auto& t : c.outputs) {
+      outs.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
+                                                   static_cast<kb_dtype>(t.dtype), t.shape));
+    }
+    scalars = c.scalars;
+    void* ws = c.workspace_buffer != 0 ? address(c.workspace_buffer, c.workspace_offset) : nullptr;
+    if (exact) {
+      for (auto* list : {&ins, &outs}) {
+        for (auto& t : *list) {
+          int64_t n = 1;
+          for (int i = 0; i < t.ndim; ++i) {
+            n *= t.shape[i];
+          }
+          t.data = exact_alloc(t.data, static_cast<size_t>(n) * dtype_bytes(t.dtype));
+        }
+      }
+      if (ws != nullptr) {
+        ws = exact_alloc(ws, c.workspace_bytes);
+      }
+    }
+    return eval::detail::make_args(ins, outs, scalars, ws, c.workspace_bytes, stream);
+  }
+
+  load_reply load(const load_request& l) {
+    load_reply r;
+    flags = reinterpret_cast<CUdeviceptr>(address(l.flags_id, 0));
+    if (l.path.empty()) {
+      empty = true;
+      r.ok = true;
+      r.info = "empty kernel (calibration)";
+      return r;
+    }
+    void* handle = dlopen(l.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = dlerror();
+      r.reason = "load.dlopen_failed";
+      r.message = err != nullptr ? err : "dlopen failed";
+      return r;
+    }
+    launch = reinterpret_cast<launch_fn>(dlsym(handle, "kb_launch"));
+    if (launch == nullptr) {
+      r.reason = "load.missing_kb_launch";
+      r.message = "the shared object exports no kb_launch";
+      return r;
+    }
+    workspace = reinterpret_cast<workspace_fn>(dlsym(handle, "kb_workspace_bytes"));
+    r.has_workspace = workspace != nullptr;
+    if (auto info = reinterpret_cast<info_fn>(dlsym(handle, "kb_candidate_info"));
+        info != nullptr) {
+      const char* s = info();
+      r.info = s != nullptr ? std::string(s).substr(0, 500) : "";
+    }
+    r.ok = true;
+    return r;
+  }
+
+  int invoke(const kb_args& a) { return empty ? launch_empty(stream) : launch(&a); }
+
+  call_reply call(const call_request& c) {
+    const kb_args a = args(c);
+    check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), flags, c.seq,
+                                     CU_STREAM_WAIT_VALUE_GEQ),
+          "cuStreamWaitValue32");
+    const auto t0 = std::chrono::steady_clock::now();
+    call_reply r;
+    r.rc = invoke(a);
+    r.host_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    const cudaError_t e = cudaGetLastError();
+    r.launch_error = e == cudaSuccess ? "" : cudaGetErrorName(e);
+    for (const auto& x : copies) {
+      cudaMemcpyAsync(x.shared, x.own, x.bytes, cudaMemcpyDeviceToDevice, stream);
+    }
+    // DONE follows the candidate's work on its stream; on a failed stream it never comes, and
+    // the judge's hang limit ends the call.
+    KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), flags + 4, c.seq, 0);
+    return r;
+  }
+
+  int serve() {
+    while (true) {
+      frame f;
+      const auto st = receive_frame(sock, f, -1);
+      if (st != recv_status::ok) {
+        return 0;
+      }
+      const auto type = static_cast<message>(f.type);
+      const json body = f.payload.empty() ? json::object() : json::parse(f.payload);
+      switch (type) {
+      case message::map:
+        if (f.fds.size() != 1) {
+          die("a map message without its descriptor");
+        }
+        map(body.get<map_request>(), f.fds[0]);
+        break;
+      case message::load:
+        reply(load(body.get<load_request>()));
+        break;
+      case message::workspace: {
+        workspace_reply r;
+        if (workspace != nullptr) {
+          const kb_args a = args(body.get<call_request>());
+          r.rc = workspace(&a, &r.bytes);
+        }
+        reply(r);
+        break;
+      }
+      case message::call:
+        reply(call(body.get<call_request>()));
+        break;
+      case message::sync: {
+        const cudaError_t e = cudaDeviceSynchronize();
+        exact_release();
+        sync_reply r;
+        if (e != cudaSuccess) {
+          r.error = cudaGetErrorName(e);
+          r.sticky = cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess;
+        }
+        reply(r);
+        break;
+      }
+      case message::profile: {
+        const auto c = body.get<call_request>();
+        const kb_args a = args(c);
+        int dev = 0;
+        cudaGetDevice(&dev);
+        int l2 = 0;
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
+        const size_t flush_bytes = std::max<size_t>(2 * static_cast<size_t>(l2), size_t(128) << 20);
+        void* flush = nullptr;
+        if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {
+          die("cannot allocate the L2 flush buffer");
+        }
+        json out = profile::worker_calls(
+            [&] {
+              cudaMemsetAsync(flush, 0, flush_bytes, stream);
+              cudaStreamSynchronize(stream);
+            },
+            [&] { return invoke(a); }, stream, c.counters);
+        cudaFree(flush);
+        reply(out);
+        break;
+      }
+      case message::exit:
+        return 0;
+      default:
+        die(fmt::format("unknown message {}", f.type));
+      }
+      for (int fd : f.fds) {
+        if (type != message::map) {
+          ::close(fd);
+        }
+      }
+    }
+  }
+};
+
+} // namespace
+
+int runner_main() {
+  const char* fd_env = std::getenv("KBLASTER_RUNNER_FD");
+  if (fd_env == nullptr) {
+    fmt::print(stderr, "kblaster runner: KBLASTER_RUNNER_FD is not set (the runner is started by "
+                       "kblaster's judge)\n");
+    return 2;
+  }
+  runner r;
+  r.sock = std::atoi(fd_env);
+  r.exact = std::getenv("KBLASTER_RUNNER_EXACT") != nullptr;
+  if (cudaFree(nullptr) != cudaSuccess) {
+    die("no CUDA device");
+  }
+  if (cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    die("cannot create a stream");
+  }
+  try {
+    return r.serve();
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+}
+
+} // namespace kb::gpu

@@ -1,0 +1,19 @@
+// Exploit: computes into the output with a kernel on the legacy stream followed by a synchronous
+// cudaMemcpy (which waits for it), so the work is done before the timed window opens.
+#include <kblaster/candidate.h>
+#include <cuda_runtime.h>
+__global__ void relu(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+static int64_t numel(const kb_tensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+extern "C" int kb_launch(const kb_args* a) {
+  const int64_t n = numel(a->inputs[0]);
+  relu<<<1024, 256>>>((const float*)a->inputs[0].data, (float*)a->outputs[0].data, n);
+  float probe = 0;
+  return cudaMemcpy(&probe, a->outputs[0].data, sizeof probe, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : 1;
+}

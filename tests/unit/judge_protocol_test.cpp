@@ -1,0 +1,177 @@
+// The judge-runner protocol's parts that need no GPU: message framing with descriptors, the
+// bounded byte capture of a runner's output, the host-work rule and the sanitizer summaries.
+#include "eval/detail/sanitizer.hpp"
+#include "eval/detail/seed.hpp"
+#include "gpu/detail/capture.hpp"
+#include "gpu/detail/channel.hpp"
+#include "gpu/detail/messages.hpp"
+#include "gpu/detail/rules.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace kb::gpu::detail {
+namespace {
+
+struct socket_pair {
+  int a = -1;
+  int b = -1;
+  socket_pair() {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    a = sv[0];
+    b = sv[1];
+  }
+  ~socket_pair() {
+    ::close(a);
+    ::close(b);
+  }
+};
+
+TEST(JudgeChannel, FramesCarryTypedMessagesAndDescriptors) {
+  socket_pair s;
+  call_request c;
+  c.seq = 7;
+  c.inputs.push_back({3, 65536, 0, {4, 5}});
+  c.scalars = {0.5};
+  ASSERT_TRUE(send_frame(s.a, static_cast<uint32_t>(message::call), nlohmann::json(c).dump()));
+  frame f;
+  ASSERT_EQ(receive_frame(s.b, f, 1000), recv_status::ok);
+  EXPECT_EQ(f.type, static_cast<uint32_t>(message::call));
+  const auto back = nlohmann::json::parse(f.payload).get<call_request>();
+  EXPECT_EQ(back.seq, 7u);
+  ASSERT_EQ(back.inputs.size(), 1u);
+  EXPECT_EQ(back.inputs[0].offset, 65536u);
+  EXPECT_EQ(back.inputs[0].shape, (std::vector<int64_t>{4, 5}));
+
+  // A descriptor crosses: what is written through the received one is read through the pipe.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  ASSERT_TRUE(send_frame(s.a, static_cast<uint32_t>(message::map),
+                         nlohmann::json(map_request{9, 2u << 20}).dump(), {p[1]}));
+  ASSERT_EQ(receive_frame(s.b, f, 1000), recv_status::ok);
+  ASSERT_EQ(f.fds.size(), 1u);
+  EXPECT_NE(f.fds[0], p[1]);
+  ASSERT_EQ(::write(f.fds[0], "x", 1), 1);
+  char ch = 0;
+  ASSERT_EQ(::read(p[0], &ch, 1), 1);
+  EXPECT_EQ(ch, 'x');
+  ::close(f.fds[0]);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST(JudgeChannel, TimeoutClosedAndMalformed) {
+  frame f;
+  {
+    socket_pair s;
+    EXPECT_EQ(receive_frame(s.b, f, 20), recv_status::timeout);
+    // Bytes that are not a frame (a candidate writing to the socket) are refused.
+    const std::string junk = "{\"event\":\"result\",\"forged\":true}\n";
+    ASSERT_EQ(::write(s.a, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    EXPECT_EQ(receive_frame(s.b, f, 1000), recv_status::malformed);
+  }
+  socket_pair s;
+  ::shutdown(s.a, SHUT_WR);
+  EXPECT_EQ(receive_frame(s.b, f, 1000), recv_status::closed);
+}
+
+TEST(JudgeCapture, InvalidUtf8BecomesReplacementAndJsonDumps) {
+  const std::string bytes = std::string("ok \xFF\xFE end \xC3\xA9 \xE2\x82", 17) + '\0' + "z";
+  const std::string text = printable_text(bytes);
+  EXPECT_NE(text.find("ok "), std::string::npos);
+  EXPECT_NE(text.find("\xC3\xA9"), std::string::npos); // valid sequences are kept
+  EXPECT_NE(text.find("\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_EQ(text.find('\xFF'), std::string::npos);
+  // Would throw json type_error.316 on the raw bytes.
+  EXPECT_THROW((void)nlohmann::json(bytes).dump(), nlohmann::json::type_error);
+  EXPECT_NO_THROW((void)nlohmann::json(text).dump());
+  EXPECT_EQ(base64("\xFF\x00\x01"), "/wAB");
+  EXPECT_EQ(base64("ab"), "YWI=");
+  EXPECT_EQ(base64("a"), "YQ==");
+  EXPECT_EQ(printable_text("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"); // surrogate
+}
+
+TEST(JudgeCapture, HugeOutputKeepsOnlyTheTail) {
+  const auto path = std::filesystem::temp_directory_path() / "kblaster-capture-test.log";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::string block(1 << 20, '\xFF');
+    for (int i = 0; i < 8; ++i) {
+      out << block;
+    }
+    out << "LAST LINE";
+  }
+  const auto c = capture_tail(path);
+  EXPECT_EQ(c.total, (8u << 20) + 9);
+  EXPECT_EQ(c.tail.size(), capture_bytes);
+  EXPECT_EQ(c.tail.substr(c.tail.size() - 9), "LAST LINE");
+  EXPECT_NO_THROW((void)nlohmann::json(printable_text(c.tail)).dump());
+  std::filesystem::remove(path);
+  EXPECT_EQ(capture_tail(path).total, 0u); // a missing file is empty, not an error
+}
+
+TEST(JudgeRules, HostWork) {
+  const host_work_rule rule;
+  // An honest call: enqueue only, a few tens of microseconds over the empty call.
+  EXPECT_FALSE(rule.violated(60'000, 40'000, 10'000));
+  // A 5 ms computation done synchronously inside kb_launch, for a 0.1 ms window.
+  EXPECT_TRUE(rule.violated(5'100'000, 40'000, 100'000));
+  // Long windows allow half of themselves of host noise.
+  EXPECT_FALSE(rule.violated(2'000'000, 40'000, 10'000'000));
+  EXPECT_TRUE(rule.violated(7'000'000, 40'000, 10'000'000));
+  EXPECT_DOUBLE_EQ(net_sample(300e-6, 280e-6), 20e-6);
+  EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
+}
+
+} // namespace
+} // namespace kb::gpu::detail
+
+namespace kb::eval::detail {
+namespace {
+
+TEST(SanitizerSummary, ParsesEachToolsOwnLine) {
+  const std::string race =
+      "========= COMPUTE-SANITIZER\n"
+      "candidate prints ERROR SUMMARY: 3 errors early\n"
+      "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n";
+  auto s = parse_sanitizer_summary(race);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->errors, 0);
+  EXPECT_FALSE(sanitizer_found_errors(race, 0, 86));
+  const std::string hazards =
+      "========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n";
+  s = parse_sanitizer_summary(hazards);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->errors, 1);
+  EXPECT_EQ(s->warnings, 1);
+  EXPECT_TRUE(sanitizer_found_errors(hazards, 0, 86));
+  const std::string memcheck = "========= Invalid __global__ read of size 4 bytes\n"
+                               "========= ERROR SUMMARY: 1 error\n";
+  EXPECT_TRUE(sanitizer_found_errors(memcheck, 86, 86));
+  EXPECT_TRUE(sanitizer_found_errors("========= ERROR SUMMARY: 0 errors\n", 86, 86));
+  EXPECT_FALSE(sanitizer_found_errors("========= ERROR SUMMARY: 0 errors\n", 0, 86));
+  EXPECT_TRUE(sanitizer_found_errors("the tool never finished", 0, 86));
+}
+
+TEST(EvaluationSeed, GivenIsReplayedElseDrawnFresh) {
+  EXPECT_EQ(evaluation_seed(12345), 12345u);
+  const uint64_t a = evaluation_seed(0);
+  const uint64_t b = evaluation_seed(0);
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_LT(a, uint64_t{1} << 53);
+  EXPECT_LT(b, uint64_t{1} << 53);
+}
+
+} // namespace
+} // namespace kb::eval::detail
