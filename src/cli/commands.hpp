@@ -46,5 +46,6 @@ void add_llm_commands(CLI::App& app, const global_options& globals, int* result)
 void add_store_commands(CLI::App& app, const global_options& globals, int* result);
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result);
 void add_profile_commands(CLI::App& app, const global_options& globals, int* result);
+void add_experiment_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

@@ -65,6 +65,9 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   static int64_t replay = 0;
   static std::string json_out;
   static bool no_sandbox = false;
+  static uint64_t seed = 0;
+  static bool no_screen = false;
+  static double screen_margin = 0.05;
   static llm_options llm_opts;
   opt->add_option("--task", task_id, "one task");
   opt->add_option("--suite", suite, "every task of a suite");
@@ -79,14 +82,30 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   opt->add_option("--replay", replay,
                   "serve the LLM's answers from this run's record, without the network");
   opt->add_option("--json", json_out, "write the results as JSON here");
+  opt->add_option("--seed", seed,
+                  "order of untried strategies and neighbouring points (0: library order)");
+  opt->add_flag("--no-screen", no_screen,
+                "send every candidate through the step's gate (no screening timing first)");
+  opt->add_option("--screen-margin", screen_margin,
+                  "the screen passes a candidate within this fraction of beating the best")
+      ->check(CLI::Range(0.0, 0.5));
   sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
   add_llm_options(*opt, llm_opts);
   opt->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     auto st = open_store(globals);
-    json args{{"task", task_id},          {"suite", suite},         {"proposer", proposer_name},
-              {"rollouts", rollouts},     {"steps", steps},         {"budget", budget},
-              {"gpu_budget", gpu_budget}, {"max_evals", max_evals}, {"no_sandbox", no_sandbox}};
+    json args{{"task", task_id},
+              {"suite", suite},
+              {"proposer", proposer_name},
+              {"rollouts", rollouts},
+              {"steps", steps},
+              {"budget", budget},
+              {"gpu_budget", gpu_budget},
+              {"max_evals", max_evals},
+              {"no_sandbox", no_sandbox},
+              {"seed", seed},
+              {"screen", !no_screen},
+              {"screen_margin", screen_margin}};
     int64_t run = 0;
     if (resume > 0) {
       const auto info = st.find_run(resume);
@@ -152,6 +171,10 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     oo.confirm.sessions = 2;
     oo.confirm.seeds = 3;
     oo.confirm.timing.max_wall = 6.0;
+    oo.seed = args.value("seed", uint64_t{0});
+    oo.screening.enabled = args.value("screen", false);
+    oo.screening.margin = args.value("screen_margin", 0.05);
+    oo.screening.screen = search::screening_options(oo.step);
 
     search::memory mem(st);
     std::unique_ptr<search::proposer> prop;
@@ -201,6 +224,15 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       for (const auto& r : results) {
         j["tasks"].push_back(r.to_json());
       }
+      int evaluated = 0;
+      double seconds = 0;
+      for (const auto& r : results) {
+        evaluated += r.evaluations;
+        seconds += r.wall_seconds;
+      }
+      j["candidates_evaluated"] = evaluated;
+      j["candidates_per_minute"] = seconds > 0 ? 60.0 * evaluated / seconds : 0.0;
+      j["screening"] = {{"enabled", oo.screening.enabled}, {"margin", oo.screening.margin}};
       write_file_atomic(json_out, j.dump(2) + "\n");
     }
     fmt::print("run {} recorded in {}\n", run, st.dir().string());

@@ -164,6 +164,9 @@ void search_section(std::ostringstream& out, const search::proposal_context& con
                          "over the baseline",
                          s.strategy, s.description.empty() ? "no description" : s.description,
                          s.attempts, s.successes, s.best_speedup, s.mean_speedup);
+      if (s.addresses_state) {
+        out << "; addresses the current bottleneck state";
+      }
       if (!s.last_failure.empty()) {
         out << fmt::format("; last failure {}", s.last_failure);
       }

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <random>
+
 namespace kb::search {
 
 using nlohmann::json;
@@ -31,8 +34,9 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
   const task::contract& c = *ctx.task;
   for (const auto& ranked : ctx.retrieved) {
     const strategy& st = find_strategy(ranked.strategy);
-    // The best point of this strategy on this task so far, else its default.
-    json best = st.defaults;
+    // The best point of this strategy on this task so far, else memory's for the nearest shape
+    // class (ranked.params), else its default.
+    json best = ranked.params.is_object() && !ranked.params.empty() ? ranked.params : st.defaults;
     double best_speedup = 0;
     for (const auto& e : m_memory.attempts(c, ctx.gpu, st.name)) {
       if (e.correct && e.measured_speedup.value_or(0) > best_speedup) {
@@ -40,9 +44,24 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
         best = e.params;
       }
     }
-    for (const auto& point : point_order(st, best)) {
+    // Around the best first; when its neighbourhood is spent, around memory's point and the
+    // default, so a local optimum does not end the strategy early.
+    std::vector<json> order;
+    for (const json& centre : {best, ranked.params, st.defaults}) {
+      if (!centre.is_object() || centre.empty()) {
+        continue;
+      }
+      auto around = point_order(st, centre);
+      if (m_seed != 0 && around.size() > 2) {
+        std::mt19937_64 rng(m_seed ^ std::hash<std::string>{}(c.id + "|" + st.name));
+        std::shuffle(around.begin() + 1, around.end(), rng);
+      }
+      order.insert(order.end(), around.begin(), around.end());
+    }
+    for (const auto& point : order) {
       const std::string key = c.id + "|" + st.name + "|" + point.dump();
-      if (m_issued.count(key) != 0 || m_memory.tried(c, ctx.gpu, st.name, point)) {
+      if (m_issued.count(key) != 0 || m_memory.tried(c, ctx.gpu, st.name, point) ||
+          (m_admissible && !m_admissible(c, st.name, point))) {
         continue;
       }
       m_issued.insert(key);
@@ -55,6 +74,10 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
       p.hypothesis = fmt::format(
           "{} {} (memory: {} attempts on {} tasks of this family, best {:.2f}x)", st.rationale,
           point.dump(), ranked.attempts, task::to_string(c.fam), ranked.best_speedup);
+      p.trace = {{"rank", &ranked - ctx.retrieved.data()},
+                 {"score", ranked.score},
+                 {"started_from", best},
+                 {"evidence", ranked.evidence}};
       return {p, false, "", ""};
     }
   }

@@ -1,5 +1,7 @@
 #include "search/memory.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -81,6 +83,129 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
     o.last_failure = s.last_failure;
     // Untried strategies keep their library order among themselves.
     o.score = s.attempts == 0 ? 1e9 - static_cast<double>(i) : ucb_score(s, total, exploration);
+    out.push_back(o);
+  }
+  std::stable_sort(
+      out.begin(), out.end(),
+      [](const strategy_outcome& a, const strategy_outcome& b) { return a.score > b.score; });
+  return out;
+}
+
+std::string memory_key::to_string() const {
+  return fmt::format("{} x {} x {}", task::to_string(fam), profile::to_string(state),
+                     shape.to_string());
+}
+
+namespace {
+
+// The shape distance of an experience from the task at `key`: -1 for the task itself, 100 for
+// an experience without a shape class.
+int key_distance(const store::experience& e, const std::string& task_id, const memory_key& key) {
+  if (e.task_id == task_id) {
+    return -1;
+  }
+  const json features = e.op_features.is_object() ? e.op_features : json::object();
+  const auto cls = shape_class::parse(features.value("shape_class", std::string()));
+  return cls ? distance(*cls, key.shape) : 100;
+}
+
+} // namespace
+
+double key_weight(const store::experience& e, const std::string& task_id, const memory_key& key) {
+  const auto st = profile::state_from_string(e.state_before);
+  const double state_factor = st && *st == key.state ? 1.0 : 0.5;
+  const int d = key_distance(e, task_id, key);
+  return d < 0 ? state_factor : state_factor / (1.0 + d);
+}
+
+std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu,
+                                           const std::vector<const strategy*>& applicable,
+                                           const memory_key& key,
+                                           const rank_options& options) const {
+  struct weighted {
+    double weight = 0;
+    double reward = 0; // weighted sum
+    int attempts = 0;
+    int successes = 0;
+    int best_distance = 1000; // of the experience the best parameters come from
+    double best_speedup = 0;
+    json best_params;
+    std::string best_task;
+    std::string last_failure;
+    double own_weight = 0;
+  };
+  std::map<std::string, weighted> by;
+  double total = 0;
+  for (const auto& e : m_store.find_experiences(task::to_string(c.fam), gpu)) {
+    const double w = key_weight(e, c.id, key);
+    auto& s = by[e.strategy];
+    s.weight += w;
+    s.reward += w * reward(e);
+    s.attempts += 1;
+    total += w;
+    if (e.task_id == c.id) {
+      s.own_weight += w;
+    }
+    if (e.correct) {
+      const double sp = e.measured_speedup.value_or(0);
+      s.successes += sp > 1 ? 1 : 0;
+      // The best parameters of the nearest shape class where the strategy was correct and
+      // faster than the baseline (this task first).
+      const int d = key_distance(e, c.id, key);
+      if (sp > 1 && (d < s.best_distance || (d == s.best_distance && sp > s.best_speedup))) {
+        s.best_distance = d;
+        s.best_speedup = sp;
+        s.best_params = e.params;
+        s.best_task = e.task_id;
+      }
+    } else if (s.last_failure.empty()) {
+      s.last_failure = e.failure_reason;
+    }
+  }
+  std::vector<strategy_outcome> out;
+  for (size_t i = 0; i < applicable.size(); ++i) {
+    const strategy& st = *applicable[i];
+    const weighted s = by.count(st.name) != 0 ? by.at(st.name) : weighted{};
+    strategy_outcome o;
+    o.strategy = st.name;
+    o.description = st.description;
+    o.params = st.defaults;
+    if (!s.best_params.is_null()) {
+      try {
+        o.params = resolve_params(st, s.best_params);
+      } catch (const std::exception&) {
+        // Parameters of an older library: start from the defaults.
+      }
+    }
+    o.attempts = s.attempts;
+    o.successes = s.successes;
+    o.best_speedup = s.best_speedup;
+    o.mean_speedup = s.weight > 0 ? std::exp2(s.reward / s.weight) : 0;
+    o.last_failure = s.last_failure;
+    o.addresses_state = addresses(st, key.state);
+    // Ties among untried strategies: those addressing the state first, then library order, or a
+    // seeded order (a different seed explores in a different order).
+    double tie = -static_cast<double>(i);
+    if (options.seed != 0) {
+      const auto h = std::hash<std::string>{}(st.name + "#" + std::to_string(options.seed));
+      tie = static_cast<double>(h % 1000003) / 1000003.0;
+    }
+    if (s.weight <= 0) {
+      o.score = 1e9 + (o.addresses_state ? 1e6 : 0) + tie;
+    } else {
+      o.score = s.reward / s.weight +
+                options.exploration * std::sqrt(std::log(std::max(total, 1.0) + 1) / s.weight) +
+                (o.addresses_state ? 0.05 : 0) + 1e-9 * tie;
+    }
+    o.evidence = {
+        {"key", key.to_string()},
+        {"weight", s.weight},
+        {"weight_of_this_task", s.own_weight},
+        {"weighted_mean_speedup", o.mean_speedup},
+        {"params_from_task", s.best_task},
+        {"params_shape_distance", s.best_params.is_null() ? json(nullptr) : json(s.best_distance)},
+        {"addresses_state", o.addresses_state},
+        {"score", o.score}};
     out.push_back(o);
   }
   std::stable_sort(

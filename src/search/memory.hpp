@@ -1,11 +1,15 @@
 // Optimization memory: what strategies did, on which tasks, in which state, on which GPU. It
-// lives in the store (the experiences table) and persists across runs and tasks. Retrieval ranks
-// the strategies that apply to a task with UCB1 over measured speedups: exploit what worked on
-// tasks of the same family on this GPU, try what is untested, and never repeat an attempt (same
+// lives in the store (the experiences table) and persists across runs and tasks. Its key is
+// family x bottleneck state x shape class: retrieval weighs every experience of the family on this
+// GPU by how near its key is to the task's (1 / (1 + shape distance), halved for another state)
+// and ranks the strategies that apply with UCB1 over the weighted rewards: exploit what worked on
+// tasks like this one, try what is untested (those addressing the current state first), start a
+// strategy from the best parameters of the nearest shape class, and never repeat an attempt (same
 // strategy and parameters) on the same task.
 #pragma once
 
 #include "search/proposer.hpp"
+#include "search/state.hpp"
 #include "search/strategies.hpp"
 #include "store/store.hpp"
 
@@ -37,6 +41,23 @@ double reward(const store::experience& e);
 // UCB1: mean reward + c * sqrt(ln(total) / attempts); an untried strategy scores +infinity.
 double ucb_score(const strategy_stats& s, int total_attempts, double exploration);
 
+// Where a task stands for memory: its family, its current bottleneck state and its shape class.
+struct memory_key {
+  task::family fam = task::family::elementwise;
+  profile::state state = profile::state::unknown;
+  shape_class shape;
+  std::string to_string() const; // "normalize x memory_bound x normalize/float32/rows/12.14"
+};
+
+struct rank_options {
+  double exploration = 1.0; // UCB1's c
+  uint64_t seed = 0; // breaks ties among untried strategies (0: library order); changes the search
+};
+
+// The weight of one experience for a task at `key`: 1 for the task itself, else
+// 1 / (1 + distance of the shape classes), halved when the state differs.
+double key_weight(const store::experience& e, const std::string& task_id, const memory_key& key);
+
 class memory {
 public:
   explicit memory(store::store& st) : m_store(st) {}
@@ -45,6 +66,11 @@ public:
   std::vector<strategy_outcome> rank(const task::contract& c, const std::string& gpu,
                                      const std::vector<const strategy*>& applicable,
                                      double exploration = 1.0) const;
+  // The strategies of `applicable`, best first, for a task at `key` (see key_weight); each
+  // outcome says why it ranked there (`evidence`).
+  std::vector<strategy_outcome> rank(const task::contract& c, const std::string& gpu,
+                                     const std::vector<const strategy*>& applicable,
+                                     const memory_key& key, const rank_options& options) const;
   // Attempts of this task (any run) with this strategy, newest first.
   std::vector<store::experience> attempts(const task::contract& c, const std::string& gpu,
                                           const std::string& strategy) const;

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
+#include "search/state.hpp"
 #include "search/strategies.hpp"
 
 #include <fmt/format.h>
@@ -83,7 +84,13 @@ json task_result::to_json() const {
           {"best_strategy", best_strategy},
           {"best_params", best_params},
           {"best_candidate", best_candidate ? json(*best_candidate) : json(nullptr)},
-          {"steps", steps}};
+          {"steps", steps},
+          {"baseline_state", baseline_state},
+          {"final_state", final_state},
+          {"best_after_evaluation", best_after_evaluation},
+          {"wall_seconds", wall_seconds},
+          {"candidates_per_minute", candidates_per_minute},
+          {"stages", stages}};
 }
 
 optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
@@ -137,22 +144,10 @@ double gpu_seconds_of(const eval::result& r) {
   return s;
 }
 
-bool accepted(const eval::result& r) {
-  return r.final == eval::verdict::improved || r.final == eval::verdict::same ||
-         r.final == eval::verdict::regressed || r.final == eval::verdict::inconclusive;
-}
-
-std::string state_words(const task::contract& c, const task::shape_case& s, double seconds) {
-  const task::ceilings ceil;
-  const double floor = task::floor_seconds(c, s, ceil);
-  const bool compute =
-      task::roofline_flops(c, s) / ceil.fp32_flops > task::roofline_bytes(c, s) / ceil.bandwidth;
-  return fmt::format("events only: the best runs at {:.0f}% of the roofline floor's speed "
-                     "({}-bound by the analytic roofline: {:.3g} GB, "
-                     "{:.3g} GFLOP, floor {:.4f} ms)",
-                     100 * floor / seconds, compute ? "compute" : "memory",
-                     task::roofline_bytes(c, s) / 1e9, task::roofline_flops(c, s) / 1e9,
-                     floor * 1e3);
+std::string state_words(const bottleneck& b, double floor, double seconds) {
+  return fmt::format("{} ({}): {}; the best runs at {:.0f}% of the roofline floor's speed",
+                     profile::to_string(b.state), to_string(b.source), b.sentence,
+                     100 * floor / seconds);
 }
 
 } // namespace
@@ -178,6 +173,9 @@ task_result optimizer::optimize(const task::contract& c) {
     res.reason = reason;
     res.evaluations = p.evaluations;
     res.evaluations_to_best = p.evaluations_to_best;
+    res.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+    res.candidates_per_minute =
+        res.wall_seconds > 0 ? 60.0 * p.evaluations / res.wall_seconds : 0.0;
     m_store.record_outcome({m_run, task_row, to_string(o), reason, res.best_candidate});
     say(fmt::format("task {}: {} ({}) after {} evaluations; best {} {:.3f}x over the baseline",
                     c.id, to_string(o), reason, p.evaluations, res.best_strategy, res.speedup));
@@ -237,6 +235,11 @@ task_result optimizer::optimize(const task::contract& c) {
   std::vector<failure_note> failures;
   const auto applicable = strategies_for(c);
   const auto features = features_of(c, shape);
+  // The bottleneck state of the best so far (the baseline's first): it keys memory, ranks the
+  // strategies and goes into every step's record, experience and prompt.
+  bottleneck state = assess(c, shape, p.seconds, p.strategy == "baseline" ? &base : nullptr);
+  res.baseline_state = assess(c, shape, res.baseline_seconds, &base).to_json();
+  memory_key key{c.fam, state.state, classify_shape(features)};
   bool exhausted = false;
   for (int step = 0; step < m_opt.steps && !exhausted && budget_left() &&
                      floor / p.seconds < m_opt.target_floor_fraction;
@@ -252,9 +255,14 @@ task_result optimizer::optimize(const task::contract& c) {
     ctx.baseline_seconds = res.baseline_seconds;
     ctx.best_seconds = p.seconds;
     ctx.floor_seconds = floor;
-    ctx.state = state_words(c, shape, p.seconds);
-    ctx.metrics = {{"floor_fraction", floor / p.seconds}, {"speedup_over_baseline", p.speedup}};
-    ctx.retrieved = m_memory.rank(c, m_gpu, applicable, m_opt.exploration);
+    ctx.state = state_words(state, floor, p.seconds);
+    ctx.metrics = {{"state", profile::to_string(state.state)},
+                   {"source", to_string(state.source)},
+                   {"memory_key", key.to_string()},
+                   {"numbers", state.numbers},
+                   {"floor_fraction", floor / p.seconds},
+                   {"speedup_over_baseline", p.speedup}};
+    ctx.retrieved = m_memory.rank(c, m_gpu, applicable, key, {m_opt.exploration, m_opt.seed});
     ctx.recent_failures = failures;
     std::vector<proposal> proposals;
     for (int r = 0; r < m_opt.rollouts; ++r) {
@@ -274,20 +282,29 @@ task_result optimizer::optimize(const task::contract& c) {
       }
       proposals.push_back(*pr.candidate);
     }
-    // Compiles run in parallel on the CPU; GPU work below is serial.
+    // A compile queue ahead of the evaluator: every proposal of the step starts compiling at
+    // once, on the CPU, and each evaluation (serial, on the GPU) waits only for its own build.
+    std::vector<std::future<void>> builds;
     if (m_compile) {
-      std::vector<std::future<void>> builds;
       for (const auto& prop : proposals) {
         builds.push_back(std::async(std::launch::async, [&, prop] {
           m_compile(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params},
                     m_opt.step);
         }));
       }
-      for (auto& b : builds) {
-        b.get();
-      }
     }
-    for (auto& prop : proposals) {
+    const auto wait_builds = [&] {
+      for (auto& b : builds) {
+        if (b.valid()) {
+          b.get();
+        }
+      }
+    };
+    for (size_t pi = 0; pi < proposals.size(); ++pi) {
+      auto& prop = proposals[pi];
+      if (pi < builds.size()) {
+        builds[pi].get();
+      }
       if (!budget_left()) {
         break;
       }
@@ -297,7 +314,9 @@ task_result optimizer::optimize(const task::contract& c) {
                                        p.strategy == "baseline" ? "baseline" : "proposer",
                                        p.strategy, p.params};
       say(fmt::format("task {} step {}: {} {}", c.id, step, prop.strategy, prop.params.dump()));
-      auto r = m_evaluate(c, cand, best, m_opt.step);
+      const json why = choice_record(state, ctx, prop);
+      auto staged = evaluate_staged(m_evaluate, c, cand, best, m_opt.step, m_opt.screening);
+      auto r = staged.result;
       // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
       if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) &&
           m_proposer.name() != "builtin") {
@@ -318,7 +337,7 @@ task_result optimizer::optimize(const task::contract& c) {
                                      task::to_string(c.inputs[0].type),
                                      m_gpu,
                                      std::nullopt,
-                                     ctx.state,
+                                     profile::to_string(state.state),
                                      prop.strategy,
                                      prop.params,
                                      prop.predicted_speedup,
@@ -326,10 +345,13 @@ task_result optimizer::optimize(const task::contract& c) {
                                      false,
                                      r.reason});
           ++p.evaluations;
+          res.best_after_evaluation.push_back(p.speedup);
           prop = *fixed.candidate;
-          r = m_evaluate(
-              c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best,
-              m_opt.step);
+          staged = evaluate_staged(
+              m_evaluate, c,
+              {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best,
+              m_opt.step, m_opt.screening);
+          r = staged.result;
         }
       }
       eval::record(m_store, m_run, c, cand, best, r);
@@ -345,11 +367,16 @@ task_result optimizer::optimize(const task::contract& c) {
                        {"m", features.m},
                        {"n", features.n},
                        {"k", features.k},
-                       {"elements", features.elements}};
+                       {"elements", features.elements},
+                       {"shape_class", key.shape.to_string()},
+                       {"bottleneck",
+                        {{"state", profile::to_string(state.state)},
+                         {"source", to_string(state.source)},
+                         {"numbers", state.numbers}}}};
       e.shape = shape.name;
       e.dtype = task::to_string(c.inputs[0].type);
       e.gpu = m_gpu;
-      e.state_before = ctx.state;
+      e.state_before = profile::to_string(state.state);
       e.strategy = prop.strategy;
       e.params = prop.params;
       e.predicted_speedup = prop.predicted_speedup * p.speedup;
@@ -367,7 +394,11 @@ task_result optimizer::optimize(const task::contract& c) {
                        {"verdict", eval::to_string(r.final)},
                        {"reason", r.reason},
                        {"hypothesis", prop.hypothesis},
-                       {"predicted_speedup", prop.predicted_speedup}};
+                       {"predicted_speedup", prop.predicted_speedup},
+                       {"why", why},
+                       {"stage", staged.to_json()}};
+      res.stages[to_string(staged.reached) +
+                 (staged.stopped_because.empty() ? "" : ":" + staged.stopped_because)] += 1;
       if (e.measured_speedup) {
         step_record["measured_speedup_vs_baseline"] = *e.measured_speedup;
       }
@@ -386,11 +417,19 @@ task_result optimizer::optimize(const task::contract& c) {
         say(fmt::format(
             "task {}: new best {} {:.3f}x over the baseline, {:.0f}% of the floor's speed", c.id,
             p.strategy, p.speedup, 100 * floor / p.seconds));
+        // A new best: its state drives the next choices.
+        state = assess(c, shape, p.seconds, &r);
+        key.state = state.state;
+        step_record["new_state"] = state.to_json();
+        res.steps.back() = step_record;
       }
+      res.best_after_evaluation.push_back(p.speedup);
       const auto blob = m_store.put(p.to_json(m_store.put(p.source).digest).dump());
       m_store.attach(m_run, fmt::format("{}{:04d}", prefix, p.evaluations), blob.digest);
     }
+    wait_builds();
   }
+  res.final_state = state.to_json();
   in.evaluated = p.evaluations;
   in.correct = p.correct;
   res.best_strategy = p.strategy;

@@ -9,12 +9,14 @@
 #include "eval/eval.hpp"
 #include "search/memory.hpp"
 #include "search/proposer.hpp"
+#include "search/screen.hpp"
 #include "store/store.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -37,6 +39,8 @@ struct optimize_options {
   double target_floor_fraction =
       0.95;                 // stop once the best runs at this fraction of the floor's speed
   double exploration = 1.0; // UCB1's c
+  uint64_t seed = 0;        // tie-breaking among untried strategies (0: library order)
+  screen_options screening; // stages before the step's gate (off: the gate alone)
   eval::options step;       // how steps are evaluated (one session; quick)
   eval::options confirm;    // the final gate against the baseline (full protocol)
 };
@@ -68,6 +72,12 @@ struct task_result {
   nlohmann::json best_params = nlohmann::json::object();
   std::optional<int64_t> best_candidate;
   nlohmann::json steps = nlohmann::json::array();
+  nlohmann::json baseline_state = nlohmann::json::object(); // bottleneck of the baseline
+  nlohmann::json final_state = nlohmann::json::object();    // bottleneck of the best
+  std::vector<double> best_after_evaluation; // best speedup over the baseline after each one
+  double wall_seconds = 0;                   // [s] of the search (baseline to confirmation)
+  double candidates_per_minute = 0;          // candidate evaluations per minute of wall time
+  std::map<std::string, int> stages;         // candidates by the stage they stopped at
   nlohmann::json to_json() const;
 };
 

@@ -23,8 +23,10 @@ struct strategy_outcome {
   int successes = 0;       // correct and faster than the baseline
   double best_speedup = 0; // best measured speedup over the baseline (0: none correct)
   double mean_speedup = 0;
-  std::string last_failure; // reason code of the last failure, if any
-  double score = 0;         // the bandit's score that ranked it
+  std::string last_failure;     // reason code of the last failure, if any
+  double score = 0;             // the bandit's score that ranked it
+  bool addresses_state = false; // the strategy addresses the current bottleneck state
+  nlohmann::json evidence = nlohmann::json::object(); // why memory ranked it here (weights, key)
 };
 
 struct failure_note {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace kb::search {
@@ -647,6 +648,39 @@ std::vector<json> corner_points(const strategy& st) {
     }
   }
   return unique;
+}
+
+std::vector<profile::state> addressed_states(const strategy& st) {
+  using profile::state;
+  // memory_bound: fewer or wider accesses, one read instead of two. latency_bound: more
+  // independent work in flight per thread and per SM. small_grid: more blocks for few rows or
+  // columns. compute_bound and balanced: reuse from registers and shared memory. unknown (the
+  // analytic roofline below 60% of both ceilings): every strategy, since nothing is excluded.
+  static const std::map<std::string, std::vector<state>> table{
+      {"elementwise.vectorized", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"normalize.warp_row", {state::latency_bound, state::memory_bound, state::unknown}},
+      {"normalize.block_row", {state::memory_bound, state::unknown}},
+      {"normalize.cluster_row", {state::small_grid, state::latency_bound, state::unknown}},
+      {"normalize.split_row", {state::small_grid, state::latency_bound, state::unknown}},
+      {"normalize.strided_columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"reduce.rows", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"reduce.split_row", {state::small_grid, state::latency_bound, state::unknown}},
+      {"reduce.columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"reduce.split_columns", {state::small_grid, state::latency_bound, state::unknown}},
+      {"loss.warp_row", {state::latency_bound, state::memory_bound, state::unknown}},
+      {"loss.block_row", {state::memory_bound, state::unknown}},
+      {"loss.columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"matmul.matvec", {state::memory_bound, state::small_grid, state::unknown}},
+      {"matmul.register_tiled",
+       {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
+  };
+  const auto it = table.find(st.name);
+  return it == table.end() ? std::vector<state>{state::unknown} : it->second;
+}
+
+bool addresses(const strategy& st, profile::state s) {
+  const auto states = addressed_states(st);
+  return std::find(states.begin(), states.end(), s) != states.end();
 }
 
 } // namespace kb::search

@@ -6,6 +6,7 @@
 // dtypes still arrive at run time, so one candidate serves every shape of the task.
 #pragma once
 
+#include "profile/profile.hpp"
 #include "task/task.hpp"
 
 #include <nlohmann/json.hpp>
@@ -94,5 +95,11 @@ std::string generate(const task::contract& c, const strategy& st, const nlohmann
 // the others at their defaults, and all axes at their first and at their last values
 // (deduplicated).
 std::vector<nlohmann::json> corner_points(const strategy& st);
+
+// The bottleneck states a strategy addresses: what its change against the baseline relieves
+// (metadata beside the library, by strategy name; a strategy not listed addresses `unknown`
+// only). The search ranks strategies that address the current state first among equals.
+std::vector<profile::state> addressed_states(const strategy& st);
+bool addresses(const strategy& st, profile::state s);
 
 } // namespace kb::search

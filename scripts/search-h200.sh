@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The search's evidence on the GPU machine, for evidence/h200/search/:
+#   (a) table:      the outcome table of core10 and the test tasks (every table point, once);
+#   (b) experiment: the leave-one-out memory experiment replayed from that table (CPU only);
+#   (c) optimize:   `kblaster optimize --proposer builtin` per core10 task, with screening, and a
+#                   short run without screening on the same tasks for candidates per minute.
+#   scripts/search-h200.sh [table|experiment|optimize|noscreen|all]   (default: all)
+# Every step is resumable: the table keeps what it has, and a task whose JSON exists is skipped,
+# so the script can be rerun within per-command time limits until everything is there.
+# Environment: OUT (default out/search-h200), MAX_POINTS (6), SEEDS (5), BUDGET (10m per task),
+# TASKS (core10 ids), NOSCREEN_BUDGET (3m).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/search-h200}
+mkdir -p "$OUT"
+export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
+export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
+if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
+  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
+fi
+K=$PWD/build/release/kblaster
+step=${1:-all}
+MAX_POINTS=${MAX_POINTS:-6}
+SEEDS=${SEEDS:-5}
+BUDGET=${BUDGET:-10m}
+NOSCREEN_BUDGET=${NOSCREEN_BUDGET:-3m}
+TASKS=${TASKS:-004 007 019 023 026 036 040 047 088 095}
+rc=0
+
+if [ "$step" = table ] || [ "$step" = all ]; then
+  $K experiment record-table --suite core10 --task-dir tests/data/tasks \
+    --max-points "$MAX_POINTS" --out "$OUT/table.json" 2>&1 | tee -a "$OUT/table.log"
+  rc=$((rc | PIPESTATUS[0]))
+fi
+
+if [ "$step" = experiment ] || [ "$step" = all ]; then
+  $K experiment memory --table "$OUT/table.json" --seeds "$SEEDS" --out "$OUT/memory" 2>&1 |
+    tee "$OUT/memory.log"
+  rc=$((rc | PIPESTATUS[0]))
+fi
+
+if [ "$step" = optimize ] || [ "$step" = all ]; then
+  mkdir -p "$OUT/optimize"
+  for t in $TASKS; do
+    [ -s "$OUT/optimize/$t.json" ] && continue
+    $K optimize --task "$t" --proposer builtin --budget "$BUDGET" --seed 1 \
+      --json "$OUT/optimize/$t.json" 2>&1 | tee "$OUT/optimize/$t.log"
+    rc=$((rc | PIPESTATUS[0]))
+  done
+fi
+
+if [ "$step" = noscreen ] || [ "$step" = all ]; then
+  # Candidates per minute with and without screening, same tasks and seed, a shorter budget.
+  mkdir -p "$OUT/noscreen" "$OUT/screen"
+  for t in 019 036 047; do
+    [ -s "$OUT/noscreen/$t.json" ] ||
+      $K optimize --task "$t" --budget "$NOSCREEN_BUDGET" --seed 1 --no-screen \
+        --json "$OUT/noscreen/$t.json" 2>&1 | tee "$OUT/noscreen/$t.log"
+    [ -s "$OUT/screen/$t.json" ] ||
+      $K optimize --task "$t" --budget "$NOSCREEN_BUDGET" --seed 1 \
+        --json "$OUT/screen/$t.json" 2>&1 | tee "$OUT/screen/$t.log"
+  done
+fi
+
+tar -czf "$OUT/search.tar.gz" -C "$OUT" --exclude=store --exclude=search.tar.gz . 2>/dev/null
+exit "$rc"

@@ -1,0 +1,119 @@
+#include "search/screen.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kb::search {
+
+using nlohmann::json;
+
+std::string to_string(stage s) {
+  switch (s) {
+  case stage::verify:
+    return "verify";
+  case stage::screen:
+    return "screen";
+  case stage::gate:
+    return "gate";
+  }
+  return "?";
+}
+
+eval::options screening_options(const eval::options& step, double max_wall) {
+  eval::options o = step;
+  o.sessions = 1;
+  o.verify_only = false;
+  o.timing.max_wall = max_wall;
+  o.timing.min_time = std::min(o.timing.min_time, max_wall / 4);
+  o.timing.min_samples = std::min(o.timing.min_samples, 5);
+  o.timing.max_samples = std::min(o.timing.max_samples, 200);
+  return o;
+}
+
+json staged_result::to_json() const {
+  return {{"stage_reached", to_string(reached)},
+          {"stopped_because", stopped_because},
+          {"screen_speedup", screen_speedup ? json(*screen_speedup) : json(nullptr)},
+          {"calls", calls}};
+}
+
+bool accepted(const eval::result& r) {
+  return r.final == eval::verdict::improved || r.final == eval::verdict::same ||
+         r.final == eval::verdict::regressed || r.final == eval::verdict::inconclusive;
+}
+
+namespace {
+
+double speedup_of(const eval::result& r) {
+  if (!r.detail.is_object()) {
+    return 0;
+  }
+  return r.detail.value("statistics", json::object()).value("speedup", 0.0);
+}
+
+bool verification_failure(const eval::result& r) {
+  return r.reason.rfind("verify.", 0) == 0 || r.reason.rfind("build.", 0) == 0 ||
+         r.reason.rfind("sanitize.", 0) == 0;
+}
+
+} // namespace
+
+staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contract& c,
+                              const eval::candidate_input& candidate,
+                              const eval::candidate_input& best, const eval::options& gate,
+                              const screen_options& screening) {
+  staged_result out;
+  if (!screening.enabled) {
+    out.result = evaluate(c, candidate, best, gate);
+    out.calls = 1;
+    out.reached = stage::gate;
+    if (!accepted(out.result) && verification_failure(out.result)) {
+      out.reached = stage::verify;
+      out.stopped_because = out.result.reason;
+    }
+    return out;
+  }
+  if (screening.separate_verify) {
+    eval::options v = gate;
+    v.verify_only = true;
+    out.result = evaluate(c, candidate, best, v);
+    ++out.calls;
+    out.reached = stage::verify;
+    if (!accepted(out.result)) {
+      out.stopped_because = out.result.reason;
+      return out;
+    }
+  }
+  eval::options s = screening.screen;
+  s.shape = gate.shape;
+  out.result = evaluate(c, candidate, best, s);
+  ++out.calls;
+  out.reached = stage::screen;
+  if (!accepted(out.result)) {
+    out.reached = verification_failure(out.result) ? stage::verify : stage::screen;
+    out.stopped_because = out.result.reason;
+    return out;
+  }
+  const double estimate = speedup_of(out.result);
+  out.screen_speedup = estimate;
+  const double pass_at = (1 + gate.delta) * (1 - screening.margin);
+  if (estimate < pass_at) {
+    out.stopped_because = "screen.not_promising";
+    // The screen's verdict stands, but never as an improvement: only the gate says improved.
+    if (out.result.final == eval::verdict::improved) {
+      out.result.final = eval::verdict::inconclusive;
+    }
+    out.result.message = fmt::format("screen estimate {:.3f}x of the best, below {:.3f}x: not "
+                                     "sent to the gate",
+                                     estimate, pass_at);
+    out.result.reason = "screen.not_promising";
+    return out;
+  }
+  out.result = evaluate(c, candidate, best, gate);
+  ++out.calls;
+  out.reached = stage::gate;
+  return out;
+}
+
+} // namespace kb::search

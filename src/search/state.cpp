@@ -1,0 +1,180 @@
+#include "search/state.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace kb::search {
+
+using nlohmann::json;
+
+std::string to_string(state_source s) {
+  switch (s) {
+  case state_source::analytic:
+    return "analytic";
+  case state_source::ncu:
+    return "ncu";
+  case state_source::cupti:
+    return "cupti";
+  }
+  return "?";
+}
+
+std::optional<state_source> state_source_from_string(const std::string& s) {
+  for (auto v : {state_source::analytic, state_source::ncu, state_source::cupti}) {
+    if (to_string(v) == s) {
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+json bottleneck::to_json() const {
+  return {{"state", profile::to_string(state)},
+          {"source", to_string(source)},
+          {"numbers", numbers},
+          {"sentence", sentence}};
+}
+
+bottleneck assess(const task::contract& c, const task::shape_case& s, double seconds,
+                  const eval::result* evaluation) {
+  bottleneck b;
+  // The hook for counters measured with the evaluation: an assessment the evaluation carries.
+  if (evaluation != nullptr && evaluation->detail.is_object()) {
+    const json profile = evaluation->detail.value("profile", json::object());
+    const json a = profile.is_object() ? profile.value("bottleneck", json::object()) : json();
+    if (a.is_object() && a.contains("state")) {
+      const auto st = profile::state_from_string(a.value("state", ""));
+      const auto src = state_source_from_string(profile.value("source", std::string("cupti")));
+      if (st && src && *src != state_source::analytic) {
+        b.state = *st;
+        b.source = *src;
+        b.numbers = a.value("numbers", json::object());
+        b.sentence = a.value("sentence", "");
+        return b;
+      }
+    }
+  }
+  profile::observation o;
+  o.events_only_reason = "analytic: the evaluation carried no counters";
+  if (seconds > 0) {
+    o.seconds = seconds;
+  }
+  o.bytes = task::roofline_bytes(c, s);
+  o.flops = task::roofline_flops(c, s);
+  const auto a = profile::classify(o);
+  b.state = a.result;
+  b.source = state_source::analytic;
+  b.numbers = a.numbers;
+  b.numbers["rule"] = a.rule;
+  b.sentence = a.sentence;
+  return b;
+}
+
+namespace {
+
+int log2_bucket(int64_t v) {
+  return v > 0 ? static_cast<int>(std::lround(std::log2(static_cast<double>(v)))) : 0;
+}
+
+} // namespace
+
+std::string shape_class::to_string() const {
+  std::string buckets;
+  for (const int b : log2_buckets) {
+    if (!buckets.empty()) {
+      buckets += '.';
+    }
+    buckets += std::to_string(b);
+  }
+  return fmt::format("{}/{}/{}/{}", task::to_string(fam), dtype, layout, buckets);
+}
+
+std::optional<shape_class> shape_class::parse(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string p; std::getline(in, p, '/');) {
+    parts.push_back(p);
+  }
+  if (parts.size() != 4) {
+    return std::nullopt;
+  }
+  const auto fam = task::family_from_string(parts[0]);
+  if (!fam) {
+    return std::nullopt;
+  }
+  shape_class k;
+  k.fam = *fam;
+  k.dtype = parts[1];
+  k.layout = parts[2];
+  std::stringstream buckets(parts[3]);
+  for (std::string b; std::getline(buckets, b, '.');) {
+    try {
+      k.log2_buckets.push_back(std::stoi(b));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return k;
+}
+
+shape_class classify_shape(const shape_features& f) {
+  shape_class k;
+  k.fam = f.fam;
+  k.dtype = task::to_string(f.storage);
+  switch (f.fam) {
+  case task::family::elementwise:
+    k.layout = "flat";
+    k.log2_buckets = {log2_bucket(f.elements)};
+    break;
+  case task::family::normalize:
+  case task::family::reduce:
+  case task::family::loss:
+    k.layout = f.inner > 1 ? "strided" : "rows";
+    k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.rows())};
+    break;
+  case task::family::matmul:
+    k.layout = "gemm";
+    k.log2_buckets = {log2_bucket(f.m), log2_bucket(f.n), log2_bucket(f.k)};
+    break;
+  }
+  return k;
+}
+
+int distance(const shape_class& a, const shape_class& b) {
+  if (a.fam != b.fam || a.layout != b.layout || a.log2_buckets.size() != b.log2_buckets.size()) {
+    return 100;
+  }
+  int d = a.dtype == b.dtype ? 0 : 4;
+  for (size_t i = 0; i < a.log2_buckets.size(); ++i) {
+    d += std::abs(a.log2_buckets[i] - b.log2_buckets[i]);
+  }
+  return d;
+}
+
+json choice_record(const bottleneck& state, const proposal_context& context,
+                   const proposal& chosen) {
+  json why{{"state", state.to_json()}};
+  for (size_t i = 0; i < context.retrieved.size(); ++i) {
+    const auto& r = context.retrieved[i];
+    if (r.strategy == chosen.strategy) {
+      why["rank"] = i;
+      why["of"] = context.retrieved.size();
+      why["score"] = r.score;
+      why["addresses_state"] = r.addresses_state;
+      why["retrieved"] = {{"attempts", r.attempts},
+                          {"successes", r.successes},
+                          {"best_speedup", r.best_speedup},
+                          {"mean_speedup", r.mean_speedup},
+                          {"params", r.params},
+                          {"evidence", r.evidence}};
+    }
+  }
+  if (chosen.trace.is_object() && chosen.trace.contains("started_from")) {
+    why["started_from"] = chosen.trace["started_from"];
+  }
+  return why;
+}
+
+} // namespace kb::search
