@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "pytorch/pytorch.hpp"
 #include "task/task.hpp"
 
 #include <fmt/format.h>
@@ -19,12 +20,29 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
   auto* check = app.add_subcommand(
       "check", "validate tasks, compile every candidate, run the CPU oracles, then the GPU stages");
   static std::string suite;
+  static std::vector<std::string> task_ids;
   static std::string json_out;
   check->add_option("--suite", suite, "only this suite (default: all)");
+  check->add_option("--task", task_ids, "only this task (repeatable)")->allow_extra_args(false);
   check->add_option("--json", json_out, "write the report as JSON here");
   check->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
-    const auto tasks = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
+    std::vector<task::contract> all;
+    if (!task_ids.empty()) {
+      for (const auto& id : task_ids) {
+        all.push_back(task::find_task(root, id));
+      }
+    } else {
+      all = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
+    }
+    // Tasks whose reference is a PyTorch module are checked by scripts/pytorch_oracle.py on a
+    // machine with PyTorch; here they are listed with the reason they are not checked.
+    std::vector<task::contract> tasks;
+    std::vector<task::contract> pytorch_tasks;
+    for (auto& c : all) {
+      (c.kind == task::task_kind::native ? tasks : pytorch_tasks).push_back(std::move(c));
+    }
+    bool math_error = false;
     eval::options o;
     o.cache_dir = default_cache_dir();
     json report{{"tasks", json::array()}};
@@ -48,6 +66,16 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
           fmt::print(stderr, "{}: does not compile:\n{}\n", p.string(), b.log);
         }
       }
+      if (t["oracle_build"].value("status", "") != "ok") {
+        // The task's math does not compile: the author needs the compiler's words.
+        math_error = true;
+        fmt::print(stderr, "task {} ({}): the math {} does not compile:\n{}\n", c.id,
+                   c.file.string(), c.math.string(), t["oracle_build"].value("log_tail", ""));
+      } else if (t["baseline_build"].value("status", "") != "ok") {
+        math_error = true;
+        fmt::print(stderr, "task {} ({}): the baseline {} does not compile:\n{}\n", c.id,
+                   c.file.string(), c.baseline.string(), t["baseline_build"].value("log_tail", ""));
+      }
       const auto& st = t.value("checker_selftest", json::object());
       fmt::print("{:<6} {:<16} {:<9} {:<9} {:<7} {:<10} {}\n", c.id, c.name,
                  t["oracle_build"].value("status", ""), t["baseline_build"].value("status", ""),
@@ -59,6 +87,23 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
                                       : t.value("message", std::string("failed")));
       all_ok = all_ok && t.value("ok", false) && compiled == total;
       report["tasks"].push_back(t);
+    }
+    for (const auto& c : pytorch_tasks) {
+      const std::string reason = pytorch::blocked_reason(root);
+      fmt::print("{:<6} {:<16} pytorch task: {} ({})\n", c.id, c.name, reason,
+                 pytorch::probe(root).detail);
+      report["tasks"].push_back({{"task", c.id},
+                                 {"kind", "pytorch"},
+                                 {"status", "blocked"},
+                                 {"reason", reason},
+                                 {"degenerate", c.degenerate}});
+    }
+    if (math_error) {
+      if (!json_out.empty()) {
+        write_file_atomic(json_out, report.dump(2) + "\n");
+      }
+      *result = exit_code::input;
+      return;
     }
     const auto dev = eval::probe_device();
     report["device"] =

@@ -1,10 +1,102 @@
 #include "cli/commands.hpp"
 
 #include "common/error.hpp"
+#include "task/task.hpp"
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <sstream>
+
 namespace kb::cli {
+
+std::string command_help(const std::vector<std::string>& words) {
+  // The entries of docs/cli.md's command list: a line indented by two spaces starts one, deeper
+  // lines continue it. An entry belongs to the command when its first words are the command's.
+  const std::string_view text = help_text();
+  std::istringstream in{std::string(text)};
+  std::string line;
+  std::string out;
+  bool in_list = false;
+  bool taking = false;
+  while (std::getline(in, line)) {
+    if (line == "Commands:") {
+      in_list = true;
+      continue;
+    }
+    if (!in_list) {
+      continue;
+    }
+    if (line.empty()) {
+      break;
+    }
+    const bool starts = line.size() > 2 && line.compare(0, 2, "  ") == 0 && line[2] != ' ';
+    if (starts) {
+      std::istringstream w(line);
+      std::vector<std::string> first;
+      std::string word;
+      while (first.size() < words.size() && w >> word) {
+        first.push_back(word);
+      }
+      taking = !words.empty() && first.front() == words.front() &&
+               (words.size() < 2 || first.size() < 2 || first[1] == words[1] ||
+                first[1].rfind("-", 0) == 0 || first[1] == "...");
+    }
+    if (taking) {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// `kblaster [globals] <command> [<sub>] ... --help`: that command's entries of docs/cli.md.
+// Checked before parsing, so a command's required options do not hide its help.
+std::optional<std::string> requested_command_help(int argc, char** argv) {
+  std::vector<std::string> words;
+  bool help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help = true;
+    } else if (a == "--root" || a == "--store" || a == "--tasks") {
+      ++i; // the global option's value
+    } else if (a.rfind("-", 0) != 0 && words.size() < 2 && (words.empty() || help == false)) {
+      words.push_back(a);
+    }
+  }
+  if (words.size() > 1 && words.front() == "help") { // `kblaster help eval`
+    words.erase(words.begin());
+    help = true;
+  }
+  if (!help || words.empty() || words.front() == "help") {
+    return std::nullopt;
+  }
+  auto text = command_help(words);
+  if (text.empty() && words.size() > 1) {
+    text = command_help({words.front()});
+  }
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  return "Usage: kblaster [--root DIR] [--store DIR] [--tasks DIR]... " + words.front() +
+         " ...\n\n" + text;
+}
+
+std::vector<std::filesystem::path> split_path_list(const std::string& list) {
+  std::vector<std::filesystem::path> out;
+  std::string part;
+  std::istringstream in(list);
+  while (std::getline(in, part, ':')) {
+    if (!part.empty()) {
+      out.emplace_back(part);
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 store::store open_store(const global_options& globals) {
   return store::store(store::resolve_dir(globals.store));
@@ -19,6 +111,10 @@ int run(int argc, char** argv) {
   app.add_option("--store", globals.store,
                  "store folder (else $KBLASTER_HOME, else ~/.local/share/kblaster)");
   app.add_flag("-q,--quiet", globals.quiet, "no progress output");
+  app.add_option("--tasks", globals.task_dirs,
+                 "another folder of tasks, searched after the project's tasks/ (repeatable; also "
+                 "$KBLASTER_TASKS=dir1:dir2)")
+      ->allow_extra_args(false);
   bool want_help = false;
   app.add_flag("-h,--help", want_help, "show help");
   app.add_subcommand("help", "show help")->callback([&] { want_help = true; });
@@ -36,6 +132,19 @@ int run(int argc, char** argv) {
   add_profile_commands(app, globals, &result);
   add_experiment_commands(app, globals, &result);
 
+  if (const auto help = requested_command_help(argc, argv)) {
+    fmt::print("{}", *help);
+    return exit_code::ok;
+  }
+  // The extra task folders are known before any command's callback loads a task.
+  app.parse_complete_callback([&globals] {
+    std::vector<std::filesystem::path> dirs;
+    if (const char* env = std::getenv("KBLASTER_TASKS"); env != nullptr && *env != '\0') {
+      dirs = split_path_list(env);
+    }
+    dirs.insert(dirs.end(), globals.task_dirs.begin(), globals.task_dirs.end());
+    task::set_extra_task_dirs(std::move(dirs));
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

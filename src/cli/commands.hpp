@@ -10,15 +10,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kb::cli {
 
 std::string_view help_text();
+// The entries of the help text for one command (`eval`) or subcommand (`tasks import`).
+std::string command_help(const std::vector<std::string>& words);
 
 // Options every command sees.
 struct global_options {
-  std::optional<std::filesystem::path> root;  // project folder (tasks/, include/)
-  std::optional<std::filesystem::path> store; // store folder
+  std::optional<std::filesystem::path> root;    // project folder (tasks/, include/)
+  std::optional<std::filesystem::path> store;   // store folder
+  std::vector<std::filesystem::path> task_dirs; // --tasks: folders of tasks besides tasks/
   bool quiet = false;
 };
 

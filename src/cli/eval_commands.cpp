@@ -3,6 +3,7 @@
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
 #include "gpu/gpu.hpp"
+#include "pytorch/pytorch.hpp"
 #include "sandbox/sandbox.hpp"
 #include "task/task.hpp"
 
@@ -210,6 +211,13 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     const auto c = task::find_task(root, task_id);
+    if (c.kind == task::task_kind::pytorch) {
+      const std::string reason = pytorch::blocked_reason(root);
+      fmt::print("verdict   blocked ({}) task {} is a pytorch task; {}\n", reason, c.id,
+                 pytorch::probe(root).detail);
+      *result = exit_code::blocked;
+      return;
+    }
     auto o = base_options(default_cache_dir());
     o.shape = c.shape(shape).name;
     o.sanitize = sanitize;
@@ -247,7 +255,8 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     if (!json_out.empty()) {
       write_file_atomic(json_out, r.detail.dump(2) + "\n");
     }
-    *result = exit_for(r.final);
+    // A task whose own math does not compile is bad input, not a failure of the tool.
+    *result = r.reason == "task.oracle_compile_error" ? exit_code::input : exit_for(r.final);
   });
 
   auto* cal =

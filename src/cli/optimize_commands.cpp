@@ -75,8 +75,17 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       ->check(CLI::IsMember({"builtin", "llm"}));
   opt->add_option("--rollouts", rollouts, "candidates proposed per step")->check(CLI::Range(1, 16));
   opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
-  opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)");
-  opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task");
+  // Checked while parsing, so a bad value is a usage error before any work starts.
+  const CLI::Validator duration(
+      [](std::string& v) {
+        return std::regex_match(v, std::regex("[0-9]+[smh]?"))
+                   ? std::string()
+                   : "expected a duration such as 90s, 10m or 1h, got \"" + v + "\"";
+      },
+      "DURATION");
+  opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)")->check(duration);
+  opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task")
+      ->check(duration);
   opt->add_option("--max-evals", max_evals, "candidate evaluations per task (0: no limit)");
   opt->add_option("--resume", resume, "continue an interrupted optimize run (its id)");
   opt->add_option("--replay", replay,

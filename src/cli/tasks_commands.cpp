@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "pytorch/pytorch.hpp"
 #include "task/task.hpp"
 
 #include <fmt/format.h>
@@ -30,7 +31,7 @@ std::string dims_text(const task::shape_case& s) {
 } // namespace
 
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* tasks = app.add_subcommand("tasks", "list and show task contracts");
+  auto* tasks = app.add_subcommand("tasks", "list, show and import task contracts");
   tasks->require_subcommand(1);
 
   auto* list = tasks->add_subcommand("list", "list the tasks");
@@ -56,7 +57,8 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
     for (const auto& c : all) {
       const auto& s = c.official();
       fmt::print("{:<6} {:<7} {:<16} {:<12} {:<34} {:>10} {:>8.3f}ms\n", c.id, c.suite, c.name,
-                 task::to_string(c.fam), dims_text(s), human_bytes(task::roofline_bytes(c, s)),
+                 c.kind == task::task_kind::native ? task::to_string(c.fam) : "pytorch",
+                 dims_text(s), human_bytes(task::roofline_bytes(c, s)),
                  1e3 * task::floor_seconds(c, s, ceil));
     }
     *result = exit_code::ok;
@@ -76,16 +78,29 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
     }
     const task::ceilings ceil;
     fmt::print("task {} ({}): {}\n", c.id, c.suite, c.title);
-    fmt::print("  file        {}\n  family      {}\n", c.file.string(), task::to_string(c.fam));
+    fmt::print("  file        {}\n", c.file.string());
+    if (c.kind == task::task_kind::native) {
+      fmt::print("  family      {}\n", task::to_string(c.fam));
+    } else {
+      fmt::print("  kind        pytorch: {} in {}, init args {}\n", c.module->class_name,
+                 c.module->source.string(), c.module->init_args.dump());
+    }
+    for (const auto& d : c.degenerate) {
+      fmt::print("  degenerate  {}\n", d);
+    }
     if (!c.reduce_dims.empty()) {
       fmt::print("  reduce dims {}\n", fmt::join(c.reduce_dims, ", "));
     }
-    fmt::print("  pytorch     {}\n", c.pytorch);
+    if (!c.pytorch.empty()) {
+      fmt::print("  pytorch     {}\n", c.pytorch);
+    }
     if (!c.kernelbench.empty()) {
       fmt::print("  kernelbench {}\n", c.kernelbench);
     }
-    fmt::print("  math        {}\n  baseline    {}\n  digest      {}\n", c.math.string(),
-               c.baseline.string(), c.digest);
+    if (c.kind == task::task_kind::native) {
+      fmt::print("  math        {}\n  baseline    {}\n", c.math.string(), c.baseline.string());
+    }
+    fmt::print("  digest      {}\n", c.digest);
     for (const auto& p : c.params) {
       fmt::print("  param       {} = {}\n", p.name, p.value);
     }
@@ -111,6 +126,54 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
                  1e3 * task::floor_seconds(c, s, ceil));
     }
     *result = exit_code::ok;
+  });
+
+  auto* imp = tasks->add_subcommand(
+      "import", "write pytorch task contracts for KernelBench problem files (read, not run)");
+  static std::vector<std::string> files;
+  static std::string import_suite = "kernelbench";
+  static std::string out_dir;
+  static std::string analysis;
+  static bool import_json = false;
+  imp->add_option("files", files, "KernelBench problem files (FILE.py...)");
+  imp->add_option("--suite", import_suite, "suite of the imported tasks (default kernelbench)");
+  imp->add_option("--out", out_dir, "folder the task folders are written to")->required();
+  imp->add_option("--analysis", analysis,
+                  "use this problem analysis (scripts/pytorch_oracle.py resolve) instead of "
+                  "reading the files");
+  imp->add_flag("--json", import_json, "print the per-file results as JSON");
+  imp->callback([&globals, result] {
+    const auto root = find_project_root(globals.root);
+    pytorch::import_options o;
+    o.suite = import_suite;
+    o.out = out_dir;
+    if (!analysis.empty()) {
+      o.analysis = fs::path(analysis);
+    }
+    std::vector<fs::path> paths(files.begin(), files.end());
+    const auto results = pytorch::import_files(root, paths, o);
+    int counts[4] = {0, 0, 0, 0};
+    if (import_json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& r : results) {
+        j.push_back(r.to_json());
+      }
+      fmt::print("{}\n", j.dump(2));
+    }
+    for (const auto& r : results) {
+      ++counts[static_cast<int>(r.status)];
+      if (!import_json) {
+        fmt::print("{:<22} {:<8} {:<40} {}\n", pytorch::to_string(r.status), r.task_id,
+                   r.file.filename().string(), r.reason);
+      }
+    }
+    if (!import_json) {
+      fmt::print("\n{} imported, {} flagged degenerate, {} need GPU evaluation, {} failed; "
+                 "results in {}\n",
+                 counts[0], counts[1], counts[2], counts[3],
+                 (fs::path(out_dir) / "import.json").string());
+    }
+    *result = counts[3] > 0 ? exit_code::input : exit_code::ok;
   });
 }
 

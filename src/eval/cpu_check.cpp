@@ -98,7 +98,7 @@ fs::path build_oracle(const fs::path& root, const task::contract& c, const fs::p
   build::compiler comp(build::detect_toolchain(), cache_dir);
   const auto r = comp.compile(build::oracle_request(root, c));
   if (!r.ok()) {
-    fail("the oracle module of task {} does not compile ({}):\n{}", c.id, r.reason, r.log);
+    fail_input("the oracle module of task {} does not compile ({}):\n{}", c.id, r.reason, r.log);
   }
   return r.binary;
 }

@@ -293,7 +293,9 @@ struct prompt_material {
   std::string abi_header;      // include/kblaster/candidate.h
   std::string family_contract; // the leading comment of the family's device header
   std::string family_header;   // its include path ("kblaster/device/families/normalize.cuh")
-  std::string math;            // the task's math file
+  std::string math;            // the task's math file (native tasks)
+  std::string module_source;   // the PyTorch module (pytorch tasks): the reference to match
+  std::string contract;        // the task.toml as written (pytorch tasks)
 };
 prompt_material load_prompt_material(const fs::path& project_root, const task::contract& task);
 

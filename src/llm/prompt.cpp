@@ -73,13 +73,24 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   const task::contract& c = *context.task;
   const task::shape_case& shape = shape_of(c, context.shape);
   out << fmt::format("# Task {} ({}/{}): {}\n\n", c.id, c.suite, c.name, c.title);
-  out << fmt::format("Family: {}", task::to_string(c.fam));
-  if (!c.reduce_dims.empty()) {
-    out << fmt::format(" (reduced axes of x: {})", fmt::join(c.reduce_dims, ", "));
-  }
-  out << fmt::format("\nPyTorch: `{}`\n", c.pytorch);
-  if (!c.pytorch_setup.empty()) {
-    out << "PyTorch setup:\n" << fenced("python", c.pytorch_setup);
+  if (c.kind == task::task_kind::pytorch) {
+    std::vector<std::string> args;
+    for (const auto& a : c.module->init_args) {
+      args.push_back(a.contains("dim") ? a.at("dim").get<std::string>() : a.at("value").dump());
+    }
+    out << fmt::format("Reference: the PyTorch module `{}({})` of the source below, evaluated in "
+                       "float64; its parameters and buffers (PyTorch's initialisation) follow "
+                       "the forward's inputs in kb_args, in state_dict order.\n",
+                       c.module->class_name, fmt::join(args, ", "));
+    for (const auto& d : c.degenerate) {
+      out << fmt::format("Note: {}\n", d);
+    }
+  } else {
+    out << fmt::format("Family: {}", task::to_string(c.fam));
+    if (!c.reduce_dims.empty()) {
+      out << fmt::format(" (reduced axes of x: {})", fmt::join(c.reduce_dims, ", "));
+    }
+    out << fmt::format("\nPyTorch: `{}`\n", c.pytorch);
   }
   out << fmt::format("GPU: {}\n", context.gpu.empty() ? "unknown" : context.gpu);
 
@@ -125,10 +136,17 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   out << fmt::format("\n## Roofline\nMinimum bytes moved: {}; FLOPs: {}.\n", c.roof.bytes_expr,
                      c.roof.flops_expr.empty() ? "not given" : c.roof.flops_expr);
 
-  out << fmt::format("\n## Family contract (<{}>)\n", material.family_header)
-      << fenced("", material.family_contract);
-  out << fmt::format("\n## The task's math (KB_TASK_MATH, {})\n", c.math.filename().string())
-      << fenced("cuda", material.math);
+  if (c.kind == task::task_kind::pytorch) {
+    out << fmt::format("\n## The PyTorch module ({})\n", c.module->source.filename().string())
+        << fenced("python", material.module_source);
+    out << fmt::format("\n## The contract ({})\n", c.file.filename().string())
+        << fenced("toml", material.contract);
+  } else {
+    out << fmt::format("\n## Family contract (<{}>)\n", material.family_header)
+        << fenced("", material.family_contract);
+    out << fmt::format("\n## The task's math (KB_TASK_MATH, {})\n", c.math.filename().string())
+        << fenced("cuda", material.math);
+  }
   out << "\n## Candidate ABI (<kblaster/candidate.h>)\n" << fenced("c", material.abi_header);
 }
 
@@ -210,6 +228,11 @@ std::string answer_text(const search::proposal& p) {
 prompt_material load_prompt_material(const fs::path& project_root, const task::contract& task) {
   prompt_material m;
   m.abi_header = read_file(project_root / "include" / "kblaster" / "candidate.h");
+  if (task.kind == task::task_kind::pytorch) {
+    m.module_source = read_file(task.module->source);
+    m.contract = read_file(task.file);
+    return m;
+  }
   m.family_header = fmt::format("kblaster/device/families/{}.cuh", task::to_string(task.fam));
   // The contract is the header's opening comment, up to its first line of code.
   std::istringstream header(read_file(project_root / "include" / m.family_header));

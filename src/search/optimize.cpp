@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
+#include "pytorch/pytorch.hpp"
 #include "search/state.hpp"
 #include "search/strategies.hpp"
 
@@ -164,9 +165,21 @@ task_result optimizer::optimize(const task::contract& c) {
   const auto& shape = c.shape(m_opt.step.shape);
   const double floor = task::floor_seconds(c, shape, task::ceilings{});
   const int64_t task_row = m_store.record_task(c);
+  outcome_inputs in;
+  if (c.kind == task::task_kind::pytorch) {
+    // The reference is a PyTorch module: scripts/pytorch_oracle.py computes it on a machine with
+    // PyTorch; the judge does not yet take references from it.
+    in.blocked = true;
+    in.blocked_reason = pytorch::blocked_reason(find_project_root());
+    const auto [o, reason] = classify_outcome(in);
+    res.final = o;
+    res.reason = reason;
+    m_store.record_outcome({m_run, task_row, to_string(o), reason, std::nullopt});
+    say(fmt::format("task {}: {} ({})", c.id, to_string(o), reason));
+    return res;
+  }
   const eval::candidate_input baseline{read_file(c.baseline), c.baseline.filename().string(),
                                        "baseline", "baseline"};
-  outcome_inputs in;
   const auto finish = [&](const progress_state& p) {
     const auto [o, reason] = classify_outcome(in);
     res.final = o;

@@ -313,7 +313,7 @@ std::vector<strategy> make_library() {
        "One pass over each row with no block barrier per row, and a fixed-order two-level sum "
        "instead of a per-row "
        "workspace round trip; bitwise reproducible.",
-       [](const shape_features& f) { return f.inner < 32 && f.extent <= 16384; },
+       [](const shape_features& f) { return !f.pointwise && f.inner < 32 && f.extent <= 16384; },
        {ints("block", {128, 256, 512}, "threads per block (rows in flight per block = block / 32)"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("rows_per_block", {8, 16, 32, 64}, "consecutive rows per block and partial sum")},
@@ -330,7 +330,7 @@ std::vector<strategy> make_library() {
        "Long rows need many threads per row to keep enough loads in flight; vector loads and one "
        "pass over the row with "
        "the target gather fused cut the traffic to the logits once.",
-       [](const shape_features& f) { return f.inner < 32 && f.extent >= 1024; },
+       [](const shape_features& f) { return !f.pointwise && f.inner < 32 && f.extent >= 1024; },
        {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("rows_per_block", {1, 2, 4, 8}, "consecutive rows per block and partial sum")},
@@ -348,13 +348,32 @@ std::vector<strategy> make_library() {
        "A block per strided row reads scattered elements; a thread per row with the warp along the "
        "inner dimension reads "
        "whole lines with 16-byte loads.",
-       [](const shape_features& f) { return f.inner >= 32; },
+       [](const shape_features& f) { return !f.pointwise && f.inner >= 32; },
        {ints("block", {64, 128, 256, 512}, "threads per block"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("unroll", {2, 4, 8}, "classes in flight per thread")},
        {{"block", 128}, {"vector_bytes", 16}, {"unroll", 4}},
        "kblaster/device/strategies/loss.cuh",
        "kb::strategies::loss::columns",
+       true});
+
+  add({"loss.pointwise",
+       family::loss,
+       "Pointwise loss over two tensors: a fixed grid of `partials` blocks walks the elements, "
+       "`unroll` pairs loaded per thread before use, each thread summing in double; the block sums "
+       "in a fixed order, one block for the final sum and the finalize.",
+       "pointwise losses (a floating-point target of x's shape: MSE, L1, Huber, KL divergence, "
+       "hinge)",
+       "The plain driver writes a partial per 1024 elements and sums them in one block; a grid "
+       "sized to the machine keeps every load in flight with a few hundred partials, and double "
+       "accumulation keeps long sums accurate.",
+       [](const shape_features& f) { return f.pointwise; },
+       {ints("block", {128, 256, 512, 1024}, "threads per block"),
+        ints("unroll", {1, 2, 4, 8}, "element pairs loaded per thread before they are used"),
+        ints("partials", {132, 528, 2112}, "blocks of the grid (and partial sums)")},
+       {{"block", 256}, {"unroll", 4}, {"partials", 528}},
+       "kblaster/device/strategies/loss.cuh",
+       "kb::strategies::loss::pointwise",
        true});
 
   // ---- matmul -----------------------------------------------------------------------------------
@@ -466,8 +485,12 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     f.supported_dtypes = supported(x);
     if (c.fam == task::family::loss) {
       int ti = -1;
-      f.supported_dtypes = f.supported_dtypes && with_role(c.inputs, "target", &ti) != nullptr &&
-                           inputs[ti].type == task::dtype::int64 && supported(outputs[0]);
+      const bool has_target = with_role(c.inputs, "target", &ti) != nullptr;
+      f.pointwise = has_target && task::is_floating(inputs[ti].type);
+      f.supported_dtypes =
+          f.supported_dtypes && has_target && supported(outputs[0]) &&
+          (f.pointwise ? inputs[ti].type == x.type && inputs[ti].numel() == x.numel()
+                       : inputs[ti].type == task::dtype::int64);
     } else {
       f.supported_dtypes = f.supported_dtypes && outputs[0].type == x.type;
     }
@@ -521,7 +544,7 @@ const strategy& find_strategy(const std::string& name) {
 }
 
 bool applies(const strategy& st, const task::contract& c, const task::shape_case& s) {
-  if (st.fam != c.fam) {
+  if (c.kind != task::task_kind::native || st.fam != c.fam) {
     return false;
   }
   const shape_features f = features_of(c, s);

@@ -30,6 +30,7 @@ struct shape_features {
   int64_t inner = 0;
   bool has_weight = false;
   bool has_bias = false;
+  bool pointwise = false; // loss: the target is a floating-point tensor of x's shape
   // matmul: C (m x n) = A (m x k) @ B (k x n).
   int64_t m = 0;
   int64_t n = 0;

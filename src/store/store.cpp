@@ -402,8 +402,10 @@ int64_t store::record_task(const task::contract& contract) {
   detail::statement(db,
                     "INSERT INTO tasks (task_id, suite, family, contract_digest, contract_blob) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, contract_digest) DO NOTHING")
-      .bind_all(contract.id, contract.suite, task::to_string(contract.fam), contract.digest,
-                blob.digest)
+      .bind_all(contract.id, contract.suite,
+                contract.kind == task::task_kind::native ? task::to_string(contract.fam)
+                                                         : std::string("pytorch"),
+                contract.digest, blob.digest)
       .run();
   const int64_t id = select_id(db, "SELECT id FROM tasks WHERE task_id = ? AND contract_digest = ?",
                                contract.id, contract.digest);

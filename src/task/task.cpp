@@ -4,6 +4,7 @@
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
 
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace kb::task {
 
@@ -103,6 +105,10 @@ std::optional<family> family_from_string(const std::string& s) {
     }
   }
   return std::nullopt;
+}
+
+std::string to_string(task_kind k) {
+  return k == task_kind::pytorch ? "pytorch" : "native";
 }
 
 std::string to_string(const distribution& d) {
@@ -485,6 +491,96 @@ tensor_spec parse_tensor(const reader& r, const toml::table& t, const std::strin
   return s;
 }
 
+// A literal of the contract (a module's init arg) as JSON: numbers, booleans, strings, arrays.
+nlohmann::json literal_json(const reader& r, const toml::node& n, const std::string& path) {
+  if (n.is_integer()) {
+    return n.as_integer()->get();
+  }
+  if (n.is_floating_point()) {
+    return n.as_floating_point()->get();
+  }
+  if (n.is_boolean()) {
+    return n.as_boolean()->get();
+  }
+  if (n.is_string()) {
+    return std::string(*n.as_string());
+  }
+  if (n.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (size_t i = 0; i < n.as_array()->size(); ++i) {
+      out.push_back(literal_json(r, (*n.as_array())[i], path + "[" + std::to_string(i) + "]"));
+    }
+    return out;
+  }
+  r.error(path, "a number, a boolean, a string or an array of them", &n);
+}
+
+// A loss expression of the contract's [loss] table as C++ over the kernels' type A: names are
+// x, t (elem) or sum, n, rows (finalize) and the task's params; numbers become A(...); the
+// functions exp, log, sqrt, abs, fabs, max, min, tanh, erf map to kb::fn. Anything else is an
+// error that names the field.
+std::string loss_expression(const reader& r, const std::string& field, const std::string& text,
+                            const std::set<std::string>& names) {
+  static const std::map<std::string, std::string> functions{
+      {"exp", "exp"}, {"log", "log"}, {"sqrt", "sqrt"}, {"abs", "fabs"}, {"fabs", "fabs"},
+      {"max", "max"}, {"min", "min"}, {"tanh", "tanh"}, {"erf", "erf"}};
+  std::string out;
+  size_t i = 0;
+  int depth = 0;
+  while (i < text.size()) {
+    const char ch = text[i];
+    if (std::isspace(static_cast<unsigned char>(ch))) {
+      out += ' ';
+      ++i;
+    } else if (std::isalpha(static_cast<unsigned char>(ch)) || ch == '_') {
+      size_t j = i;
+      while (j < text.size() &&
+             (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) {
+        ++j;
+      }
+      const std::string name = text.substr(i, j - i);
+      size_t k = j;
+      while (k < text.size() && text[k] == ' ') {
+        ++k;
+      }
+      if (k < text.size() && text[k] == '(' && functions.count(name)) {
+        out += "kb::fn::" + functions.at(name);
+      } else if (names.count(name)) {
+        out += name;
+      } else {
+        r.error(field, "an expression over " + fmt::format("{}", fmt::join(names, ", ")) +
+                           " and exp, log, sqrt, abs, max, min, tanh, erf (unknown name '" + name +
+                           "' in \"" + text + "\")");
+      }
+      i = j;
+    } else if (std::isdigit(static_cast<unsigned char>(ch)) || ch == '.') {
+      size_t j = i;
+      while (j < text.size() &&
+             (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.' ||
+              ((text[j] == 'e' || text[j] == 'E') && j > i) ||
+              ((text[j] == '-' || text[j] == '+') && (text[j - 1] == 'e' || text[j - 1] == 'E')))) {
+        ++j;
+      }
+      out += "A(" + text.substr(i, j - i) + ")";
+      i = j;
+    } else if (std::string_view("+-*/(),<>=!?:&|").find(ch) != std::string_view::npos) {
+      depth += ch == '(' ? 1 : (ch == ')' ? -1 : 0);
+      if (depth < 0) {
+        r.error(field, "balanced parentheses (in \"" + text + "\")");
+      }
+      out += ch;
+      ++i;
+    } else {
+      r.error(field,
+              std::string("an expression; '") + ch + "' is not allowed (in \"" + text + "\")");
+    }
+  }
+  if (depth != 0 || out.find_first_not_of(' ') == std::string::npos) {
+    r.error(field, "a non-empty expression with balanced parentheses (got \"" + text + "\")");
+  }
+  return out;
+}
+
 } // namespace
 
 contract load_contract(const fs::path& task_toml) {
@@ -508,26 +604,92 @@ contract load_contract(const fs::path& task_toml) {
   c.name = r.str(root, "name", "");
   c.suite = r.str(root, "suite", "");
   c.title = r.str(root, "title", "", c.name);
-  const std::string fam = r.str(root, "family", "");
-  const auto f = family_from_string(fam);
-  if (!f) {
-    r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")",
-            root.get("family"));
+  const std::string kind = r.str(root, "kind", "", std::string("native"));
+  if (kind == "pytorch") {
+    c.kind = task_kind::pytorch;
+  } else if (kind != "native") {
+    r.error("kind", "native or pytorch (got \"" + kind + "\")", root.get("kind"));
   }
-  c.fam = *f;
-  c.pytorch = r.str(root, "pytorch", "");
-  c.pytorch_setup = r.str(root, "pytorch_setup", "", std::string());
+  const std::string fam = c.kind == task_kind::native ? r.str(root, "family", "") : "";
+  if (c.kind == task_kind::native) {
+    const auto f = family_from_string(fam);
+    if (!f) {
+      r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")",
+              root.get("family"));
+    }
+    c.fam = *f;
+  }
+  c.pytorch = r.str(root, "pytorch", "", std::string());
+  if (c.kind == task_kind::native && c.pytorch.empty()) {
+    r.error("pytorch", "the PyTorch expression the task mirrors (required)", root.get("pytorch"));
+  }
   c.kernelbench = r.str(root, "kernelbench", "", std::string());
-  c.math = c.dir / r.str(root, "math", "", std::string("math.cuh"));
-  c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
-  for (const auto& [field, path] : {std::pair{"math", c.math}, std::pair{"baseline", c.baseline}}) {
-    if (!fs::is_regular_file(path)) {
-      r.error(field, "the path of an existing file (" + path.string() + " does not exist)",
-              root.get(field));
+  const auto& degenerate = r.array(root, "degenerate", "", false);
+  for (size_t i = 0; i < degenerate.size(); ++i) {
+    if (!degenerate[i].is_string()) {
+      r.error("degenerate[" + std::to_string(i) + "]",
+              "a string (why the official inputs are "
+              "degenerate)",
+              &degenerate[i]);
+    }
+    c.degenerate.emplace_back(*degenerate[i].as_string());
+  }
+  const toml::node* loss_table = root.get("loss");
+  if (c.kind == task_kind::native && loss_table == nullptr) {
+    c.math = c.dir / r.str(root, "math", "", std::string("math.cuh"));
+    c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
+    for (const auto& [field, path] :
+         {std::pair{"math", c.math}, std::pair{"baseline", c.baseline}}) {
+      if (!fs::is_regular_file(path)) {
+        r.error(field, "the path of an existing file (" + path.string() + " does not exist)",
+                root.get(field));
+      }
+    }
+    c.math = fs::weakly_canonical(c.math);
+    c.baseline = fs::weakly_canonical(c.baseline);
+  } else if (c.kind == task_kind::native) {
+    // Resolved after the inputs and params are read (below): the math and the baseline are
+    // generated from the [loss] expressions.
+  } else {
+    const auto& m = r.table(root, "module", "");
+    module_spec spec;
+    spec.source = c.dir / r.str(m, "source", "module.", std::string("model.py"));
+    if (!fs::is_regular_file(spec.source)) {
+      r.error("module.source",
+              "the path of an existing file (" + spec.source.string() + " does not exist)",
+              m.get("source"));
+    }
+    spec.source = fs::weakly_canonical(spec.source);
+    spec.class_name = r.str(m, "class", "module.", std::string("Model"));
+    spec.level = static_cast<int>(r.number(m, "level", "module.", 0.0));
+    const auto& args = r.array(m, "init_args", "module.", false);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string path = "module.init_args[" + std::to_string(i) + "]";
+      if (!args[i].is_table()) {
+        r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
+      }
+      const auto& t = *args[i].as_table();
+      if (t.contains("dim")) {
+        spec.init_args.push_back({{"dim", r.str(t, "dim", path + ".")}});
+      } else if (const toml::node* v = t.get("value"); v != nullptr) {
+        spec.init_args.push_back({{"value", literal_json(r, *v, path + ".value")}});
+      } else {
+        r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
+      }
+    }
+    c.module = std::move(spec);
+    // The checker self-test's findings (scripts/pytorch_oracle.py selftest) join the contract's.
+    if (const fs::path st = c.dir / "selftest.json"; fs::is_regular_file(st)) {
+      try {
+        const auto j = nlohmann::json::parse(read_file(st));
+        for (const auto& d : j.value("degenerate", nlohmann::json::array())) {
+          c.degenerate.push_back(d.get<std::string>());
+        }
+      } catch (const nlohmann::json::exception& e) {
+        fail_input("{}: not a self-test result ({})", st.string(), e.what());
+      }
     }
   }
-  c.math = fs::weakly_canonical(c.math);
-  c.baseline = fs::weakly_canonical(c.baseline);
 
   for (const auto& [i, node] : [&] {
          std::vector<std::pair<size_t, const toml::node*>> v;
@@ -565,8 +727,9 @@ contract load_contract(const fs::path& task_toml) {
   }
   for (const auto& [key, list, is_input] :
        {std::tuple{"inputs", &c.inputs, true}, std::tuple{"outputs", &c.outputs, false}}) {
-    const auto& arr = r.array(root, key, "");
-    if (arr.empty()) {
+    const bool optional = !is_input && c.kind == task_kind::pytorch; // found by running the module
+    const auto& arr = r.array(root, key, "", !optional);
+    if (arr.empty() && !optional) {
       r.error(key, "at least one tensor", &arr);
     }
     for (size_t i = 0; i < arr.size(); ++i) {
@@ -582,6 +745,88 @@ contract load_contract(const fs::path& task_toml) {
     for (const auto& t : *list) {
       if (!names.insert(t.name).second) {
         r.error("inputs/outputs", "unique tensor names ('" + t.name + "' appears twice)");
+      }
+    }
+  }
+
+  if (c.kind == task_kind::native && loss_table != nullptr) {
+    if (!loss_table->is_table()) {
+      r.error("loss", "a table { elem = \"...\", finalize = \"...\" }", loss_table);
+    }
+    if (c.fam != family::loss) {
+      r.error("loss", "family = \"loss\" (the [loss] expressions define a pointwise loss)",
+              loss_table);
+    }
+    if (root.get("math") != nullptr) {
+      r.error("math", "no math file: [loss] generates the math", root.get("math"));
+    }
+    const auto& lt = *loss_table->as_table();
+    const tensor_spec* x = nullptr;
+    const tensor_spec* t = nullptr;
+    for (const auto& in : c.inputs) {
+      if (in.role == "x") {
+        x = &in;
+      } else if (in.role == "target") {
+        t = &in;
+      }
+    }
+    if (x == nullptr || t == nullptr || !is_floating(x->type) || t->type != x->type ||
+        t->shape != x->shape) {
+      r.error("inputs", "an input with role = \"x\" and one with role = \"target\" of the same "
+                        "floating-point dtype and shape (a pointwise loss)");
+    }
+    if (c.outputs.size() != 1 || !c.outputs[0].shape.empty()) {
+      r.error("outputs", "one scalar output (shape = [])");
+    }
+    std::set<std::string> elem_names{"x", "t"};
+    std::string param_lines;
+    for (size_t i = 0; i < c.params.size(); ++i) {
+      if (elem_names.count(c.params[i].name) || c.params[i].name == "A") {
+        r.error("params", "names other than x, t and A ('" + c.params[i].name + "')");
+      }
+      elem_names.insert(c.params[i].name);
+      param_lines += fmt::format("    const A {0} = A(kb_params[{1}]);\n    (void){0};\n",
+                                 c.params[i].name, i);
+    }
+    const std::string elem_text = r.str(lt, "elem", "loss.");
+    const std::string fin_text = r.str(lt, "finalize", "loss.", std::string("sum / n"));
+    const std::string elem = loss_expression(r, "loss.elem", elem_text, elem_names);
+    const std::string fin = loss_expression(r, "loss.finalize", fin_text, {"sum", "n", "rows"});
+    const std::string math = fmt::format(
+        "// Generated by kblaster from {} [loss]:\n//   elem = {}\n//   finalize = {}\n"
+        "#pragma once\n#include <kblaster/device/core.cuh>\n\n"
+        "template <class A> struct kb_op {{\n"
+        "  static KB_HD A elem(A x, A t, const double* kb_params) {{\n    (void)kb_params;\n{}"
+        "    return {};\n  }}\n"
+        "  static KB_HD A finalize(A sum, int64_t kb_n, int64_t kb_rows) {{\n"
+        "    const A n = A(kb_n);\n    const A rows = A(kb_rows);\n    (void)n;\n    (void)rows;\n"
+        "    return {};\n  }}\n}};\n",
+        c.file.filename().string(), elem_text, fin_text, param_lines, elem, fin);
+    int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
+    int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
+    const std::string baseline = fmt::format(
+        "// Baseline generated by kblaster: the plain pointwise-loss driver over the task's math.\n"
+        "#include <kblaster/device/families/loss.cuh>\n#include KB_TASK_MATH\n\n"
+        "static constexpr kb::loss::pointwise_config kb_baseline_config{{{}, {}, {}, {}}};\n"
+        "KB_POINTWISE_LOSS_BASELINE(kb_op, kb_baseline_config)\n",
+        begin, end, x - c.inputs.data(), t - c.inputs.data());
+    // Content-addressed under the compile cache: the same contract gives the same files.
+    const fs::path gen =
+        default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
+    fs::create_directories(gen);
+    c.math = gen / "math.cuh";
+    if (!fs::is_regular_file(c.math) || read_file(c.math) != math) {
+      write_file_atomic(c.math, math);
+    }
+    if (const toml::node* b = root.get("baseline"); b != nullptr) {
+      c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
+      if (!fs::is_regular_file(c.baseline)) {
+        r.error("baseline", "the path of an existing file", b);
+      }
+    } else {
+      c.baseline = gen / "baseline.cu";
+      if (!fs::is_regular_file(c.baseline) || read_file(c.baseline) != baseline) {
+        write_file_atomic(c.baseline, baseline);
       }
     }
   }
@@ -676,6 +921,20 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+  if (c.module) {
+    for (const auto& a : c.module->init_args) {
+      if (a.contains("dim")) {
+        for (const auto& s : c.shapes) {
+          try {
+            eval_expr(a.at("dim").get<std::string>(), s.dims);
+          } catch (const input_error& err) {
+            r.error("module.init_args",
+                    "dim expressions over the shape's dims (" + std::string(err.what()) + ")");
+          }
+        }
+      }
+    }
+  }
   for (const auto& in : c.inputs) {
     for (const auto& d : in.distributions) {
       if (!d.b_expr.empty()) {
@@ -691,11 +950,27 @@ contract load_contract(const fs::path& task_toml) {
     }
   }
 
-  c.digest = sha256_builder()
-                 .field(read_file(c.file))
-                 .field(read_file(c.math))
-                 .field(read_file(c.baseline))
-                 .hex();
+  if (!c.degenerate.empty()) {
+    std::set<std::string> labels;
+    for (const auto& in : c.inputs) {
+      for (const auto& d : in.distributions) {
+        labels.insert(d.label);
+      }
+    }
+    if (labels.size() < 2) {
+      r.error("inputs.distributions", "a second distribution besides the official one (the "
+                                      "official inputs are degenerate: " +
+                                          c.degenerate.front() + ")");
+    }
+  }
+  c.digest =
+      c.kind == task_kind::native
+          ? sha256_builder()
+                .field(read_file(c.file))
+                .field(read_file(c.math))
+                .field(read_file(c.baseline))
+                .hex()
+          : sha256_builder().field(read_file(c.file)).field(read_file(c.module->source)).hex();
   return c;
 }
 
@@ -766,31 +1041,81 @@ double limit_seconds(const contract& c, const shape_case& s, const ceilings& cei
                   roofline_flops(c, s) / ceil.fp32_flops);
 }
 
-std::vector<contract> load_all(const fs::path& root) {
-  std::vector<contract> out;
+namespace {
+
+std::vector<fs::path>& extra_dirs_storage() {
+  static std::vector<fs::path> dirs;
+  return dirs;
+}
+
+std::vector<fs::path> task_files(const fs::path& root) {
+  std::vector<fs::path> files;
+  for (const auto& dir : task_dirs(root)) {
+    std::vector<fs::path> here;
+    for (const auto& e :
+         fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink)) {
+      if (e.is_regular_file() && e.path().filename() == "task.toml") {
+        here.push_back(e.path());
+      }
+    }
+    std::sort(here.begin(), here.end());
+    files.insert(files.end(), here.begin(), here.end());
+  }
+  return files;
+}
+
+std::string searched(const fs::path& root) {
+  std::string out;
+  for (const auto& d : task_dirs(root)) {
+    out += (out.empty() ? "" : ", ") + d.string();
+  }
+  return out;
+}
+
+} // namespace
+
+void set_extra_task_dirs(std::vector<fs::path> dirs) {
+  for (auto& d : dirs) {
+    if (!fs::is_directory(d)) {
+      fail_input("task folder {}: not a folder (given by --tasks or KBLASTER_TASKS)", d.string());
+    }
+    d = fs::weakly_canonical(fs::absolute(d));
+  }
+  extra_dirs_storage() = std::move(dirs);
+}
+
+const std::vector<fs::path>& extra_task_dirs() {
+  return extra_dirs_storage();
+}
+
+std::vector<fs::path> task_dirs(const fs::path& root) {
   const fs::path tasks = root / "tasks";
   if (!fs::is_directory(tasks)) {
     fail_input("{}: no tasks folder", tasks.string());
   }
-  std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(tasks)) {
-    if (e.is_regular_file() && e.path().filename() == "task.toml") {
-      files.push_back(e.path());
+  std::vector<fs::path> out{fs::weakly_canonical(tasks)};
+  for (const auto& d : extra_task_dirs()) {
+    if (std::find(out.begin(), out.end(), d) == out.end()) {
+      out.push_back(d);
     }
   }
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    out.push_back(load_contract(f));
+  return out;
+}
+
+std::vector<contract> load_all(const fs::path& root) {
+  std::vector<contract> out;
+  std::map<std::string, fs::path> seen;
+  for (const auto& f : task_files(root)) {
+    auto c = load_contract(f);
+    if (const auto [it, fresh] = seen.emplace(c.id, c.file); !fresh) {
+      fail_input("task id '{}' is used by both {} and {}; ids must be unique across {}", c.id,
+                 it->second.string(), c.file.string(), searched(root));
+    }
+    out.push_back(std::move(c));
   }
   std::sort(out.begin(), out.end(), [](const contract& a, const contract& b) {
     return std::tie(a.suite, a.id) < std::tie(b.suite, b.id);
   });
-  for (size_t i = 1; i < out.size(); ++i) {
-    if (out[i].id == out[i - 1].id) {
-      fail_input("task id '{}' is used by both {} and {}", out[i].id, out[i - 1].file.string(),
-                 out[i].file.string());
-    }
-  }
   return out;
 }
 
@@ -802,25 +1127,49 @@ std::vector<contract> load_suite(const fs::path& root, const std::string& suite)
     }
   }
   if (out.empty()) {
-    fail_input("no tasks in suite '{}' under {}", suite, (root / "tasks").string());
+    fail_input("no tasks in suite '{}' under {}", suite, searched(root));
   }
   return out;
 }
 
-contract find_task(const fs::path& root, const std::string& id) {
-  const fs::path direct = root / "tasks" / id / "task.toml";
-  if (fs::is_regular_file(direct)) {
-    return load_contract(direct);
+contract find_task(const fs::path& root, const std::string& ref) {
+  std::string suite;
+  std::string key = ref;
+  if (const auto slash = ref.find('/'); slash != std::string::npos) {
+    suite = ref.substr(0, slash);
+    key = ref.substr(slash + 1);
   }
-  for (const auto& e : fs::recursive_directory_iterator(root / "tasks")) {
-    if (e.is_regular_file() && e.path().filename() == "task.toml") {
-      const std::string folder = e.path().parent_path().filename().string();
-      if (folder == id || folder.rfind(id + "_", 0) == 0) {
-        return load_contract(e.path());
-      }
+  std::vector<contract> matches;
+  for (auto& c : load_all(root)) {
+    const std::string folder = c.dir.filename().string();
+    const bool named = c.id == key || folder == key || folder.rfind(key + "_", 0) == 0;
+    if (named && (suite.empty() || c.suite == suite)) {
+      matches.push_back(std::move(c));
     }
   }
-  fail_input("no task '{}' under {} (see `kblaster tasks list`)", id, (root / "tasks").string());
+  if (matches.empty()) {
+    fail_input("no task '{}' under {} (see `kblaster tasks list`)", ref, searched(root));
+  }
+  if (matches.size() > 1) { // an exact id wins over folder-name prefixes
+    std::vector<contract> exact;
+    for (auto& c : matches) {
+      if (c.id == key) {
+        exact.push_back(std::move(c));
+      }
+    }
+    if (exact.size() == 1) {
+      return std::move(exact.front());
+    }
+  }
+  if (matches.size() > 1) {
+    std::string names;
+    for (const auto& c : matches) {
+      names +=
+          fmt::format("{}{}/{} ({})", names.empty() ? "" : ", ", c.suite, c.id, c.file.string());
+    }
+    fail_input("task '{}' is ambiguous: {}", ref, names);
+  }
+  return std::move(matches.front());
 }
 
 std::vector<fs::path> portfolio_files(const fs::path& root, const contract& c) {
@@ -845,12 +1194,19 @@ nlohmann::json to_json(const contract& c) {
   j["name"] = c.name;
   j["suite"] = c.suite;
   j["title"] = c.title;
-  j["family"] = to_string(c.fam);
+  j["kind"] = to_string(c.kind);
+  if (c.kind == task_kind::native) {
+    j["family"] = to_string(c.fam);
+  }
   j["reduce_dims"] = c.reduce_dims;
   j["pytorch"] = c.pytorch;
-  if (!c.pytorch_setup.empty()) {
-    j["pytorch_setup"] = c.pytorch_setup;
+  if (c.module) {
+    j["module"] = {{"source", c.module->source.string()},
+                   {"class", c.module->class_name},
+                   {"init_args", c.module->init_args},
+                   {"level", c.module->level}};
   }
+  j["degenerate"] = c.degenerate;
   j["kernelbench"] = c.kernelbench;
   j["file"] = c.file.string();
   j["math"] = c.math.string();
@@ -906,9 +1262,23 @@ int input_index(const contract& c, const std::string& role, bool required) {
   return -1;
 }
 
+// A `loss` task whose target is a floating-point tensor: loss = finalize(sum of elem(x, t)).
+bool is_pointwise_loss(const contract& c) {
+  if (c.kind != task_kind::native || c.fam != family::loss) {
+    return false;
+  }
+  const int t = input_index(c, "target", false);
+  return t >= 0 && is_floating(c.inputs[static_cast<size_t>(t)].type);
+}
+
 } // namespace
 
 std::string family_config_source(const contract& c) {
+  if (c.kind != task_kind::native) {
+    fail_input("task {} is a pytorch task: it has no family (its reference is the PyTorch "
+               "module {})",
+               c.id, c.module ? c.module->source.string() : std::string("?"));
+  }
   const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
   const int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
   switch (c.fam) {
@@ -923,6 +1293,11 @@ std::string family_config_source(const contract& c) {
     return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n",
                        begin, end, input_index(c, "x", true));
   case family::loss:
+    if (is_pointwise_loss(c)) {
+      return fmt::format(
+          "static constexpr kb::loss::pointwise_config kb_family_config{{{}, {}, {}, {}}};\n",
+          begin, end, input_index(c, "x", true), input_index(c, "target", true));
+    }
     return fmt::format("static constexpr kb::loss::config kb_family_config{{{}, {}, {}, {}}};\n",
                        begin, end, input_index(c, "x", true), input_index(c, "target", true));
   case family::matmul:
@@ -933,6 +1308,11 @@ std::string family_config_source(const contract& c) {
 }
 
 std::string oracle_module_source(const contract& c) {
+  if (c.kind != task_kind::native) {
+    fail_input("task {} is a pytorch task: its reference is computed by "
+               "scripts/pytorch_oracle.py, not by a compiled oracle module",
+               c.id);
+  }
   const std::string fam = to_string(c.fam);
   std::string macro;
   switch (c.fam) {
@@ -946,7 +1326,8 @@ std::string oracle_module_source(const contract& c) {
     macro = "KB_REDUCE_ORACLE(kb_op, kb_family_config)";
     break;
   case family::loss:
-    macro = "KB_LOSS_ORACLE(kb_op, kb_family_config)";
+    macro = is_pointwise_loss(c) ? "KB_POINTWISE_LOSS_ORACLE(kb_op, kb_family_config)"
+                                 : "KB_LOSS_ORACLE(kb_op, kb_family_config)";
     break;
   case family::matmul:
     macro = "KB_MATMUL_ORACLE(kb_op, kb_family_config)";

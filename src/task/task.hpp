@@ -75,6 +75,22 @@ struct roofline {
   std::string flops_expr;
 };
 
+// Where a task's reference comes from: the family's float64 oracle over the task's math (native),
+// or a PyTorch module evaluated by scripts/pytorch_oracle.py (pytorch, written by
+// `kblaster tasks import`; docs/task-format.md).
+enum class task_kind { native, pytorch };
+std::string to_string(task_kind k);
+
+// The PyTorch side of a `pytorch` task: the module's source (carried in the task folder), its
+// class and the arguments it is built with (expressions over the shape's dims, or literals).
+struct module_spec {
+  fs::path source;                  // absolute path of the module file
+  std::string class_name = "Model"; // the nn.Module subclass
+  // Positional: {"dim": expression over the shape's dims} or {"value": literal}.
+  nlohmann::json init_args = nlohmann::json::array();
+  int level = 0; // KernelBench level, when imported from it
+};
+
 struct contract {
   fs::path dir;  // the task's folder
   fs::path file; // its task.toml
@@ -82,13 +98,19 @@ struct contract {
   std::string name;
   std::string suite;
   std::string title;
-  family fam = family::elementwise;
-  std::vector<int> reduce_dims; // normalize/reduce/loss: the reduced axes of the `x` input
-  std::string pytorch;          // the PyTorch expression the task mirrors
-  std::string pytorch_setup;    // optional Python lines run before it (module construction)
-  std::string kernelbench;      // the KernelBench problem it mirrors, when it does
-  fs::path math;                // absolute path of the math header
-  fs::path baseline;            // absolute path of the baseline candidate
+  task_kind kind = task_kind::native;
+  family fam = family::elementwise;  // native tasks only
+  std::vector<int> reduce_dims;      // normalize/reduce/loss: the reduced axes of the `x` input
+  std::string pytorch;               // the PyTorch expression the task mirrors
+  std::string kernelbench;           // the KernelBench problem it mirrors, when it does
+  fs::path math;                     // absolute path of the math header (native tasks)
+  fs::path baseline;                 // absolute path of the baseline candidate (native tasks)
+  std::optional<module_spec> module; // pytorch tasks
+  // Why the official inputs alone cannot tell a correct kernel from a trivial one (e.g. "relu is
+  // the identity on uniform01 inputs"), from the contract's `degenerate` list and the checker
+  // self-test's selftest.json in the task folder. Verification then relies on the other
+  // distributions, which such a contract must have.
+  std::vector<std::string> degenerate;
   std::vector<param_spec> params;
   std::vector<tensor_spec> inputs;
   std::vector<tensor_spec> outputs;
@@ -121,10 +143,19 @@ int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>&
 
 // Loading. Errors name the file, the field and what was expected (kb::input_error).
 contract load_contract(const fs::path& task_toml);
-// All tasks under <root>/tasks, sorted by suite then id.
+
+// Folders searched for tasks besides <root>/tasks (`kblaster --tasks DIR`, $KBLASTER_TASKS),
+// set by the command line before any task is loaded. Each must be an existing folder.
+void set_extra_task_dirs(std::vector<fs::path> dirs);
+const std::vector<fs::path>& extra_task_dirs();
+// <root>/tasks followed by the extra folders.
+std::vector<fs::path> task_dirs(const fs::path& root);
+
+// All tasks under the task folders, sorted by suite then id. Ids are unique across all of them:
+// a repeated id is an error naming both files.
 std::vector<contract> load_all(const fs::path& root);
 std::vector<contract> load_suite(const fs::path& root, const std::string& suite);
-// By id ("023"), "suite/id" or folder name ("023_softmax").
+// By id ("023"), "suite/id" ("core10/023", "core10/023_softmax") or folder name ("023_softmax").
 contract find_task(const fs::path& root, const std::string& id);
 
 nlohmann::json to_json(const contract& c);

@@ -110,11 +110,53 @@ TEST(oracle, fp16_inputs_are_rounded_before_the_oracle_sees_them) {
   EXPECT_NEAR(y[0], x / std::sqrt(x * x + 1e-6), 1e-12);
 }
 
+// Pointwise losses whose math and baseline are generated from the contract's [loss] expressions.
+std::vector<std::vector<double>> run_test_task(const std::string& folder,
+                                               std::map<std::string, int64_t> dims,
+                                               const std::vector<std::vector<double>>& inputs) {
+  const auto c = task::load_contract(root / "tests" / "data" / "tasks" / folder / "task.toml");
+  const fs::path module = build_oracle(root, c, cache_dir());
+  task::shape_case s{"hand", "check", std::move(dims)};
+  return cpu_reference(module, c, s, inputs);
+}
+
+TEST(oracle, generated_pointwise_losses) {
+  // MSE: ((1-0)^2 + (2-4)^2 + (-1-1)^2 + (0.5-0.5)^2) / 4 = 9 / 4
+  expect_near_all(run_test_task("910_mse_pointwise", {{"B", 2}, {"D", 2}},
+                                {{1.0, 2.0, -1.0, 0.5}, {0.0, 4.0, 1.0, 0.5}})[0],
+                  {2.25});
+  // Huber with delta 0.5, summed over C x L and divided by the batch B = 2 (bfloat16 storage:
+  // the values are exact in bf16). |d| = 0.25 -> 0.5 * 0.0625; |d| = 2 -> 0.5 * (2 - 0.25);
+  // |d| = 0 -> 0; |d| = 1 -> 0.5 * (1 - 0.25).
+  expect_near_all(run_test_task("911_huber_bf16", {{"B", 2}, {"C", 1}, {"L", 2}},
+                                {{0.25, 2.0, 1.0, -1.0}, {0.0, 0.0, 1.0, 0.0}})[0],
+                  {(0.03125 + 0.875 + 0.0 + 0.375) / 2});
+}
+
+TEST(no_gpu, generated_losses_compile_and_their_checker_rejects_trivial_outputs) {
+  options o;
+  o.cache_dir = cache_dir();
+  o.seeds = 2;
+  for (const auto& [folder, generated] :
+       {std::pair{"910_mse_pointwise", "return (x - t) * (x - t);"},
+        std::pair{"911_huber_bf16", "kb::fn::fabs(x - t) < delta ? A(0.5) * (x - t) * (x - t)"}}) {
+    const auto c = task::load_contract(root / "tests" / "data" / "tasks" / folder / "task.toml");
+    EXPECT_NE(read_file(c.math).find(generated), std::string::npos) << read_file(c.math);
+    const auto report = check_task_without_gpu(root, c, o);
+    EXPECT_TRUE(report.value("ok", false)) << folder << ": " << report.dump(2);
+    EXPECT_GT(report["checker_selftest"].value("zeros_rejected_by", 0), 0) << folder;
+    EXPECT_GT(report["checker_selftest"].value("constant_rejected_by", 0), 0) << folder;
+  }
+}
+
 TEST(no_gpu, every_task_checker_rejects_trivial_outputs_on_the_cpu) {
   options o;
   o.cache_dir = cache_dir();
   o.seeds = 2;
   for (const auto& c : task::load_all(root)) {
+    if (c.kind != task::task_kind::native) {
+      continue; // checked by scripts/pytorch_oracle.py selftest where PyTorch is
+    }
     const auto report = check_task_without_gpu(root, c, o);
     EXPECT_TRUE(report.value("ok", false)) << c.id << ": " << report.dump(2);
     EXPECT_GT(report["checker_selftest"].value("zeros_rejected_by", 0), 0) << c.id;

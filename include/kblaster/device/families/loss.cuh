@@ -12,6 +12,16 @@
 //     static KB_HD A row_loss(state s, A x_target, int64_t n, const double* params);
 //     static KB_HD A finalize_rows(A sum, int64_t rows);   // e.g. the mean
 //   };
+//
+// Pointwise losses (the target is a floating-point tensor of x's shape: MSE, L1, Huber, KL
+// divergence, hinge, ...):
+//   loss = finalize(sum over every element i of elem(x[i], t[i]), n, rows)
+// with n the element count and rows = outer * inner of the reduced axes (e.g. the batch). The
+// math, usually generated from the contract's [loss] expressions (docs/task-format.md), defines
+//   template <class A> struct kb_op {
+//     static KB_HD A elem(A x, A t, const double* params);
+//     static KB_HD A finalize(A sum, int64_t n, int64_t rows);
+//   };
 #pragma once
 
 #include "kblaster/device/families/common.cuh"
@@ -118,7 +128,128 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
   return 0;
 }
 
+// ---- pointwise losses -------------------------------------------------------------------------
+
+struct pointwise_config {
+  int begin;
+  int end;
+  int x;
+  int target;
+};
+
+// Elements per thread of the plain driver: a block sums 256 * this many consecutive elements.
+constexpr int pointwise_items = 4;
+
+KB_HD int64_t pointwise_partials(int64_t n) { return (n + 256 * pointwise_items - 1) / (256 * pointwise_items); }
+
+inline bool pointwise_operands(const kb_args* a, const pointwise_config& c) {
+  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs || c.target < 0 || c.target >= a->num_inputs) {
+    return false;
+  }
+  const kb_tensor& x = a->inputs[c.x];
+  const kb_tensor& t = a->inputs[c.target];
+  return is_contiguous(x) && is_contiguous(t) && x.dtype == t.dtype && numel(x) == numel(t) && numel(a->outputs[0]) == 1 &&
+         c.end <= x.ndim;
+}
+
+template <class A> uint64_t pointwise_workspace_bytes(const kb_args* a, const pointwise_config& c) {
+  if (!pointwise_operands(a, c)) {
+    return 0;
+  }
+  return static_cast<uint64_t>(pointwise_partials(numel(a->inputs[c.x]))) * sizeof(A);
+}
+
+template <template <class> class Op, class A, class Tin>
+__global__ void pointwise_partial_sums(const Tin* __restrict__ x, const Tin* __restrict__ t, int64_t n, scalars p,
+                                       A* __restrict__ partials) {
+  const int64_t base = int64_t{blockIdx.x} * 256 * pointwise_items;
+  A acc = A(0);
+  for (int k = 0; k < pointwise_items; ++k) {
+    const int64_t i = base + int64_t{k} * 256 + threadIdx.x;
+    if (i < n) {
+      acc += Op<A>::elem(cvt<A>(x[i]), cvt<A>(t[i]), p.v);
+    }
+  }
+  acc = block_reduce(acc, [](A u, A v) { return u + v; });
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = acc;
+  }
+}
+
+template <template <class> class Op, class A, class Tout>
+__global__ void pointwise_finish(const A* __restrict__ partials, int64_t count, int64_t n, int64_t rows, Tout* __restrict__ y) {
+  A acc = A(0);
+  for (int64_t q = threadIdx.x; q < count; q += blockDim.x) {
+    acc += partials[q];
+  }
+  acc = block_reduce(acc, [](A u, A v) { return u + v; });
+  if (threadIdx.x == 0) {
+    y[0] = cvt<Tout>(Op<A>::finalize(acc, n, rows));
+  }
+}
+
+// The plain driver: a block per 1024 consecutive elements, then one block over the block sums,
+// both in a fixed order (bitwise reproducible).
+template <template <class> class Op, class A, bool OutputIsInputType>
+int launch_pointwise(const kb_args* a, const pointwise_config& c) {
+  if (!pointwise_operands(a, c) || a->workspace_bytes < pointwise_workspace_bytes<A>(a, c)) {
+    return -1;
+  }
+  const kb_tensor& xt = a->inputs[c.x];
+  const int64_t n = numel(xt);
+  const layout L = {product(xt, 0, c.begin), product(xt, c.begin, c.end), product(xt, c.end, xt.ndim)};
+  const int64_t count = pointwise_partials(n);
+  if (count > 2147483647 || (!OutputIsInputType && a->outputs[0].dtype != KB_FLOAT64) ||
+      (OutputIsInputType && a->outputs[0].dtype != xt.dtype)) {
+    return -1;
+  }
+  return dispatch_float(xt.dtype, [&](auto tag) {
+    using Tin = typename decltype(tag)::type;
+    using Tout = typename std::conditional<OutputIsInputType, Tin, double>::type;
+    A* partials = static_cast<A*>(a->workspace);
+    if (count > 0) {
+      pointwise_partial_sums<Op, A, Tin><<<static_cast<unsigned>(count), 256, 0, stream_of(a)>>>(
+          static_cast<const Tin*>(xt.data), static_cast<const Tin*>(a->inputs[c.target].data), n, scalars_of(a), partials);
+    }
+    pointwise_finish<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(partials, count, n, L.outer * L.inner,
+                                                                 static_cast<Tout*>(a->outputs[0].data));
+    return static_cast<int>(cudaGetLastError());
+  });
+}
+
+template <template <class> class Op> int oracle_pointwise_cpu(const kb_args* a, const pointwise_config& c) {
+  using op = Op<double>;
+  const kb_tensor& xt = a->inputs[c.x];
+  const kb_tensor& tt = a->inputs[c.target];
+  const int64_t n = numel(xt);
+  const scalars p = scalars_of(a);
+  bool poison = false;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += op::elem(read_as_double(xt.data, xt.dtype, i, &poison), read_as_double(tt.data, tt.dtype, i, &poison), p.v);
+  }
+  static_cast<double*>(a->outputs[0].data)[0] = op::finalize(sum, n, product(xt, 0, c.begin) * product(xt, c.end, xt.ndim));
+  return 0;
+}
+
 } // namespace kb::loss
+
+#define KB_POINTWISE_LOSS_ORACLE(OP, CONFIG)                                                                          \
+  KB_ORACLE_EXPORTS("loss", (kb::loss::launch_pointwise<OP, double, false>(args, CONFIG)),                             \
+                    (kb::loss::oracle_pointwise_cpu<OP>(args, CONFIG)), (kb::loss::pointwise_workspace_bytes<double>(args, CONFIG)))
+
+#define KB_POINTWISE_LOSS_BASELINE(OP, CONFIG)                                                                        \
+  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {                                 \
+    if (!kb::loss::pointwise_operands(args, CONFIG)) {                                                                 \
+      return -1;                                                                                                       \
+    }                                                                                                                  \
+    *bytes = kb::loss::pointwise_workspace_bytes<float>(args, CONFIG);                                                 \
+    return 0;                                                                                                          \
+  }                                                                                                                    \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb::loss::launch_pointwise<OP, float, true>(args, CONFIG); } \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                                           \
+    return "baseline: pointwise loss, a block per 1024 elements, then one block over the block sums";                \
+  }
 
 #define KB_LOSS_ORACLE(OP, CONFIG)                                                                 \
   KB_ORACLE_EXPORTS("loss", (kb::loss::launch_naive<OP, double, false>(args, CONFIG)),             \

@@ -9,6 +9,10 @@
 //
 // loss::columns<Op, P>: strided rows (inner > 1): a thread per row, the warp's rows adjacent
 // along the inner dimension (coalesced), `unroll` classes in flight. P: block, unroll.
+//
+// loss::pointwise<Op, P>: pointwise losses over two tensors (kb::loss::pointwise_config): a fixed
+// grid of `partials` blocks walks the elements, `unroll` pairs loaded per thread before they are
+// used, each thread summing in double; block sums in a fixed order. P: block, unroll, partials.
 #pragma once
 
 #include "kblaster/device/families/loss.cuh"
@@ -229,6 +233,93 @@ template <template <class> class Op, class P> struct columns {
         return go(std::integral_constant<int, V>{});
       }
       return go(std::integral_constant<int, 1>{});
+    });
+  }
+};
+
+#if defined(__CUDACC__)
+
+template <template <class> class Op, class P, class T>
+__global__ void __launch_bounds__(P::block) pointwise_kernel(const T* __restrict__ x, const T* __restrict__ t, int64_t n, scalars p,
+                                                             double* __restrict__ partials) {
+  using A = float;
+  constexpr int U = P::unroll;
+  double acc = 0; // this thread's elements, in order
+  const int64_t step = int64_t{gridDim.x} * P::block * U;
+  for (int64_t first = int64_t{blockIdx.x} * P::block * U + threadIdx.x; first < n; first += step) {
+    A xv[U];
+    A tv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = first + int64_t{u} * P::block;
+      if (i < n) {
+        xv[u] = cvt<A>(x[i]);
+        tv[u] = cvt<A>(t[i]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (first + int64_t{u} * P::block < n) {
+        acc += static_cast<double>(Op<A>::elem(xv[u], tv[u], p.v));
+      }
+    }
+  }
+  acc = block_allreduce<P::block / 32>(acc, [](double u, double v) { return u + v; });
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = acc;
+  }
+}
+
+template <template <class> class Op>
+__global__ void __launch_bounds__(1024) pointwise_finish_kernel(const double* __restrict__ partials, int64_t count, int64_t n,
+                                                                int64_t rows, void* y, kb_dtype yd) {
+  double acc = 0;
+  for (int64_t q = threadIdx.x; q < count; q += 1024) {
+    acc += partials[q];
+  }
+  acc = block_allreduce<32>(acc, [](double u, double v) { return u + v; });
+  if (threadIdx.x == 0) {
+    write_from_double(y, yd, 0, static_cast<double>(Op<float>::finalize(static_cast<float>(acc), n, rows)));
+  }
+}
+
+#endif
+
+template <template <class> class Op, class P> struct pointwise {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  static_assert(P::unroll >= 1 && P::partials >= 1, "unroll and partials: at least 1");
+
+  static bool operands(const kb_args* a, const kb::loss::pointwise_config& c) {
+    if (!kb::loss::pointwise_operands(a, c)) {
+      return false;
+    }
+    const kb_dtype yd = a->outputs[0].dtype;
+    return yd == KB_FLOAT32 || yd == KB_FLOAT16 || yd == KB_BFLOAT16;
+  }
+
+  static int workspace_bytes(const kb_args* a, const kb::loss::pointwise_config& c, uint64_t* bytes) {
+    if (!operands(a, c)) {
+      return -1;
+    }
+    *bytes = static_cast<uint64_t>(P::partials) * sizeof(double);
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const kb::loss::pointwise_config& c) {
+    if (!operands(a, c) || a->workspace_bytes < static_cast<uint64_t>(P::partials) * sizeof(double)) {
+      return -1;
+    }
+    const kb_tensor& xt = a->inputs[c.x];
+    const int64_t n = numel(xt);
+    const int64_t rows = product(xt, 0, c.begin) * product(xt, c.end, xt.ndim);
+    double* partials = static_cast<double*>(a->workspace);
+    return dispatch_storage(xt.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      pointwise_kernel<Op, P, T><<<P::partials, P::block, 0, stream_of(a)>>>(
+          static_cast<const T*>(xt.data), static_cast<const T*>(a->inputs[c.target].data), n, scalars_of(a), partials);
+      pointwise_finish_kernel<Op><<<1, 1024, 0, stream_of(a)>>>(partials, P::partials, n, rows, a->outputs[0].data,
+                                                                a->outputs[0].dtype);
+      return static_cast<int>(cudaGetLastError());
     });
   }
 };

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Imports every KernelBench level-1 problem of a KernelBench checkout on the GPU machine and
+# verifies each imported task's baseline (eager PyTorch) against its float64 reference (A/A).
+#   scripts/kernelbench-import-h200.sh KB_DIR [LEVEL]
+# KB_DIR is a KernelBench checkout (KernelBench/level1/*.py under it); nothing of it is copied
+# into the repository, only the results. Uses the build in build/release.
+#
+# Steps, each recorded under $OUT (default evidence/h200/kernelbench):
+#   1. `kblaster tasks import` reads every problem file statically (Python's ast; not executed)
+#      -> import-static.json (imported / flagged / needs_gpu_evaluation / failed and why).
+#   2. The needs_gpu_evaluation files are executed here (scripts/pytorch_oracle.py resolve, the
+#      only step that runs the problem files) and imported from that analysis -> import-resolved.json.
+#   3. For every imported task: the checker self-test on the PyTorch references
+#      (pytorch_oracle.py selftest: do zeros, a copy or a constant pass the official inputs?)
+#      -> selftest/<task>.json, and the baseline's A/A (pytorch_oracle.py aa: eager in float32
+#      verified on every check shape, distribution and seed, then timed against itself)
+#      -> aa/<task>.json.
+#   4. summary.json: per problem the import status, the reason, the self-test's degenerate
+#      flags and the A/A verdict; summary.md the same as a table.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+KB_DIR=${1:?usage: scripts/kernelbench-import-h200.sh KB_DIR [LEVEL]}
+LEVEL=${2:-1}
+OUT=${OUT:-$PWD/evidence/h200/kernelbench}
+K=build/release/kblaster
+TASKS=$(mktemp -d /tmp/kb-import.XXXXXX)
+mkdir -p "$OUT/selftest" "$OUT/aa"
+export KBLASTER_GENERATOR_LIB=$PWD/build/release/lib/libkblaster_generator.so
+
+src=$(find "$KB_DIR" -path "*/level$LEVEL/*.py" -type f | sort -V)
+[ -n "$src" ] || { echo "no level$LEVEL/*.py under $KB_DIR" >&2; exit 65; }
+echo "$(echo "$src" | wc -l) problem files of level $LEVEL"
+nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/nvidia-smi.csv"
+python3 scripts/pytorch_oracle.py probe | tee "$OUT/pytorch.txt" || { echo "no PyTorch" >&2; exit 3; }
+
+# 1. Static import (exit 65 when some file failed; the results say which).
+# shellcheck disable=SC2086
+$K tasks import --suite kernelbench --out "$TASKS" $src >"$OUT/import-static.txt" 2>&1
+cp "$TASKS/import.json" "$OUT/import-static.json"
+
+# 2. The files the parser could not read: executed here, then imported from their analysis.
+pending=$(python3 - "$OUT/import-static.json" <<'EOF'
+import json, sys
+print(" ".join(r["file"] for r in json.load(open(sys.argv[1])) if r["status"] == "needs_gpu_evaluation"))
+EOF
+)
+if [ -n "$pending" ]; then
+  # shellcheck disable=SC2086
+  python3 scripts/pytorch_oracle.py resolve $pending --out "$OUT/resolved-analysis.json"
+  RES=$(mktemp -d /tmp/kb-resolved.XXXXXX)
+  $K tasks import --suite kernelbench --out "$RES" --analysis "$OUT/resolved-analysis.json" \
+    >"$OUT/import-resolved.txt" 2>&1
+  cp "$RES/import.json" "$OUT/import-resolved.json"
+  for d in "$RES"/*/; do
+    [ -f "$d/task.toml" ] && rm -rf "$TASKS/$(basename "$d")" && cp -r "$d" "$TASKS/"
+  done
+fi
+
+# 3. Self-test and A/A for every task that has a contract.
+for d in "$TASKS"/*/; do
+  [ -f "$d/task.toml" ] || continue
+  id=$(basename "$d")
+  timeout 600 python3 scripts/pytorch_oracle.py selftest --task "$d" --device cuda \
+    --out "$OUT/selftest/$id.json" >/dev/null 2>"$OUT/selftest/$id.err" || true
+  timeout 600 python3 scripts/pytorch_oracle.py aa --task "$d" --out "$OUT/aa/$id.json" \
+    >/dev/null 2>"$OUT/aa/$id.err" || true
+  [ -s "$OUT/selftest/$id.err" ] || rm -f "$OUT/selftest/$id.err"
+  [ -s "$OUT/aa/$id.err" ] || rm -f "$OUT/aa/$id.err"
+done
+
+# 4. One record per problem.
+python3 - "$OUT" "$TASKS" <<'EOF'
+import glob, json, os, sys
+out, tasks = sys.argv[1], sys.argv[2]
+static = json.load(open(os.path.join(out, "import-static.json")))
+resolved = {}
+p = os.path.join(out, "import-resolved.json")
+if os.path.exists(p):
+    resolved = {r["file"]: r for r in json.load(open(p))}
+rows = []
+for r in static:
+    r = resolved.get(r["file"], r)
+    row = {"file": os.path.basename(r["file"]), "status": r["status"], "reason": r["reason"],
+           "task": r.get("task", ""), "degenerate": r.get("degenerate", [])}
+    folder = os.path.basename(r.get("dir", "")) if r.get("dir") else ""
+    for kind in ("selftest", "aa"):
+        f = os.path.join(out, kind, folder + ".json")
+        e = os.path.join(out, kind, folder + ".err")
+        if folder and os.path.exists(f):
+            j = json.load(open(f))
+            if kind == "selftest":
+                row["selftest_degenerate"] = j.get("degenerate", [])
+                row["eager_outside_tolerance"] = len(j.get("eager_outside_tolerance", []))
+                row["nonfinite_references"] = len(j.get("nonfinite_references", []))
+                if row["selftest_degenerate"] and row["status"] == "imported":
+                    row["status"] = "flagged"
+            else:
+                row["aa"] = {k: j.get(k) for k in ("verdict", "checks", "aa_ratio", "median_a_s")}
+        elif folder and os.path.exists(e):
+            row[kind + "_error"] = open(e).read()[-500:]
+    rows.append(row)
+counts = {}
+for r in rows:
+    counts[r["status"]] = counts.get(r["status"], 0) + 1
+aa = {}
+for r in rows:
+    v = r.get("aa", {}).get("verdict", "not_run")
+    aa[v] = aa.get(v, 0) + 1
+json.dump({"problems": rows, "counts": counts, "aa_verdicts": aa}, open(os.path.join(out, "summary.json"), "w"), indent=1)
+with open(os.path.join(out, "summary.md"), "w") as f:
+    f.write(f"KernelBench import: {counts}; baseline A/A: {aa}\n\n| file | status | task | A/A | reason |\n|---|---|---|---|---|\n")
+    for r in rows:
+        f.write(f"| {r['file']} | {r['status']} | {r['task']} | {r.get('aa', {}).get('verdict', '-')} | {r['reason'][:80]} |\n")
+print(json.dumps({"counts": counts, "aa_verdicts": aa}))
+EOF
+rm -rf "$TASKS"

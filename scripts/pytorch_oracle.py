@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""The trusted PyTorch side of `pytorch` tasks (docs/task-format.md, "PyTorch-oracle tasks").
+
+Given a task folder written by `kblaster tasks import` (task.toml with kind = "pytorch" and the
+problem's model.py), this process builds the module with its init args, draws the inputs with the
+HARNESS's generator (libkblaster_generator.so through ctypes, on tensors allocated here, so the
+values are bit-identical to what the judge gives a candidate), evaluates the module in float64
+(the reference) and in the task's dtype (eager PyTorch, the baseline), and hands the reference to
+the judge.
+
+Commands:
+  probe                        exit 0 and print "torch <version> cuda <device>" when PyTorch
+                               imports; else exit 3 and print why (reason blocked.no_pytorch)
+  reference --task DIR --shape NAME --dist D --seed S (--out FILE | --ipc HANDLE:BYTES)
+                               the float64 reference of input set (D, S) at shape NAME: to FILE
+                               (a JSON header line, then raw little-endian float64 values of
+                               each output in order), or copied into the judge's device buffer
+                               given as a CUDA IPC memory handle (hex) and its size [bytes]
+  selftest --task DIR [--out FILE]
+                               the checker self-test on the module's references: for each check
+                               shape, distribution and two seeds, do zeros, a copy of the input
+                               or a constant pass the tolerance? Passing on the official
+                               distribution marks it degenerate; writes DIR/selftest.json,
+                               which the contract loader adds to the task's `degenerate` list
+  aa --task DIR [--out FILE]   the baseline's A/A on the GPU: eager PyTorch in the task's dtype
+                               verified against the float64 reference on every check shape,
+                               distribution and seed, then eager timed against itself with CUDA
+                               events (alternating, L2 flushed) -> verdict same / rejected
+  resolve FILE.py... --out FILE
+                               EXECUTES problem files (on the GPU machine only) and writes the
+                               problem analysis kernelbench_parse.py would have written, from
+                               the tensors get_inputs() returns; `kblaster tasks import
+                               --analysis FILE` then writes their contracts
+
+Parameters: the module's parameters and buffers are initialised by PyTorch's own initialisers
+under torch.manual_seed(seed) (float32 on the CPU, then converted), and are handed to a candidate
+as extra inputs after the forward's, in state_dict order.
+"""
+import argparse
+import ctypes
+import importlib.util
+import json
+import math
+import os
+import re
+import statistics
+import struct
+import sys
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+KB_DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int64": 4, "int32": 5}
+DIST_KIND = {"uniform": 0, "normal": 1, "student_t": 2, "constant": 3, "randint": 4}
+NAMED = {"uniform01": ("uniform", 0.0, 1.0), "normal": ("normal", 0.0, 1.0),
+         "heavy_tailed": ("student_t", 3.0, 1.0), "ones": ("constant", 1.0, 0.0),
+         "zeros": ("constant", 0.0, 0.0)}
+
+
+def fail(msg, code=65):
+    print(f"pytorch_oracle: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+# ---- the contract ------------------------------------------------------------------------------
+
+def eval_dim(expr, dims):
+    if not re.fullmatch(r"[A-Za-z0-9_+\-*/() ]+", expr):
+        fail(f"dim expression {expr!r} is not the contract's grammar")
+    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(dims)))  # noqa: S307
+
+
+class Task:
+    def __init__(self, folder):
+        if tomllib is None:
+            fail("Python 3.11 or newer is needed (tomllib)", 70)
+        self.dir = os.path.abspath(folder)
+        with open(os.path.join(self.dir, "task.toml"), "rb") as f:
+            self.toml = tomllib.load(f)
+        if self.toml.get("kind") != "pytorch":
+            fail(f"{self.dir}: not a pytorch task")
+        m = self.toml["module"]
+        self.source = os.path.join(self.dir, m.get("source", "model.py"))
+        self.class_name = m.get("class", "Model")
+        self.init_args = m.get("init_args", [])
+        self.inputs = self.toml["inputs"]
+        self.shapes = {s.get("name", s["role"] if s["role"] == "official" else f"{s['role']}-{i}"): s
+                       for i, s in enumerate(self.toml["shapes"])}
+        self.tol = self.toml["tolerance"]
+
+    def dims(self, shape):
+        if shape not in self.shapes:
+            fail(f"no shape {shape!r} (known: {', '.join(self.shapes)})")
+        return self.shapes[shape]["dims"]
+
+    def check_shapes(self):
+        return [n for n, s in self.shapes.items() if s["role"] == "check"]
+
+    def distribution_count(self):
+        return max(len(i["distributions"]) for i in self.inputs)
+
+    def build(self, torch, dims, seed, dtype, device):
+        spec = importlib.util.spec_from_file_location("kb_problem", self.source)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        args = [eval_dim(a["dim"], dims) if "dim" in a else a["value"] for a in self.init_args]
+        torch.manual_seed(seed)
+        model = getattr(mod, self.class_name)(*args)
+        return model.to(device=device, dtype=dtype).eval()
+
+
+# ---- the harness's generator -------------------------------------------------------------------
+
+class Generator:
+    def __init__(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        candidates = [os.environ.get("KBLASTER_GENERATOR_LIB", ""),
+                      os.path.join(here, "..", "build", "release", "lib", "libkblaster_generator.so")]
+        for path in candidates:
+            if path and os.path.exists(path):
+                self.lib = ctypes.CDLL(path)
+                break
+        else:
+            fail("libkblaster_generator.so not found (build the kblaster target, or set "
+                 "KBLASTER_GENERATOR_LIB)", 70)
+        self.lib.kb_gen_tensor_seed.restype = ctypes.c_uint64
+        self.lib.kb_gen_tensor_seed.argtypes = [ctypes.c_uint64, ctypes.c_int]
+        sig = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int, ctypes.c_double,
+               ctypes.c_double, ctypes.c_uint64]
+        self.lib.kb_gen_fill_host.argtypes = sig
+        self.lib.kb_gen_fill_device.argtypes = sig + [ctypes.c_void_p]
+        if self.lib.kb_gen_abi_version() != 1:
+            fail("libkblaster_generator.so has another interface version", 70)
+
+    def fill(self, tensor, dtype_name, dist, dims, seed, index):
+        kind, a, b = parse_distribution(dist, dims)
+        ts = self.lib.kb_gen_tensor_seed(seed, index)
+        args = (ctypes.c_void_p(tensor.data_ptr()), KB_DTYPES[dtype_name], tensor.numel(),
+                DIST_KIND[kind], float(a), float(b), ts)
+        if tensor.is_cuda:
+            rc = self.lib.kb_gen_fill_device(*args, None)
+        else:
+            rc = self.lib.kb_gen_fill_host(*args)
+        if rc != 0:
+            fail(f"generator failed ({rc})", 70)
+
+
+def parse_distribution(d, dims):
+    if isinstance(d, str):
+        return NAMED[d]
+    kind = d["kind"]
+    if kind == "uniform":
+        return kind, d["low"], d["high"]
+    if kind == "normal":
+        return kind, d.get("mean", 0.0), d.get("std", 1.0)
+    if kind == "student_t":
+        return kind, d.get("nu", 3.0), d.get("scale", 1.0)
+    if kind == "constant":
+        return kind, d["value"], 0.0
+    high = d["high"]
+    return kind, d.get("low", 0), eval_dim(high, dims) if isinstance(high, str) else high
+
+
+# ---- references ----------------------------------------------------------------------------------
+
+def torch_dtype(torch, name):
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+            "float64": torch.float64, "int64": torch.int64, "int32": torch.int32}[name]
+
+
+def draw_inputs(torch, task, gen, dims, dist_index, seed, device):
+    """Inputs in their storage dtype, filled by the harness's generator."""
+    out = []
+    for i, spec in enumerate(task.inputs):
+        shape = [eval_dim(e, dims) for e in spec["shape"]]
+        t = torch.empty(shape, dtype=torch_dtype(torch, spec["dtype"]), device=device)
+        dists = spec["distributions"]
+        gen.fill(t, spec["dtype"], dists[dist_index % len(dists)], dims, seed, i)
+        out.append(t)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return out
+
+
+def as_list(y):
+    return list(y) if isinstance(y, (tuple, list)) else [y]
+
+
+def evaluate(torch, task, gen, shape, dist_index, seed, device):
+    """(inputs, float64 reference outputs, eager outputs in the task's dtype)."""
+    dims = task.dims(shape)
+    xs = draw_inputs(torch, task, gen, dims, dist_index, seed, device)
+    dtype = torch_dtype(torch, next((i["dtype"] for i in task.inputs if i["dtype"].startswith(("float", "b"))),
+                                    "float32"))
+    with torch.no_grad():
+        ref_model = task.build(torch, dims, seed, torch.float64, device)
+        ref = [y.double() for y in as_list(ref_model(*[x.double() if x.is_floating_point() else x for x in xs]))]
+        model = task.build(torch, dims, seed, dtype, device)
+        eager = as_list(model(*xs))
+    return xs, ref, eager
+
+
+def compare(torch, y, ref, tol):
+    """The judge's rule: |y - ref| <= atol * RMS(ref) + rtol * |ref|, finite, rel L2."""
+    y = y.double()
+    if y.shape != ref.shape:
+        return False, f"shape {tuple(y.shape)} != {tuple(ref.shape)}"
+    scale = ref.pow(2).mean().sqrt() if ref.numel() else ref.new_tensor(0.0)
+    err = (y - ref).abs()
+    bound = tol["atol"] * scale + tol["rtol"] * ref.abs()
+    finite_ref = torch.isfinite(ref)
+    if not bool(torch.isfinite(y[finite_ref]).all()):
+        return False, "non-finite output"
+    if bool((err[finite_ref] > bound[finite_ref]).any()):
+        return False, f"max error {float(err[finite_ref].max()):.3g} over the bound"
+    norm = float(ref[finite_ref].norm())
+    rel = float((y - ref)[finite_ref].norm()) / norm if norm > 0 else float((y - ref)[finite_ref].norm())
+    if rel > tol["rel_l2"]:
+        return False, f"relative L2 {rel:.3g} over {tol['rel_l2']}"
+    return True, "ok"
+
+
+def seeds():
+    return [1000003 * 1 + 0, 1000003 * 1 + 1]
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+def cmd_probe(_args):
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 (any import failure means no PyTorch)
+        print(f"no PyTorch: {type(e).__name__}: {e}")
+        return 3
+    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    print(f"torch {torch.__version__} cuda {dev}")
+    return 0
+
+
+def need_torch():
+    try:
+        import torch
+        return torch
+    except Exception as e:  # noqa: BLE001
+        fail(f"blocked.no_pytorch: {e}", 3)
+
+
+def device_of(args, torch):
+    return args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cmd_reference(args):
+    torch = need_torch()
+    task = Task(args.task)
+    device = device_of(args, torch)
+    _, ref, _ = evaluate(torch, task, Generator(), args.shape, args.dist, args.seed, device)
+    if args.ipc:
+        handle_hex, size = args.ipc.split(":")
+        total = sum(r.numel() * 8 for r in ref)
+        if total > int(size):
+            fail(f"the judge's buffer holds {size} bytes, the reference needs {total}")
+        cudart = ctypes.CDLL("libcudart.so")
+        handle = (ctypes.c_char * 64).from_buffer_copy(bytes.fromhex(handle_hex))
+        ptr = ctypes.c_void_p()
+        # cudaIpcOpenMemHandle(void** devPtr, cudaIpcMemHandle_t handle, unsigned flags): the
+        # 64-byte handle is passed by value.
+        rc = cudart.cudaIpcOpenMemHandle(ctypes.byref(ptr), handle, ctypes.c_uint(1))
+        if rc != 0:
+            fail(f"cudaIpcOpenMemHandle failed ({rc})", 70)
+        offset = 0
+        for r in ref:
+            flat = r.contiguous().view(-1).to("cuda")
+            cudart.cudaMemcpy(ctypes.c_void_p(ptr.value + offset), ctypes.c_void_p(flat.data_ptr()),
+                              ctypes.c_size_t(flat.numel() * 8), ctypes.c_int(3))
+            offset += flat.numel() * 8
+        torch.cuda.synchronize()
+        cudart.cudaIpcCloseMemHandle(ptr)
+        print(json.dumps({"outputs": [list(r.shape) for r in ref], "bytes": offset}))
+        return 0
+    header = {"outputs": [{"shape": list(r.shape), "dtype": "float64", "bytes": r.numel() * 8} for r in ref]}
+    with open(args.out, "wb") as f:
+        f.write((json.dumps(header) + "\n").encode())
+        for r in ref:
+            f.write(r.detach().to("cpu").contiguous().numpy().astype("<f8").tobytes()
+                    if hasattr(r, "numpy") else b"")
+    return 0
+
+
+def trivial_outputs(torch, ref, xs):
+    """The checker self-test's trivial kernels: zeros, a copy of the first input, a constant."""
+    out = {"zeros": [torch.zeros_like(r) for r in ref], "constant": []}
+    mean = float(ref[0].mean()) if ref and ref[0].numel() else 0.0
+    out["constant"] = [torch.full_like(r, mean) for r in ref]
+    x0 = xs[0].double().reshape(-1)
+    copies = []
+    for r in ref:
+        n = r.numel()
+        reps = -(-n // max(1, x0.numel()))
+        copies.append(x0.repeat(reps)[:n].reshape(r.shape) if x0.numel() else torch.zeros_like(r))
+    out["copy_of_input"] = copies
+    return out
+
+
+def cmd_selftest(args):
+    torch = need_torch()
+    task = Task(args.task)
+    device = device_of(args, torch)
+    gen = Generator()
+    degenerate, nonfinite, eager_fails = [], [], []
+    rows = []
+    shapes = task.check_shapes() + (["official"] if args.official else [])
+    for shape in shapes:
+        for d in range(task.distribution_count()):
+            for seed in seeds():
+                xs, ref, eager = evaluate(torch, task, gen, shape, d, seed, device)
+                if not all(bool(torch.isfinite(r).all()) for r in ref):
+                    nonfinite.append({"shape": shape, "distribution": d, "seed": seed})
+                ok_eager = all(compare(torch, y, r, task.tol)[0] for y, r in zip(eager, ref))
+                if not ok_eager:
+                    eager_fails.append({"shape": shape, "distribution": d, "seed": seed})
+                for kind, ys in trivial_outputs(torch, ref, xs).items():
+                    passed = all(compare(torch, y, r, task.tol)[0] for y, r in zip(ys, ref))
+                    rows.append({"shape": shape, "distribution": d, "seed": seed, "trivial": kind,
+                                 "passes": passed})
+                    if passed and d == 0:
+                        reason = (f"{kind}_passes_official: a {kind.replace('_', ' ')} output passes "
+                                  f"the official distribution at shape {shape}")
+                        if reason not in degenerate:
+                            degenerate.append(reason)
+    caught_elsewhere = {r["trivial"] for r in rows if not r["passes"] and r["distribution"] != 0}
+    result = {"device": device, "degenerate": degenerate, "nonfinite_references": nonfinite,
+              "eager_outside_tolerance": eager_fails, "checks": rows,
+              "trivial_rejected_by_other_distributions": sorted(caught_elsewhere)}
+    text = json.dumps(result, indent=1) + "\n"
+    with open(os.path.join(task.dir, "selftest.json"), "w", encoding="utf-8") as f:
+        f.write(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(json.dumps({k: v for k, v in result.items() if k != "checks"}))
+    return 0
+
+
+def time_eager(torch, model, xs, samples):
+    flush = torch.empty(int(2 * 60e6) // 4, dtype=torch.float32, device="cuda")
+    times = []
+    with torch.no_grad():
+        for _ in range(3):
+            model(*xs)
+        for _ in range(samples):
+            flush.zero_()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            model(*xs)
+            b.record()
+            torch.cuda.synchronize()
+            times.append(a.elapsed_time(b) / 1e3)
+    return times
+
+
+def cmd_aa(args):
+    torch = need_torch()
+    task = Task(args.task)
+    if not torch.cuda.is_available():
+        fail("blocked: no CUDA device", 3)
+    gen = Generator()
+    failures = []
+    checks = 0
+    for shape in task.check_shapes() + ["official"]:
+        for d in range(task.distribution_count()):
+            for seed in seeds()[: (1 if shape == "official" else 2)]:
+                _, ref, eager = evaluate(torch, task, gen, shape, d, seed, "cuda")
+                for y, r in zip(eager, ref):
+                    ok, why = compare(torch, y, r, task.tol)
+                    checks += 1
+                    if not ok and bool(torch.isfinite(r).all()):
+                        failures.append({"shape": shape, "distribution": d, "seed": seed, "why": why})
+    dims = task.dims("official")
+    xs = draw_inputs(torch, task, gen, dims, 0, seeds()[0], "cuda")
+    dtype = torch_dtype(torch, next((i["dtype"] for i in task.inputs if i["dtype"].startswith(("float", "b"))),
+                                    "float32"))
+    model = task.build(torch, dims, seeds()[0], dtype, "cuda")
+    a, b = [], []
+    for _ in range(5):  # alternating groups: A, then B, so drift hits both
+        a += time_eager(torch, model, xs, 10)
+        b += time_eager(torch, model, xs, 10)
+    ratio = statistics.median(a) / statistics.median(b)
+    verdict = "rejected" if failures else ("same" if abs(ratio - 1) < 0.05 else "unstable")
+    result = {"task": task.toml["id"], "kernelbench": task.toml.get("kernelbench", ""),
+              "verdict": verdict, "checks": checks, "failures": failures[:10],
+              "median_a_s": statistics.median(a), "median_b_s": statistics.median(b),
+              "aa_ratio": ratio, "samples": len(a) + len(b),
+              "degenerate": task.toml.get("degenerate", [])}
+    text = json.dumps(result, indent=1) + "\n"
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    print(text, end="")
+    return 0 if verdict == "same" else 1
+
+
+def cmd_resolve(args):
+    torch = need_torch()
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import kernelbench_parse  # noqa: E402 (same folder)
+    results = []
+    for path in args.files:
+        base = kernelbench_parse.parse_file(path)
+        if base["status"] == "ok" and not args.all:
+            results.append(base)
+            continue
+        try:
+            spec = importlib.util.spec_from_file_location("kb_problem", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            torch.manual_seed(0)
+            xs = list(mod.get_inputs())
+            init = list(mod.get_init_inputs())
+        except Exception as e:  # noqa: BLE001 (the file's own failure is the result)
+            results.append(dict(base, status="failed", reason=f"executing the file failed: {type(e).__name__}: {e}"))
+            continue
+        dims, inputs = {}, []
+        import inspect
+        params = list(inspect.signature(mod.Model.forward).parameters.values())[1:]
+        names = [p.name for p in params if p.kind != inspect.Parameter.VAR_POSITIONAL]
+        star = next((p.name for p in params if p.kind == inspect.Parameter.VAR_POSITIONAL), "input")
+        for i, x in enumerate(xs):
+            if not torch.is_tensor(x):
+                results.append(dict(base, status="failed", reason=f"input {i} is not a tensor ({type(x).__name__})"))
+                break
+            shape = []
+            for k, n in enumerate(x.shape):
+                dims[f"in{i}_{k}"] = int(n)
+                shape.append(f"in{i}_{k}")
+            floating = x.is_floating_point()
+            lo, hi = (float(x.min()), float(x.max())) if floating and x.numel() else (0.0, 1.0)
+            dist = "uniform01" if floating and lo >= 0 and hi < 1 else "normal"
+            if not floating:
+                dist = {"kind": "randint", "low": int(x.min()), "high": int(x.max()) + 1}
+            dtype = str(x.dtype).replace("torch.", "")
+            inputs.append({"name": names[i] if i < len(names) else f"{star}{i}",
+                           "shape": shape, "dtype": dtype, "distribution": dist})
+        else:
+            init_args = [{"value": v if not isinstance(v, tuple) else list(v)} for v in init]
+            results.append(dict(base, status="ok", reason="resolved by executing the file",
+                                inputs=inputs, init_args=init_args, dims=dims,
+                                check_shapes=[{"name": "as_official", "dims": dims}],
+                                degenerate=base.get("degenerate", []), **{"class": "Model"}))
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("probe")
+    r = sub.add_parser("reference")
+    for a in (r,):
+        a.add_argument("--task", required=True)
+        a.add_argument("--shape", default="official")
+        a.add_argument("--dist", type=int, default=0)
+        a.add_argument("--seed", type=int, default=1000003)
+        a.add_argument("--out")
+        a.add_argument("--ipc")
+        a.add_argument("--device", choices=["cuda", "cpu"])
+    s = sub.add_parser("selftest")
+    s.add_argument("--task", required=True)
+    s.add_argument("--out")
+    s.add_argument("--official", action="store_true", help="also the official shape")
+    s.add_argument("--device", choices=["cuda", "cpu"])
+    a = sub.add_parser("aa")
+    a.add_argument("--task", required=True)
+    a.add_argument("--out")
+    v = sub.add_parser("resolve")
+    v.add_argument("files", nargs="+")
+    v.add_argument("--out", required=True)
+    v.add_argument("--all", action="store_true", help="execute files the parser could read too")
+    args = p.parse_args()
+    if args.cmd == "reference" and not (args.out or args.ipc):
+        fail("reference needs --out FILE or --ipc HANDLE:BYTES", 64)
+    return {"probe": cmd_probe, "reference": cmd_reference, "selftest": cmd_selftest,
+            "aa": cmd_aa, "resolve": cmd_resolve}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

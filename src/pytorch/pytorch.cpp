@@ -1,0 +1,364 @@
+#include "pytorch/pytorch.hpp"
+
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/process.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace kb::pytorch {
+
+using nlohmann::json;
+
+parsed_problem parsed_problem_from_json(const json& j) {
+  try {
+    parsed_problem p;
+    p.file = j.at("file").get<std::string>();
+    p.name = j.value("name", p.file.stem().string());
+    p.status = j.at("status").get<std::string>();
+    p.reason = j.value("reason", "");
+    p.level = j.value("level", 0);
+    p.class_name = j.value("class", "Model");
+    if (p.status != "ok") {
+      return p;
+    }
+    for (const auto& i : j.at("inputs")) {
+      parsed_input in;
+      in.name = i.at("name").get<std::string>();
+      in.dtype = i.at("dtype").get<std::string>();
+      in.shape = i.at("shape").get<std::vector<std::string>>();
+      in.distribution = i.at("distribution");
+      p.inputs.push_back(std::move(in));
+    }
+    for (const auto& a : j.at("init_args")) {
+      parsed_init_arg arg;
+      if (a.contains("expr")) {
+        arg.dim = a.at("expr").get<std::string>();
+      } else {
+        arg.value = a.at("value");
+      }
+      p.init_args.push_back(std::move(arg));
+    }
+    p.dims = j.at("dims").get<std::map<std::string, int64_t>>();
+    for (const auto& s : j.at("check_shapes")) {
+      p.check_shapes.push_back(
+          {s.at("name").get<std::string>(), s.at("dims").get<std::map<std::string, int64_t>>()});
+    }
+    p.degenerate = j.value("degenerate", std::vector<std::string>{});
+    p.ops = j.value("ops", std::vector<std::string>{});
+    return p;
+  } catch (const json::exception& e) {
+    fail_input("problem analysis {}: not the parser's format ({})", j.dump().substr(0, 200),
+               e.what());
+  }
+}
+
+std::string to_string(import_status s) {
+  switch (s) {
+  case import_status::imported:
+    return "imported";
+  case import_status::flagged:
+    return "flagged";
+  case import_status::needs_gpu_evaluation:
+    return "needs_gpu_evaluation";
+  case import_status::failed:
+    return "failed";
+  }
+  return "?";
+}
+
+json import_result::to_json() const {
+  json j{{"file", file.string()}, {"status", to_string(status)}, {"reason", reason}};
+  if (!task_id.empty()) {
+    j["task"] = task_id;
+  }
+  if (!task_dir.empty()) {
+    j["dir"] = task_dir.string();
+  }
+  j["degenerate"] = degenerate;
+  return j;
+}
+
+namespace {
+
+// TOML basic strings take JSON's escapes.
+std::string quote(const std::string& s) {
+  return json(s).dump();
+}
+
+std::string toml_value(const json& v) {
+  if (v.is_string()) {
+    return quote(v.get<std::string>());
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      out += (i ? ", " : "") + toml_value(v[i]);
+    }
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{ ";
+    bool first = true;
+    for (const auto& [k, e] : v.items()) {
+      out += (first ? "" : ", ") + k + " = " + toml_value(e);
+      first = false;
+    }
+    return out + " }";
+  }
+  if (v.is_number_float()) {
+    std::string s = v.dump();
+    if (s.find_first_of(".eE") == std::string::npos) {
+      s += ".0";
+    }
+    return s;
+  }
+  if (v.is_null()) {
+    fail_input("a null value cannot be written to a contract");
+  }
+  return v.dump();
+}
+
+std::string dims_table(const std::map<std::string, int64_t>& dims) {
+  std::string out = "{ ";
+  bool first = true;
+  for (const auto& [k, v] : dims) {
+    out += fmt::format("{}{} = {}", first ? "" : ", ", k, v);
+    first = false;
+  }
+  return out + " }";
+}
+
+const char* element_size(const std::string& dtype) {
+  if (dtype == "float16" || dtype == "bfloat16") {
+    return "2";
+  }
+  if (dtype == "float64" || dtype == "int64") {
+    return "8";
+  }
+  return "4";
+}
+
+// The project's adversarial verification distributions, after KernelBench's own.
+std::vector<json> distributions_for(const parsed_input& in) {
+  std::vector<json> out{in.distribution};
+  if (in.dtype == "int64" || in.dtype == "int32") {
+    return out;
+  }
+  for (const json& d : {json("normal"), json("heavy_tailed"),
+                        json{{"kind", "uniform"}, {"low", -2.0}, {"high", 2.0}}}) {
+    if (d != in.distribution) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string task_id_for(const parsed_problem& p) {
+  std::smatch m;
+  const std::string name = p.name;
+  if (std::regex_search(name, m, std::regex("^([0-9]+)_"))) {
+    return fmt::format("{}_{:03d}", p.level > 0 ? fmt::format("L{}", p.level) : std::string("KB"),
+                       std::stoi(m[1]));
+  }
+  std::string id = (p.level > 0 ? fmt::format("L{}_", p.level) : std::string()) + name;
+  for (auto& c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) {
+      c = '_';
+    }
+  }
+  return id;
+}
+
+std::string contract_toml(const parsed_problem& p, const std::string& suite,
+                          const std::string& id) {
+  std::ostringstream o;
+  const std::string rel = p.level > 0
+                              ? fmt::format("level{}/{}", p.level, p.file.filename().string())
+                              : p.file.filename().string();
+  o << "# Imported by `kblaster tasks import` from " << p.file.filename().string()
+    << " (KernelBench format).\n"
+    << "# The reference is the PyTorch module in model.py (docs/task-format.md).\n";
+  o << "id = " << quote(id) << "\nname = " << quote(p.name) << "\nsuite = " << quote(suite)
+    << "\ntitle = " << quote("KernelBench " + rel)
+    << "\nkind = \"pytorch\"\nkernelbench = " << quote(rel) << "\n";
+  if (!p.degenerate.empty()) {
+    o << "degenerate = " << toml_value(p.degenerate) << "\n";
+  }
+  o << "\n[module]\nsource = \"model.py\"\nclass = " << quote(p.class_name)
+    << "\nlevel = " << p.level << "\ninit_args = [";
+  for (size_t i = 0; i < p.init_args.size(); ++i) {
+    const auto& a = p.init_args[i];
+    o << (i ? ", " : "")
+      << (a.dim ? "{ dim = " + quote(*a.dim) + " }" : "{ value = " + toml_value(a.value) + " }");
+  }
+  o << "]\n";
+  std::vector<std::string> bytes;
+  for (const auto& in : p.inputs) {
+    o << "\n[[inputs]]\nname = " << quote(in.name) << "\nrole = " << quote(in.name)
+      << "\ndtype = " << quote(in.dtype) << "\nshape = " << toml_value(in.shape)
+      << "\ndistributions = " << toml_value(distributions_for(in)) << "\n";
+    std::string b = element_size(in.dtype);
+    for (const auto& e : in.shape) {
+      b += "*" + e;
+    }
+    bytes.push_back(b);
+  }
+  o << "\n[[shapes]]\nrole = \"official\"\ndims = " << dims_table(p.dims) << "\n";
+  for (const auto& s : p.check_shapes) {
+    o << "\n[[shapes]]\nrole = \"check\"\nname = " << quote(s.name)
+      << "\ndims = " << dims_table(s.dims) << "\n";
+  }
+  // Level 1 is one operator; deeper graphs accumulate more rounding in float32.
+  const double tol = p.level >= 2 ? 1e-3 : 1e-4;
+  o << "\n[tolerance]\natol = " << tol << "\nrtol = " << tol << "\nrel_l2 = " << tol
+    << "\ndeterministic = true\n";
+  std::string all_bytes;
+  for (const auto& b : bytes) {
+    all_bytes += (all_bytes.empty() ? "" : " + ") + b;
+  }
+  o << "\n# A lower bound known without running the module: every input read once.\n"
+    << "[roofline]\nbytes = " << quote(all_bytes.empty() ? "0" : all_bytes) << "\nflops = \"0\"\n";
+  return o.str();
+}
+
+std::vector<import_result> import_files(const fs::path& root, const std::vector<fs::path>& files,
+                                        const import_options& opt) {
+  if (opt.out.empty()) {
+    fail_input("tasks import: --out DIR is required (the folder the contracts are written to)");
+  }
+  json analysis;
+  if (opt.analysis) {
+    try {
+      analysis = json::parse(read_file(*opt.analysis));
+    } catch (const json::exception& e) {
+      fail_input("{}: not JSON ({})", opt.analysis->string(), e.what());
+    }
+  } else {
+    if (files.empty()) {
+      fail_input("tasks import: give at least one KernelBench problem file");
+    }
+    for (const auto& f : files) {
+      if (!fs::is_regular_file(f)) {
+        fail_input("tasks import: {} is not a file", f.string());
+      }
+    }
+    fs::create_directories(opt.out);
+    const fs::path result = opt.out / ".parse.json";
+    process_spec spec;
+    spec.argv = {opt.python, (root / "scripts" / "kernelbench_parse.py").string(), "--out",
+                 result.string()};
+    for (const auto& f : files) {
+      spec.argv.push_back(fs::absolute(f).string());
+    }
+    spec.timeout = std::chrono::seconds(300);
+    const auto r = run_process(spec);
+    if (!r.ok()) {
+      fail("scripts/kernelbench_parse.py failed ({}):\n{}", r.describe(), r.output);
+    }
+    analysis = json::parse(read_file(result));
+    fs::remove(result);
+  }
+  if (!analysis.is_array()) {
+    fail_input("problem analysis: expected a JSON array of problems");
+  }
+  fs::create_directories(opt.out);
+  std::vector<import_result> out;
+  std::set<std::string> ids;
+  for (const auto& j : analysis) {
+    const parsed_problem p = parsed_problem_from_json(j);
+    import_result r;
+    r.file = p.file;
+    r.reason = p.reason;
+    if (p.status == "failed" || !fs::is_regular_file(p.file)) {
+      r.status = import_status::failed;
+      if (r.reason.empty()) {
+        r.reason = "cannot read " + p.file.string();
+      }
+      out.push_back(r);
+      continue;
+    }
+    r.task_id = task_id_for(p);
+    if (!ids.insert(r.task_id).second) {
+      r.status = import_status::failed;
+      r.reason = "task id " + r.task_id + " given to two files of this import";
+      out.push_back(r);
+      continue;
+    }
+    r.task_dir = opt.out / (r.task_id + "_" + p.name.substr(p.name.find('_') + 1));
+    fs::create_directories(r.task_dir);
+    write_file_atomic(r.task_dir / "model.py", read_file(p.file));
+    if (p.status == "needs_gpu_evaluation") {
+      r.status = import_status::needs_gpu_evaluation;
+      out.push_back(r);
+      continue;
+    }
+    if (p.status != "ok") {
+      r.status = import_status::failed;
+      r.reason = "unknown parser status " + p.status;
+      out.push_back(r);
+      continue;
+    }
+    write_file_atomic(r.task_dir / "task.toml", contract_toml(p, opt.suite, r.task_id));
+    try {
+      const auto c = task::load_contract(r.task_dir / "task.toml");
+      r.degenerate = c.degenerate;
+      r.status = c.degenerate.empty() ? import_status::imported : import_status::flagged;
+      if (!c.degenerate.empty()) {
+        r.reason = c.degenerate.front();
+      }
+    } catch (const input_error& e) {
+      fs::remove(r.task_dir / "task.toml");
+      r.status = import_status::failed;
+      r.reason = std::string("the contract written does not load: ") + e.what();
+    }
+    out.push_back(r);
+  }
+  json report = json::array();
+  for (const auto& r : out) {
+    report.push_back(r.to_json());
+  }
+  write_file_atomic(opt.out / "import.json", report.dump(2) + "\n");
+  return out;
+}
+
+const availability& probe(const fs::path& root) {
+  static std::once_flag once;
+  static availability a;
+  std::call_once(once, [&] {
+    process_spec spec;
+    spec.argv = {"python3", (root / "scripts" / "pytorch_oracle.py").string(), "probe"};
+    spec.timeout = std::chrono::seconds(120);
+    const auto r = run_process(spec);
+    if (r.spawn_failed) {
+      a = {false, "blocked.no_python", "python3 cannot be started"};
+      return;
+    }
+    std::string last = r.output;
+    while (!last.empty() && last.back() == '\n') {
+      last.pop_back();
+    }
+    last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+    if (r.ok()) {
+      a = {true, "", last};
+    } else {
+      a = {false, "blocked.no_pytorch", last.empty() ? r.describe() : last};
+    }
+  });
+  return a;
+}
+
+std::string blocked_reason(const fs::path& root) {
+  const auto& a = probe(root);
+  return a.available ? "blocked.pytorch_judge" : a.reason;
+}
+
+} // namespace kb::pytorch

@@ -1,0 +1,106 @@
+// Tasks whose reference is a PyTorch module (kind = "pytorch"): importing KernelBench problem
+// files into such contracts (`kblaster tasks import`), and whether this machine can evaluate
+// them. The Python side is shipped in scripts/: kernelbench_parse.py reads a problem file with
+// Python's `ast` module, never executing it; pytorch_oracle.py builds the module and computes
+// references on the GPU machine (docs/task-format.md describes both interfaces).
+#pragma once
+
+#include "task/task.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kb::pytorch {
+
+namespace fs = std::filesystem;
+
+// ---- what kernelbench_parse.py (or pytorch_oracle.py resolve) found in one problem file ------
+
+struct parsed_input {
+  std::string name;
+  std::string dtype;              // float32, float16, bfloat16, float64, int64, int32
+  std::vector<std::string> shape; // dim expressions
+  nlohmann::json distribution;    // a contract distribution ("uniform01", {kind = ...})
+};
+
+struct parsed_init_arg {
+  std::optional<std::string> dim; // a dim expression
+  nlohmann::json value;           // else a literal (number, bool, string, list)
+};
+
+struct parsed_shape {
+  std::string name;
+  std::map<std::string, int64_t> dims;
+};
+
+struct parsed_problem {
+  fs::path file;
+  std::string name;   // file stem, sanitised
+  std::string status; // ok | needs_gpu_evaluation | failed
+  std::string reason;
+  int level = 0;
+  std::string class_name = "Model";
+  std::vector<parsed_input> inputs;
+  std::vector<parsed_init_arg> init_args;
+  std::map<std::string, int64_t> dims; // official
+  std::vector<parsed_shape> check_shapes;
+  std::vector<std::string> degenerate;
+  std::vector<std::string> ops;
+};
+// The one JSON mapping of the parser's output.
+parsed_problem parsed_problem_from_json(const nlohmann::json& j);
+
+// ---- import ---------------------------------------------------------------------------------
+
+enum class import_status { imported, flagged, needs_gpu_evaluation, failed };
+std::string to_string(import_status s);
+
+struct import_result {
+  fs::path file;
+  import_status status = import_status::failed;
+  std::string reason; // why flagged, unresolved or failed
+  std::string task_id;
+  fs::path task_dir;
+  std::vector<std::string> degenerate;
+  nlohmann::json to_json() const;
+};
+
+struct import_options {
+  std::string suite = "kernelbench";
+  fs::path out;                     // the folder the contracts are written to
+  std::optional<fs::path> analysis; // parser output to use instead of running the parser
+  std::string python = "python3";
+};
+
+// Reads every file (through scripts/kernelbench_parse.py, or `analysis`) and writes one task
+// folder per importable problem under opt.out: task.toml (kind = "pytorch"), model.py (the
+// file as it is). A problem that cannot be read statically gets a folder with model.py only and
+// status needs_gpu_evaluation. Each written contract is loaded back before it counts as
+// imported. Writes <out>/import.json (every result) and returns the results.
+std::vector<import_result> import_files(const fs::path& root, const std::vector<fs::path>& files,
+                                        const import_options& opt);
+
+// The TOML text of a pytorch contract for one parsed problem (exposed for tests).
+std::string contract_toml(const parsed_problem& p, const std::string& suite, const std::string& id);
+// "L1_019" for level1/19_ReLU.py; the file stem for files without a leading number.
+std::string task_id_for(const parsed_problem& p);
+
+// ---- can this machine evaluate pytorch tasks? -----------------------------------------------
+
+struct availability {
+  bool available = false;
+  std::string reason; // stable code when not: blocked.no_python, blocked.no_pytorch
+  std::string detail; // the probe's words (torch version, CUDA, the import error)
+};
+// Runs `python3 scripts/pytorch_oracle.py probe` once per process.
+const availability& probe(const fs::path& root);
+
+// The reason code a pytorch task ends with when it cannot be evaluated: blocked.no_pytorch
+// (or blocked.no_python) without PyTorch, blocked.pytorch_judge where PyTorch is present but the
+// judge does not yet take references from scripts/pytorch_oracle.py.
+std::string blocked_reason(const fs::path& root);
+
+} // namespace kb::pytorch
