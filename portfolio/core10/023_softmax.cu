@@ -1,212 +1,245 @@
-// Portfolio candidate for 023 (softmax over dim 1): one thread-block cluster per row, the row
-// kept on chip, so x is read from DRAM once and y written once (2 passes, not 3).
+// Portfolio kernel, promoted from portfolio/variants/023_coop16.cu: the fastest verified kernel of its task in
+// evidence/h200/variants/table.md (scripts/perf-variants.sh on the H200).
+// Variant of 023 (softmax over dim 1): the row kept on chip (1 read + 1 write) without thread-block
+// clusters. A cooperative (all blocks resident) grid of 512-thread blocks, two per SM, walks
+// items (row, slice): a row is cut into 16 slices of at most 96 KB, slice c of row r is item
+// r * 16 + c and item i runs on block i mod G (G a multiple of 16, so the 16 slices of a row run on
+// 16 different resident blocks at the same time). A block streams its slice into shared memory
+// (16-byte evict-first loads, 6 in flight per thread) while folding it into online (max, sum)
+// states, reduces them over the block, publishes the block's state in the workspace and
+// increments the row's arrival counter (release); thread 0 waits until the 16 slices have arrived
+// (acquire), combines the 16 states in slice order (every block of the row gets bitwise the same
+// statistics) and the block writes kb_op::apply from shared memory with streaming stores. Unlike
+// a cluster, the 16 blocks need not sit in one GPC and do not run in lock step, and two blocks
+// per SM overlap one block's loads with the other's stores. The counters are zeroed on the stream
+// before the kernel. Deadlock-free: all blocks are resident (cooperative launch) and an item only
+// waits for items of its own row, whose blocks have finished every earlier row.
 //
-// Design: a cluster of 8 blocks (1024 threads each) owns one row; block `rank` owns the slice
-// [rank * chunk, rank * chunk + chunk), chunk = ceil(N / 8) rounded up to 4 floats (49152 floats,
-// 192 KB at N = 393216). Pass 1 streams the slice with 16-byte evict-first loads (8 in flight per
-// thread, 128 KB per SM), copies it into dynamic shared memory and folds it into four online
-// (max, sum) states per thread (kb_op::accumulate), combined in a fixed order, then reduced over the
-// block. Each block publishes its state in shared memory; after a cluster barrier, thread 0 of
-// every block reads the 8 states through distributed shared memory and combines them in rank
-// order (so all 8 blocks get bitwise the same statistics), and kb_op::finalize gives (max,
-// 1/sum). Pass 2 reads the slice back from shared memory (each thread only its own elements) and
-// writes kb_op::apply with 16-byte streaming stores. A split cluster barrier (arrive after the
-// remote reads, wait before exit) keeps every block's shared memory alive while others read it.
-// Rows whose slice does not fit in shared memory (N above ~450K) re-read the slice from global
-// memory in pass 2 (an L2 hit in the common case); N % 4 != 0 or unaligned tensors take a scalar
-// path with the same structure.
-//
-// Bytes: 8 * M * N = 12.9 GB at 4096 x 393216; floor 3.00 ms at 4.3 TB/s. One block per SM
-// (192 KB shared memory), so each SM alternates load and store phases; other SMs fill DRAM in
-// between. Predicted 3.3-3.5 ms (1.10-1.17x of the floor), against 4.78 ms for the fastest
-// PyTorch method (torch.compile max-autotune).
+// Bytes: 8 * M * N = 12.9 GB at 4096 x 393216; floor 3.00 ms at 4.3 TB/s; target below 4.78 ms.
+// Rows longer than 16 x the shared-memory slice (about 450K floats) are refused.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
 
-#include <cooperative_groups.h>
+#include <algorithm>
 
 namespace {
 
-namespace cg = cooperative_groups;
 using op = kb_op<float>;
 using state = op::state;
 using stats = op::stats;
 
-constexpr int cluster_size = 8;
-constexpr int threads = 1024;
-constexpr int batch = 8; // 16-byte loads in flight per thread in pass 1
+constexpr int slices = 16;
+constexpr int threads = 512;
+constexpr int batch = 6; // 16-byte loads in flight per thread (12 per thread per slice at N = 393216)
 
-__device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
+struct workspace_layout {
+  size_t states_bytes;
+  size_t total;
+};
 
-__device__ __forceinline__ float4 apply4(float4 v, const stats& st) {
-  return make_float4(op::apply(v.x, st, 1.0f, 0.0f), op::apply(v.y, st, 1.0f, 0.0f), op::apply(v.z, st, 1.0f, 0.0f),
-                     op::apply(v.w, st, 1.0f, 0.0f));
+workspace_layout layout(int64_t rows) {
+  const size_t states = static_cast<size_t>(rows) * slices * sizeof(state);
+  const size_t states_aligned = (states + 255) / 256 * 256;
+  return {states_aligned, states_aligned + static_cast<size_t>(rows) * sizeof(unsigned)};
 }
 
-// The row statistics from the four per-thread states: block reduction, then the cluster's 8
-// block states combined in rank order. Every thread returns the same value.
-__device__ stats row_statistics(const state (&s)[4], int64_t n, const kb::scalars& p, cg::cluster_group& cluster) {
-  __shared__ state block_state;
-  __shared__ stats row_stats;
-  state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
-  t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
-  if (threadIdx.x == 0) {
-    block_state = t;
-  }
-  cluster.sync();
-  if (threadIdx.x == 0) {
-    state total = *cluster.map_shared_rank(&block_state, 0);
-    for (int r = 1; r < cluster_size; ++r) {
-      total = combine(total, *cluster.map_shared_rank(&block_state, r));
-    }
-    row_stats = op::finalize(total, n, p.v);
-  }
-  cluster.barrier_arrive(); // this block's remote reads are done; matched by barrier_wait at exit
-  __syncthreads();
-  return row_stats;
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 
-template <bool Staged>
-__global__ void __cluster_dims__(cluster_size, 1, 1) __launch_bounds__(threads, 1)
-    softmax_vec4(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk, kb::scalars p) {
-  extern __shared__ float4 stage[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int64_t row = blockIdx.x / cluster_size;
-  const int64_t lo = static_cast<int64_t>(cluster.block_rank()) * chunk;
-  const int64_t cnt = n - lo < chunk ? (n - lo > 0 ? n - lo : 0) : chunk;
-  const int64_t n4 = cnt / 4; // n and chunk are multiples of 4 here
-  const float4* x4 = reinterpret_cast<const float4*>(x + row * n + lo);
-  float4* y4 = reinterpret_cast<float4*>(y + row * n + lo);
-
-  state s[4] = {op::init(), op::init(), op::init(), op::init()};
-  for (int64_t base = 0; base < n4; base += static_cast<int64_t>(threads) * batch) {
-    float4 v[batch];
+// A state written by another block, read from L2 (L1 is not coherent across blocks).
+__device__ __forceinline__ state load_state_cg(const state* p) {
+  static_assert(sizeof(state) % 4 == 0, "state must be whole 32-bit words");
+  state out;
+  unsigned words[sizeof(state) / 4];
 #pragma unroll
-    for (int k = 0; k < batch; ++k) {
-      const int64_t i = base + k * threads + threadIdx.x;
-      if (i < n4) {
-        v[k] = Staged ? __ldcs(x4 + i) : __ldg(x4 + i); // streamed: pass 2 re-reads it from L2
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < batch; ++k) {
-      const int64_t i = base + k * threads + threadIdx.x;
-      if (i < n4) {
-        if (Staged) {
-          stage[i] = v[k];
-        }
-        s[0] = op::accumulate(s[0], v[k].x);
-        s[1] = op::accumulate(s[1], v[k].y);
-        s[2] = op::accumulate(s[2], v[k].z);
-        s[3] = op::accumulate(s[3], v[k].w);
-      }
-    }
+  for (int i = 0; i < static_cast<int>(sizeof(state) / 4); ++i) {
+    words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
   }
-  const stats st = row_statistics(s, n, p, cluster);
-#pragma unroll 4
-  for (int64_t i = threadIdx.x; i < n4; i += threads) {
-    const float4 v = Staged ? stage[i] : __ldg(x4 + i);
-    __stcs(y4 + i, apply4(v, st));
-  }
-  cluster.barrier_wait();
+  memcpy(&out, words, sizeof(state));
+  return out;
 }
 
-template <bool Staged>
-__global__ void __cluster_dims__(cluster_size, 1, 1) __launch_bounds__(threads, 1)
-    softmax_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk, kb::scalars p) {
+template <bool Vec>
+__global__ void __launch_bounds__(threads, 2)
+    softmax_coop(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n, int64_t chunk,
+                 state* __restrict__ partial, unsigned* __restrict__ arrived, kb::scalars p) {
   extern __shared__ float4 stage4[];
   float* stage = reinterpret_cast<float*>(stage4);
-  cg::cluster_group cluster = cg::this_cluster();
-  const int64_t row = blockIdx.x / cluster_size;
-  const int64_t lo = static_cast<int64_t>(cluster.block_rank()) * chunk;
-  const int64_t cnt = n - lo < chunk ? (n - lo > 0 ? n - lo : 0) : chunk;
-  const float* xr = x + row * n + lo;
-  float* yr = y + row * n + lo;
-
-  state s[4] = {op::init(), op::init(), op::init(), op::init()};
-  for (int64_t base = 0; base < cnt; base += static_cast<int64_t>(threads) * batch) {
-    float v[batch];
+  __shared__ stats row_stats;
+  const int64_t items = rows * slices;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t row = item / slices;
+    const int c = static_cast<int>(item % slices);
+    const int64_t lo = c * chunk;
+    const int64_t cnt = n - lo < chunk ? (n - lo > 0 ? n - lo : 0) : chunk;
+    state s[4] = {op::init(), op::init(), op::init(), op::init()};
+    if (Vec) {
+      const int64_t n4 = cnt / 4;
+      const float4* x4 = reinterpret_cast<const float4*>(x + row * n + lo);
+      for (int64_t base = 0; base < n4; base += static_cast<int64_t>(threads) * batch) {
+        float4 v[batch];
 #pragma unroll
-    for (int k = 0; k < batch; ++k) {
-      const int64_t i = base + k * threads + threadIdx.x;
-      if (i < cnt) {
-        v[k] = xr[i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < batch; ++k) {
-      const int64_t i = base + k * threads + threadIdx.x;
-      if (i < cnt) {
-        if (Staged) {
-          stage[i] = v[k];
+        for (int k = 0; k < batch; ++k) {
+          const int64_t i = base + k * threads + threadIdx.x;
+          if (i < n4) {
+            v[k] = __ldcs(x4 + i);
+          }
         }
-        s[k % 4] = op::accumulate(s[k % 4], v[k]);
+#pragma unroll
+        for (int k = 0; k < batch; ++k) {
+          const int64_t i = base + k * threads + threadIdx.x;
+          if (i < n4) {
+            stage4[i] = v[k];
+            s[0] = op::accumulate(s[0], v[k].x);
+            s[1] = op::accumulate(s[1], v[k].y);
+            s[2] = op::accumulate(s[2], v[k].z);
+            s[3] = op::accumulate(s[3], v[k].w);
+          }
+        }
+      }
+    } else {
+      const float* xr = x + row * n + lo;
+      for (int64_t i = threadIdx.x; i < cnt; i += threads) {
+        const float v = xr[i];
+        stage[i] = v;
+        s[0] = op::accumulate(s[0], v);
       }
     }
+    state t = op::combine(op::combine(s[0], s[1]), op::combine(s[2], s[3]));
+    t = kb::block_reduce(t, [](const state& a, const state& b) { return op::combine(a, b); });
+    if (threadIdx.x == 0) {
+      partial[row * slices + c] = t;
+      __threadfence();
+      atomicAdd(arrived + row, 1u);
+      while (load_acquire(arrived + row) < static_cast<unsigned>(slices)) {
+        __nanosleep(64);
+      }
+      state total = load_state_cg(partial + row * slices);
+      for (int r = 1; r < slices; ++r) {
+        total = op::combine(total, load_state_cg(partial + row * slices + r));
+      }
+      row_stats = op::finalize(total, n, p.v);
+    }
+    __syncthreads();
+    const stats st = row_stats;
+    if (Vec) {
+      const int64_t n4 = cnt / 4;
+      float4* y4 = reinterpret_cast<float4*>(y + row * n + lo);
+#pragma unroll 4
+      for (int64_t i = threadIdx.x; i < n4; i += threads) {
+        const float4 v = stage4[i];
+        __stcs(y4 + i, make_float4(op::apply(v.x, st, 1.0f, 0.0f), op::apply(v.y, st, 1.0f, 0.0f),
+                                   op::apply(v.z, st, 1.0f, 0.0f), op::apply(v.w, st, 1.0f, 0.0f)));
+      }
+    } else {
+      float* yr = y + row * n + lo;
+      for (int64_t i = threadIdx.x; i < cnt; i += threads) {
+        yr[i] = op::apply(stage[i], st, 1.0f, 0.0f);
+      }
+    }
+    __syncthreads(); // row_stats is rewritten by the next item
   }
-  const stats st = row_statistics(s, n, p, cluster);
-  for (int64_t i = threadIdx.x; i < cnt; i += threads) {
-    yr[i] = op::apply(Staged ? stage[i] : xr[i], st, 1.0f, 0.0f);
-  }
-  cluster.barrier_wait();
 }
 
-using kernel_fn = void (*)(const float*, float*, int64_t, int64_t, kb::scalars);
+struct prepared {
+  size_t smem_budget;
+  int blocks_per_sm;
+};
 
-// Shared memory a block may take for its slice: the opt-in limit less room for the static
-// buffers (block reduction, states). Raised once per kernel.
-size_t stage_budget(kernel_fn k) {
+template <bool Vec> prepared prepare(size_t smem) {
   int dev = 0;
   int optin = 0;
+  int per_sm = 0;
+  int sms = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   cudaFuncAttributes fa{};
-  cudaFuncGetAttributes(&fa, k);
-  const size_t budget = static_cast<size_t>(optin) > fa.sharedSizeBytes + 256 ? optin - fa.sharedSizeBytes - 256 : 0;
-  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(budget));
-  return budget;
+  cudaFuncGetAttributes(&fa, softmax_coop<Vec>);
+  const size_t half = static_cast<size_t>(per_sm) / 2;
+  const size_t limit = std::min(static_cast<size_t>(optin), half > 1024 ? half - 1024 : 0);
+  const size_t budget = limit > fa.sharedSizeBytes + 256 ? limit - fa.sharedSizeBytes - 256 : 0;
+  cudaFuncSetAttribute(softmax_coop<Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(budget));
+  int blocks = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, softmax_coop<Vec>, threads, smem);
+  return {budget, blocks * sms};
 }
 
-template <kernel_fn staged, kernel_fn streamed>
-int launch(const float* x, float* y, int64_t rows, int64_t n, const kb_args* a) {
-  static const size_t staged_budget = stage_budget(staged);
-  int64_t chunk = (n + cluster_size - 1) / cluster_size;
+template <bool Vec> int launch(const float* x, float* y, int64_t rows, int64_t n, const kb_args* a) {
+  int64_t chunk = (n + slices - 1) / slices;
   chunk = (chunk + 3) / 4 * 4;
   const size_t bytes = static_cast<size_t>(chunk) * sizeof(float);
-  const bool fits = bytes <= staged_budget;
-  const kernel_fn k = fits ? staged : streamed;
-  k<<<static_cast<unsigned>(rows * cluster_size), threads, fits ? bytes : 0, kb::stream_of(a)>>>(x, y, n, chunk, kb::scalars_of(a));
+  const prepared pr = prepare<Vec>(bytes);
+  if (bytes > pr.smem_budget || pr.blocks_per_sm < slices) {
+    return -1;
+  }
+  const int64_t items = rows * slices;
+  int64_t grid = static_cast<int64_t>(pr.blocks_per_sm) / slices * slices;
+  grid = std::min(grid, items);
+  const workspace_layout w = layout(rows);
+  if (a->workspace == nullptr || a->workspace_bytes < w.total) {
+    return -1;
+  }
+  auto* base = static_cast<unsigned char*>(a->workspace);
+  state* partial = reinterpret_cast<state*>(base);
+  unsigned* arrived = reinterpret_cast<unsigned*>(base + w.states_bytes);
+  const cudaStream_t stream = kb::stream_of(a);
+  KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
+  kb::scalars p = kb::scalars_of(a);
+  void* params[] = {&x, &y, &rows, &n, &chunk, &partial, &arrived, &p};
+  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(softmax_coop<Vec>),
+                                                      dim3(static_cast<unsigned>(grid)), dim3(threads), params, bytes,
+                                                      stream));
   return static_cast<int>(cudaGetLastError());
+}
+
+bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
+  if (args->num_inputs < 1 || args->num_outputs < 1) {
+    return false;
+  }
+  const kb_tensor& xt = args->inputs[0];
+  const kb_tensor& yt = args->outputs[0];
+  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
+      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt) || kb::product(xt, 2, xt.ndim) != 1) {
+    return false;
+  }
+  rows = kb::product(xt, 0, 1);
+  n = xt.shape[1];
+  return true;
 }
 
 } // namespace
 
+extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {
+  int64_t rows = 0;
+  int64_t n = 0;
+  if (!softmax_shape(args, rows, n)) {
+    return -1;
+  }
+  *bytes = layout(rows).total;
+  return 0;
+}
+
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
-    return -1;
-  }
-  const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) || !kb::is_contiguous(yt) ||
-      kb::numel(xt) != kb::numel(yt)) {
-    return -1;
-  }
-  // Softmax over dim 1 of [outer, N, inner] with inner == 1 (the task's 2-D case).
-  const int64_t rows = kb::product(xt, 0, 1);
-  const int64_t n = xt.shape[1];
-  if (kb::product(xt, 2, xt.ndim) != 1 || rows * cluster_size > 0x7fffffffLL) {
+  int64_t rows = 0;
+  int64_t n = 0;
+  if (!softmax_shape(args, rows, n)) {
     return -1;
   }
   if (rows == 0 || n == 0) {
     return 0;
   }
-  const float* x = static_cast<const float*>(xt.data);
-  float* y = static_cast<float*>(yt.data);
+  const float* x = static_cast<const float*>(args->inputs[0].data);
+  float* y = static_cast<float*>(args->outputs[0].data);
   const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  return vec ? launch<softmax_vec4<true>, softmax_vec4<false>>(x, y, rows, n, args)
-             : launch<softmax_scalar<true>, softmax_scalar<false>>(x, y, rows, n, args);
+  return vec ? launch<true>(x, y, rows, n, args) : launch<false>(x, y, rows, n, args);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: softmax, 8-block cluster per row, row slice kept in shared memory, DSMEM state exchange, 1 read + 1 write";
+  return "portfolio variant: softmax, cooperative grid, 16 slices of a row in shared memory on 16 resident blocks, "
+         "states exchanged through the workspace with an arrival counter, 2 blocks per SM";
 }
