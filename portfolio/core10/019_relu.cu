@@ -1,13 +1,18 @@
-// Portfolio candidate for 019 (relu), the elementwise family's streaming kernel.
+// Portfolio candidate for 019 (relu), the elementwise family's streaming kernel: a grid sized to the
+// data, 256 threads per block, 2 independent 16-byte loads per thread, plain loads and stores (from
+// portfolio/variants/019_grid_t256v2h0.cu, the fastest of the variants in
+// evidence/h200/variants/table.md; the persistent grid it replaces is
+// include/kblaster/device/portfolio/elementwise_stream.cuh).
 //
-// Design: a persistent grid (as many 256-thread blocks as fit on each SM) walks the tensor in tiles of
-// 256 x 4 float4; each thread issues its 4 independent 16-byte loads (evict-first) before the
-// first use, maps the 16 values with kb_op<float>::map and writes them with 16-byte streaming
-// stores. The last n % 4 elements (and any tensor whose pointers are not 16-byte aligned) take a
-// scalar path. 64 B in flight per thread, about 128 KB per SM: enough for full DRAM bandwidth.
+// Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 256 x 2 float4 per
+// block, every load of a thread issued before the first use, kb_op<float>::map on each value; full
+// tiles run without bounds checks, the last block takes the partial tile and the n % 4 tail;
+// unaligned tensors take a scalar grid-stride kernel.
 //
-// Bytes: 8 * M * N = 12.9 GB at the official 4096 x 393216. Floor 3.00 ms at 4.3 TB/s;
-// predicted 3.05-3.15 ms (within 1.05x), against 3.04 ms for torch.relu.
+// Bytes: 8 per element (read + write); floor = bytes / 4.3 TB/s.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
-#include <kblaster/device/portfolio/elementwise_stream.cuh>
+#define KB_EW_THREADS 256
+#define KB_EW_VECS 2
+#define KB_EW_HINTS 0
+#include <kblaster/device/portfolio/elementwise_grid.cuh>
