@@ -53,7 +53,7 @@ TEST_P(portfolio_variant, compiles_and_exports_the_candidate_abi) {
   const auto info = reinterpret_cast<const char* (*)()>(dlsym(lib, "kb_candidate_info"));
   ASSERT_NE(launch, nullptr);
   ASSERT_NE(info, nullptr);
-  EXPECT_NE(std::string(info()).find("variant"), std::string::npos);
+  EXPECT_FALSE(std::string(info()).empty());
   // Missing inputs and outputs and float64 storage are refused before any device work.
   kb_args none{};
   none.abi_version = KB_ABI_VERSION;

@@ -123,6 +123,6 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 #define KB_EW_STR(v) KB_EW_STR2(v)
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: elementwise, grid sized to the data, " KB_EW_STR(KB_EW_THREADS) " threads x " KB_EW_STR(
+  return "portfolio: elementwise, grid sized to the data, " KB_EW_STR(KB_EW_THREADS) " threads x " KB_EW_STR(
       KB_EW_VECS) " float4 per thread, streaming hints " KB_EW_STR(KB_EW_HINTS);
 }

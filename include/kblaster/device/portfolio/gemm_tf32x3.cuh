@@ -237,6 +237,6 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 #define KB_MMA_STR(v) KB_MMA_STR2(v)
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: matmul, 3xTF32 mma.sync m16n8k8, 128x128x64 block tile, 8 warps of 64x32, min blocks "
+  return "portfolio: matmul, 3xTF32 mma.sync m16n8k8, 128x128x64 block tile, 8 warps of 64x32, min blocks "
          "per SM " KB_MMA_STR(KB_MMA_MIN_BLOCKS) ", k unroll " KB_MMA_STR(KB_MMA_KUNROLL);
 }
