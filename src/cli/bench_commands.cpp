@@ -48,6 +48,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
   static bool no_sandbox = false;
   static double goal_fastest = 1.15;
   static double goal_eager = 2.5;
+  static bool no_sanitize = false;
   bench->add_option("--suite", suite, "suite to run");
   bench->add_option("--out", out_dir,
                     "folder for report.md, bench.json, bench.csv and the SVG figures");
@@ -61,6 +62,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                     "geometric-mean speedup over the fastest PyTorch method to report against");
   bench->add_option("--goal-vs-eager", goal_eager,
                     "geometric-mean speedup over PyTorch eager to report against");
+  bench->add_flag("--no-sanitize", no_sanitize,
+                  "do not run the sanitizers on each kernel before timing it (recorded)");
   bench->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     const auto tasks = task::load_suite(root, suite);
@@ -71,6 +74,9 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     eval::options o;
     o.cache_dir = default_cache_dir();
     o.no_sandbox = no_sandbox;
+    // Each kernel passes the four sanitizers at the check shapes before it is timed and may be
+    // reported as improved; a finding rejects it (sanitize.<tool>).
+    o.sanitize = !no_sanitize;
     auto st = open_store(globals);
     if (const auto report = run_preflight(globals, no_sandbox, std::nullopt, st);
         !report->usable()) {
@@ -78,9 +84,16 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
       *result = exit_code::blocked;
       return;
     }
-    const int64_t run = st.begin_run(
-        "bench", {{"suite", suite}, {"pytorch", pytorch_file}, {"all_shapes", all_shapes}});
-    const task::ceilings ceil;
+    apply_device_calibration(o, st, globals);
+    const int64_t run = st.begin_run("bench", {{"suite", suite},
+                                               {"pytorch", pytorch_file},
+                                               {"all_shapes", all_shapes},
+                                               {"no_sanitize", no_sanitize},
+                                               {"delta", o.delta},
+                                               {"delta_source", o.delta_source},
+                                               {"ceilings", task::to_json(o.ceilings)}});
+    const task::ceilings& ceil = o.ceilings;
+    std::vector<eval::verdict> verdicts;
     json rows = json::array();
     std::vector<stats::task_outcome> vs_baseline;
     std::vector<report::task_comparison> vs_pytorch;
@@ -104,9 +117,12 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     bars.title = fmt::format("{}: portfolio speedup over {}", suite,
                              pytorch.is_null() ? "the baseline" : "the fastest PyTorch method");
     report::roofline_chart roof;
-    roof.title = fmt::format("{}: kernels against the H200 ceilings", suite);
-    roof.bandwidth.push_back({"copy bandwidth 4.3 TB/s", ceil.bandwidth});
-    roof.compute.push_back({"fp32 FMA 67 TFLOP/s", ceil.fp32_flops});
+    roof.title = fmt::format("{}: kernels against the device's ceilings{}", suite,
+                             ceil.measured ? "" : " (conservative default, not measured)");
+    roof.bandwidth.push_back(
+        {fmt::format("copy bandwidth {:.2f} TB/s", ceil.bandwidth / 1e12), ceil.bandwidth});
+    roof.compute.push_back(
+        {fmt::format("fp32 FMA {:.1f} TFLOP/s", ceil.fp32_flops / 1e12), ceil.fp32_flops});
     std::string md = fmt::format("# Benchmark: suite {}\n\n", suite);
     for (const auto& c : tasks) {
       if (!only.empty() && std::find(only.begin(), only.end(), c.id) == only.end()) {
@@ -131,6 +147,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
         const auto r = eval::evaluate(root, c, cand, base, o, {});
         eval::record(st, run, c, cand, base, r);
+        verdicts.push_back(r.final);
         const json stt = r.detail.value("statistics", json::object());
         const bool correct = r.final != eval::verdict::rejected &&
                              r.final != eval::verdict::error && r.final != eval::verdict::blocked;
@@ -314,10 +331,12 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
       head += fmt::format(" Device {} (driver {}, CUDA runtime {}). Protocol: cold L2, events on "
                           "the given stream, launches queued behind a "
                           "blocking kernel, baseline and candidate interleaved in {} sessions; "
-                          "verdicts from Mann-Whitney and a 10,000-resample "
-                          "bootstrap of the ratio of medians.",
+                          "verdicts from a test on blocks of rounds and on sessions and a "
+                          "10,000-resample hierarchical bootstrap of the ratio of medians "
+                          "(delta {:.2f}%: {}). Ceilings: {}.",
                           dev.value("name", ""), dev.value("driver_version", ""),
-                          dev.value("cuda_runtime", 0), o.sessions);
+                          dev.value("cuda_runtime", 0), o.sessions, 100 * o.delta, o.delta_source,
+                          ceil.source);
     }
     if (!pytorch.is_null()) {
       head += fmt::format(
@@ -375,7 +394,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     write_file_atomic(fs::path(out_dir) / "roofline.svg", report::to_svg(roof));
     fmt::print("{}\nwrote {}/report.md, bench.json, bench.csv, speedup.svg, roofline.svg\n",
                summary.dump(2), out_dir);
-    *result = exit_code::ok;
+    *result = exit_for_bench(verdicts);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -102,6 +103,19 @@ store::store open_store(const global_options& globals) {
   return store::store(store::resolve_dir(globals.store));
 }
 
+int exit_for_bench(const std::vector<eval::verdict>& verdicts) {
+  const auto any = [&](eval::verdict v) {
+    return std::find(verdicts.begin(), verdicts.end(), v) != verdicts.end();
+  };
+  if (any(eval::verdict::rejected) || any(eval::verdict::error)) {
+    return exit_code::task_failed;
+  }
+  if (any(eval::verdict::blocked)) {
+    return exit_code::blocked;
+  }
+  return exit_code::ok;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"KernelBlaster: faster CUDA kernels, verified and measured"};
   app.set_help_flag();
@@ -131,6 +145,7 @@ int run(int argc, char** argv) {
   add_strategies_commands(app, globals, &result);
   add_profile_commands(app, globals, &result);
   add_experiment_commands(app, globals, &result);
+  add_calibrate_commands(app, globals, &result);
 
   if (const auto help = requested_command_help(argc, argv)) {
     fmt::print("{}", *help);

@@ -1,6 +1,8 @@
 // The CLI: one function per command family, registered on a CLI11 app in commands.cpp.
 #pragma once
 
+#include "eval/eval.hpp"
+#include "search/optimize.hpp"
 #include "search/preflight.hpp"
 #include "store/store.hpp"
 
@@ -37,6 +39,16 @@ std::optional<search::preflight_report> run_preflight(const global_options& glob
 // The store named by --store, $KBLASTER_HOME or the default location.
 store::store open_store(const global_options& globals);
 
+// The device's ceilings (measured once per device, driver and toolkit, else the conservative
+// default) and the gate's delta (from the device's A/A calibration, else 1%) into `o`, each
+// printed with its source unless --quiet.
+void apply_device_calibration(eval::options& o, store::store& st, const global_options& globals);
+std::string_view no_gate_calibration_note();
+
+// Exit status of bench: 4 when any kernel was rejected or failed, else 3 when any was blocked,
+// else 0.
+int exit_for_bench(const std::vector<eval::verdict>& verdicts);
+
 // Each command family adds its subcommands to `app`; the callback it installs sets `*result`
 // to the process exit code.
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
@@ -51,5 +63,7 @@ void add_store_commands(CLI::App& app, const global_options& globals, int* resul
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result);
 void add_profile_commands(CLI::App& app, const global_options& globals, int* result);
 void add_experiment_commands(CLI::App& app, const global_options& globals, int* result);
+// calibrate, and the hidden device-limits-probe.
+void add_calibrate_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

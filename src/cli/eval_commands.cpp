@@ -18,31 +18,10 @@ namespace {
 
 using nlohmann::json;
 
-// The A/A spread measured by `kblaster calibrate` on this device, if any.
-std::optional<json> load_calibration(const fs::path& cache_dir, const std::string& uuid) {
-  const fs::path p = cache_dir / "calibration" / (uuid + ".json");
-  if (!fs::exists(p)) {
-    return std::nullopt;
-  }
-  return json::parse(read_file(p));
-}
-
 eval::options base_options(const fs::path& cache) {
   eval::options o;
   o.cache_dir = cache;
   return o;
-}
-
-void apply_calibration(eval::options& o) {
-  const auto dev = eval::probe_device();
-  if (!dev.available) {
-    return;
-  }
-  if (const auto cal = load_calibration(o.cache_dir, dev.info.at("uuid"))) {
-    o.delta = std::max(0.01, cal->value("spread", 0.0));
-    o.delta_source = fmt::format("max(1%, A/A spread {:.3f}% from `kblaster calibrate`)",
-                                 100 * cal->value("spread", 0.0));
-  }
 }
 
 std::string ms(double s) {
@@ -232,19 +211,22 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     if (!arch.empty()) {
       o.arch = arch;
     }
-    apply_calibration(o);
+    auto st = open_store(globals);
+    apply_device_calibration(o, st, globals);
     const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(),
                                      "candidate"};
     const fs::path base_path = baseline.empty() ? c.baseline : fs::path(baseline);
     const eval::candidate_input base{read_file(base_path), base_path.filename().string(),
                                      "baseline"};
-    auto st = open_store(globals);
     const int64_t run = st.begin_run("eval", {{"task", c.id},
                                               {"candidate", candidate},
                                               {"baseline", base_path.string()},
                                               {"shape", o.shape},
                                               {"sanitize", o.sanitize},
                                               {"sessions", o.sessions},
+                                              {"delta", o.delta},
+                                              {"delta_source", o.delta_source},
+                                              {"ceilings", task::to_json(o.ceilings)},
                                               {"no_sandbox", o.no_sandbox}});
     const auto r = eval::evaluate(root, c, cand, base, o, progress_printer(globals));
     end_progress(globals);
@@ -257,51 +239,6 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     }
     // A task whose own math does not compile is bad input, not a failure of the tool.
     *result = r.reason == "task.oracle_compile_error" ? exit_code::input : exit_for(r.final);
-  });
-
-  auto* cal =
-      app.add_subcommand("calibrate", "measure this machine's A/A spread (the gate's delta)");
-  static std::vector<std::string> cal_tasks{"019", "088", "101"};
-  static int repeats = 3;
-  static std::string cal_json;
-  cal->add_option("--task", cal_tasks, "tasks whose baselines are compared with themselves");
-  cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
-      ->check(CLI::Range(1, 50));
-  cal->add_option("--json", cal_json, "also write the calibration here");
-  cal->callback([&globals, result] {
-    const auto root = find_project_root(globals.root);
-    const auto dev = eval::probe_device();
-    if (!dev.available) {
-      fmt::print("calibrate: blocked: {}\n", dev.reason);
-      *result = exit_code::blocked;
-      return;
-    }
-    auto o = base_options(default_cache_dir());
-    json out{{"device", dev.info}, {"tasks", json::array()}};
-    double spread = 0;
-    for (const auto& id : cal_tasks) {
-      const auto c = task::find_task(root, id);
-      const auto j = eval::calibrate(root, c, repeats, o, progress_printer(globals));
-      end_progress(globals);
-      fmt::print("calibrate {} {}: {} A/A sessions, p95 |ratio-1| {:.3f}%, median CI half-width "
-                 "{:.3f}%, spread {:.3f}%\n",
-                 c.id, c.name, j.value("sessions", 0), 100 * j.value("ratio_p95", 0.0),
-                 100 * j.value("half_width_median", 0.0), 100 * j.value("spread", 0.0));
-      spread = std::max(spread, j.value("spread", 0.0));
-      out["tasks"].push_back(j);
-    }
-    out["spread"] = spread;
-    out["delta"] = std::max(0.01, spread);
-    fs::create_directories(o.cache_dir / "calibration");
-    write_file_atomic(o.cache_dir / "calibration" /
-                          (dev.info.at("uuid").get<std::string>() + ".json"),
-                      out.dump(2) + "\n");
-    if (!cal_json.empty()) {
-      write_file_atomic(cal_json, out.dump(2) + "\n");
-    }
-    fmt::print("A/A spread of this machine: {:.3f}%; the gate uses delta = {:.3f}%\n", 100 * spread,
-               100 * std::max(0.01, spread));
-    *result = exit_code::ok;
   });
 }
 

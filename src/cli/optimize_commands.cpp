@@ -31,6 +31,12 @@ std::chrono::seconds parse_duration(const std::string& text) {
   return std::chrono::seconds(unit == "h" ? n * 3600 : unit == "m" ? n * 60 : n);
 }
 
+void say_line(const global_options& globals, const std::string& line) {
+  if (!globals.quiet) {
+    fmt::print("{}\n", line);
+  }
+}
+
 void print_summary(const std::vector<search::task_result>& results) {
   fmt::print("\n{:<5} {:<15} {:<32} {:>11} {:>11} {:>9} {:>7} {:>6} {:>8}  {}\n", "task", "outcome",
              "reason", "baseline ms", "best ms", "speedup", "floor%", "evals", "to best",
@@ -68,6 +74,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   static uint64_t seed = 0;
   static bool no_screen = false;
   static double screen_margin = 0.05;
+  static bool no_sanitize = false;
   static llm_options llm_opts;
   opt->add_option("--task", task_id, "one task");
   opt->add_option("--suite", suite, "every task of a suite");
@@ -99,6 +106,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
                   "the screen passes a candidate within this fraction of beating the best")
       ->check(CLI::Range(0.0, 0.5));
   sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
+  opt->add_flag("--no-sanitize", no_sanitize,
+                "do not run the sanitizers on a candidate before it becomes the best (recorded)");
   add_llm_options(*opt, llm_opts);
   opt->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
@@ -114,7 +123,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
               {"no_sandbox", no_sandbox},
               {"seed", seed},
               {"screen", !no_screen},
-              {"screen_margin", screen_margin}};
+              {"screen_margin", screen_margin},
+              {"no_sanitize", no_sanitize}};
     int64_t run = 0;
     if (resume > 0) {
       const auto info = st.find_run(resume);
@@ -180,6 +190,14 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     oo.confirm.sessions = 2;
     oo.confirm.seeds = 3;
     oo.confirm.timing.max_wall = 6.0;
+    oo.sanitize = !args.value("no_sanitize", false);
+    if (!oo.sanitize) {
+      say_line(globals, "sanitize  OFF (--no-sanitize): candidates become the best unsanitized");
+    }
+    apply_device_calibration(oo.step, st, globals);
+    oo.confirm.ceilings = oo.step.ceilings;
+    oo.confirm.delta = oo.step.delta;
+    oo.confirm.delta_source = oo.step.delta_source;
     oo.seed = args.value("seed", uint64_t{0});
     oo.screening.enabled = args.value("screen", false);
     oo.screening.margin = args.value("screen_margin", 0.05);
@@ -245,7 +263,11 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       write_file_atomic(json_out, j.dump(2) + "\n");
     }
     fmt::print("run {} recorded in {}\n", run, st.dir().string());
-    *result = exit_code::ok;
+    std::vector<search::outcome> outcomes;
+    for (const auto& r : results) {
+      outcomes.push_back(r.final);
+    }
+    *result = search::exit_status(outcomes);
   });
 
   auto* mem_cmd =

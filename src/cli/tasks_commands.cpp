@@ -61,6 +61,7 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
                  dims_text(s), human_bytes(task::roofline_bytes(c, s)),
                  1e3 * task::floor_seconds(c, s, ceil));
     }
+    fmt::print("floors against the {}\n", ceil.source);
     *result = exit_code::ok;
   });
 
@@ -125,6 +126,7 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
                  dims_text(s), human_bytes(task::roofline_bytes(c, s)),
                  1e3 * task::floor_seconds(c, s, ceil));
     }
+    fmt::print("  ceilings    {}\n", ceil.source);
     *result = exit_code::ok;
   });
 

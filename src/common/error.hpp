@@ -36,6 +36,7 @@ inline constexpr int ok = 0;
 inline constexpr int rejected = 1;     // the candidate was evaluated and rejected
 inline constexpr int not_improved = 2; // evaluated and correct, but no verified improvement
 inline constexpr int blocked = 3;      // a required stage cannot run here (no GPU, no sandbox)
+inline constexpr int task_failed = 4;  // a task of optimize or bench ended failed or timeout
 inline constexpr int usage = 64;       // bad command line
 inline constexpr int input = 65;       // unreadable or malformed input (task file, candidate path)
 inline constexpr int tool = 70;        // internal failure of the tool

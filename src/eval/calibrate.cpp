@@ -1,5 +1,7 @@
-// A/A calibration: a task's baseline against itself, in independent sessions. The spread of
-// those comparisons is the smallest difference this machine can resolve; it sets the gate's delta.
+// A/A calibration: a task's baseline against itself, in independent evaluations under the full
+// gate. How often the gate calls an unchanged kernel significant (its false-positive rate) and how
+// far from 1.0 those comparisons reach (the spread, which sets the gate's delta) are properties of
+// this machine.
 #include "eval/eval.hpp"
 #include "eval/stats.hpp"
 
@@ -15,7 +17,6 @@ using nlohmann::json;
 json calibrate(const fs::path& root, const task::contract& c, int repeats, const options& opt,
                const progress_fn& progress) {
   const candidate_input base{read_file(c.baseline), c.baseline.filename().string(), "baseline"};
-  std::vector<stats::aa_run> runs;
   json evaluations = json::array();
   for (int r = 0; r < repeats; ++r) {
     options o = opt;
@@ -24,30 +25,99 @@ json calibrate(const fs::path& root, const task::contract& c, int repeats, const
       progress(fmt::format("calibrate: task {} repeat {}/{}", c.id, r + 1, repeats));
     }
     const result res = evaluate(root, c, base, base, o, progress);
-    if (!res.detail.contains("timing")) {
-      fail("calibration of task {} failed: {} ({})", c.id, res.message, res.reason);
+    json e{{"repeat", r},
+           {"verdict", to_string(res.final)},
+           {"reason", res.reason},
+           {"seconds", res.seconds}};
+    if (res.detail.contains("statistics")) {
+      const auto& s = res.detail["statistics"];
+      e["p"] = s.value("p", s.value("mann_whitney_p", 1.0));
+      e["mann_whitney_p"] = s.value("mann_whitney_p", 1.0);
+      e["ratio"] = s.value("ratio", 1.0);
+      e["ratio_ci"] = s.value("ratio_ci", json::array({1.0, 1.0}));
+      e["delta"] = s.value("delta", 0.0);
     }
-    for (const auto& session : res.detail["timing"]) {
-      stats::aa_run run;
-      for (const auto& s : session["samples"]["baseline"]) {
-        run.first.push_back(s["t"]);
+    // The timing scheme's own cost, where the evaluation measured it: each session times an
+    // empty kernel the same way (`overhead_s` of its timing record).
+    std::vector<double> overheads;
+    for (const auto& t : res.detail.value("timing", json::array())) {
+      if (t.is_object() && t.contains("overhead_s") && t["overhead_s"].is_number()) {
+        overheads.push_back(t["overhead_s"].get<double>());
       }
-      for (const auto& s : session["samples"]["candidate"]) {
-        run.second.push_back(s["t"]);
-      }
-      runs.push_back(std::move(run));
     }
-    evaluations.push_back({{"verdict", to_string(res.final)},
-                           {"statistics", res.detail.value("statistics", json::object())}});
+    if (!overheads.empty()) {
+      e["timing_overhead"] = {{"seconds", stats::median(overheads)}, {"sessions", overheads}};
+    } else if (res.detail.contains("timing_overhead")) {
+      e["timing_overhead"] = res.detail["timing_overhead"];
+    }
+    evaluations.push_back(e);
   }
-  const auto spread = stats::aa_spread_from_runs(runs);
-  return {{"task", c.id},
-          {"shape", opt.shape},
-          {"sessions", runs.size()},
-          {"ratio_p95", spread.ratio_p95},
-          {"half_width_median", spread.half_width_median},
-          {"spread", spread.spread},
-          {"evaluations", evaluations}};
+  return {{"task", c.id}, {"name", c.name}, {"shape", opt.shape}, {"evaluations", evaluations}};
+}
+
+aa_summary summarize_aa(const json& tasks, double alpha) {
+  aa_summary s;
+  std::vector<stats::ratio_interval> intervals;
+  std::vector<double> overheads;
+  for (const auto& t : tasks) {
+    for (const auto& e : t.at("evaluations")) {
+      if (!e.contains("p")) {
+        ++s.failed;
+        continue;
+      }
+      ++s.comparisons;
+      if (e.at("p").get<double>() < alpha) {
+        ++s.significant;
+      }
+      if (e.at("mann_whitney_p").get<double>() < alpha) {
+        ++s.pooled_significant;
+      }
+      if (e.at("verdict") != "same") {
+        ++s.not_same;
+      }
+      stats::ratio_interval ci;
+      ci.ratio = e.at("ratio");
+      ci.low = e.at("ratio_ci")[0];
+      ci.high = e.at("ratio_ci")[1];
+      intervals.push_back(ci);
+      if (e.contains("timing_overhead") && e["timing_overhead"].is_object() &&
+          e["timing_overhead"].contains("seconds") && e["timing_overhead"]["seconds"].is_number()) {
+        overheads.push_back(e["timing_overhead"]["seconds"]);
+      }
+    }
+  }
+  if (s.comparisons == 0) {
+    fail("calibration: no A/A comparison completed ({} failed)", s.failed);
+  }
+  const double n = static_cast<double>(s.comparisons);
+  s.false_positive_rate = s.significant / n;
+  s.pooled_false_positive_rate = s.pooled_significant / n;
+  s.not_same_rate = s.not_same / n;
+  const auto spread = stats::aa_spread_from_intervals(intervals);
+  s.ratio_p95 = spread.ratio_p95;
+  s.half_width_median = spread.half_width_median;
+  s.spread = spread.spread;
+  s.delta = stats::gate_delta(spread.spread, 0.01);
+  if (!overheads.empty()) {
+    s.timing_overhead_median = stats::median(overheads);
+  }
+  return s;
+}
+
+json aa_summary::to_json() const {
+  return {{"comparisons", comparisons},
+          {"failed", failed},
+          {"significant", significant},
+          {"false_positive_rate", false_positive_rate},
+          {"pooled_mann_whitney_false_positive_rate", pooled_false_positive_rate},
+          {"not_same", not_same},
+          {"not_same_rate", not_same_rate},
+          {"ratio_p95", ratio_p95},
+          {"half_width_median", half_width_median},
+          {"spread", spread},
+          {"delta", delta},
+          {"timing_overhead_median_s",
+           timing_overhead_median ? json(*timing_overhead_median) : json(nullptr)}};
 }
 
 } // namespace kb::eval

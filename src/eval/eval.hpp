@@ -53,6 +53,8 @@ struct options {
   timing_options timing;
   double delta = 0.01; // gate: max(1%, A/A spread); set from calibration
   std::string delta_source = "default 1%";
+  // The device's ceilings (resolve_ceilings); the default is the conservative one.
+  task::ceilings ceilings;
   std::optional<std::string> arch; // default: the device's
   fs::path cache_dir;
   bool no_sandbox = false; // run candidates unprotected (recorded on every evaluation)
@@ -133,8 +135,59 @@ struct device_probe {
 };
 device_probe probe_device();
 
-// A/A calibration: the baseline of `c` against itself in `repeats` independent evaluations.
+// ---- What the device can do (its ceilings), measured once per device, driver and toolkit ----
+
+// Headroom of the physical limit over the measured rates, for what the measuring kernels do not
+// reach: a read stream a little faster than the simple one, and tensor-core code (wgmma) up to
+// twice as fast as mma.sync through wmma.
+inline constexpr double limit_headroom_bandwidth = 1.10;
+inline constexpr double limit_headroom_fp32 = 1.05;
+inline constexpr double limit_headroom_tensor = 2.0;
+
+// Runs the measuring kernels on device 0 in this process (GPU).
+store::device_limits measure_device_limits();
+nlohmann::json to_json(const store::device_limits& limits);
+store::device_limits device_limits_from_json(const nlohmann::json& j);
+// The ceilings of stored limits, or the conservative default (task::ceilings) without them.
+task::ceilings ceilings_from(const std::optional<store::device_limits>& limits);
+// Runs `kblaster device-limits-probe` as a child and reads its result; nullopt with `error` set
+// when it fails.
+std::optional<store::device_limits> run_limits_probe(std::string* error);
+
+struct ceilings_resolution {
+  task::ceilings ceilings; // the conservative default unless limits were found or measured
+  std::optional<store::device_limits> limits;
+  bool measured_now = false;
+  std::string note; // where the ceilings come from, to print
+};
+// The device's stored limits (matching UUID, driver and toolkit); when there are none and
+// `measure_when_missing`, measures them in a child and stores them.
+ceilings_resolution resolve_ceilings(store::store& st, const device_probe& device,
+                                     bool measure_when_missing, const progress_fn& progress);
+
+// A/A calibration: the baseline of `c` against itself in `repeats` independent evaluations
+// ({task, name, shape, evaluations: [{verdict, p, mann_whitney_p, ratio, ratio_ci, ...}]}).
 nlohmann::json calibrate(const fs::path& project_root, const task::contract& c, int repeats,
                          const options& opt, const progress_fn& progress);
+
+// What A/A comparisons over tasks say about the gate on this device.
+struct aa_summary {
+  int comparisons = 0;        // completed A/A evaluations
+  int failed = 0;             // evaluations that ended without statistics
+  int significant = 0;        // p < alpha (the gate's test)
+  int pooled_significant = 0; // pooled Mann-Whitney p < alpha (for comparison)
+  int not_same = 0;           // verdict other than `same`
+  double false_positive_rate = 0;
+  double pooled_false_positive_rate = 0;
+  double not_same_rate = 0;
+  double ratio_p95 = 0;
+  double half_width_median = 0;
+  double spread = 0; // [fraction] 95th percentile of the reach of the A/A intervals
+  double delta = 0;  // [fraction] max(1%, spread): the gate's delta on this device
+  std::optional<double> timing_overhead_median; // [s] empty-kernel cost, when reported
+  nlohmann::json to_json() const;
+};
+// `tasks` is a list of calibrate() results.
+aa_summary summarize_aa(const nlohmann::json& tasks, double alpha = 0.05);
 
 } // namespace kb::eval

@@ -271,20 +271,49 @@ const json* find_lib(const json& result, const std::string& role) {
   return nullptr;
 }
 
-std::vector<double> sample_times(const json& timing, const std::string& role,
-                                 std::vector<double>* clocks) {
-  std::vector<double> t;
+// One session's unthrottled samples of a role, labelled for the structured gate (a sample
+// without its round counts by position).
+std::vector<stats::timed_sample> labelled_samples(const json& timing, const std::string& role,
+                                                  int session, double throttle_fraction,
+                                                  size_t* dropped) {
+  std::vector<stats::timed_sample> out;
   if (!timing.contains("samples") || !timing["samples"].contains(role)) {
-    return t;
+    return out;
   }
+  const double def = timing.value("default_sm_clock_mhz", 0.0);
+  int position = 0;
   for (const auto& s : timing["samples"][role]) {
-    t.push_back(s.at("t").get<double>());
-    if (clocks != nullptr) {
-      clocks->push_back(s.at("clock_mhz").is_null() ? std::nan("")
-                                                    : s.at("clock_mhz").get<double>());
+    const auto clock = s.contains("clock_mhz") && s["clock_mhz"].is_number()
+                           ? s["clock_mhz"].get<double>()
+                           : std::nan("");
+    const int round = s.contains("round") ? s["round"].get<int>() : position;
+    ++position;
+    if (def > 0 && clock < throttle_fraction * def) {
+      ++*dropped;
+      continue;
     }
+    out.push_back({s.at("t").get<double>(), session, s.value("set", 0), round});
+  }
+  return out;
+}
+
+std::vector<double> times_of(const std::vector<stats::timed_sample>& x) {
+  std::vector<double> t;
+  for (const auto& s : x) {
+    t.push_back(s.t);
   }
   return t;
+}
+
+json gate_test_json(const stats::block_test& t) {
+  return {{"name", "blocks_and_sessions"},
+          {"sessions", t.sessions},
+          {"blocks", t.blocks},
+          {"rounds_per_block", t.rounds_per_block},
+          {"mean_log_ratio", t.mean_log_ratio},
+          {"p_within", t.p_within},
+          {"p_between", t.between_available ? json(t.p_between) : json(nullptr)},
+          {"p", t.p}};
 }
 
 std::string compute_sanitizer_path() {
@@ -425,14 +454,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   };
   result res;
   json& d = res.detail;
-  const task::ceilings ceil;
+  const task::ceilings& ceil = opt.ceilings;
   const auto& shape = c.shape(opt.shape);
   d["task"] = {
       {"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
   d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
   d["floor_seconds"] = task::floor_seconds(c, shape, ceil);
-  d["ceilings"] = {
-      {"bandwidth", ceil.bandwidth}, {"fp32_flops", ceil.fp32_flops}, {"source", ceil.source}};
+  d["ceilings"] = task::to_json(ceil);
   d["protocol"] = {{"seeds", opt.seeds},
                    {"seed_base", opt.seed_base},
                    {"determinism_runs", opt.determinism_runs},
@@ -655,26 +683,19 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   d["timing"] = timings;
 
-  // Pool the sessions' samples; drop throttled ones; gate.
-  std::vector<double> a_all;
-  std::vector<double> b_all;
+  // Pool the sessions' samples with their labels; drop throttled ones; gate.
+  std::vector<stats::timed_sample> a_all;
+  std::vector<stats::timed_sample> b_all;
   size_t dropped = 0;
   json session_medians = json::array();
-  for (const auto& t : timings) {
-    std::vector<double> ca;
-    std::vector<double> cb;
-    auto a = sample_times(t, "baseline", &ca);
-    auto b = sample_times(t, "candidate", &cb);
-    const double def = t.value("default_sm_clock_mhz", 0.0);
-    if (def > 0) {
-      auto fa = stats::drop_throttled(a, ca, def, opt.timing.throttle_fraction);
-      auto fb = stats::drop_throttled(b, cb, def, opt.timing.throttle_fraction);
-      dropped += fa.dropped + fb.dropped;
-      a = fa.kept;
-      b = fb.kept;
-    }
+  for (size_t sidx = 0; sidx < timings.size(); ++sidx) {
+    const auto a = labelled_samples(timings[sidx], "baseline", static_cast<int>(sidx),
+                                    opt.timing.throttle_fraction, &dropped);
+    const auto b = labelled_samples(timings[sidx], "candidate", static_cast<int>(sidx),
+                                    opt.timing.throttle_fraction, &dropped);
     if (!a.empty() && !b.empty()) {
-      session_medians.push_back({{"baseline", stats::median(a)}, {"candidate", stats::median(b)}});
+      session_medians.push_back(
+          {{"baseline", stats::median(times_of(a))}, {"candidate", stats::median(times_of(b))}});
     }
     a_all.insert(a_all.end(), a.begin(), a.end());
     b_all.insert(b_all.end(), b.begin(), b.end());
@@ -683,11 +704,12 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     return finish(verdict::error, "timing.too_few_samples",
                   "too few unthrottled samples to compare");
   }
-  stats::comparison_options co;
+  stats::structured_options co;
   co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
   co.bootstrap.resamples = stats::gate_min_resamples;
   co.bootstrap.seed = opt.seed_base;
-  const auto cmp = stats::compare(a_all, b_all, co);
+  const auto structured = stats::compare_structured(a_all, b_all, co);
+  const auto& cmp = structured.gate;
   // A distribution-free 95% interval of each median from order statistics.
   const auto median_ci = [](std::vector<double> x) {
     std::sort(x.begin(), x.end());
@@ -704,12 +726,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                      {"throttled_dropped", dropped},
                      {"median_baseline_s", cmp.median_a},
                      {"median_candidate_s", cmp.median_b},
-                     {"median_baseline_ci_s", median_ci(a_all)},
-                     {"median_candidate_ci_s", median_ci(b_all)},
+                     {"median_baseline_ci_s", median_ci(times_of(a_all))},
+                     {"median_candidate_ci_s", median_ci(times_of(b_all))},
                      {"ratio", cmp.interval.ratio},
                      {"ratio_ci", {cmp.interval.low, cmp.interval.high}},
                      {"speedup", cmp.median_a / cmp.median_b},
                      {"speedup_ci", {1.0 / cmp.interval.high, 1.0 / cmp.interval.low}},
+                     {"p", structured.block.p},
+                     {"test", gate_test_json(structured.block)},
                      {"mann_whitney_p", cmp.test.p},
                      {"delta", cmp.delta},
                      {"verdict", stats::to_string(cmp.result)},
@@ -722,16 +746,16 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   if (plaus.flagged) {
     return finish(verdict::rejected, "timing.faster_than_physical_limit",
                   fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
-                              "task's bytes at the memory's peak "
-                              "bandwidth, its FLOPs at the fp32 peak): a bug or an exploit",
-                              cmp.median_b * 1e3, limit * 1e3));
+                              "task's bytes at the device's peak bandwidth, its FLOPs at its "
+                              "peak rate; ceilings: {}): a bug or an exploit",
+                              cmp.median_b * 1e3, limit * 1e3, ceil.source));
   }
   const verdict v = *verdict_from_string(stats::to_string(cmp.result));
   return finish(
       v, "timing." + stats::to_string(cmp.result),
       fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%",
                   cmp.median_a / cmp.median_b, 1.0 / cmp.interval.high, 1.0 / cmp.interval.low,
-                  cmp.test.p, 100 * cmp.delta));
+                  structured.block.p, 100 * cmp.delta));
 }
 
 // ---- the profiler's run

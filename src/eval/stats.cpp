@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -416,6 +417,314 @@ comparison compare(std::span<const double> a, std::span<const double> b,
   return c;
 }
 
+// ---- Structured gate ---------------------------------------------------------------------------
+
+namespace {
+
+// Regularized incomplete beta I_x(a, b) by its continued fraction (modified Lentz).
+double incomplete_beta(double x, double a, double b) {
+  if (x <= 0) {
+    return 0;
+  }
+  if (x >= 1) {
+    return 1;
+  }
+  if (x > (a + 1) / (a + b + 2)) {
+    return 1 - incomplete_beta(1 - x, b, a);
+  }
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log1p(-x)) /
+                       a;
+  constexpr double tiny = 1e-300;
+  double f = 1;
+  double c = 1;
+  double d = 0;
+  for (int i = 0; i <= 400; ++i) {
+    const int m = i / 2;
+    double numerator = 1;
+    if (i > 0) {
+      numerator = i % 2 == 0 ? m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+                             : -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1));
+    }
+    d = 1 + numerator * d;
+    d = std::fabs(d) < tiny ? tiny : d;
+    d = 1 / d;
+    c = 1 + numerator / c;
+    c = std::fabs(c) < tiny ? tiny : c;
+    const double cd = c * d;
+    f *= cd;
+    if (std::fabs(1 - cd) < 1e-15) {
+      break;
+    }
+  }
+  return front * (f - 1);
+}
+
+struct sample_block {
+  size_t session = 0; // index among the sessions that have blocks
+  std::vector<double> a;
+  std::vector<double> b;
+};
+
+struct block_layout {
+  std::vector<sample_block> blocks;
+  size_t sessions = 0;
+  size_t rounds_per_block = 0;
+};
+
+// Groups both sides' samples into blocks of consecutive rounds within each session; keeps the
+// blocks that have samples of both sides.
+block_layout make_blocks(std::span<const timed_sample> a, std::span<const timed_sample> b,
+                         size_t target_blocks) {
+  if (target_blocks == 0) {
+    fail("structured gate: target_blocks_per_session must be positive");
+  }
+  for (const auto* side : {&a, &b}) {
+    for (const auto& s : *side) {
+      if (!std::isfinite(s.t) || s.t <= 0) {
+        fail("structured gate: every time must be positive and finite, got {}", s.t);
+      }
+    }
+  }
+  std::map<int, std::vector<int>> rounds; // session -> its rounds, sorted, unique
+  for (const auto* side : {&a, &b}) {
+    for (const auto& s : *side) {
+      rounds[s.session].push_back(s.round);
+    }
+  }
+  // (session, round) -> block index in `all`
+  std::map<std::pair<int, int>, size_t> block_of;
+  std::vector<sample_block> all;
+  std::map<int, size_t> session_index;
+  block_layout layout;
+  for (auto& [session, r] : rounds) {
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    const size_t length = std::max<size_t>(1, (r.size() + target_blocks - 1) / target_blocks);
+    const size_t count = std::max<size_t>(1, r.size() / length); // the last absorbs the rest
+    layout.rounds_per_block = std::max(layout.rounds_per_block, length);
+    const size_t first = all.size();
+    all.resize(first + count);
+    for (size_t i = 0; i < r.size(); ++i) {
+      block_of[{session, r[i]}] = first + std::min(i / length, count - 1);
+    }
+  }
+  for (const auto& s : a) {
+    all[block_of.at({s.session, s.round})].a.push_back(s.t);
+  }
+  for (const auto& s : b) {
+    all[block_of.at({s.session, s.round})].b.push_back(s.t);
+  }
+  // Session of each block, renumbered over the sessions that keep a block.
+  std::vector<int> session_of(all.size());
+  for (const auto& [key, index] : block_of) {
+    session_of[index] = key.first;
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].a.empty() || all[i].b.empty()) {
+      continue;
+    }
+    const auto [it, fresh] = session_index.try_emplace(session_of[i], session_index.size());
+    all[i].session = it->second;
+    layout.blocks.push_back(std::move(all[i]));
+  }
+  layout.sessions = session_index.size();
+  if (layout.blocks.empty()) {
+    fail("structured gate: no block has samples of both sides");
+  }
+  return layout;
+}
+
+// The median of the values of both sides drawn with a multiplicity per block: values sorted
+// once, with their block, and walked with the weights.
+class weighted_median {
+public:
+  weighted_median(const std::vector<sample_block>& blocks, bool side_b) {
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      for (double v : side_b ? blocks[k].b : blocks[k].a) {
+        m_values.push_back({v, k});
+      }
+      m_sizes.push_back((side_b ? blocks[k].b : blocks[k].a).size());
+    }
+    std::sort(m_values.begin(), m_values.end());
+  }
+
+  double operator()(const std::vector<uint32_t>& weight) const {
+    uint64_t n = 0;
+    for (size_t k = 0; k < m_sizes.size(); ++k) {
+      n += weight[k] * m_sizes[k];
+    }
+    const uint64_t upper_rank = n / 2 + 1;
+    const uint64_t lower_rank = n % 2 == 1 ? upper_rank : n / 2;
+    uint64_t seen = 0;
+    size_t i = 0;
+    while ((seen += weight[m_values[i].second]) < lower_rank) {
+      ++i;
+    }
+    const double lower = m_values[i].first;
+    while (seen < upper_rank) {
+      seen += weight[m_values[++i].second];
+    }
+    return 0.5 * (lower + m_values[i].first);
+  }
+
+private:
+  std::vector<std::pair<double, size_t>> m_values;
+  std::vector<size_t> m_sizes;
+};
+
+uint64_t draw_index(std::mt19937_64& rng, uint64_t n) {
+  return ((rng() & 0xffffffffu) * n) >> 32;
+}
+
+} // namespace
+
+double student_t_two_sided_p(double t, double df) {
+  if (!(df > 0)) {
+    fail("student_t_two_sided_p: degrees of freedom must be positive, got {}", df);
+  }
+  if (std::isnan(t)) {
+    return 1;
+  }
+  if (std::isinf(t)) {
+    return 0;
+  }
+  return std::clamp(incomplete_beta(df / (df + t * t), df / 2, 0.5), 0.0, 1.0);
+}
+
+double one_sample_t_p(std::span<const double> x) {
+  if (x.size() < 2) {
+    return 1;
+  }
+  const double m = mean(x);
+  const double sd = stdev(x);
+  if (!(sd > 0)) {
+    return m == 0 ? 1.0 : 0.0;
+  }
+  const double t = m / (sd / std::sqrt(static_cast<double>(x.size())));
+  return student_t_two_sided_p(t, static_cast<double>(x.size() - 1));
+}
+
+block_test structured_test(std::span<const timed_sample> a, std::span<const timed_sample> b,
+                           size_t target_blocks_per_session) {
+  const auto layout = make_blocks(a, b, target_blocks_per_session);
+  std::vector<double> figures;
+  std::vector<std::vector<double>> per_session(layout.sessions);
+  for (const auto& blk : layout.blocks) {
+    const double f = std::log(median(blk.b) / median(blk.a));
+    figures.push_back(f);
+    per_session[blk.session].push_back(f);
+  }
+  block_test r;
+  r.sessions = layout.sessions;
+  r.blocks = layout.blocks.size();
+  r.rounds_per_block = layout.rounds_per_block;
+  r.mean_log_ratio = mean(figures);
+  r.p_within = one_sample_t_p(figures);
+  r.between_available = layout.sessions >= 2;
+  if (r.between_available) {
+    std::vector<double> session_means;
+    for (const auto& f : per_session) {
+      session_means.push_back(mean(f));
+    }
+    r.p_between = one_sample_t_p(session_means);
+    r.p = std::max(r.p_within, r.p_between);
+  } else {
+    r.p_between = 1;
+    r.p = r.p_within;
+  }
+  return r;
+}
+
+ratio_interval hierarchical_bootstrap_median_ratio(std::span<const timed_sample> a,
+                                                   std::span<const timed_sample> b,
+                                                   const bootstrap_options& options,
+                                                   size_t target_blocks_per_session) {
+  if (options.resamples == 0) {
+    fail("hierarchical_bootstrap_median_ratio: resamples must be positive");
+  }
+  if (!(options.confidence > 0 && options.confidence < 1)) {
+    fail("hierarchical_bootstrap_median_ratio: confidence must be in (0, 1), got {}",
+         options.confidence);
+  }
+  const auto layout = make_blocks(a, b, target_blocks_per_session);
+  std::vector<std::vector<size_t>> blocks_of(layout.sessions);
+  for (size_t k = 0; k < layout.blocks.size(); ++k) {
+    blocks_of[layout.blocks[k].session].push_back(k);
+  }
+  const weighted_median median_a(layout.blocks, false);
+  const weighted_median median_b(layout.blocks, true);
+  std::mt19937_64 rng(options.seed);
+  std::vector<uint32_t> weight(layout.blocks.size());
+  std::vector<double> ratios(options.resamples);
+  for (double& ratio : ratios) {
+    std::fill(weight.begin(), weight.end(), 0u);
+    for (size_t s = 0; s < layout.sessions; ++s) {
+      const auto& pool = blocks_of[draw_index(rng, layout.sessions)];
+      for (size_t k = 0; k < pool.size(); ++k) {
+        ++weight[pool[draw_index(rng, pool.size())]];
+      }
+    }
+    ratio = median_b(weight) / median_a(weight);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::vector<double> ta;
+  std::vector<double> tb;
+  for (const auto& blk : layout.blocks) {
+    ta.insert(ta.end(), blk.a.begin(), blk.a.end());
+    tb.insert(tb.end(), blk.b.begin(), blk.b.end());
+  }
+  ratio_interval ci;
+  ci.ratio = median(tb) / median(ta);
+  ci.low = quantile_of_sorted(ratios, (1 - options.confidence) / 2);
+  ci.high = quantile_of_sorted(ratios, (1 + options.confidence) / 2);
+  ci.confidence = options.confidence;
+  ci.resamples = options.resamples;
+  ci.seed = options.seed;
+  return ci;
+}
+
+structured_comparison compare_structured(std::span<const timed_sample> a,
+                                         std::span<const timed_sample> b,
+                                         const structured_options& options) {
+  if (options.bootstrap.resamples < gate_min_resamples) {
+    fail("compare_structured: the gate needs at least {} bootstrap resamples, got {}",
+         gate_min_resamples, options.bootstrap.resamples);
+  }
+  structured_comparison out;
+  out.block = structured_test(a, b, options.target_blocks_per_session);
+  comparison& c = out.gate;
+  std::vector<double> ta;
+  std::vector<double> tb;
+  for (const auto& s : a) {
+    ta.push_back(s.t);
+  }
+  for (const auto& s : b) {
+    tb.push_back(s.t);
+  }
+  c.n_a = ta.size();
+  c.n_b = tb.size();
+  c.median_a = median(ta);
+  c.median_b = median(tb);
+  c.test = mann_whitney(ta, tb);
+  c.interval = hierarchical_bootstrap_median_ratio(a, b, options.bootstrap,
+                                                   options.target_blocks_per_session);
+  c.alpha = options.alpha;
+  c.aa_spread = options.aa_spread;
+  c.min_delta = options.min_delta;
+  c.delta = gate_delta(options.aa_spread, options.min_delta);
+  auto d = classify(out.block.p, c.interval.low, c.interval.high, c.delta, c.alpha);
+  c.result = d.result;
+  c.reason = fmt::format(
+      "{}; block test over {} blocks in {} sessions (p within {:.3g}, between {}); median ratio "
+      "{:.4f}, delta = {} (A/A spread {}, floor {})",
+      d.reason, out.block.blocks, out.block.sessions, out.block.p_within,
+      out.block.between_available ? fmt::format("{:.3g}", out.block.p_between)
+                                  : std::string("n/a, one session"),
+      c.interval.ratio, percent(c.delta), percent(c.aa_spread), percent(c.min_delta));
+  return out;
+}
+
 // ---- Stopping rule -----------------------------------------------------------------------------
 
 std::string to_string(stop_reason r) {
@@ -575,6 +884,17 @@ aa_spread_estimate aa_spread_from_runs(std::span<const aa_run> runs,
   std::vector<aa_comparison> comparisons;
   for (const auto& run : runs) {
     const auto ci = bootstrap_median_ratio(run.first, run.second, options);
+    comparisons.push_back({ci.ratio, ci.low, ci.high});
+  }
+  return estimate_spread(comparisons);
+}
+
+aa_spread_estimate aa_spread_from_intervals(std::span<const ratio_interval> intervals) {
+  std::vector<aa_comparison> comparisons;
+  for (const auto& ci : intervals) {
+    if (!(ci.ratio > 0 && ci.low <= ci.high)) {
+      fail("aa_spread_from_intervals: ratio {} with interval [{}, {}]", ci.ratio, ci.low, ci.high);
+    }
     comparisons.push_back({ci.ratio, ci.low, ci.high});
   }
   return estimate_spread(comparisons);

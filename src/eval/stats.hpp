@@ -150,6 +150,76 @@ struct comparison {
 comparison compare(std::span<const double> a, std::span<const double> b,
                    const comparison_options& options = {});
 
+// ---- The structured gate: sessions, blocks of rounds, and a test that respects them ------------
+//
+// Timing samples are not independent: each session (a fresh process) has its own offset, samples
+// within a session drift together (autocorrelation over rounds), and both sides are measured in
+// the same rounds. Treating them as one pool of independent values makes Mann-Whitney's p and an
+// i.i.d. bootstrap far too confident (A/A comparisons come out "significant" much more often than
+// alpha). The structured gate uses the labels instead:
+//  - blocks: within a session, consecutive rounds are grouped into blocks (about
+//    target_blocks_per_session per session); a block's figure is log(median B / median A) of the
+//    samples of its rounds, so the pairing of both sides in the same rounds is kept;
+//  - within-session test: a one-sample Student t test of the block figures (df = blocks - 1);
+//    blocks long against the autocorrelation make them close to independent;
+//  - between-session test: a one-sample Student t test of the per-session means of the block
+//    figures (df = sessions - 1); sessions are the independent units, so a session offset cannot
+//    make it over-confident;
+//  - p = max(p_within, p_between) (an intersection-union test: significant only when both are,
+//    so its false-positive rate is at most alpha); with one session only the within test exists
+//    and p = p_within (then session offsets are not accounted for: docs/evaluation.md);
+//  - interval: a hierarchical bootstrap of median(B)/median(A): sessions drawn with replacement,
+//    then blocks drawn with replacement within each drawn session, both sides of a block kept
+//    together.
+
+struct timed_sample {
+  double t = 0; // [seconds]
+  int session = 0;
+  int set = 0;   // input set
+  int round = 0; // rounds are counted per session; both sides share a round's number
+};
+
+struct structured_options {
+  double alpha = 0.05;
+  double aa_spread = 0;    // [fraction]
+  double min_delta = 0.01; // [fraction]
+  size_t target_blocks_per_session = 8;
+  bootstrap_options bootstrap; // the gate needs at least gate_min_resamples
+};
+
+struct block_test {
+  size_t sessions = 0;
+  size_t blocks = 0;              // blocks with samples of both sides
+  size_t rounds_per_block = 0;    // the largest block length used [rounds]
+  double mean_log_ratio = 0;      // mean over blocks of log(median B / median A)
+  double p_within = 1;            // Student t over the blocks
+  double p_between = 1;           // Student t over the sessions' means; 1 with one session
+  bool between_available = false; // at least two sessions
+  double p = 1;                   // max(p_within, p_between) (p_within with one session)
+};
+
+// Two-sided p of Student's t with `df` degrees of freedom (df > 0).
+double student_t_two_sided_p(double t, double df);
+// One-sample two-sided t test of mean(x) = 0; needs two values (p = 1 with fewer); when every
+// value is equal, p is 1 for zero and 0 otherwise.
+double one_sample_t_p(std::span<const double> x);
+
+block_test structured_test(std::span<const timed_sample> a, std::span<const timed_sample> b,
+                           size_t target_blocks_per_session = 8);
+ratio_interval hierarchical_bootstrap_median_ratio(std::span<const timed_sample> a,
+                                                   std::span<const timed_sample> b,
+                                                   const bootstrap_options& options = {},
+                                                   size_t target_blocks_per_session = 8);
+
+struct structured_comparison {
+  comparison gate; // verdict from block.p and the hierarchical interval; gate.test is the
+                   // pooled Mann-Whitney, kept for reference only
+  block_test block;
+};
+structured_comparison compare_structured(std::span<const timed_sample> a,
+                                         std::span<const timed_sample> b,
+                                         const structured_options& options = {});
+
 // ---- Adaptive stopping rule -------------------------------------------------------------------
 
 // NVBench's "stdrel" criterion. The noise is the relative stdev of all samples so far. After
@@ -240,6 +310,8 @@ struct aa_run {
 };
 aa_spread_estimate aa_spread_from_runs(std::span<const aa_run> runs,
                                        const bootstrap_options& options = {});
+// From the intervals the gate itself computed for each A/A comparison (the structured gate's).
+aa_spread_estimate aa_spread_from_intervals(std::span<const ratio_interval> intervals);
 
 // ---- Suite figures ----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <future>
 
 namespace kb::search {
@@ -49,6 +50,9 @@ std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
   if (!in.baseline_ok) {
     return {outcome::failed, "baseline." + in.baseline_reason};
   }
+  if (in.evaluated == 0 && in.no_applicable_strategy) {
+    return {outcome::no_improvement, "search.no_applicable_strategy"};
+  }
   if (in.evaluated == 0) {
     return {outcome::timeout, "budget.exhausted_before_a_candidate"};
   }
@@ -70,6 +74,24 @@ std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
   default:
     return {outcome::no_improvement, "confirm." + eval::to_string(*in.confirmation)};
   }
+}
+
+int exit_status(const std::vector<outcome>& outcomes) {
+  const auto any = [&](std::initializer_list<outcome> which) {
+    return std::any_of(outcomes.begin(), outcomes.end(), [&](outcome o) {
+      return std::find(which.begin(), which.end(), o) != which.end();
+    });
+  };
+  if (any({outcome::failed, outcome::timeout})) {
+    return exit_code::task_failed;
+  }
+  if (any({outcome::blocked})) {
+    return exit_code::blocked;
+  }
+  if (any({outcome::no_improvement})) {
+    return exit_code::not_improved;
+  }
+  return exit_code::ok;
 }
 
 json task_result::to_json() const {
@@ -163,7 +185,7 @@ task_result optimizer::optimize(const task::contract& c) {
   task_result res;
   res.task = c.id;
   const auto& shape = c.shape(m_opt.step.shape);
-  const double floor = task::floor_seconds(c, shape, task::ceilings{});
+  const double floor = task::floor_seconds(c, shape, m_opt.step.ceilings);
   const int64_t task_row = m_store.record_task(c);
   outcome_inputs in;
   if (c.kind == task::task_kind::pytorch) {
@@ -254,6 +276,13 @@ task_result optimizer::optimize(const task::contract& c) {
   res.baseline_state = assess(c, shape, res.baseline_seconds, &base).to_json();
   memory_key key{c.fam, state.state, classify_shape(features)};
   bool exhausted = false;
+  // The built-in proposer draws from the strategy library only: with nothing applicable the
+  // search is over before it starts.
+  if (applicable.empty() && m_proposer.name() == "builtin" && p.evaluations == 0) {
+    say(fmt::format("task {}: no strategy of the library applies", c.id));
+    in.no_applicable_strategy = true;
+    exhausted = true;
+  }
   for (int step = 0; step < m_opt.steps && !exhausted && budget_left() &&
                      floor / p.seconds < m_opt.target_floor_fraction;
        ++step) {
@@ -370,6 +399,27 @@ task_result optimizer::optimize(const task::contract& c) {
       eval::record(m_store, m_run, c, cand, best, r);
       ++p.evaluations;
       p.gpu_seconds += gpu_seconds_of(r);
+      // Memory safety before it may become the best: the sanitizers at the check shapes. A
+      // finding turns the improvement into a rejection (sanitize.<tool>) and the search goes on.
+      json sanitize_note;
+      if (r.final == eval::verdict::improved && m_opt.sanitize) {
+        say(fmt::format("task {} step {}: sanitizing {}", c.id, step, prop.strategy));
+        eval::options so = m_opt.step;
+        so.sanitize = true;
+        so.verify_only = true;
+        const eval::candidate_input current{prop.source, prop.strategy + ".cu", "proposer",
+                                            prop.strategy, prop.params};
+        const auto san = m_evaluate(c, current, best, so);
+        eval::record(m_store, m_run, c, current, best, san);
+        p.gpu_seconds += gpu_seconds_of(san);
+        sanitize_note = {{"verdict", eval::to_string(san.final)}, {"reason", san.reason}};
+        if (!accepted(san)) {
+          sanitize_note["timing_verdict"] = eval::to_string(r.final);
+          say(fmt::format("task {} step {}: {} rejected by the sanitizers ({})", c.id, step,
+                          prop.strategy, san.reason));
+          r = san;
+        }
+      }
       store::experience e;
       e.run = m_run;
       e.task_id = c.id;
@@ -415,11 +465,14 @@ task_result optimizer::optimize(const task::contract& c) {
       if (e.measured_speedup) {
         step_record["measured_speedup_vs_baseline"] = *e.measured_speedup;
       }
-      res.steps.push_back(step_record);
+      if (!sanitize_note.is_null()) {
+        step_record["sanitize"] = sanitize_note;
+      }
       if (!e.correct) {
         failures.push_back(
             {prop.strategy, prop.params, "evaluate", r.reason, r.message.substr(0, 2000)});
       }
+      res.steps.push_back(step_record);
       if (r.final == eval::verdict::improved) {
         p.source = prop.source;
         p.strategy = prop.strategy;

@@ -43,6 +43,10 @@ struct optimize_options {
   screen_options screening; // stages before the step's gate (off: the gate alone)
   eval::options step;       // how steps are evaluated (one session; quick)
   eval::options confirm;    // the final gate against the baseline (full protocol)
+  // Run the four sanitizers (at the check shapes) on a candidate before it becomes the best; a
+  // finding rejects it (reason sanitize.<tool>) and the search goes on. Off only on request
+  // (`--no-sanitize`, recorded with the run).
+  bool sanitize = true;
 };
 
 // What decides a task's outcome, and the rule (tested on its own).
@@ -51,12 +55,18 @@ struct outcome_inputs {
   std::string blocked_reason;
   bool baseline_ok = true;
   std::string baseline_reason;
+  bool no_applicable_strategy = false;       // the proposer had nothing for this task at all
   int evaluated = 0;                         // candidates evaluated beyond the baseline
   int correct = 0;                           // of them, accepted by verification
   std::optional<eval::verdict> confirmation; // the best against the baseline, when confirmed
   std::string confirmation_reason;
 };
 std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in);
+
+// The exit status of a run over tasks (docs/cli.md): exit_code::task_failed (4) when any task
+// ended failed or timeout, else blocked (3) when any was blocked, else not_improved (2) when any
+// ended no_improvement, else ok (0). No tasks: ok.
+int exit_status(const std::vector<outcome>& outcomes);
 
 struct task_result {
   std::string task;

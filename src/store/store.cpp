@@ -550,6 +550,94 @@ int64_t store::record_experience(const experience& x) {
   return id;
 }
 
+int64_t store::record_device_limits(const device_limits& x) {
+  require(!x.gpu_uuid.empty(), "device limits need the device's UUID");
+  require(x.copy_bandwidth > 0 && x.read_bandwidth > 0 && x.fp32_flops > 0,
+          "device limits need positive bandwidths and fp32 rate");
+  auto& db = m_impl->db;
+  detail::transaction tx(db);
+  detail::statement(
+      db, "INSERT INTO device_limits (gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
+          "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, tf32_tensor_flops, "
+          "detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .bind_all(x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth,
+                x.fp32_flops, x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops,
+                dump(x.detail), detail::now_utc())
+      .run();
+  const int64_t id = db.last_insert_rowid();
+  tx.commit();
+  return id;
+}
+
+int64_t store::record_gate_calibration(const gate_calibration& x) {
+  require(!x.gpu_uuid.empty(), "a gate calibration needs the device's UUID");
+  require(x.comparisons > 0 && x.delta > 0 && x.spread >= 0,
+          "a gate calibration needs comparisons, a positive delta and a spread");
+  auto& db = m_impl->db;
+  detail::transaction tx(db);
+  detail::statement(db, "INSERT INTO gate_calibrations (gpu_uuid, run, comparisons, "
+                        "false_positive_rate, not_same_rate, spread, delta, detail_json, created) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .bind_all(x.gpu_uuid, x.run, x.comparisons, x.false_positive_rate, x.not_same_rate, x.spread,
+                x.delta, dump(x.detail), detail::now_utc())
+      .run();
+  const int64_t id = db.last_insert_rowid();
+  tx.commit();
+  return id;
+}
+
+std::optional<device_limits> store::find_device_limits(const std::string& gpu_uuid,
+                                                       const std::string& driver,
+                                                       const std::string& toolkit) const {
+  detail::statement s(m_impl->db,
+                      "SELECT id, created, gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
+                      "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, "
+                      "tf32_tensor_flops, detail_json FROM device_limits WHERE gpu_uuid = ? AND "
+                      "driver = ? AND toolkit = ? ORDER BY id DESC LIMIT 1");
+  s.bind_all(gpu_uuid, driver, toolkit);
+  if (!s.step()) {
+    return std::nullopt;
+  }
+  device_limits x;
+  x.id = s.column_int(0);
+  x.created = s.column_text(1);
+  x.gpu_uuid = s.column_text(2);
+  x.gpu_name = s.column_text(3);
+  x.driver = s.column_text(4);
+  x.toolkit = s.column_text(5);
+  x.copy_bandwidth = *s.column_optional_double(6);
+  x.read_bandwidth = *s.column_optional_double(7);
+  x.fp32_flops = *s.column_optional_double(8);
+  x.fp16_tensor_flops = s.column_optional_double(9);
+  x.bf16_tensor_flops = s.column_optional_double(10);
+  x.tf32_tensor_flops = s.column_optional_double(11);
+  x.detail = nlohmann::json::parse(s.column_text(12));
+  return x;
+}
+
+std::optional<gate_calibration> store::find_gate_calibration(const std::string& gpu_uuid) const {
+  detail::statement s(m_impl->db,
+                      "SELECT id, created, gpu_uuid, run, comparisons, false_positive_rate, "
+                      "not_same_rate, spread, delta, detail_json FROM gate_calibrations WHERE "
+                      "gpu_uuid = ? ORDER BY id DESC LIMIT 1");
+  s.bind_all(gpu_uuid);
+  if (!s.step()) {
+    return std::nullopt;
+  }
+  gate_calibration x;
+  x.id = s.column_int(0);
+  x.created = s.column_text(1);
+  x.gpu_uuid = s.column_text(2);
+  x.run = s.column_optional_int(3);
+  x.comparisons = s.column_int(4);
+  x.false_positive_rate = *s.column_optional_double(5);
+  x.not_same_rate = *s.column_optional_double(6);
+  x.spread = *s.column_optional_double(7);
+  x.delta = *s.column_optional_double(8);
+  x.detail = nlohmann::json::parse(s.column_text(9));
+  return x;
+}
+
 void store::attach(int64_t run, const std::string& name, const std::string& digest) {
   require(!name.empty(), "an attachment needs a name");
   auto& db = m_impl->db;

@@ -187,6 +187,39 @@ struct experience {
   std::string failure_reason; // reason code; empty on success
 };
 
+// What a device can do, measured by `kblaster calibrate --device` (eval/device_limits). Rates of
+// tensor cores are absent where the device has none for that type.
+struct device_limits {
+  int64_t id = 0;      // set when read back
+  std::string created; // set when read back
+  std::string gpu_uuid;
+  std::string gpu_name;
+  std::string driver;
+  std::string toolkit;
+  double copy_bandwidth = 0;               // [bytes/s] device-to-device copy, bytes read + written
+  double read_bandwidth = 0;               // [bytes/s] read-only stream
+  double fp32_flops = 0;                   // [FLOP/s] fp32 FMA, 2 FLOP per FMA
+  std::optional<double> fp16_tensor_flops; // [FLOP/s] mma, fp32 accumulate
+  std::optional<double> bf16_tensor_flops; // [FLOP/s]
+  std::optional<double> tf32_tensor_flops; // [FLOP/s]
+  nlohmann::json detail = nlohmann::json::object();
+};
+
+// How the timing gate behaves on a device: A/A comparisons of baselines against themselves
+// (`kblaster calibrate`). The delta it sets is what eval, optimize and bench use there.
+struct gate_calibration {
+  int64_t id = 0;      // set when read back
+  std::string created; // set when read back
+  std::string gpu_uuid;
+  std::optional<int64_t> run;
+  int64_t comparisons = 0;
+  double false_positive_rate = 0; // share of A/A comparisons with p < alpha
+  double not_same_rate = 0;       // share whose verdict is not `same`
+  double spread = 0;              // [fraction] 95th percentile of the A/A reach
+  double delta = 0;               // [fraction] max(1%, spread)
+  nlohmann::json detail = nlohmann::json::object();
+};
+
 struct verify_report {
   int64_t blobs_checked = 0;
   std::vector<std::string> corrupt;  // digests whose file no longer hashes to its name
@@ -252,6 +285,14 @@ public:
   int64_t record_experience(const experience& exp);
   // Attaches a named blob (a profiler report, a log) to a run.
   void attach(int64_t run, const std::string& name, const std::string& digest);
+  int64_t record_device_limits(const device_limits& limits);
+  int64_t record_gate_calibration(const gate_calibration& calibration);
+  // The newest limits measured on this device with this driver and toolkit.
+  std::optional<device_limits> find_device_limits(const std::string& gpu_uuid,
+                                                  const std::string& driver,
+                                                  const std::string& toolkit) const;
+  // The newest gate calibration of this device.
+  std::optional<gate_calibration> find_gate_calibration(const std::string& gpu_uuid) const;
   // The GPU names that experiences were recorded on.
   std::vector<std::string> gpus() const;
   // The run's attachments as (name, digest), in the order they were attached.

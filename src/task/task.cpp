@@ -910,6 +910,7 @@ contract load_contract(const fs::path& task_toml) {
   const auto& roof = r.table(root, "roofline", "");
   c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
   c.roof.flops_expr = r.str(roof, "flops", "roofline.");
+  c.roof.tensor_cores = r.boolean(roof, "tensor_cores", "roofline.", c.fam == family::matmul);
   for (const auto& s : c.shapes) {
     for (const auto& [field, e] : {std::pair{"roofline.bytes", c.roof.bytes_expr},
                                    std::pair{"roofline.flops", c.roof.flops_expr}}) {
@@ -1032,13 +1033,35 @@ double roofline_flops(const contract& c, const shape_case& s) {
   return static_cast<double>(eval_expr(c.roof.flops_expr, s.dims));
 }
 
+ceilings ceilings::conservative_default() {
+  return {};
+}
+
+double flop_ceiling(const contract& c, const ceilings& ceil, bool peak) {
+  const double fp32 = peak ? ceil.peak_fp32_flops : ceil.fp32_flops;
+  const double tensor = peak ? ceil.peak_tensor_flops : ceil.tensor_flops;
+  return c.roof.tensor_cores ? std::max(fp32, tensor) : fp32;
+}
+
 double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
-  return std::max(roofline_bytes(c, s) / ceil.bandwidth, roofline_flops(c, s) / ceil.fp32_flops);
+  return std::max(roofline_bytes(c, s) / ceil.bandwidth,
+                  roofline_flops(c, s) / flop_ceiling(c, ceil));
 }
 
 double limit_seconds(const contract& c, const shape_case& s, const ceilings& ceil) {
   return std::max(roofline_bytes(c, s) / ceil.peak_bandwidth,
-                  roofline_flops(c, s) / ceil.fp32_flops);
+                  roofline_flops(c, s) / flop_ceiling(c, ceil, true));
+}
+
+nlohmann::json to_json(const ceilings& ceil) {
+  return {{"bandwidth", ceil.bandwidth},
+          {"peak_bandwidth", ceil.peak_bandwidth},
+          {"fp32_flops", ceil.fp32_flops},
+          {"tensor_flops", ceil.tensor_flops},
+          {"peak_fp32_flops", ceil.peak_fp32_flops},
+          {"peak_tensor_flops", ceil.peak_tensor_flops},
+          {"measured", ceil.measured},
+          {"source", ceil.source}};
 }
 
 namespace {
@@ -1239,7 +1262,9 @@ nlohmann::json to_json(const contract& c) {
                     {"rtol", c.tol.rtol},
                     {"rel_l2", c.tol.rel_l2},
                     {"deterministic", c.tol.deterministic}};
-  j["roofline"] = {{"bytes", c.roof.bytes_expr}, {"flops", c.roof.flops_expr}};
+  j["roofline"] = {{"bytes", c.roof.bytes_expr},
+                   {"flops", c.roof.flops_expr},
+                   {"tensor_cores", c.roof.tensor_cores}};
   return j;
 }
 

@@ -73,6 +73,9 @@ struct tolerance {
 struct roofline {
   std::string bytes_expr; // minimum bytes moved: each input read once, each output written once
   std::string flops_expr;
+  // Whether the task's tolerances admit tensor-core math (fp16/bf16/tf32 products): then the
+  // FLOP ceiling is the fastest of fp32 FMA and the tensor-core rates. Default: matmul tasks.
+  bool tensor_cores = false;
 };
 
 // Where a task's reference comes from: the family's float64 oracle over the task's math (native),
@@ -163,15 +166,29 @@ nlohmann::json to_json(const contract& c);
 // The hand-written candidates of a task: <root>/portfolio/<suite>/<id>_*.cu, sorted.
 std::vector<fs::path> portfolio_files(const fs::path& root, const contract& c);
 
-// The roofline ceilings the floor is computed against. Measured values replace the defaults
-// once `kblaster calibrate` has run on the device.
+// The roofline ceilings the floor and the physical limit are computed against. Measured per
+// device by `kblaster calibrate --device` (eval::device_ceilings reads them from the store). The
+// default-constructed value is the conservative default used when a device has no calibration:
+// ceilings above any current GPU's (so no honest kernel is flagged as faster than the hardware),
+// which make floors optimistic; every output that uses it names it as such in `source`.
 struct ceilings {
-  double bandwidth = 4.3e12; // [bytes/s] device-to-device copy, bytes read + written
-  double peak_bandwidth =
-      4.8e12;                // [bytes/s] the memory's datasheet peak: no kernel moves bytes faster
-  double fp32_flops = 67e12; // [FLOP/s] fp32 FMA peak (2 FLOP per FMA)
-  std::string source = "default (H200 copy bandwidth and fp32 FMA peak)";
+  double bandwidth = 8e12;       // [bytes/s] device-to-device copy, bytes read + written
+  double peak_bandwidth = 10e12; // [bytes/s] read-only stream: no kernel moves bytes faster
+  double fp32_flops = 150e12;    // [FLOP/s] fp32 FMA (2 FLOP per FMA)
+  double tensor_flops = 5e15;    // [FLOP/s] fastest tensor-core rate (fp16, bf16, tf32); 0: none
+  // The physical limit's FLOP rates: the measured ones with headroom for what the measuring
+  // kernels do not reach (eval::ceilings_from documents the factors).
+  double peak_fp32_flops = 150e12; // [FLOP/s]
+  double peak_tensor_flops = 5e15; // [FLOP/s]
+  bool measured = false;
+  std::string source = "conservative default (this device has no calibration: generous "
+                       "ceilings no current GPU reaches; run `kblaster calibrate --device`)";
+  static ceilings conservative_default();
 };
+nlohmann::json to_json(const ceilings& ceil);
+// The FLOP rate a task can reach: fp32 FMA, or the fastest tensor-core rate when the task allows
+// (`peak`: the physical limit's rates).
+double flop_ceiling(const contract& c, const ceilings& ceil, bool peak = false);
 double floor_seconds(const contract& c, const shape_case& s, const ceilings& ceil);
 // The physical limit: the same figures against the datasheet peaks. A read-mostly kernel can beat
 // the copy-bandwidth floor (reads stream faster than a copy); nothing beats this one.

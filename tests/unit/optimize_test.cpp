@@ -2,10 +2,12 @@
 // update, never repeating an attempt, budgets, and resuming an interrupted run. Evaluations are
 // stood in for by a scripted evaluator; everything else (store, memory, proposer, generator) is
 // real.
+#include "common/error.hpp"
 #include "common/fs.hpp"
 #include "search/builtin_proposer.hpp"
 #include "search/memory.hpp"
 #include "search/optimize.hpp"
+#include "search/strategies.hpp"
 #include "search_test_support.hpp"
 #include "task/task.hpp"
 
@@ -98,10 +100,12 @@ protected:
     gpu.speed = {{"elementwise.vectorized", 1.3}};
   }
   task_result run_loop(int64_t run, int steps, int max_evals,
-                       std::chrono::seconds wall = std::chrono::seconds(600)) {
+                       std::chrono::seconds wall = std::chrono::seconds(600),
+                       bool sanitize = false) {
     memory mem(*st);
     builtin_proposer prop(mem);
     optimize_options o;
+    o.sanitize = sanitize;
     o.rollouts = 2;
     o.steps = steps;
     o.limits.evaluations = max_evals;
@@ -185,6 +189,92 @@ TEST_F(loop, a_blocked_baseline_blocks_the_task) {
   const auto r = opt.optimize(c);
   EXPECT_EQ(r.final, outcome::blocked);
   EXPECT_EQ(r.reason, "blocked.no_cuda_device");
+}
+
+TEST_F(loop, a_candidate_is_sanitized_before_it_becomes_the_best) {
+  const int64_t run = st->begin_run("optimize", json::object());
+  const auto r = run_loop(run, 3, 0, std::chrono::seconds(600), true);
+  EXPECT_EQ(r.final, outcome::improved) << r.reason;
+  EXPECT_EQ(r.best_strategy, "elementwise.vectorized");
+  // Only candidates that timed as improved went through the sanitizers, each before it became
+  // the best; the pass is recorded in the step and as an evaluation of its own.
+  ASSERT_FALSE(gpu.sanitized.empty());
+  for (const auto& s : gpu.sanitized) {
+    EXPECT_EQ(s, "elementwise.vectorized");
+  }
+  int sanitized_steps = 0;
+  for (const auto& step : r.steps) {
+    if (step.contains("sanitize")) {
+      ++sanitized_steps;
+      EXPECT_EQ(step["sanitize"]["reason"], "verify.passed");
+    }
+  }
+  EXPECT_EQ(sanitized_steps, static_cast<int>(gpu.sanitized.size()));
+  EXPECT_EQ(st->evaluations_of_run(run).size(), 1u + 6u + gpu.sanitized.size() + 1u);
+}
+
+TEST_F(loop, a_sanitizer_finding_rejects_the_candidate_and_the_search_goes_on) {
+  gpu.sanitize_failure = {{"elementwise.vectorized", "sanitize.memcheck"}};
+  const int64_t run = st->begin_run("optimize", json::object());
+  const auto r = run_loop(run, 3, 0, std::chrono::seconds(600), true);
+  EXPECT_EQ(r.evaluations, 6); // the search went on after each rejection
+  EXPECT_NE(r.best_strategy, "elementwise.vectorized");
+  EXPECT_NE(r.final, outcome::improved) << r.reason;
+  int rejected = 0;
+  for (const auto& step : r.steps) {
+    if (step.contains("sanitize")) {
+      EXPECT_EQ(step["verdict"], "rejected");
+      EXPECT_EQ(step["reason"], "sanitize.memcheck");
+      EXPECT_EQ(step["sanitize"]["timing_verdict"], "improved");
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  // Memory remembers it as a failure with the sanitizer's reason.
+  bool remembered = false;
+  for (const auto& e : st->find_experiences("elementwise", "gpu")) {
+    if (e.failure_reason == "sanitize.memcheck") {
+      remembered = true;
+      EXPECT_FALSE(e.correct);
+    }
+  }
+  EXPECT_TRUE(remembered);
+}
+
+TEST_F(loop, without_sanitize_no_sanitizer_pass_runs) {
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 3, 0);
+  EXPECT_EQ(r.final, outcome::improved);
+  EXPECT_TRUE(gpu.sanitized.empty());
+}
+
+TEST_F(loop, a_task_no_strategy_applies_to_ends_at_once_without_improvement) {
+  for (auto& t : c.inputs) {
+    t.type = task::dtype::int64; // no strategy of the library handles these inputs
+  }
+  ASSERT_TRUE(strategies_for(c).empty());
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 5, 0);
+  EXPECT_EQ(r.final, outcome::no_improvement);
+  EXPECT_EQ(r.reason, "search.no_applicable_strategy");
+  EXPECT_EQ(r.evaluations, 0);
+  EXPECT_EQ(gpu.calls, 1); // the baseline only
+}
+
+TEST(outcomes, exit_status_of_a_run) {
+  EXPECT_EQ(exit_status({}), exit_code::ok);
+  EXPECT_EQ(exit_status({outcome::improved, outcome::improved}), exit_code::ok);
+  EXPECT_EQ(exit_status({outcome::improved, outcome::no_improvement}), exit_code::not_improved);
+  EXPECT_EQ(exit_status({outcome::no_improvement, outcome::blocked}), exit_code::blocked);
+  EXPECT_EQ(exit_status({outcome::blocked, outcome::timeout}), exit_code::task_failed);
+  EXPECT_EQ(exit_status({outcome::improved, outcome::failed}), exit_code::task_failed);
+  EXPECT_EQ(exit_code::task_failed, 4);
+  EXPECT_EQ(exit_code::not_improved, 2);
+}
+
+TEST(outcomes, no_applicable_strategy_is_no_improvement_not_timeout) {
+  outcome_inputs in;
+  in.no_applicable_strategy = true;
+  EXPECT_EQ(classify_outcome(in),
+            std::make_pair(outcome::no_improvement, std::string("search.no_applicable_strategy")));
 }
 
 TEST(builtin, proposes_the_default_first_then_neighbours_and_corners) {

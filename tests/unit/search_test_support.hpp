@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace kb::search::testing {
 
@@ -17,9 +18,22 @@ struct scripted_gpu {
   std::map<std::string, double> speed;
   int calls = 0;
   std::multiset<std::string> seen; // strategy|params of candidates evaluated against the best
+  // Sanitizer passes (options sanitize + verify_only): strategies listed here fail with the
+  // given reason ("sanitize.memcheck"), others pass.
+  std::map<std::string, std::string> sanitize_failure;
+  std::vector<std::string> sanitized; // strategies that went through a sanitizer pass
   eval::result operator()(const task::contract&, const eval::candidate_input& cand,
-                          const eval::candidate_input& base, const eval::options&) {
+                          const eval::candidate_input& base, const eval::options& opt) {
     ++calls;
+    if (opt.sanitize && opt.verify_only) {
+      sanitized.push_back(cand.strategy);
+      eval::result r;
+      const auto it = sanitize_failure.find(cand.strategy);
+      r.final = it == sanitize_failure.end() ? eval::verdict::same : eval::verdict::rejected;
+      r.reason = it == sanitize_failure.end() ? "verify.passed" : it->second;
+      r.message = "scripted sanitizer pass";
+      return r;
+    }
     const auto speed_of = [&](const eval::candidate_input& in) {
       if (in.origin == "baseline") {
         return 1.0;

@@ -11,7 +11,7 @@ namespace {
 // Append only: a released step never changes, since stores in the field have already run it.
 // Every column that names a blob references blobs(digest); verify, gc and evidence export find
 // the blob columns through those foreign keys. Columns ending in _json hold JSON text.
-constexpr std::array<std::string_view, 3> migrations = {
+constexpr std::array<std::string_view, 4> migrations = {
     // 1: the record of runs, candidates, builds and evaluations.
     R"sql(
 CREATE TABLE blobs (
@@ -158,6 +158,41 @@ CREATE TABLE artifacts (
   created TEXT NOT NULL,
   UNIQUE (run, name)
 );
+)sql",
+    // 4: what a device can do (measured copy and read bandwidth, fp32 FMA and tensor-core rates)
+    // and how well its timing gate behaves (A/A false-positive rate, spread, the delta it sets),
+    // keyed by the device's UUID; the newest row of a key wins.
+    R"sql(
+CREATE TABLE device_limits (
+  id INTEGER PRIMARY KEY,
+  gpu_uuid TEXT NOT NULL CHECK (gpu_uuid <> ''),
+  gpu_name TEXT NOT NULL,
+  driver TEXT NOT NULL,
+  toolkit TEXT NOT NULL,
+  copy_bandwidth REAL NOT NULL CHECK (copy_bandwidth > 0),
+  read_bandwidth REAL NOT NULL CHECK (read_bandwidth > 0),
+  fp32_flops REAL NOT NULL CHECK (fp32_flops > 0),
+  fp16_tensor_flops REAL,
+  bf16_tensor_flops REAL,
+  tf32_tensor_flops REAL,
+  detail_json TEXT NOT NULL,
+  created TEXT NOT NULL
+);
+CREATE INDEX device_limits_by_uuid ON device_limits (gpu_uuid, driver, toolkit);
+
+CREATE TABLE gate_calibrations (
+  id INTEGER PRIMARY KEY,
+  gpu_uuid TEXT NOT NULL CHECK (gpu_uuid <> ''),
+  run INTEGER REFERENCES runs (id),
+  comparisons INTEGER NOT NULL CHECK (comparisons > 0),
+  false_positive_rate REAL NOT NULL,
+  not_same_rate REAL NOT NULL,
+  spread REAL NOT NULL CHECK (spread >= 0),
+  delta REAL NOT NULL CHECK (delta > 0),
+  detail_json TEXT NOT NULL,
+  created TEXT NOT NULL
+);
+CREATE INDEX gate_calibrations_by_uuid ON gate_calibrations (gpu_uuid);
 )sql",
 };
 

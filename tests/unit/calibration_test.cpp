@@ -1,0 +1,226 @@
+// Device calibration without a GPU: the stored limits and gate calibrations (round trip, lookup by
+// device UUID, driver and toolkit, newest first), the ceilings they give (with the limit's
+// headroom and tensor cores only where the contract allows them), the conservative default and
+// its label when nothing was measured, the A/A summary, and the CLI's exit status where no GPU is
+// present.
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "common/process.hpp"
+#include "eval/eval.hpp"
+#include "store/store.hpp"
+#include "task/task.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kb::eval {
+namespace {
+
+using nlohmann::json;
+const fs::path root = KBLASTER_SOURCE_DIR;
+
+store::device_limits sample_limits(const std::string& uuid = "GPU-1234") {
+  store::device_limits x;
+  x.gpu_uuid = uuid;
+  x.gpu_name = "Test GPU";
+  x.driver = "13000";
+  x.toolkit = "13000";
+  x.copy_bandwidth = 4.0e12;
+  x.read_bandwidth = 4.4e12;
+  x.fp32_flops = 60e12;
+  x.fp16_tensor_flops = 500e12;
+  x.bf16_tensor_flops = 480e12;
+  x.tf32_tensor_flops = 250e12;
+  x.detail = {{"buffer_bytes", 1 << 30}};
+  return x;
+}
+
+TEST(calibration, device_limits_round_trip_through_the_store_by_uuid_driver_and_toolkit) {
+  temp_dir dir("kb-calibration-test");
+  store::store st(dir.path() / "store");
+  EXPECT_FALSE(st.find_device_limits("GPU-1234", "13000", "13000"));
+  st.record_device_limits(sample_limits());
+  auto newer = sample_limits();
+  newer.copy_bandwidth = 4.1e12;
+  newer.tf32_tensor_flops.reset();
+  st.record_device_limits(newer);
+  st.record_device_limits(sample_limits("GPU-other"));
+  const auto found = st.find_device_limits("GPU-1234", "13000", "13000");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->copy_bandwidth, 4.1e12); // the newest row wins
+  EXPECT_EQ(found->read_bandwidth, 4.4e12);
+  EXPECT_EQ(found->fp16_tensor_flops, 500e12);
+  EXPECT_FALSE(found->tf32_tensor_flops);
+  EXPECT_EQ(found->detail["buffer_bytes"], 1 << 30);
+  EXPECT_FALSE(found->created.empty());
+  // Another driver or toolkit is another calibration.
+  EXPECT_FALSE(st.find_device_limits("GPU-1234", "12080", "13000"));
+  EXPECT_FALSE(st.find_device_limits("GPU-1234", "13000", "12080"));
+  EXPECT_FALSE(st.find_device_limits("GPU-none", "13000", "13000"));
+  // The JSON mapping of the child's answer is the inverse of itself.
+  const auto back = device_limits_from_json(to_json(*found));
+  EXPECT_EQ(back.gpu_uuid, found->gpu_uuid);
+  EXPECT_EQ(back.copy_bandwidth, found->copy_bandwidth);
+  EXPECT_EQ(back.fp16_tensor_flops, found->fp16_tensor_flops);
+  EXPECT_EQ(back.tf32_tensor_flops, found->tf32_tensor_flops);
+  // Nonsense is refused.
+  auto bad = sample_limits();
+  bad.copy_bandwidth = 0;
+  EXPECT_THROW(st.record_device_limits(bad), kb::error);
+  bad = sample_limits("");
+  EXPECT_THROW(st.record_device_limits(bad), kb::error);
+}
+
+TEST(calibration, gate_calibrations_round_trip_newest_first) {
+  temp_dir dir("kb-calibration-test");
+  store::store st(dir.path() / "store");
+  EXPECT_FALSE(st.find_gate_calibration("GPU-1234"));
+  store::gate_calibration g;
+  g.gpu_uuid = "GPU-1234";
+  g.comparisons = 26;
+  g.false_positive_rate = 0.0385;
+  g.not_same_rate = 0;
+  g.spread = 0.004;
+  g.delta = 0.01;
+  g.detail = {{"summary", {{"comparisons", 26}}}};
+  st.record_gate_calibration(g);
+  g.spread = 0.02;
+  g.delta = 0.02;
+  st.record_gate_calibration(g);
+  const auto found = st.find_gate_calibration("GPU-1234");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->delta, 0.02);
+  EXPECT_EQ(found->comparisons, 26);
+  EXPECT_DOUBLE_EQ(found->false_positive_rate, 0.0385);
+  EXPECT_FALSE(st.find_gate_calibration("GPU-other"));
+  g.delta = 0;
+  EXPECT_THROW(st.record_gate_calibration(g), kb::error);
+}
+
+TEST(calibration, without_limits_the_conservative_default_applies_and_says_so) {
+  const auto c = ceilings_from(std::nullopt);
+  EXPECT_FALSE(c.measured);
+  EXPECT_NE(c.source.find("conservative default"), std::string::npos) << c.source;
+  EXPECT_NE(c.source.find("kblaster calibrate --device"), std::string::npos) << c.source;
+  // Generous: above the H200's datasheet figures, so no honest kernel is flagged.
+  EXPECT_GT(c.peak_bandwidth, 4.8e12);
+  EXPECT_GT(c.peak_fp32_flops, 67e12);
+  const auto def = task::ceilings{};
+  EXPECT_EQ(def.source, c.source);
+  EXPECT_EQ(task::to_json(c)["measured"], false);
+}
+
+TEST(calibration, measured_limits_give_floors_and_limits_with_headroom) {
+  const auto c = ceilings_from(sample_limits());
+  EXPECT_TRUE(c.measured);
+  EXPECT_EQ(c.bandwidth, 4.0e12);
+  EXPECT_DOUBLE_EQ(c.peak_bandwidth, limit_headroom_bandwidth * 4.4e12);
+  EXPECT_EQ(c.fp32_flops, 60e12);
+  EXPECT_DOUBLE_EQ(c.peak_fp32_flops, limit_headroom_fp32 * 60e12);
+  EXPECT_EQ(c.tensor_flops, 500e12);
+  EXPECT_DOUBLE_EQ(c.peak_tensor_flops, limit_headroom_tensor * 500e12);
+  EXPECT_NE(c.source.find("measured on Test GPU GPU-1234"), std::string::npos) << c.source;
+
+  // A compute-heavy task: fp32 FMA unless the contract admits tensor cores.
+  auto mm = task::find_task(root, "007");
+  ASSERT_EQ(mm.fam, task::family::matmul);
+  EXPECT_TRUE(mm.roof.tensor_cores); // the default of matmul tasks
+  const auto& s = mm.official();
+  const double flops = task::roofline_flops(mm, s);
+  EXPECT_DOUBLE_EQ(task::flop_ceiling(mm, c), 500e12);
+  EXPECT_LE(task::limit_seconds(mm, s, c), flops / (limit_headroom_tensor * 500e12) * 1.0000001 +
+                                               task::roofline_bytes(mm, s) / c.peak_bandwidth);
+  mm.roof.tensor_cores = false;
+  EXPECT_DOUBLE_EQ(task::flop_ceiling(mm, c), 60e12);
+  EXPECT_GE(task::limit_seconds(mm, s, c), flops / (limit_headroom_fp32 * 60e12) * 0.9999999);
+  // Without tensor-core rates the FLOP ceiling is fp32's even where allowed.
+  auto no_tc = sample_limits();
+  no_tc.fp16_tensor_flops.reset();
+  no_tc.bf16_tensor_flops.reset();
+  no_tc.tf32_tensor_flops.reset();
+  mm.roof.tensor_cores = true;
+  EXPECT_DOUBLE_EQ(task::flop_ceiling(mm, ceilings_from(no_tc)), 60e12);
+  // Elementwise tasks do not admit tensor cores by default.
+  EXPECT_FALSE(task::find_task(root, "019").roof.tensor_cores);
+}
+
+TEST(calibration, resolving_without_a_device_uses_the_labelled_default) {
+  temp_dir dir("kb-calibration-test");
+  store::store st(dir.path() / "store");
+  device_probe none;
+  none.available = false;
+  const auto r = resolve_ceilings(st, none, true, {});
+  EXPECT_FALSE(r.ceilings.measured);
+  EXPECT_FALSE(r.limits);
+  EXPECT_NE(r.note.find("conservative default"), std::string::npos) << r.note;
+  // A device with stored limits: found without measuring.
+  st.record_device_limits(sample_limits());
+  device_probe dev;
+  dev.available = true;
+  dev.info = {{"uuid", "GPU-1234"}, {"cuda_driver_api", 13000}, {"cuda_runtime", 13000}};
+  const auto found = resolve_ceilings(st, dev, false, {});
+  EXPECT_TRUE(found.ceilings.measured);
+  EXPECT_FALSE(found.measured_now);
+  // Another driver, measuring not allowed: the default, labelled.
+  dev.info["cuda_driver_api"] = 12080;
+  const auto other = resolve_ceilings(st, dev, false, {});
+  EXPECT_FALSE(other.ceilings.measured);
+  EXPECT_NE(other.note.find("conservative default"), std::string::npos);
+}
+
+TEST(calibration, aa_summary_counts_false_positives_and_sets_delta) {
+  json tasks = json::array();
+  json evals = json::array();
+  for (int i = 0; i < 20; ++i) {
+    evals.push_back({{"verdict", i == 0 ? "inconclusive" : "same"},
+                     {"p", i == 0 ? 0.01 : 0.5},
+                     {"mann_whitney_p", i < 5 ? 0.01 : 0.5},
+                     {"ratio", 1.0 + 0.0001 * i},
+                     {"ratio_ci", {0.999, 1.001 + 0.0001 * i}},
+                     {"timing_overhead", {{"seconds", 2e-6}}}});
+  }
+  evals.push_back({{"verdict", "error"}}); // no statistics: counted as failed
+  tasks.push_back({{"task", "019"}, {"evaluations", evals}});
+  const auto s = summarize_aa(tasks);
+  EXPECT_EQ(s.comparisons, 20);
+  EXPECT_EQ(s.failed, 1);
+  EXPECT_DOUBLE_EQ(s.false_positive_rate, 0.05);
+  EXPECT_DOUBLE_EQ(s.pooled_false_positive_rate, 0.25);
+  EXPECT_DOUBLE_EQ(s.not_same_rate, 0.05);
+  EXPECT_GT(s.spread, 0.001);
+  EXPECT_DOUBLE_EQ(s.delta, 0.01); // max(1%, spread)
+  ASSERT_TRUE(s.timing_overhead_median);
+  EXPECT_DOUBLE_EQ(*s.timing_overhead_median, 2e-6);
+  EXPECT_THROW(summarize_aa(json::array()), kb::error);
+}
+
+// Without a GPU the commands that need one end blocked (3), and say so.
+process_result kblaster(const fs::path& store, std::vector<std::string> args) {
+  args.insert(args.begin(), {KBLASTER_BINARY, "--root", root.string(), "--store", store.string()});
+  return run_process({.argv = args,
+                      .env_overrides = {{"CUDA_VISIBLE_DEVICES", ""}},
+                      .timeout = std::chrono::seconds(120)});
+}
+
+TEST(calibration_cli, commands_without_a_device_exit_blocked) {
+  temp_dir dir("kb-calibration-cli");
+  const auto cal = kblaster(dir.path() / "store", {"calibrate", "--task", "019"});
+  EXPECT_EQ(cal.exit_code, exit_code::blocked) << cal.output;
+  EXPECT_NE(cal.output.find("blocked"), std::string::npos) << cal.output;
+  const auto dev = kblaster(dir.path() / "store", {"calibrate", "--device"});
+  EXPECT_EQ(dev.exit_code, exit_code::blocked) << dev.output;
+  const auto opt = kblaster(dir.path() / "store", {"optimize", "--task", "019", "--budget", "5s"});
+  EXPECT_EQ(opt.exit_code, exit_code::blocked) << opt.output;
+  const auto bench = kblaster(dir.path() / "store",
+                              {"bench", "--task", "019", "--out", (dir.path() / "b").string()});
+  EXPECT_EQ(bench.exit_code, exit_code::blocked) << bench.output;
+  // Bad usage stays a usage error.
+  EXPECT_EQ(kblaster(dir.path() / "store", {"calibrate", "--repeats", "0"}).exit_code,
+            exit_code::usage);
+  // The task listing names the ceilings its floors use.
+  const auto list = kblaster(dir.path() / "store", {"tasks", "list", "--suite", "core10"});
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("conservative default"), std::string::npos) << list.output;
+}
+
+} // namespace
+} // namespace kb::eval
