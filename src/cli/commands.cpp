@@ -34,6 +34,7 @@ int run(int argc, char** argv) {
   add_store_commands(app, globals, &result);
   add_strategies_commands(app, globals, &result);
   add_profile_commands(app, globals, &result);
+  add_serve_commands(app, globals, &result);
 
   try {
     app.parse(argc, argv);

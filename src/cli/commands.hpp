@@ -46,5 +46,7 @@ void add_llm_commands(CLI::App& app, const global_options& globals, int* result)
 void add_store_commands(CLI::App& app, const global_options& globals, int* result);
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result);
 void add_profile_commands(CLI::App& app, const global_options& globals, int* result);
+// serve: the dashboard (runs kblaster-serve beside the binary).
+void add_serve_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli
