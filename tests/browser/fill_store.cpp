@@ -248,7 +248,7 @@ int64_t add_evaluation(store::store& st, const fs::path& root, int64_t run) {
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   const eval::candidate_input cand{"// live candidate\n__global__ void k() {}\n", "live.cu",
                                    "proposer", "row.live_update"};
-  return eval::record(st, run, c, cand, base, scripted(c, cand, base, 1e-3, 0.5e-3, ""));
+  return eval::record(st, run, c, cand, base, scripted(c, cand, base, 4e-3, 3.5e-3, ""));
 }
 
 } // namespace
