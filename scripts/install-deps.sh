@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what KernelBlaster needs to build and test on Debian 12 (run as root). The CUDA toolkit
-# (nvcc 13.0) is expected under /usr/local/cuda.
+# (nvcc 13.0) is expected under /usr/local/cuda. With --tests, also what the tests need beyond
+# the build: node, npm and Chromium for the dashboard's browser tests.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git pkg-config
@@ -11,6 +12,14 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The dashboard (kblaster serve): npm fetches its browser libraries at build time
+# (web/package-lock.json; without npm the pages have no charts); its tests drive Debian's Chromium
+# headless with node. Commands are checked, not packages: a node from elsewhere bundles npm.
+if [[ "${1:-}" == "--tests" ]]; then
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+  command -v chromium >/dev/null || missing+=(chromium)
+fi
 if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

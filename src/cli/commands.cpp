@@ -146,6 +146,7 @@ int run(int argc, char** argv) {
   add_profile_commands(app, globals, &result);
   add_experiment_commands(app, globals, &result);
   add_calibrate_commands(app, globals, &result);
+  add_serve_commands(app, globals, &result);
 
   if (const auto help = requested_command_help(argc, argv)) {
     fmt::print("{}", *help);

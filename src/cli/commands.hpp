@@ -65,5 +65,7 @@ void add_profile_commands(CLI::App& app, const global_options& globals, int* res
 void add_experiment_commands(CLI::App& app, const global_options& globals, int* result);
 // calibrate, and the hidden device-limits-probe.
 void add_calibrate_commands(CLI::App& app, const global_options& globals, int* result);
+// serve: the dashboard (runs kblaster-serve beside the binary).
+void add_serve_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

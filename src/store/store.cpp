@@ -792,6 +792,15 @@ std::vector<outcome_record> store::outcomes_of_run(int64_t run) const {
   return out;
 }
 
+std::optional<std::string> store::task_id_of(int64_t task_row) const {
+  detail::statement s(m_impl->db, "SELECT task_id FROM tasks WHERE id = ?");
+  s.bind(1, task_row);
+  if (!s.step()) {
+    return std::nullopt;
+  }
+  return s.column_text(0);
+}
+
 std::vector<experience> store::find_experiences(const std::string& family, const std::string& gpu,
                                                 const std::optional<std::string>& strategy) const {
   detail::statement s(m_impl->db, detail::experiences_query(strategy.has_value()));

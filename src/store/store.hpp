@@ -305,6 +305,8 @@ public:
   std::optional<run_info> find_run(int64_t run) const;
   std::vector<evaluation_row> evaluations_of_run(int64_t run) const;
   std::vector<outcome_record> outcomes_of_run(int64_t run) const;
+  // The task id ("023") of a tasks row, as outcome_record::task names it.
+  std::optional<std::string> task_id_of(int64_t task_row) const;
   // What strategies did on tasks of a family on a GPU (one strategy, or all), newest first.
   std::vector<experience>
   find_experiences(const std::string& family, const std::string& gpu,

@@ -1,0 +1,43 @@
+# Copies the dashboard's pages and its npm libraries to OUT (see cmake/serve.cmake).
+# -DSRC=web folder -DOUT=destination -DNPM=npm program (may be empty) -DSTAMP=file to touch
+set(lock ${SRC}/package-lock.json)
+set(installed ${SRC}/node_modules/.package-lock.json)
+if(NOT EXISTS ${installed} OR ${lock} IS_NEWER_THAN ${installed})
+  if(NPM)
+    execute_process(COMMAND ${NPM} ci --no-audit --no-fund --loglevel=error
+                    WORKING_DIRECTORY ${SRC} RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(WARNING "npm ci failed in ${SRC}: the dashboard is built without charts, highlighting and diffs")
+    endif()
+  else()
+    message(WARNING "npm not found: the dashboard is built without charts, highlighting and diffs "
+                    "(scripts/install-deps.sh installs npm)")
+  endif()
+endif()
+file(REMOVE_RECURSE ${OUT})
+file(MAKE_DIRECTORY ${OUT}/vendor)
+file(GLOB pages ${SRC}/*.html ${SRC}/*.js ${SRC}/*.css)
+file(COPY ${pages} DESTINATION ${OUT})
+# package folder -> files served from /vendor/ (each package's licence goes with it)
+set(vendor
+  "uplot|dist/uPlot.iife.min.js,dist/uPlot.min.css,LICENSE"
+  "@highlightjs/cdn-assets|highlight.min.js,styles/github.min.css,LICENSE"
+  "diff|dist/diff.min.js,LICENSE")
+foreach(entry IN LISTS vendor)
+  string(REPLACE "|" ";" parts "${entry}")
+  string(REPLACE "," ";" parts "${parts}")
+  list(GET parts 0 package)
+  list(SUBLIST parts 1 -1 files)
+  string(REGEX REPLACE "^.*/" "" short ${package})
+  foreach(f IN LISTS files)
+    set(from ${SRC}/node_modules/${package}/${f})
+    get_filename_component(name ${f} NAME)
+    if(name STREQUAL "LICENSE")
+      set(name ${short}.LICENSE)
+    endif()
+    if(EXISTS ${from})
+      file(COPY_FILE ${from} ${OUT}/vendor/${name})
+    endif()
+  endforeach()
+endforeach()
+file(TOUCH ${STAMP})

@@ -1,0 +1,284 @@
+// Fills a store for the dashboard's browser tests without a GPU: the real optimization loop with
+// the built-in proposer, memory and store, evaluating through a scripted GPU that answers with
+// result documents shaped like the real ones (builds, verification per check, timing samples per
+// session, statistics); an eval run of a candidate whose source, strategy, log and message carry
+// HTML and script; a bench run with PyTorch timings. Every record goes through eval::record and
+// the store's API, as `kblaster optimize`, `eval` and `bench` record them.
+//
+//   fill_store STORE ROOT            the runs above; prints their ids as JSON
+//   fill_store STORE ROOT --add RUN  one more evaluation of task 023 in RUN (a search going on)
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+#include "eval/eval.hpp"
+#include "search/builtin_proposer.hpp"
+#include "search/memory.hpp"
+#include "search/optimize.hpp"
+#include "store/store.hpp"
+#include "task/task.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <iostream>
+
+namespace {
+
+using namespace kb;
+using nlohmann::json;
+
+const char* const gpu_name = "scripted test GPU";
+// What a successful build leaves (the store keeps a successful build's binary).
+fs::path scripted_binary;
+
+// A deterministic stream of numbers (the timing samples' spread).
+struct lcg {
+  uint64_t s;
+  double next() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(s >> 11) / 9007199254740992.0;
+  }
+};
+
+json verification(int checks, bool fail_one) {
+  json list = json::array();
+  for (int i = 0; i < checks; ++i) {
+    const bool bad = fail_one && i == checks - 1;
+    list.push_back({{"shape", i % 2 ? "official" : "odd"},
+                    {"distribution", i % 3 == 0 ? "normal" : "uniform01"},
+                    {"seed", 20251130 + i},
+                    {"passed", !bad},
+                    {"inputs_unchanged", true},
+                    {"reason", bad ? "verify.mismatch" : ""},
+                    {"outputs",
+                     {{{"output", "y"},
+                       {"count", 4096},
+                       {"max_abs_err", bad ? 0.5 : 1e-7 * (i + 1)},
+                       {"max_rel_err", bad ? 1.0 : 2e-7 * (i + 1)},
+                       {"p99_abs_err", bad ? 0.25 : 8e-8},
+                       {"rel_l2", bad ? 0.3 : 4e-8},
+                       {"violations", bad ? 517 : 0},
+                       {"nonfinite", 0},
+                       {"unwritten", 0}}}}});
+  }
+  return json::array({{{"role", "verify"}, {"accepted", !fail_one}, {"checks", list}}});
+}
+
+// A result document as eval::evaluate writes it, for a candidate `speed` times as fast as the
+// baseline's time `base_s` (with `reject`: a wrong answer; `build_error`: a compile error).
+eval::result scripted(const task::contract& c, const eval::candidate_input& cand,
+                      const eval::candidate_input& base, double t_base, double t_cand,
+                      const std::string& failure) {
+  eval::result r;
+  json d;
+  d["task"] = {{"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}};
+  d["device"] = {{"name", gpu_name}, {"sm_count", 132}, {"uuid", "GPU-scripted"}};
+  d["shape"] = {{"name", "official"}};
+  d["candidate"] = {
+      {"name", cand.name}, {"origin", cand.origin}, {"source_digest", sha256_hex(cand.source)}};
+  d["baseline"] = {
+      {"name", base.name}, {"origin", base.origin}, {"source_digest", sha256_hex(base.source)}};
+  d["toolchain"] = {{"arch", "sm_90a"}, {"version", "13.0.88"}};
+  d["ceilings"] = {{"bandwidth", 4.3e12}, {"fp32_flops", 67e12}, {"source", "default"}};
+  d["seconds"] = 3.5;
+  d["isolation"] = {{"level", "sandboxed"}};
+  const bool build_error = failure == "build.compile_error";
+  d["builds"]["candidate"] = {
+      {"status", build_error ? "failed" : "ok"},
+      {"reason", build_error ? failure : ""},
+      {"seconds", 1.25},
+      {"cached", false},
+      {"binary", build_error ? "" : scripted_binary.string()},
+      {"flags", {"-O3", "-std=c++17", "-arch=sm_90a"}},
+      {"log_tail", build_error ? "candidate.cu(12): error: identifier \"blockDimx\" is undefined\n"
+                                 "1 error detected in the compilation of \"candidate.cu\"."
+                               : "ptxas info    : Used 32 registers, 0 bytes smem\n"}};
+  if (build_error) {
+    r.final = eval::verdict::rejected;
+    r.reason = failure;
+    r.message = "the candidate does not compile";
+    d["message"] = r.message;
+    r.detail = d;
+    return r;
+  }
+  const bool reject = !failure.empty();
+  d["verification"] = verification(6, reject);
+  if (reject) {
+    r.final = eval::verdict::rejected;
+    r.reason = failure;
+    r.message = "output y differs from the float64 oracle on check 6: 517 elements beyond the "
+                "tolerance (max abs err 0.5)";
+    d["message"] = r.message;
+    r.detail = d;
+    return r;
+  }
+  lcg g{static_cast<uint64_t>(std::llround(t_cand * 1e12))};
+  json timing = json::array();
+  json medians = json::array();
+  for (int session = 0; session < 2; ++session) {
+    json samples = {{"candidate", json::array()}, {"baseline", json::array()}};
+    for (int i = 0; i < 200; ++i) {
+      samples["candidate"].push_back({{"t", t_cand * (1 + 0.02 * g.next())}, {"round", i}});
+      samples["baseline"].push_back({{"t", t_base * (1 + 0.02 * g.next())}, {"round", i}});
+    }
+    timing.push_back({{"samples", samples}});
+    medians.push_back({{"candidate", t_cand * 1.01}, {"baseline", t_base * 1.01}});
+  }
+  d["timing"] = timing;
+  d["sessions"] = json::array({{{"seconds", 0.5}}, {{"seconds", 0.5}}});
+  const double ratio = t_base / t_cand;
+  const auto v = ratio > 1.02 ? eval::verdict::improved
+                              : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
+  const double floor = task::floor_seconds(c, c.official(), task::ceilings{});
+  d["floor_seconds"] = floor;
+  d["statistics"] = {{"median_baseline_s", t_base},
+                     {"median_candidate_s", t_cand},
+                     {"speedup", ratio},
+                     {"speedup_ci", {ratio * 0.995, ratio * 1.005}},
+                     {"mann_whitney_p", v == eval::verdict::same ? 0.4 : 1e-30},
+                     {"floor_fraction", floor / t_cand},
+                     {"session_medians", medians}};
+  r.final = v;
+  r.reason = "timing." + eval::to_string(v);
+  r.message = fmt::format("speedup {:.3f}x over the compared kernel", ratio);
+  d["message"] = r.message;
+  r.detail = d;
+  return r;
+}
+
+// The scripted GPU: the baseline takes `base_s`; the n-th proposed candidate is rejected, fails to
+// compile, or runs at a speed that depends on its strategy and parameters.
+struct scripted_gpu {
+  double base_s = 1e-3;
+  int calls = 0;
+  std::map<std::string, double> speed_of_source; // sha256 -> speed over the baseline
+  eval::result operator()(const task::contract& c, const eval::candidate_input& cand,
+                          const eval::candidate_input& base, const eval::options&) {
+    auto speed = [&](const eval::candidate_input& in) {
+      if (in.origin == "baseline") {
+        return 1.0;
+      }
+      const auto key = sha256_hex(in.source);
+      if (auto it = speed_of_source.find(key); it != speed_of_source.end()) {
+        return it->second;
+      }
+      const double s = 0.9 + 0.1 * static_cast<double>(calls % 5) +
+                       0.05 * static_cast<double>(in.strategy.size() % 4);
+      speed_of_source[key] = s;
+      return s;
+    };
+    std::string failure;
+    if (cand.origin != "baseline" && base.origin != "baseline") {
+      ++calls;
+      if (calls == 2) {
+        failure = "verify.mismatch";
+      } else if (calls == 4) {
+        failure = "build.compile_error";
+      }
+    }
+    return scripted(c, cand, base, base_s / speed(base), base_s / speed(cand), failure);
+  }
+};
+
+int64_t optimize_run(store::store& st, const fs::path& root, const std::vector<std::string>& ids) {
+  const int64_t run = st.begin_run("optimize", {{"tasks", ids}, {"proposer", "builtin"}});
+  search::memory mem(st);
+  search::builtin_proposer prop(mem);
+  search::optimize_options o;
+  o.rollouts = 2;
+  o.steps = 4;
+  o.target_floor_fraction = 1e9;
+  std::string outcome = "no_improvement";
+  for (const auto& id : ids) {
+    const auto c = task::find_task(root, id);
+    scripted_gpu gpu;
+    gpu.base_s = 1e-3 * (1 + static_cast<double>(id.back() - '0'));
+    search::optimizer opt(st, run, mem, prop, o, gpu_name, std::ref(gpu), {}, {});
+    const auto r = opt.optimize(c);
+    if (r.final == search::outcome::improved) {
+      outcome = "improved";
+    }
+  }
+  st.finish_run(run, store::run_status::finished, outcome, "");
+  return run;
+}
+
+int64_t injection_run(store::store& st, const fs::path& root) {
+  const auto c = task::find_task(root, "019");
+  const int64_t run = st.begin_run("eval", {{"task", c.id}});
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  eval::candidate_input cand{"// </code></pre><script>window.__pwned = 1;</script>\n"
+                             "// <img src=x onerror=\"window.__pwned = 2\">\n"
+                             "__global__ void relu(const float* x, float* y, int n) {\n"
+                             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                             "  if (i < n) y[i] = x[i] > 0 ? x[i] : 0; // <b>not bold</b>\n"
+                             "}\n",
+                             "evil.cu", "proposer", "<script>window.__pwned = 3;</script>"};
+  auto r = scripted(c, cand, base, 1e-3, 1e-3, "verify.mismatch");
+  r.message = "<img src=x onerror=\"window.__pwned = 4\"> answer of the model";
+  r.detail["message"] = r.message;
+  r.detail["builds"]["candidate"]["log_tail"] = "<script>window.__pwned = 5;</script> warning";
+  eval::record(st, run, c, cand, base, r);
+  st.finish_run(run, store::run_status::finished, "rejected", "verify.mismatch");
+  return run;
+}
+
+int64_t bench_run(store::store& st, const fs::path& root, const fs::path& pytorch) {
+  json tasks = json::object();
+  const std::vector<std::pair<std::string, double>> speeds = {{"019", 1.2}, {"023", 1.6}};
+  for (const auto& [id, s] : speeds) {
+    tasks[id]["official"] = {{"eager", {{"correct", true}, {"median_s", 1.1e-3}}},
+                             {"compile_max_autotune", {{"correct", true}, {"median_s", 0.9e-3}}}};
+  }
+  write_file_atomic(pytorch, json{{"device", gpu_name}, {"tasks", tasks}}.dump(2));
+  const int64_t run = st.begin_run("bench", {{"suite", "core10"}, {"pytorch", pytorch.string()}});
+  for (const auto& [id, s] : speeds) {
+    const auto c = task::find_task(root, id);
+    const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+    const eval::candidate_input cand{"// portfolio kernel of task " + id + "\n", id + ".cu",
+                                     "portfolio"};
+    eval::record(st, run, c, cand, base, scripted(c, cand, base, 1e-3, 1e-3 / s, ""));
+  }
+  st.finish_run(run, store::run_status::finished, "improved", "");
+  return run;
+}
+
+int64_t add_evaluation(store::store& st, const fs::path& root, int64_t run) {
+  const auto c = task::find_task(root, "023");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const eval::candidate_input cand{"// live candidate\n__global__ void k() {}\n", "live.cu",
+                                   "proposer", "row.live_update"};
+  return eval::record(st, run, c, cand, base, scripted(c, cand, base, 4e-3, 3.5e-3, ""));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3 && !(argc == 5 && std::string(argv[3]) == "--add")) {
+    std::cerr << "usage: fill_store STORE ROOT [--add RUN]\n";
+    return 64;
+  }
+  try {
+    const fs::path dir = argv[1];
+    const fs::path root = argv[2];
+    store::store st(dir);
+    scripted_binary = dir / "scripted-binary.so";
+    if (!fs::exists(scripted_binary)) {
+      write_file_atomic(scripted_binary, "scripted build output\n");
+    }
+    if (argc == 5) {
+      std::cout << json{{"evaluation", add_evaluation(st, root, std::stoll(argv[4]))}}.dump()
+                << "\n";
+      return 0;
+    }
+    json ids;
+    ids["optimize"] = optimize_run(st, root, {"023", "019"});
+    ids["injection"] = injection_run(st, root);
+    ids["bench"] = bench_run(st, root, dir / "pytorch.json");
+    std::cout << ids.dump() << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "fill_store: " << e.what() << "\n";
+    return 70;
+  }
+}

@@ -1,0 +1,156 @@
+// The dashboard's documents over a store: filters, the best-so-far rule, a candidate's sources and
+// reasons, the roofline, the evidence archive (read back by tar and checked by the store).
+#include "serve/serve.hpp"
+
+#include "common/fs.hpp"
+#include "common/sha256.hpp"
+#include "eval/eval.hpp"
+#include "store_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kb::serve {
+namespace {
+
+using nlohmann::json;
+using store::testing::softmax_task;
+
+// Records one evaluation as `kblaster optimize` does: `cand` against `compared`.
+int64_t record(store::store& st, int64_t run, const std::string& cand_src,
+               const std::string& strategy, const std::string& compared_src, eval::verdict v,
+               const std::string& reason, std::optional<double> speedup) {
+  const auto& c = softmax_task();
+  const eval::candidate_input cand{cand_src, "c.cu", strategy.empty() ? "baseline" : "proposer",
+                                   strategy};
+  const eval::candidate_input base{
+      compared_src, "b.cu", compared_src == read_file(c.baseline) ? "baseline" : "proposer", ""};
+  eval::result r;
+  r.final = v;
+  r.reason = reason;
+  r.detail = {{"task", {{"id", c.id}, {"family", task::to_string(c.fam)}}},
+              {"device", {{"name", "test GPU"}}},
+              {"shape", {{"name", "official"}}},
+              {"candidate", {{"source_digest", sha256_hex(cand_src)}}},
+              {"baseline", {{"source_digest", sha256_hex(compared_src)}}},
+              {"builds", {{"candidate", {{"status", "ok"}, {"log_tail", "log <b>"}}}}},
+              {"seconds", 2.0}};
+  if (speedup) {
+    r.detail["statistics"] = {{"median_baseline_s", 1e-3 * *speedup},
+                              {"median_candidate_s", 1e-3},
+                              {"speedup", *speedup},
+                              {"speedup_ci", {*speedup - 0.01, *speedup + 0.01}}};
+    r.detail["timing"] = json::array(
+        {{{"samples", {{"candidate", {{{"t", 1e-3}}, {{"t", 1.1e-3}}}}, {"baseline", {}}}}}});
+  }
+  return eval::record(st, run, c, cand, base, r);
+}
+
+class serve_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = std::make_unique<temp_dir>("kb-serve-test");
+    st = std::make_unique<store::store>(dir->path() / "store");
+    baseline = read_file(softmax_task().baseline);
+    run = st->begin_run("optimize", json::object());
+    record(*st, run, baseline, "", baseline, eval::verdict::same, "timing.same", 1.0);
+    e1 = record(*st, run, "// a", "row.a", baseline, eval::verdict::improved, "timing.improved",
+                1.5);
+    e2 = record(*st, run, "// <script>b</script>", "row.b", "// a", eval::verdict::rejected,
+                "verify.mismatch", std::nullopt);
+    e3 = record(*st, run, "// c", "row.c", "// a", eval::verdict::improved, "timing.improved", 2.0);
+    st->finish_run(run, store::run_status::finished, "improved", "");
+    other = st->begin_run("eval", json::object());
+  }
+  std::unique_ptr<temp_dir> dir;
+  std::unique_ptr<store::store> st;
+  std::string baseline;
+  int64_t run = 0, other = 0, e1 = 0, e2 = 0, e3 = 0;
+};
+
+TEST_F(serve_test, runs_are_filtered_by_task_kind_outcome_and_date) {
+  const dashboard d(*st, {});
+  EXPECT_EQ(d.runs({}).size(), 2u);
+  EXPECT_EQ(d.runs({.task = "023"}).size(), 1u);
+  EXPECT_EQ(d.runs({.task = "019"}).size(), 0u);
+  EXPECT_EQ(d.runs({.outcome = "improved"}).size(), 1u);
+  EXPECT_EQ(d.runs({.kind = "eval"}).at(0)["id"], other);
+  EXPECT_EQ(d.runs({.since = "2999"}).size(), 0u);
+  EXPECT_EQ(d.runs({.until = "2000-01-01"}).size(), 0u);
+  EXPECT_EQ(d.runs({.since = "2000-01-01"}).size(), 2u);
+}
+
+TEST_F(serve_test, best_so_far_multiplies_speedups_over_the_compared_candidate) {
+  const dashboard d(*st, {});
+  const json s = d.search(run, "023");
+  ASSERT_EQ(s["curve"].size(), 4u);
+  EXPECT_DOUBLE_EQ(s["curve"][0]["best"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s["curve"][1]["best"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(s["curve"][2]["best"].get<double>(), 1.5); // rejected: no change
+  EXPECT_DOUBLE_EQ(s["curve"][3]["best"].get<double>(), 3.0); // 2x over the 1.5x one
+  EXPECT_EQ(s["candidates"][2]["reason"], "verify.mismatch");
+  EXPECT_EQ(s["candidates"][2]["step"], 2);
+  const json r = d.run(run);
+  ASSERT_EQ(r["tasks"].size(), 1u);
+  EXPECT_EQ(r["tasks"][0]["evaluations"], 3);
+  EXPECT_DOUBLE_EQ(r["tasks"][0]["best_so_far"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(r["tasks"][0]["seconds"].get<double>(), 8.0);
+}
+
+TEST_F(serve_test, a_candidate_shows_its_source_the_baseline_and_what_it_was_compared_with) {
+  const dashboard d(*st, {});
+  const json e = d.evaluation(run, e2);
+  EXPECT_EQ(e["source"], "// <script>b</script>");
+  EXPECT_EQ(e["compared_source"], "// a");
+  EXPECT_EQ(e["baseline_source"], baseline);
+  EXPECT_EQ(e["reason"], "verify.mismatch");
+  EXPECT_EQ(e["build"]["log"], "log <b>");
+  const json t = d.evaluation(run, e3);
+  EXPECT_EQ(t["samples"]["candidate"].size(), 2u);
+  EXPECT_THROW(d.evaluation(run, 999999), not_found);
+  EXPECT_THROW(d.run(999999), not_found);
+  EXPECT_THROW(d.search(run, "019"), not_found);
+}
+
+TEST_F(serve_test, roofline_places_timed_candidates_and_needs_the_contract) {
+  const json none = dashboard(*st, {}).roofline(run, "023");
+  EXPECT_FALSE(none["available"].get<bool>());
+  const json r = dashboard(*st, {.project_root = store::testing::source_root}).roofline(run, "023");
+  ASSERT_TRUE(r["available"].get<bool>());
+  // The baseline, a and c (the rejected b is not placed).
+  EXPECT_EQ(r["points"].size(), 3u);
+  for (const auto& p : r["points"]) {
+    EXPECT_GT(p["flops_per_s"].get<double>(), 0);
+    EXPECT_GT(p["intensity"].get<double>(), 0);
+  }
+}
+
+TEST_F(serve_test, version_changes_when_an_evaluation_is_recorded) {
+  const dashboard d(*st, {});
+  const auto v1 = d.version();
+  EXPECT_EQ(v1, d.version());
+  record(*st, other, "// d", "row.d", baseline, eval::verdict::same, "timing.same", 1.0);
+  EXPECT_NE(v1, d.version());
+}
+
+TEST_F(serve_test, evidence_archive_unpacks_with_tar_and_passes_the_check) {
+  const std::string tar = evidence_archive(*st, run);
+  EXPECT_EQ(tar.size() % 512, 0u);
+  const fs::path file = dir->path() / "e.tar";
+  write_file_atomic(file, tar);
+  const fs::path out = dir->path() / "x";
+  fs::create_directories(out);
+  ASSERT_EQ(std::system(("tar -xf " + file.string() + " -C " + out.string()).c_str()), 0);
+  const auto report = store::check_evidence(out / fmt::format("run-{}-evidence", run));
+  EXPECT_TRUE(report.ok()) << fmt::format("{}", fmt::join(report.problems, "; "));
+  EXPECT_EQ(report.run, run);
+  EXPECT_THROW(evidence_archive(*st, 999999), not_found);
+}
+
+TEST(serve_time, seconds_between_iso_timestamps) {
+  EXPECT_DOUBLE_EQ(*seconds_between("2026-11-30T21:00:00.000Z", "2026-11-30T21:01:02.500Z"), 62.5);
+  EXPECT_DOUBLE_EQ(*seconds_between("2026-12-31T23:59:59Z", "2027-01-01T00:00:01Z"), 2.0);
+  EXPECT_FALSE(seconds_between("yesterday", "2026-11-30T21:00:00Z"));
+}
+
+} // namespace
+} // namespace kb::serve
