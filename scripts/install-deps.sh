@@ -7,6 +7,9 @@ packages=(
   build-essential cmake ninja-build git pkg-config
   libsqlite3-dev libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libtomlplusplus-dev libcpp-httplib-dev libgtest-dev bubblewrap python3
+  # The services the postgres and slurm tests run against (scripts/services.sh starts them).
+  # libpq5 is loaded at run time for postgresql:// stores; kblaster does not link it.
+  libpq5 postgresql postgresql-client slurm-wlm munge
 )
 missing=()
 for p in "${packages[@]}"; do

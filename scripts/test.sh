@@ -7,4 +7,10 @@ scripts/install-deps.sh --tests
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 cmake --preset release
 cmake --build --preset release
+# PostgreSQL and a single-node Slurm for the `postgres` and `slurm` tests; their settings
+# (KBLASTER_TEST_POSTGRES, SLURM_CONF, KBLASTER_TEST_SLURM) come back in services.env.
+scripts/services.sh start
+# shellcheck disable=SC1091
+source "${KBLASTER_SERVICES_DIR:-/tmp/kblaster-services}/services.env"
+trap 'scripts/services.sh stop' EXIT
 ctest --preset cpu

@@ -123,7 +123,8 @@ int run(int argc, char** argv) {
   global_options globals;
   app.add_option("--root", globals.root, "project folder holding tasks/ and include/kblaster");
   app.add_option("--store", globals.store,
-                 "store folder (else $KBLASTER_HOME, else ~/.local/share/kblaster)");
+                 "store folder or postgresql:// URL (else $KBLASTER_STORE, else $KBLASTER_HOME, else "
+                 "~/.local/share/kblaster)");
   app.add_flag("-q,--quiet", globals.quiet, "no progress output");
   app.add_option("--tasks", globals.task_dirs,
                  "another folder of tasks, searched after the project's tasks/ (repeatable; also "
@@ -147,6 +148,7 @@ int run(int argc, char** argv) {
   add_experiment_commands(app, globals, &result);
   add_calibrate_commands(app, globals, &result);
   add_serve_commands(app, globals, &result);
+  add_queue_commands(app, globals, &result);
 
   if (const auto help = requested_command_help(argc, argv)) {
     fmt::print("{}", *help);

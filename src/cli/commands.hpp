@@ -23,7 +23,7 @@ std::string command_help(const std::vector<std::string>& words);
 // Options every command sees.
 struct global_options {
   std::optional<std::filesystem::path> root;    // project folder (tasks/, include/)
-  std::optional<std::filesystem::path> store;   // store folder
+  std::optional<std::filesystem::path> store;   // store folder or postgresql:// URL
   std::vector<std::filesystem::path> task_dirs; // --tasks: folders of tasks besides tasks/
   bool quiet = false;
 };
@@ -67,5 +67,7 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
 void add_calibrate_commands(CLI::App& app, const global_options& globals, int* result);
 // serve: the dashboard (runs kblaster-serve beside the binary).
 void add_serve_commands(CLI::App& app, const global_options& globals, int* result);
+// queue work|status: evaluation jobs in the store's queue.
+void add_queue_commands(CLI::App& app, const global_options& globals, int* result);
 
 } // namespace kb::cli

@@ -1,5 +1,6 @@
 // `kblaster optimize` (the search, with live progress and a summary) and `kblaster memory`.
 #include "cli/commands.hpp"
+#include "cli/executor_options.hpp"
 #include "cli/llm_options.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
@@ -12,7 +13,10 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <mutex>
 #include <regex>
+#include <thread>
 
 namespace kb::cli {
 
@@ -76,6 +80,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   static double screen_margin = 0.05;
   static bool no_sanitize = false;
   static llm_options llm_opts;
+  static executor_options exec_opts;
   opt->add_option("--task", task_id, "one task");
   opt->add_option("--suite", suite, "every task of a suite");
   opt->add_option("--proposer", proposer_name, "builtin (no network) or llm")
@@ -109,6 +114,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   opt->add_flag("--no-sanitize", no_sanitize,
                 "do not run the sanitizers on a candidate before it becomes the best (recorded)");
   add_llm_options(*opt, llm_opts);
+  add_executor_options(*opt, exec_opts);
   opt->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     auto st = open_store(globals);
@@ -220,21 +226,28 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     } else {
       prop = std::make_unique<search::builtin_proposer>(mem);
     }
+    std::mutex print_lock;
     const auto say = [&](const std::string& line) {
       if (!globals.quiet) {
+        std::lock_guard lock(print_lock);
         fmt::print("{}\n", line);
         std::fflush(stdout);
       }
     };
-    search::optimizer optimizer(
-        st, run, mem, *prop, oo, gpu,
-        [&root](const task::contract& c, const eval::candidate_input& cand,
-                const eval::candidate_input& base,
-                const eval::options& o) { return eval::evaluate(root, c, cand, base, o, {}); },
-        [&root](const task::contract& c, const eval::candidate_input& cand,
-                const eval::options& o) { eval::compile_candidate(root, c, cand, o); },
-        say);
+    const auto exec = make_executor(globals, exec_opts, root, st, run, say);
+    const search::evaluator evaluate = [&exec](const task::contract& c,
+                                               const eval::candidate_input& cand,
+                                               const eval::candidate_input& base,
+                                               const eval::options& o) {
+      return exec->evaluate(c, cand, base, o);
+    };
+    const search::compile_fn compile = [&root](const task::contract& c,
+                                               const eval::candidate_input& cand,
+                                               const eval::options& o) {
+      eval::compile_candidate(root, c, cand, o);
+    };
     const auto done = st.outcomes_of_run(run);
+    std::vector<const task::contract*> todo;
     for (const auto& c : tasks) {
       const int64_t row = st.record_task(c);
       if (std::any_of(done.begin(), done.end(),
@@ -242,7 +255,53 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
         say(fmt::format("task {}: already finished in run {}", c.id, run));
         continue;
       }
-      results.push_back(optimizer.optimize(c));
+      todo.push_back(&c);
+    }
+    if (exec_opts.executor == "local" && exec_opts.gpus.empty()) {
+      search::optimizer optimizer(st, run, mem, *prop, oo, gpu, evaluate, compile, say);
+      for (const auto* c : todo) {
+        results.push_back(optimizer.optimize(*c));
+      }
+    } else {
+      // Tasks run at once, one per worker, each with its own store connection and memory; a
+      // task does not see the attempts other tasks of this run make meanwhile, so what it
+      // tries does not depend on how many GPUs there are.
+      if (args.value("proposer", "") == "llm" && exec->slots() > 1) {
+        fail_input("--gpus/--executor slurm run tasks at once, which the llm proposer does not "
+                   "support yet; use --proposer builtin or one GPU");
+      }
+      std::vector<std::optional<search::task_result>> out(todo.size());
+      std::vector<std::string> errors;
+      std::atomic<size_t> next{0};
+      std::vector<std::thread> threads;
+      const size_t width = std::min(todo.size(), static_cast<size_t>(exec->slots()));
+      for (size_t t = 0; t < width; ++t) {
+        threads.emplace_back([&] {
+          try {
+            store::store tst(store::resolve_dir(globals.store));
+            search::memory tmem(tst, run);
+            search::builtin_proposer tprop(tmem);
+            search::optimizer topt(tst, run, tmem, tprop, oo, gpu, evaluate, compile, say);
+            for (size_t i = next++; i < todo.size(); i = next++) {
+              out[i] = topt.optimize(*todo[i]);
+            }
+          } catch (const std::exception& e) {
+            std::lock_guard lock(print_lock);
+            errors.push_back(e.what());
+          }
+        });
+      }
+      for (auto& t : threads) {
+        t.join();
+      }
+      if (!errors.empty()) {
+        fail("{}", errors.front());
+      }
+      for (auto& r : out) {
+        if (r) {
+          results.push_back(std::move(*r));
+        }
+      }
     }
     st.finish_run(run, store::run_status::finished, "finished", "");
     print_summary(results);

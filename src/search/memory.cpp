@@ -54,10 +54,21 @@ double ucb_score(const strategy_stats& s, int total_attempts, double exploration
          exploration * std::sqrt(std::log(std::max(total_attempts, 1)) / s.attempts);
 }
 
+std::vector<store::experience> memory::visible(const task::contract& c,
+                                               const std::string& gpu) const {
+  auto all = m_store.find_experiences(task::to_string(c.fam), gpu);
+  if (m_isolated_run) {
+    std::erase_if(all, [&](const store::experience& e) {
+      return e.run == m_isolated_run && e.task_id != c.id;
+    });
+  }
+  return all;
+}
+
 std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu,
                                            const std::vector<const strategy*>& applicable,
                                            double exploration) const {
-  const auto stats = summarize(m_store.find_experiences(task::to_string(c.fam), gpu));
+  const auto stats = summarize(visible(c, gpu));
   int total = 0;
   for (const auto& s : stats) {
     total += s.attempts;

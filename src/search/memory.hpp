@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -61,6 +63,10 @@ double key_weight(const store::experience& e, const std::string& task_id, const 
 class memory {
 public:
   explicit memory(store::store& st) : m_store(st) {}
+  // Tasks of `run` that run at once on several GPUs must not see each other's attempts, or what
+  // a task tries would depend on how many GPUs there are: rank ignores experiences of this run
+  // that belong to other tasks.
+  memory(store::store& st, int64_t isolated_run) : m_store(st), m_isolated_run(isolated_run) {}
 
   // The strategies of `applicable`, best first, with their outcomes on this family and GPU.
   std::vector<strategy_outcome> rank(const task::contract& c, const std::string& gpu,
@@ -83,7 +89,10 @@ public:
   int import_all(const nlohmann::json& experiences);
 
 private:
+  std::vector<store::experience> visible(const task::contract& c, const std::string& gpu) const;
+
   store::store& m_store;
+  std::optional<int64_t> m_isolated_run;
 };
 
 } // namespace kb::search

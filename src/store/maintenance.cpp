@@ -56,7 +56,9 @@ std::optional<double> age_of(const fs::path& path) {
 verify_report store::verify() const {
   auto& db = m_impl->db;
   verify_report report;
-  {
+  // PostgreSQL enforces foreign keys on every write and checks its own pages; SQLite is asked.
+  const bool sqlite = db.kind() == detail::dialect::sqlite;
+  if (sqlite) {
     detail::statement s(db, "PRAGMA integrity_check");
     while (s.step()) {
       if (s.column_text(0) != "ok") {
@@ -64,7 +66,7 @@ verify_report store::verify() const {
       }
     }
   }
-  {
+  if (sqlite) {
     detail::statement s(db, "PRAGMA foreign_key_check");
     while (s.step()) {
       report.database.push_back(
@@ -113,17 +115,29 @@ gc_report store::gc(std::chrono::seconds grace, bool dry_run) {
   auto& db = m_impl->db;
   // Checking the foreign keys of every deleted blob costs a scan of each referencing table per
   // blob; foreign_key_check below proves the same for the whole deletion at once.
+  // (PostgreSQL checks each deletion with an index.)
+  const bool sqlite = db.kind() == detail::dialect::sqlite;
   struct foreign_keys_off {
     explicit foreign_keys_off(detail::connection& c) : db(c) {
-      db.exec("PRAGMA foreign_keys = OFF");
+      if (db.kind() == detail::dialect::sqlite) {
+        db.exec("PRAGMA foreign_keys = OFF");
+      }
     }
-    ~foreign_keys_off() { db.try_exec("PRAGMA foreign_keys = ON"); }
+    ~foreign_keys_off() {
+      if (db.kind() == detail::dialect::sqlite) {
+        db.try_exec("PRAGMA foreign_keys = ON");
+      }
+    }
     detail::connection& db;
   } keys_off(db);
 
   gc_report report;
   const double grace_seconds = static_cast<double>(grace.count());
   detail::transaction tx(db);
+  if (!sqlite) {
+    // The write lock SQLite's BEGIN IMMEDIATE takes: no blob is catalogued meanwhile.
+    db.exec("LOCK TABLE blobs IN EXCLUSIVE MODE");
+  }
   const auto catalogued = catalogue(db);
   const auto referenced = referenced_digests(db);
   std::vector<fs::path> doomed;
@@ -153,7 +167,7 @@ gc_report store::gc(std::chrono::seconds grace, bool dry_run) {
     ++report.removed_stray;
     doomed.push_back(file);
   }
-  {
+  if (sqlite) {
     detail::statement check(db, "PRAGMA foreign_key_check");
     if (check.step()) {
       fail("gc: removing unreferenced blobs would break a reference from {} (nothing was removed)",

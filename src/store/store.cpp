@@ -80,6 +80,9 @@ fs::path resolve_dir(const std::optional<fs::path>& explicit_dir) {
   if (explicit_dir && !explicit_dir->empty()) {
     return *explicit_dir;
   }
+  if (const char* env = std::getenv("KBLASTER_STORE"); env != nullptr && *env != '\0') {
+    return env;
+  }
   if (const char* env = std::getenv("KBLASTER_HOME"); env != nullptr && *env != '\0') {
     return env;
   }
@@ -88,6 +91,10 @@ fs::path resolve_dir(const std::optional<fs::path>& explicit_dir) {
     fail_input("cannot place the store: HOME is not set; pass --store DIR or set KBLASTER_HOME");
   }
   return fs::path(home) / ".local" / "share" / "kblaster";
+}
+
+bool is_database_url(const std::string& location) {
+  return detail::is_postgres_url(location);
 }
 
 uint64_t filesystem_type(const fs::path& dir) {
@@ -204,6 +211,23 @@ std::string now_utc() {
 }
 
 std::vector<blob_column> blob_columns(connection& db) {
+  if (db.kind() == dialect::postgres) {
+    statement s(db, "SELECT kcu.table_name, kcu.column_name "
+                    "FROM information_schema.referential_constraints rc "
+                    "JOIN information_schema.key_column_usage kcu "
+                    "  ON kcu.constraint_name = rc.constraint_name "
+                    " AND kcu.constraint_schema = rc.constraint_schema "
+                    "JOIN information_schema.constraint_table_usage ctu "
+                    "  ON ctu.constraint_name = rc.unique_constraint_name "
+                    " AND ctu.constraint_schema = rc.unique_constraint_schema "
+                    "WHERE ctu.table_name = 'blobs' AND kcu.constraint_schema = current_schema() "
+                    "ORDER BY 1, 2");
+    std::vector<blob_column> out;
+    while (s.step()) {
+      out.push_back({s.column_text(0), s.column_text(1)});
+    }
+    return out;
+  }
   std::vector<std::string> tables;
   statement list(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
   while (list.step()) {
@@ -253,8 +277,11 @@ bool owner_is_dead(const std::string& owner) {
 
 // ---- Opening ----
 
-store::impl::impl(fs::path store_dir, int busy_timeout_ms)
-    : dir(std::move(store_dir)), db(dir / "store.sqlite", busy_timeout_ms), blobs(dir / "blobs") {}
+store::impl::impl(fs::path store_dir, std::string store_url, int busy_timeout_ms)
+    : dir(std::move(store_dir)), url(std::move(store_url)),
+      db(url.empty() ? detail::open_sqlite(dir / "store.sqlite", busy_timeout_ms)
+                     : detail::open_postgres(url, busy_timeout_ms)),
+      blobs(dir / "blobs") {}
 
 blob_ref store::impl::put(std::string_view bytes) {
   detail::transaction tx(db);
@@ -299,6 +326,25 @@ store::store(const open_options& options) {
   if (options.dir.empty()) {
     fail_input("no store folder given");
   }
+  if (detail::is_postgres_url(options.dir.string())) {
+    fs::path files = options.files;
+    if (files.empty()) {
+      if (const char* env = std::getenv("KBLASTER_STORE_FILES"); env != nullptr && *env != '\0') {
+        files = env;
+      }
+    }
+    if (files.empty()) {
+      fail_input("the store {} keeps its blobs in a folder every host using it sees at the same "
+                 "path: set KBLASTER_STORE_FILES=DIR (a shared filesystem)",
+                 detail::redact_url(options.dir.string()));
+    }
+    // Blobs are written to a temporary file and renamed: safe on a network filesystem.
+    create_private_dirs(files);
+    m_impl = std::make_unique<impl>(files, options.dir.string(), options.busy_timeout_ms);
+    detail::migrate(m_impl->db, detail::latest_schema_version());
+    reap_interrupted_runs();
+    return;
+  }
   create_private_dirs(options.dir);
   if (auto name = network_filesystem_name(options.filesystem_type(options.dir))) {
     fail_input(
@@ -308,7 +354,7 @@ store::store(const open_options& options) {
         "or KBLASTER_HOME=DIR",
         options.dir.string(), *name);
   }
-  m_impl = std::make_unique<impl>(options.dir, options.busy_timeout_ms);
+  m_impl = std::make_unique<impl>(options.dir, "", options.busy_timeout_ms);
   auto& db = m_impl->db;
   db.exec("PRAGMA foreign_keys = ON");
   enable_wal(db, options.busy_timeout_ms);
@@ -324,6 +370,12 @@ store& store::operator=(store&&) noexcept = default;
 
 const fs::path& store::dir() const {
   return m_impl->dir;
+}
+std::string store::location() const {
+  return m_impl->url.empty() ? m_impl->dir.string() : detail::redact_url(m_impl->url);
+}
+bool store::shared() const {
+  return !m_impl->url.empty();
 }
 int store::schema_version() const {
   return detail::schema_version(m_impl->db);
@@ -435,12 +487,11 @@ int64_t store::begin_run(const std::string& kind, const nlohmann::json& args) {
   require(!kind.empty(), "a run needs a kind");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO runs (kind, args_json, started, status, tool_version, owner) "
-                        "VALUES (?, ?, ?, 'running', ?, ?)")
-      .bind_all(kind, dump(args), detail::now_utc(), std::string(KBLASTER_VERSION),
-                detail::process_owner())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO runs (kind, args_json, started, status, tool_version, owner) "
+      "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+      kind, dump(args), detail::now_utc(), std::string(KBLASTER_VERSION), detail::process_owner());
   tx.commit();
   return id;
 }
@@ -481,14 +532,13 @@ int64_t store::record_build(const build_record& build) {
   require(!build.outcome.empty(), "a build needs an outcome");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO builds (source_digest, flags, toolkit, arch, binary_digest, "
-                        "log_digest, outcome, "
-                        "reason, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(build.key.source_digest, build.key.flags, build.key.toolkit, build.key.arch,
-                build.binary_digest, build.log_digest, build.outcome, build.reason, build.seconds,
-                detail::now_utc())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO builds (source_digest, flags, toolkit, arch, binary_digest, log_digest, "
+      "outcome, reason, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+      build.key.source_digest, build.key.flags, build.key.toolkit, build.key.arch,
+      build.binary_digest, build.log_digest, build.outcome, build.reason, build.seconds,
+      detail::now_utc());
   tx.commit();
   return id;
 }
@@ -501,18 +551,16 @@ int64_t store::record_evaluation(const evaluation_record& e) {
     samples_digest = m_impl->put(dump(e.samples)).digest;
   }
   const std::string detail_digest = m_impl->put(dump(e.detail)).digest;
-  detail::statement(
-      db, "INSERT INTO evaluations (run, candidate, baseline, environment, build, shape, verdict, "
-          "reason, "
-          "candidate_median, baseline_median, speedup, ci_low, ci_high, p_value, floor_fraction, "
-          "samples_digest, correctness_json, detail_digest, sandboxed, created) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(e.run, e.candidate, e.baseline, e.environment, e.build, e.shape,
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO evaluations (run, candidate, baseline, environment, build, shape, verdict, "
+      "reason, candidate_median, baseline_median, speedup, ci_low, ci_high, p_value, "
+      "floor_fraction, samples_digest, correctness_json, detail_digest, sandboxed, created) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+      e.run, e.candidate, e.baseline, e.environment, e.build, e.shape,
                 to_string(e.verdict), e.reason, e.candidate_median, e.baseline_median, e.speedup,
                 e.ci_low, e.ci_high, e.p_value, e.floor_fraction, samples_digest,
-                dump(e.correctness), detail_digest, e.sandboxed, detail::now_utc())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+      dump(e.correctness), detail_digest, e.sandboxed, detail::now_utc());
   tx.commit();
   return id;
 }
@@ -536,16 +584,15 @@ int64_t store::record_experience(const experience& x) {
           "an experience needs a family, a GPU and a strategy");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(
-      db, "INSERT INTO experiences (run, task_id, family, op_features_json, shape, dtype, gpu, "
-          "environment, "
-          "state_before, strategy, params_json, predicted_speedup, measured_speedup, correct, "
-          "failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu,
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO experiences (run, task_id, family, op_features_json, shape, dtype, gpu, "
+      "environment, state_before, strategy, params_json, predicted_speedup, measured_speedup, "
+      "correct, failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "RETURNING id",
+      x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu,
                 x.environment, x.state_before, x.strategy, dump(x.params), x.predicted_speedup,
-                x.measured_speedup, x.correct, x.failure_reason, detail::now_utc())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+      x.measured_speedup, x.correct, x.failure_reason, detail::now_utc());
   tx.commit();
   return id;
 }

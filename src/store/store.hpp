@@ -1,7 +1,8 @@
 // The persistent store: the project's memory and evidence. Blobs (sources, binaries, logs, timing
 // samples, result documents) live in a content-addressed folder named by their SHA-256; rows that
 // tie them together (tasks, environments, runs, candidates, builds, evaluations, outcomes,
-// experiences) live in SQLite. Every write is one transaction that takes the write lock up front
+// experiences, jobs) live in SQLite (a folder, the embedded default) or in PostgreSQL (a
+// postgresql:// URL: the store several hosts share, with the blobs in a shared folder). Every write is one transaction that takes the write lock up front
 // and is durable when it returns, so a crash, a kill -9 or a second run at the same time never
 // loses or half-writes a record. docs/store.md describes the layout and the schema.
 //
@@ -42,8 +43,11 @@ std::optional<candidate_origin> candidate_origin_from_string(const std::string& 
 
 // ---- Where the store lives ----
 
-// `explicit_dir` (--store), else $KBLASTER_HOME, else ~/.local/share/kblaster.
+// `explicit_dir` (--store), else $KBLASTER_STORE, else $KBLASTER_HOME, else
+// ~/.local/share/kblaster. A folder, or a postgresql:// URL.
 fs::path resolve_dir(const std::optional<fs::path>& explicit_dir);
+// Whether a store location names a PostgreSQL database (postgresql://... or postgres://...).
+bool is_database_url(const std::string& location);
 // statfs(2) f_type of the filesystem holding `dir`.
 uint64_t filesystem_type(const fs::path& dir);
 // The name of the network or userspace filesystem `f_type` denotes ("NFS", "SMB2", "FUSE"), on
@@ -51,7 +55,10 @@ uint64_t filesystem_type(const fs::path& dir);
 std::optional<std::string> network_filesystem_name(uint64_t f_type);
 
 struct open_options {
-  fs::path dir;
+  fs::path dir; // a folder, or a postgresql:// URL
+  // With a URL: the folder for the blobs, which every host using the store must see at the same
+  // path (a shared filesystem). Empty: $KBLASTER_STORE_FILES.
+  fs::path files;
   std::function<uint64_t(const fs::path&)> filesystem_type = store::filesystem_type;
   int busy_timeout_ms = 10000; // [milliseconds] how long a writer waits for another's lock
 };
@@ -237,6 +244,41 @@ struct gc_report {
   int64_t kept_recent = 0; // unreferenced but younger than the grace period
 };
 
+// ---- The job queue ----
+
+enum class job_state { queued, running, done, failed };
+std::string to_string(job_state s);
+std::optional<job_state> job_state_from_string(const std::string& s);
+
+// What makes two jobs the same work: the task, the candidate's source digest and the protocol (a
+// digest of everything else that decides the result: baseline, options).
+struct job_key {
+  std::string task;
+  std::string candidate_digest;
+  std::string protocol;
+};
+
+struct job {
+  int64_t id = 0;
+  std::optional<int64_t> run; // the run that enqueued it first
+  job_key key;
+  nlohmann::json payload; // what the worker needs (the submitter's typed request, as JSON)
+  job_state state = job_state::queued;
+  int attempts = 0; // times a worker took it
+  int max_attempts = 1;
+  std::string worker;          // who holds or held it
+  int64_t lease_expires = 0;   // [ms since the epoch]
+  nlohmann::json result;       // set when done
+  std::string reason;          // reason code when failed
+};
+
+struct queue_counts {
+  int64_t queued = 0;
+  int64_t running = 0;
+  int64_t done = 0;
+  int64_t failed = 0;
+};
+
 struct evidence_report {
   int64_t run = 0;
   int64_t files = 0;
@@ -255,7 +297,11 @@ public:
   store(store&&) noexcept;
   store& operator=(store&&) noexcept;
 
+  // The folder of the blobs (and of the database, for SQLite).
   const fs::path& dir() const;
+  // Where the store is, for messages: the folder, or the URL without its password.
+  std::string location() const;
+  bool shared() const; // PostgreSQL
   int schema_version() const;
 
   // ---- Blobs ----
@@ -313,6 +359,33 @@ public:
                    const std::optional<std::string>& strategy = std::nullopt) const;
   // Marks runs of this machine whose process is gone as interrupted; returns how many.
   int reap_interrupted_runs();
+
+  // ---- The job queue ----
+  // Enqueues a job unless one with the same key exists; returns the job's id either way.
+  int64_t enqueue(const job_key& key, const nlohmann::json& payload,
+                  std::optional<int64_t> run = std::nullopt, int max_attempts = 3);
+  // Takes the oldest queued job, or a running one whose lease expired, for `worker`, with a lease
+  // of `lease`. Many workers, on many hosts, never take the same job at once (PostgreSQL:
+  // SELECT ... FOR UPDATE SKIP LOCKED; SQLite: the write lock). A running job whose lease expired
+  // after max_attempts takes fails with reason queue.attempts_exhausted.
+  // `only`: take that job or none (a cluster job started for one queue job).
+  std::optional<job> claim(const std::string& worker, std::chrono::milliseconds lease,
+                           std::optional<int64_t> only = std::nullopt);
+  // Extends the lease; false when the job is no longer this worker's.
+  bool renew(int64_t job, const std::string& worker, std::chrono::milliseconds lease);
+  // Stores the result and marks the job done (unless another worker finished it first: the first
+  // result stays). Returns whether this call finished it.
+  bool complete(int64_t job, const std::string& worker, const nlohmann::json& result);
+  // Gives the job back to the queue (`retry`, while attempts remain) or marks it failed.
+  void release(int64_t job, const std::string& worker, const std::string& reason, bool retry);
+  // Puts a failed or running job back in the queue with fresh attempts (the executor resubmits
+  // what a cluster lost).
+  void requeue(int64_t job, const std::string& reason);
+  // Marks a job that is not done failed, with a reason (an executor gives up on it).
+  void abandon(int64_t job, const std::string& reason);
+  std::optional<job> find_job(int64_t job) const;
+  std::optional<job> find_job(const job_key& key) const;
+  queue_counts count_jobs() const;
 
   // ---- Maintenance and evidence ----
   verify_report verify() const;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "common/fs.hpp"
-#include "store/detail/sqlite.hpp"
+#include "store/detail/database.hpp"
 #include "store/store.hpp"
 #include "task/task.hpp"
 

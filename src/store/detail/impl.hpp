@@ -2,7 +2,7 @@
 #pragma once
 
 #include "store/detail/cas.hpp"
-#include "store/detail/sqlite.hpp"
+#include "store/detail/database.hpp"
 #include "store/store.hpp"
 
 #include <string>
@@ -11,9 +11,11 @@
 namespace kb::store {
 
 struct store::impl {
-  impl(fs::path dir, int busy_timeout_ms);
+  // `url` empty: SQLite in dir/store.sqlite; else PostgreSQL, with the blobs under dir.
+  impl(fs::path dir, std::string url, int busy_timeout_ms);
 
   fs::path dir;
+  std::string url;
   detail::connection db;
   detail::cas blobs;
 

@@ -11,7 +11,7 @@ namespace {
 // Append only: a released step never changes, since stores in the field have already run it.
 // Every column that names a blob references blobs(digest); verify, gc and evidence export find
 // the blob columns through those foreign keys. Columns ending in _json hold JSON text.
-constexpr std::array<std::string_view, 4> migrations = {
+constexpr std::array<std::string_view, 5> migrations = {
     // 1: the record of runs, candidates, builds and evaluations.
     R"sql(
 CREATE TABLE blobs (
@@ -194,7 +194,56 @@ CREATE TABLE gate_calibrations (
 );
 CREATE INDEX gate_calibrations_by_uuid ON gate_calibrations (gpu_uuid);
 )sql",
+    // 5: the job queue. Evaluation jobs are keyed by (task, candidate, protocol): a job enqueued
+    // twice, by two runs sharing the store, is one job, evaluated once. A worker takes a job with
+    // a lease [ms since the epoch]; a job whose lease expired is taken again.
+    R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  run INTEGER REFERENCES runs (id),
+  task TEXT NOT NULL,
+  candidate_digest TEXT NOT NULL,
+  protocol TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+  attempts INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL CHECK (max_attempts >= 1),
+  worker TEXT NOT NULL DEFAULT '',
+  lease_expires INTEGER NOT NULL DEFAULT 0,
+  result_json TEXT,
+  reason TEXT NOT NULL DEFAULT '',
+  created TEXT NOT NULL,
+  updated TEXT NOT NULL,
+  UNIQUE (task, candidate_digest, protocol)
+);
+CREATE INDEX jobs_by_state ON jobs (state, id);
+)sql",
 };
+
+// PostgreSQL has no user_version: one row in kb_schema holds it.
+void ensure_version_table(connection& db) {
+  db.exec("CREATE TABLE IF NOT EXISTS kb_schema (version INTEGER NOT NULL)");
+  statement s(db, "SELECT count(*) FROM kb_schema");
+  if (s.step() && s.column_int(0) == 0) {
+    db.exec("INSERT INTO kb_schema (version) VALUES (0)");
+  }
+}
+
+void set_schema_version(connection& db, int version) {
+  if (db.kind() == dialect::sqlite) {
+    db.exec("PRAGMA user_version = " + std::to_string(version));
+  } else {
+    db.exec("UPDATE kb_schema SET version = " + std::to_string(version));
+  }
+}
+
+// Serializes migrations between processes for the rest of the transaction.
+void lock_schema(connection& db) {
+  if (db.kind() == dialect::postgres) {
+    db.exec("SELECT pg_advisory_xact_lock(4244521)");
+    ensure_version_table(db);
+  }
+}
 
 } // namespace
 
@@ -203,7 +252,15 @@ int latest_schema_version() {
 }
 
 int schema_version(connection& db) {
-  return std::stoi(pragma(db, "user_version"));
+  if (db.kind() == dialect::sqlite) {
+    return std::stoi(pragma(db, "user_version"));
+  }
+  statement exists(db, "SELECT to_regclass('kb_schema') IS NOT NULL");
+  if (!exists.step() || exists.column_text(0) != "t") {
+    return 0;
+  }
+  statement s(db, "SELECT max(version) FROM kb_schema");
+  return s.step() && !s.is_null(0) ? static_cast<int>(s.column_int(0)) : 0;
 }
 
 void migrate(connection& db, int target) {
@@ -215,6 +272,7 @@ void migrate(connection& db, int target) {
   }
   for (int step = 1; step <= target; ++step) {
     transaction tx(db);
+    lock_schema(db);
     // Read under the write lock: another process may have migrated meanwhile.
     const int current = schema_version(db);
     if (current > latest_schema_version()) {
@@ -227,7 +285,7 @@ void migrate(connection& db, int target) {
       continue;
     }
     db.exec(std::string(migrations[static_cast<size_t>(step - 1)]));
-    db.exec("PRAGMA user_version = " + std::to_string(step));
+    set_schema_version(db, step);
     tx.commit();
   }
 }

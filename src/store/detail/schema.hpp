@@ -1,8 +1,9 @@
-// The store's SQLite schema as an ordered list of migrations; PRAGMA user_version holds the number
-// of migrations applied. docs/store.md describes the resulting tables.
+// The store's schema as an ordered list of migrations, written once for SQLite and PostgreSQL;
+// PRAGMA user_version (SQLite) or the table kb_schema (PostgreSQL) holds the number of migrations
+// applied. docs/store.md describes the resulting tables.
 #pragma once
 
-#include "store/detail/sqlite.hpp"
+#include "store/detail/database.hpp"
 
 namespace kb::store::detail {
 

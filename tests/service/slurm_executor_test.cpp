@@ -1,0 +1,147 @@
+// Evaluation jobs through a real Slurm (scripts/services.sh starts slurmctld and slurmd on this
+// machine, with munge): the executor submits sbatch jobs running `kblaster queue work --job ID`,
+// follows them and resubmits what the cluster lost. This machine has no GPU, so a job runs the CPU
+// path: it compiles the oracle and the candidates, runs the CPU oracle and the checker's
+// self-test, and reports the GPU stages blocked.
+#include "common/fs.hpp"
+#include "common/process.hpp"
+#include "search/executor.hpp"
+#include "task/task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <future>
+#include <thread>
+
+namespace kb::search {
+namespace {
+
+using namespace std::chrono_literals;
+
+const fs::path source_root = KBLASTER_SOURCE_DIR;
+
+bool slurm_ready() {
+  const char* up = std::getenv("KBLASTER_TEST_SLURM");
+  if (up != nullptr && std::string(up) == "1") {
+    return true;
+  }
+  const char* absent = std::getenv("KBLASTER_TEST_NO_SLURM");
+  if (absent == nullptr || std::string(absent) != "1") {
+    ADD_FAILURE() << "KBLASTER_TEST_SLURM is not 1: start Slurm (scripts/services.sh start) and "
+                     "source its services.env, or set KBLASTER_TEST_NO_SLURM=1 on a machine "
+                     "without it";
+  }
+  return false;
+}
+
+std::string run_text(const std::vector<std::string>& argv) {
+  process_spec p;
+  p.argv = argv;
+  p.timeout = 60s;
+  return run_process(p).output;
+}
+
+class slurm_test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!slurm_ready()) {
+      GTEST_SKIP() << "KBLASTER_TEST_NO_SLURM=1: this machine has no Slurm";
+    }
+    m_dir = std::make_unique<temp_dir>("kb-slurm");
+    m_logs = m_dir->path() / "logs";
+  }
+
+  std::unique_ptr<executor> make(int max_jobs = 4) {
+    queue_options q;
+    q.store.dir = m_dir->path() / "store";
+    q.poll = 300ms;
+    slurm_options s;
+    s.gres = ""; // this cluster has no GPUs
+    s.log_dir = m_logs;
+    s.max_jobs = max_jobs;
+    return make_queue_executor(source_root, q,
+                               make_slurm_workers(KBLASTER_BINARY, q.store.dir.string(), s));
+  }
+
+  static eval::options cpu_options() {
+    eval::options o;
+    o.cache_dir = KBLASTER_TEST_CACHE;
+    o.no_sandbox = true; // the verdict must come from the missing GPU, not the sandbox probe
+    o.seeds = 1;
+    o.sessions = 1;
+    return o;
+  }
+
+  // The Slurm jobs this test submitted, by their output files.
+  int submitted() const {
+    int n = 0;
+    if (fs::exists(m_logs)) {
+      for (const auto& e : fs::directory_iterator(m_logs)) {
+        n += e.path().filename().string().starts_with("slurm-") ? 1 : 0;
+      }
+    }
+    return n;
+  }
+
+  std::unique_ptr<temp_dir> m_dir;
+  fs::path m_logs;
+};
+
+void expect_cpu_path(const eval::result& r) {
+  EXPECT_EQ(r.final, eval::verdict::blocked) << r.reason << ": " << r.message;
+  EXPECT_EQ(r.reason, "blocked.no_cuda_device");
+  ASSERT_TRUE(r.detail.contains("builds"));
+  EXPECT_EQ(r.detail["builds"]["oracle"].value("outcome", std::string("?")), "ok")
+      << r.detail["builds"]["oracle"].dump();
+  ASSERT_TRUE(r.detail.contains("cpu_check")) << r.detail.dump().substr(0, 400);
+  EXPECT_TRUE(r.detail["cpu_check"].value("ok", false)) << r.detail["cpu_check"].dump();
+  EXPECT_TRUE(r.detail["cpu_check"].contains("checker_selftest"));
+}
+
+TEST_F(slurm_test, an_evaluation_runs_as_a_slurm_job_and_reports_the_gpu_stages_blocked) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  auto exec = make();
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  expect_cpu_path(r);
+  EXPECT_EQ(submitted(), 1);
+  // The same evaluation again is the same job: its result is reused, nothing is submitted.
+  const auto again = exec->evaluate(c, base, base, cpu_options());
+  EXPECT_EQ(again.reason, r.reason);
+  EXPECT_EQ(again.detail.dump(), r.detail.dump());
+  EXPECT_EQ(submitted(), 1);
+}
+
+TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
+  const auto c = task::find_task(source_root, "019");
+  eval::candidate_input cand{read_file(c.baseline) + "\n// variant for the cancel test\n",
+                             "variant.cu", "candidate"};
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  auto exec = make();
+  auto pending = std::async(std::launch::async,
+                            [&] { return exec->evaluate(c, cand, base, cpu_options()); });
+  // Wait for the Slurm job to run, then cancel it as an administrator (or a preemption) would.
+  std::string id;
+  for (int i = 0; i < 300 && id.empty(); ++i) {
+    const auto out = run_text({"squeue", "-h", "-t", "RUNNING", "-n", "kblaster-job-1", "-o", "%i"});
+    if (!out.empty() && std::isdigit(static_cast<unsigned char>(out[0]))) {
+      id = out.substr(0, out.find('\n'));
+    } else {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  ASSERT_FALSE(id.empty()) << "the job never ran";
+  std::this_thread::sleep_for(300ms);
+  run_text({"scancel", id});
+  ASSERT_EQ(pending.wait_for(600s), std::future_status::ready);
+  const auto r = pending.get();
+  expect_cpu_path(r);
+  EXPECT_GE(submitted(), 2) << "the cancelled job was not submitted again";
+  const auto state = run_text({"squeue", "-h", "-t", "all", "-j", id, "-o", "%T"});
+  EXPECT_NE(state.find("CANCELLED"), std::string::npos) << state;
+}
+
+} // namespace
+} // namespace kb::search

@@ -1,0 +1,86 @@
+// The executor's data at its edges: requests and results through JSON, the queue key, and what
+// Slurm's job states mean.
+#include "search/executor.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kb::search {
+namespace {
+
+eval_request sample_request() {
+  eval_request r;
+  r.project_root = "/project";
+  r.task_file = "/project/tasks/core10/019/task.toml";
+  r.candidate = {"__global__ void k() {}", "cand.cu", "proposer", "tile", {{"block", 128}}};
+  r.baseline = {"// baseline", "baseline.cu", "baseline"};
+  r.options.sessions = 2;
+  r.options.arch = "sm_90a";
+  r.options.timing.target_rsd = 0.0042;
+  r.options.hang_timeout = std::chrono::seconds(17);
+  r.options.cache_dir = "/cache/a";
+  return r;
+}
+
+TEST(executor, a_request_round_trips_through_json) {
+  const auto r = sample_request();
+  const auto back = eval_request_from_json(nlohmann::json::parse(to_json(r).dump()));
+  EXPECT_EQ(to_json(back), to_json(r));
+  EXPECT_EQ(back.candidate.params.at("block"), 128);
+  EXPECT_EQ(*back.options.arch, "sm_90a");
+  EXPECT_EQ(back.options.hang_timeout.count(), 17);
+  EXPECT_DOUBLE_EQ(back.options.timing.target_rsd, 0.0042);
+}
+
+TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
+  eval::result r;
+  r.final = eval::verdict::improved;
+  r.reason = "timing.improved";
+  r.message = "faster";
+  r.detail = {{"speedup", 1.25}};
+  r.seconds = 3.5;
+  const auto back = eval_result_from_json(to_json(r));
+  EXPECT_EQ(back.final, r.final);
+  EXPECT_EQ(back.detail, r.detail);
+  auto bad = to_json(r);
+  bad["verdict"] = "great";
+  EXPECT_THROW(eval_result_from_json(bad), error);
+}
+
+TEST(executor, the_queue_key_changes_with_what_decides_the_result_only) {
+  task::contract c;
+  c.id = "019";
+  c.digest = "contract-1";
+  const auto r = sample_request();
+  const auto key = job_key_of(c, r);
+  EXPECT_EQ(key.task, "019");
+  auto moved_cache = r;
+  moved_cache.options.cache_dir = "/elsewhere";
+  EXPECT_EQ(job_key_of(c, moved_cache).protocol, key.protocol);
+  auto other_baseline = r;
+  other_baseline.baseline.source += " ";
+  EXPECT_NE(job_key_of(c, other_baseline).protocol, key.protocol);
+  auto other_sessions = r;
+  other_sessions.options.sessions = 3;
+  EXPECT_NE(job_key_of(c, other_sessions).protocol, key.protocol);
+  auto other_candidate = r;
+  other_candidate.candidate.source += " ";
+  EXPECT_NE(job_key_of(c, other_candidate).candidate_digest, key.candidate_digest);
+  c.digest = "contract-2";
+  EXPECT_NE(job_key_of(c, r).protocol, key.protocol);
+}
+
+TEST(executor, slurm_states_map_to_what_becomes_of_the_job) {
+  EXPECT_EQ(slurm_fate("PENDING"), cluster_fate::waiting);
+  EXPECT_EQ(slurm_fate("RUNNING"), cluster_fate::running);
+  EXPECT_EQ(slurm_fate("COMPLETED"), cluster_fate::finished);
+  EXPECT_EQ(slurm_fate("PREEMPTED"), cluster_fate::lost);
+  EXPECT_EQ(slurm_fate("NODE_FAIL"), cluster_fate::lost);
+  EXPECT_EQ(slurm_fate("CANCELLED by 0"), cluster_fate::lost);
+  EXPECT_EQ(slurm_fate("TIMEOUT"), cluster_fate::timeout);
+  EXPECT_EQ(slurm_fate("FAILED"), cluster_fate::failed);
+  EXPECT_EQ(slurm_fate("SOMETHING_NEW"), cluster_fate::failed);
+  EXPECT_EQ(to_string(cluster_fate::lost), "lost");
+}
+
+} // namespace
+} // namespace kb::search
