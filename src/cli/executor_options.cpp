@@ -24,8 +24,9 @@ void add_executor_options(CLI::App& command, executor_options& opt) {
   command.add_option("--slurm-account", opt.account, "sbatch --account")
       ->envname("KBLASTER_SLURM_ACCOUNT");
   command
-      .add_option("--slurm-gres", opt.gres,
-                  "sbatch --gres per evaluation job (default gpu:1; \"\" on a cluster without GPUs)")
+      .add_option(
+          "--slurm-gres", opt.gres,
+          "sbatch --gres per evaluation job (default gpu:1; \"\" on a cluster without GPUs)")
       ->envname("KBLASTER_SLURM_GRES");
   command.add_option("--slurm-time", opt.time_limit, "sbatch --time per evaluation job")
       ->envname("KBLASTER_SLURM_TIME");
@@ -33,11 +34,10 @@ void add_executor_options(CLI::App& command, executor_options& opt) {
       ->check(CLI::Range(1, 100000));
 }
 
-std::unique_ptr<search::executor> make_executor(const global_options& globals,
-                                                const executor_options& opt,
-                                                const std::filesystem::path& root,
-                                                store::store& st, int64_t run,
-                                                const std::function<void(const std::string&)>& say) {
+std::unique_ptr<search::executor>
+make_executor(const global_options& globals, const executor_options& opt,
+              const std::filesystem::path& root, store::store& st, int64_t run,
+              const std::function<void(const std::string&)>& say) {
   if (opt.executor == "local" && opt.gpus.empty()) {
     return search::make_local_executor(root);
   }
@@ -50,7 +50,8 @@ std::unique_ptr<search::executor> make_executor(const global_options& globals,
   const auto logs = st.dir() / "workers" / fmt::format("run-{}", run);
   if (opt.executor == "slurm") {
     if (!opt.gpus.empty()) {
-      fail_input("--gpus is for one host; with --executor slurm each job gets one GPU (--slurm-gres)");
+      fail_input(
+          "--gpus is for one host; with --executor slurm each job gets one GPU (--slurm-gres)");
     }
     if (!st.shared()) {
       say("note: the store is a folder; Slurm jobs on other hosts need a postgresql:// store "
@@ -64,8 +65,8 @@ std::unique_ptr<search::executor> make_executor(const global_options& globals,
     s.max_jobs = opt.max_jobs;
     s.log_dir = logs;
     s.store_files = st.shared() ? st.dir().string() : "";
-    return search::make_queue_executor(
-        root, q, search::make_slurm_workers(self_executable(), location, s));
+    return search::make_queue_executor(root, q,
+                                       search::make_slurm_workers(self_executable(), location, s));
   }
   const auto uuids = search::resolve_gpus(opt.gpus);
   say(fmt::format("{} GPU workers: {}", uuids.size(), fmt::join(uuids, ", ")));

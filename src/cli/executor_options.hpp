@@ -25,8 +25,8 @@ void add_executor_options(CLI::App& command, executor_options& opt);
 // The executor the options name. `log_dir`: where workers' logs go.
 std::unique_ptr<search::executor> make_executor(const global_options& globals,
                                                 const executor_options& opt,
-                                                const std::filesystem::path& root,
-                                                store::store& st, int64_t run,
+                                                const std::filesystem::path& root, store::store& st,
+                                                int64_t run,
                                                 const std::function<void(const std::string&)>& say);
 
 } // namespace kb::cli

@@ -235,17 +235,13 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       }
     };
     const auto exec = make_executor(globals, exec_opts, root, st, run, say);
-    const search::evaluator evaluate = [&exec](const task::contract& c,
-                                               const eval::candidate_input& cand,
-                                               const eval::candidate_input& base,
-                                               const eval::options& o) {
-      return exec->evaluate(c, cand, base, o);
-    };
-    const search::compile_fn compile = [&root](const task::contract& c,
-                                               const eval::candidate_input& cand,
-                                               const eval::options& o) {
-      eval::compile_candidate(root, c, cand, o);
-    };
+    const search::evaluator evaluate =
+        [&exec](const task::contract& c, const eval::candidate_input& cand,
+                const eval::candidate_input& base,
+                const eval::options& o) { return exec->evaluate(c, cand, base, o); };
+    const search::compile_fn compile =
+        [&root](const task::contract& c, const eval::candidate_input& cand,
+                const eval::options& o) { eval::compile_candidate(root, c, cand, o); };
     const auto done = st.outcomes_of_run(run);
     std::vector<const task::contract*> todo;
     for (const auto& c : tasks) {

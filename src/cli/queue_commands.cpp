@@ -55,8 +55,10 @@ void add_queue_commands(CLI::App& app, const global_options& globals, int* resul
   static double probe_seconds = 0.5;
   static std::string probe_tag = "probe";
   probe->add_option("--count", probe_count, "jobs")->check(CLI::Range(1, 1000000));
-  probe->add_option("--seconds", probe_seconds, "each job's work [s]")->check(CLI::Range(0.0, 3600.0));
-  probe->add_option("--tag", probe_tag, "tells batches apart (jobs with one tag and index are one)");
+  probe->add_option("--seconds", probe_seconds, "each job's work [s]")
+      ->check(CLI::Range(0.0, 3600.0));
+  probe->add_option("--tag", probe_tag,
+                    "tells batches apart (jobs with one tag and index are one)");
   probe->callback([&globals, result] {
     auto st = open_store(globals);
     st.atomically([&] {
@@ -65,8 +67,7 @@ void add_queue_commands(CLI::App& app, const global_options& globals, int* resul
                    {{"probe_seconds", probe_seconds}});
       }
     });
-    fmt::print("{} probe jobs of {} s enqueued in {}\n", probe_count, probe_seconds,
-               st.location());
+    fmt::print("{} probe jobs of {} s enqueued in {}\n", probe_count, probe_seconds, st.location());
     *result = exit_code::ok;
   });
 

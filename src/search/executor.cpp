@@ -171,8 +171,7 @@ public:
   std::string name() const override { return "local"; }
   int slots() const override { return 1; }
   eval::result evaluate(const task::contract& c, const eval::candidate_input& candidate,
-                        const eval::candidate_input& baseline,
-                        const eval::options& opt) override {
+                        const eval::candidate_input& baseline, const eval::options& opt) override {
     std::lock_guard lock(m_gpu); // one evaluation at a time on this host's GPU
     return eval::evaluate(m_root, c, candidate, baseline, opt, {});
   }
@@ -203,8 +202,7 @@ public:
   int slots() const override { return m_workers->slots(); }
 
   eval::result evaluate(const task::contract& c, const eval::candidate_input& candidate,
-                        const eval::candidate_input& baseline,
-                        const eval::options& opt) override {
+                        const eval::candidate_input& baseline, const eval::options& opt) override {
     const eval_request request{m_root, c.file, candidate, baseline, opt};
     const auto key = job_key_of(c, request);
     store::store st(m_opt.store);
@@ -302,8 +300,15 @@ public:
       fs::create_directories(m_logs);
       process_spec spec;
       // A worker waits a while for more work before it ends; it is started again on need.
-      spec.argv = {m_kblaster.string(), "--store", m_store, "queue", "work", "--idle-exit", "60",
-                   "--name", fmt::format("gpu{}-{}", i, m_uuids[i])};
+      spec.argv = {m_kblaster.string(),
+                   "--store",
+                   m_store,
+                   "queue",
+                   "work",
+                   "--idle-exit",
+                   "60",
+                   "--name",
+                   fmt::format("gpu{}-{}", i, m_uuids[i])};
       spec.env_overrides["CUDA_VISIBLE_DEVICES"] = m_uuids[i];
       m_children[i] = std::make_unique<child_process>(
           spec, m_logs / fmt::format("worker-gpu{}.log", i), "KBLASTER_UNUSED_FD");
@@ -443,6 +448,8 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
   const std::string name =
       opt.name.empty() ? fmt::format("{}/{}", host_name(), getpid()) : opt.name;
   auto st = open();
+  // The lease is renewed from a thread, on a connection of its own, opened once.
+  std::optional<store::store> renewal;
   worker_summary summary;
   auto idle_since = std::chrono::steady_clock::now();
   while (opt.max_jobs == 0 || summary.done + summary.failed < opt.max_jobs) {
@@ -460,9 +467,12 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
     std::atomic<bool> running{true};
     std::mutex m;
     std::condition_variable cv;
+    if (!renewal) {
+      renewal.emplace(open());
+    }
     std::thread renewer([&] {
       try {
-        auto own = open();
+        auto& own = *renewal;
         std::unique_lock lock(m);
         while (!cv.wait_for(lock, opt.lease / 3, [&] { return !running.load(); })) {
           own.renew(j->id, name, opt.lease);

@@ -74,11 +74,11 @@ public:
 };
 
 struct queue_options {
-  store::open_options store;                    // the store the workers share
-  std::chrono::milliseconds poll{200};          // how often results are looked for
-  int max_attempts = 3;                         // per job
-  std::optional<int64_t> run;                   // the run the jobs belong to
-  std::function<void(const std::string&)> say;  // progress lines (may be empty)
+  store::open_options store;                   // the store the workers share
+  std::chrono::milliseconds poll{200};         // how often results are looked for
+  int max_attempts = 3;                        // per job
+  std::optional<int64_t> run;                  // the run the jobs belong to
+  std::function<void(const std::string&)> say; // progress lines (may be empty)
 };
 std::unique_ptr<executor> make_queue_executor(fs::path project_root, queue_options opt,
                                               std::unique_ptr<worker_provider> workers);
@@ -100,8 +100,8 @@ std::unique_ptr<worker_provider> make_gpu_workers(fs::path kblaster, std::string
 struct slurm_options {
   std::string partition;
   std::string account;
-  std::string gres = "gpu:1"; // "" on a cluster without GPUs
-  std::string time_limit;     // sbatch --time, e.g. 30:00; "" for the partition's default
+  std::string gres = "gpu:1";     // "" on a cluster without GPUs
+  std::string time_limit;         // sbatch --time, e.g. 30:00; "" for the partition's default
   std::vector<std::string> extra; // more sbatch arguments
   int max_jobs = 64;              // submitted at once
   int resubmits = 3;              // per queue job, after the cluster lost it
@@ -126,11 +126,11 @@ std::string to_string(cluster_fate f);
 // ---- The worker ----
 
 struct worker_options {
-  std::string name;                                  // who takes the jobs (host/pid when empty)
+  std::string name; // who takes the jobs (host/pid when empty)
   std::chrono::milliseconds lease{std::chrono::minutes(2)}; // renewed every third of it
-  int max_jobs = 0;                                   // 0: no limit
-  std::optional<int64_t> only_job;                    // take this job only
-  std::chrono::milliseconds idle_exit{0};             // stop after this long without work
+  int max_jobs = 0;                                         // 0: no limit
+  std::optional<int64_t> only_job;                          // take this job only
+  std::chrono::milliseconds idle_exit{0};                   // stop after this long without work
   std::chrono::milliseconds poll{500};
 };
 

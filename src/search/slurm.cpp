@@ -15,17 +15,17 @@ cluster_fate slurm_fate(const std::string& state_text) {
   // "CANCELLED by 0" -> CANCELLED; "COMPLETED+" -> COMPLETED
   std::string state = state_text.substr(0, state_text.find_first_of(" +"));
   static const std::map<std::string, cluster_fate> fates = {
-      {"PENDING", cluster_fate::waiting},      {"CONFIGURING", cluster_fate::waiting},
-      {"REQUEUED", cluster_fate::waiting},     {"REQUEUE_HOLD", cluster_fate::waiting},
-      {"REQUEUE_FED", cluster_fate::waiting},  {"SUSPENDED", cluster_fate::waiting},
-      {"RESIZING", cluster_fate::waiting},     {"RESV_DEL_HOLD", cluster_fate::waiting},
-      {"RUNNING", cluster_fate::running},      {"COMPLETING", cluster_fate::running},
-      {"STAGE_OUT", cluster_fate::running},    {"SIGNALING", cluster_fate::running},
-      {"COMPLETED", cluster_fate::finished},   {"PREEMPTED", cluster_fate::lost},
-      {"NODE_FAIL", cluster_fate::lost},       {"BOOT_FAIL", cluster_fate::lost},
-      {"CANCELLED", cluster_fate::lost},       {"DEADLINE", cluster_fate::lost},
-      {"OUT_OF_MEMORY", cluster_fate::lost},   {"REVOKED", cluster_fate::lost},
-      {"SPECIAL_EXIT", cluster_fate::failed},  {"TIMEOUT", cluster_fate::timeout},
+      {"PENDING", cluster_fate::waiting},     {"CONFIGURING", cluster_fate::waiting},
+      {"REQUEUED", cluster_fate::waiting},    {"REQUEUE_HOLD", cluster_fate::waiting},
+      {"REQUEUE_FED", cluster_fate::waiting}, {"SUSPENDED", cluster_fate::waiting},
+      {"RESIZING", cluster_fate::waiting},    {"RESV_DEL_HOLD", cluster_fate::waiting},
+      {"RUNNING", cluster_fate::running},     {"COMPLETING", cluster_fate::running},
+      {"STAGE_OUT", cluster_fate::running},   {"SIGNALING", cluster_fate::running},
+      {"COMPLETED", cluster_fate::finished},  {"PREEMPTED", cluster_fate::lost},
+      {"NODE_FAIL", cluster_fate::lost},      {"BOOT_FAIL", cluster_fate::lost},
+      {"CANCELLED", cluster_fate::lost},      {"DEADLINE", cluster_fate::lost},
+      {"OUT_OF_MEMORY", cluster_fate::lost},  {"REVOKED", cluster_fate::lost},
+      {"SPECIAL_EXIT", cluster_fate::failed}, {"TIMEOUT", cluster_fate::timeout},
       {"FAILED", cluster_fate::failed},
   };
   const auto it = fates.find(state);
@@ -119,9 +119,9 @@ private:
 
   void submit(int64_t job) {
     fs::create_directories(m_opt.log_dir);
-    std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name",
-                                     fmt::format("kblaster-job-{}", job), "--ntasks", "1",
-                                     "--output", (m_opt.log_dir / "slurm-%j.out").string()};
+    std::vector<std::string> argv = {
+        "sbatch",   "--parsable", "--job-name", fmt::format("kblaster-job-{}", job),
+        "--ntasks", "1",          "--output",   (m_opt.log_dir / "slurm-%j.out").string()};
     if (!m_opt.gres.empty()) {
       argv.push_back("--gres=" + m_opt.gres);
     }

@@ -10,8 +10,7 @@ namespace kb::store {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> job_state_names = {"queued", "running", "done",
-                                                             "failed"};
+constexpr std::array<std::string_view, 4> job_state_names = {"queued", "running", "done", "failed"};
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -71,15 +70,15 @@ int64_t store::enqueue(const job_key& key, const nlohmann::json& payload,
   auto& db = m_impl->db;
   detail::transaction tx(db);
   const std::string now = detail::now_utc();
-  detail::statement(
-      db, "INSERT INTO jobs (run, task, candidate_digest, protocol, payload_json, state, "
-          "max_attempts, created, updated) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
-          "ON CONFLICT (task, candidate_digest, protocol) DO NOTHING")
+  detail::statement(db,
+                    "INSERT INTO jobs (run, task, candidate_digest, protocol, payload_json, state, "
+                    "max_attempts, created, updated) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?) "
+                    "ON CONFLICT (task, candidate_digest, protocol) DO NOTHING")
       .bind_all(run, key.task, key.candidate_digest, key.protocol, payload.dump(), max_attempts,
                 now, now)
       .run();
-  detail::statement s(db,
-                      "SELECT id FROM jobs WHERE task = ? AND candidate_digest = ? AND protocol = ?");
+  detail::statement s(
+      db, "SELECT id FROM jobs WHERE task = ? AND candidate_digest = ? AND protocol = ?");
   s.bind_all(key.task, key.candidate_digest, key.protocol);
   if (!s.step()) {
     fail("store database: a job just enqueued is not there");
@@ -109,7 +108,7 @@ std::optional<job> store::claim(const std::string& worker, std::chrono::millisec
   const std::string pick =
       std::string("SELECT id FROM jobs WHERE (state = 'queued' OR (state = 'running' AND "
                   "lease_expires < ?)) AND attempts < max_attempts" +
-      std::string(only ? " AND id = ?" : "") + " ORDER BY id LIMIT 1") +
+                  std::string(only ? " AND id = ?" : "") + " ORDER BY id LIMIT 1") +
       (db.kind() == detail::dialect::postgres ? " FOR UPDATE SKIP LOCKED" : "");
   detail::statement s(db, "UPDATE jobs SET state = 'running', worker = ?, attempts = attempts + 1, "
                           "lease_expires = ?, updated = ? WHERE id = (" +

@@ -557,10 +557,10 @@ int64_t store::record_evaluation(const evaluation_record& e) {
       "reason, candidate_median, baseline_median, speedup, ci_low, ci_high, p_value, "
       "floor_fraction, samples_digest, correctness_json, detail_digest, sandboxed, created) "
       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-      e.run, e.candidate, e.baseline, e.environment, e.build, e.shape,
-                to_string(e.verdict), e.reason, e.candidate_median, e.baseline_median, e.speedup,
-                e.ci_low, e.ci_high, e.p_value, e.floor_fraction, samples_digest,
-      dump(e.correctness), detail_digest, e.sandboxed, detail::now_utc());
+      e.run, e.candidate, e.baseline, e.environment, e.build, e.shape, to_string(e.verdict),
+      e.reason, e.candidate_median, e.baseline_median, e.speedup, e.ci_low, e.ci_high, e.p_value,
+      e.floor_fraction, samples_digest, dump(e.correctness), detail_digest, e.sandboxed,
+      detail::now_utc());
   tx.commit();
   return id;
 }
@@ -590,9 +590,9 @@ int64_t store::record_experience(const experience& x) {
       "environment, state_before, strategy, params_json, predicted_speedup, measured_speedup, "
       "correct, failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
       "RETURNING id",
-      x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu,
-                x.environment, x.state_before, x.strategy, dump(x.params), x.predicted_speedup,
-      x.measured_speedup, x.correct, x.failure_reason, detail::now_utc());
+      x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu, x.environment,
+      x.state_before, x.strategy, dump(x.params), x.predicted_speedup, x.measured_speedup,
+      x.correct, x.failure_reason, detail::now_utc());
   tx.commit();
   return id;
 }

@@ -2,9 +2,10 @@
 // samples, result documents) live in a content-addressed folder named by their SHA-256; rows that
 // tie them together (tasks, environments, runs, candidates, builds, evaluations, outcomes,
 // experiences, jobs) live in SQLite (a folder, the embedded default) or in PostgreSQL (a
-// postgresql:// URL: the store several hosts share, with the blobs in a shared folder). Every write is one transaction that takes the write lock up front
-// and is durable when it returns, so a crash, a kill -9 or a second run at the same time never
-// loses or half-writes a record. docs/store.md describes the layout and the schema.
+// postgresql:// URL: the store several hosts share, with the blobs in a shared folder). Every write
+// is one transaction that takes the write lock up front and is durable when it returns, so a crash,
+// a kill -9 or a second run at the same time never loses or half-writes a record. docs/store.md
+// describes the layout and the schema.
 //
 // A `store` object is one connection: use one per thread, and open a new one after fork().
 #pragma once
@@ -266,10 +267,10 @@ struct job {
   job_state state = job_state::queued;
   int attempts = 0; // times a worker took it
   int max_attempts = 1;
-  std::string worker;          // who holds or held it
-  int64_t lease_expires = 0;   // [ms since the epoch]
-  nlohmann::json result;       // set when done
-  std::string reason;          // reason code when failed
+  std::string worker;        // who holds or held it
+  int64_t lease_expires = 0; // [ms since the epoch]
+  nlohmann::json result;     // set when done
+  std::string reason;        // reason code when failed
 };
 
 struct queue_counts {

@@ -93,7 +93,7 @@ void expect_cpu_path(const eval::result& r) {
   EXPECT_EQ(r.final, eval::verdict::blocked) << r.reason << ": " << r.message;
   EXPECT_EQ(r.reason, "blocked.no_cuda_device");
   ASSERT_TRUE(r.detail.contains("builds"));
-  EXPECT_EQ(r.detail["builds"]["oracle"].value("outcome", std::string("?")), "ok")
+  EXPECT_EQ(r.detail["builds"]["oracle"].value("status", std::string("?")), "ok")
       << r.detail["builds"]["oracle"].dump();
   ASSERT_TRUE(r.detail.contains("cpu_check")) << r.detail.dump().substr(0, 400);
   EXPECT_TRUE(r.detail["cpu_check"].value("ok", false)) << r.detail["cpu_check"].dump();
@@ -120,12 +120,13 @@ TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
                              "variant.cu", "candidate"};
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   auto exec = make();
-  auto pending = std::async(std::launch::async,
-                            [&] { return exec->evaluate(c, cand, base, cpu_options()); });
+  auto pending =
+      std::async(std::launch::async, [&] { return exec->evaluate(c, cand, base, cpu_options()); });
   // Wait for the Slurm job to run, then cancel it as an administrator (or a preemption) would.
   std::string id;
   for (int i = 0; i < 300 && id.empty(); ++i) {
-    const auto out = run_text({"squeue", "-h", "-t", "RUNNING", "-n", "kblaster-job-1", "-o", "%i"});
+    const auto out =
+        run_text({"squeue", "-h", "-t", "RUNNING", "-n", "kblaster-job-1", "-o", "%i"});
     if (!out.empty() && std::isdigit(static_cast<unsigned char>(out[0]))) {
       id = out.substr(0, out.find('\n'));
     } else {

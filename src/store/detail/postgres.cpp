@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
@@ -103,13 +104,19 @@ const libpq& load_libpq() {
   return api;
 }
 
-// `?` outside quotes -> $1, $2, ...
+// `?` outside quotes -> $1, $2, ...; `?N` (SQLite's numbered parameter) -> $N.
 std::string number_parameters(std::string_view sql) {
   std::string out;
   out.reserve(sql.size() + 16);
   int n = 0;
   char quote = 0;
-  for (const char ch : sql) {
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char ch = sql[i];
+    if (quote == 0 && ch == '?' && i + 1 < sql.size() &&
+        std::isdigit(static_cast<unsigned char>(sql[i + 1])) != 0) {
+      out += '$';
+      continue; // the digits follow as they are
+    }
     if (quote != 0) {
       if (ch == quote) {
         quote = 0;
@@ -210,9 +217,7 @@ public:
   }
   int column_count() const override { return m_result != nullptr ? m_pq.nfields(m_result) : 0; }
   std::string column_name(int column) const override { return m_pq.fname(m_result, column); }
-  bool is_null(int column) const override {
-    return m_pq.getisnull(m_result, m_row, column) != 0;
-  }
+  bool is_null(int column) const override { return m_pq.getisnull(m_result, m_row, column) != 0; }
   bool is_integer(int column) const override {
     const unsigned t = m_pq.ftype(m_result, column);
     return !is_null(column) && (t == 20 || t == 21 || t == 23); // int8, int2, int4

@@ -66,9 +66,7 @@ public:
     sqlite3_clear_bindings(m_stmt);
   }
   int column_count() const override { return sqlite3_column_count(m_stmt); }
-  std::string column_name(int column) const override {
-    return sqlite3_column_name(m_stmt, column);
-  }
+  std::string column_name(int column) const override { return sqlite3_column_name(m_stmt, column); }
   bool is_null(int column) const override {
     return sqlite3_column_type(m_stmt, column) == SQLITE_NULL;
   }
@@ -79,9 +77,7 @@ public:
     return sqlite3_column_type(m_stmt, column) == SQLITE_FLOAT;
   }
   int64_t column_int(int column) const override { return sqlite3_column_int64(m_stmt, column); }
-  double column_double(int column) const override {
-    return sqlite3_column_double(m_stmt, column);
-  }
+  double column_double(int column) const override { return sqlite3_column_double(m_stmt, column); }
   std::string column_text(int column) const override {
     const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, column));
     return text != nullptr
@@ -97,10 +93,9 @@ private:
 class sqlite_backend final : public backend {
 public:
   sqlite_backend(const std::filesystem::path& file, int busy_timeout_ms) {
-    const int rc = sqlite3_open_v2(file.c_str(), &m_db,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                                       SQLITE_OPEN_NOFOLLOW,
-                                   nullptr);
+    const int rc =
+        sqlite3_open_v2(file.c_str(), &m_db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, nullptr);
     if (rc != SQLITE_OK) {
       const std::string message = m_db != nullptr ? sqlite3_errmsg(m_db) : sqlite3_errstr(rc);
       sqlite3_close_v2(m_db);
