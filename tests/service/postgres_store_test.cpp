@@ -3,6 +3,7 @@
 // one PostgreSQL store: no job is taken twice, and a worker killed with SIGKILL loses no finished
 // result while its job is taken again once its lease expires.
 #include "service_support.hpp"
+#include "store/detail/schema.hpp"
 
 #include "../unit/store_test_support.hpp"
 
