@@ -603,15 +603,14 @@ int64_t store::record_device_limits(const device_limits& x) {
           "device limits need positive bandwidths and fp32 rate");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(
-      db, "INSERT INTO device_limits (gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
-          "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, tf32_tensor_flops, "
-          "detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth,
-                x.fp32_flops, x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops,
-                dump(x.detail), detail::now_utc())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO device_limits (gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
+      "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, tf32_tensor_flops, "
+      "detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+      x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth,
+      x.fp32_flops, x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops, dump(x.detail),
+      detail::now_utc());
   tx.commit();
   return id;
 }
@@ -622,13 +621,13 @@ int64_t store::record_gate_calibration(const gate_calibration& x) {
           "a gate calibration needs comparisons, a positive delta and a spread");
   auto& db = m_impl->db;
   detail::transaction tx(db);
-  detail::statement(db, "INSERT INTO gate_calibrations (gpu_uuid, run, comparisons, "
-                        "false_positive_rate, not_same_rate, spread, delta, detail_json, created) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-      .bind_all(x.gpu_uuid, x.run, x.comparisons, x.false_positive_rate, x.not_same_rate, x.spread,
-                x.delta, dump(x.detail), detail::now_utc())
-      .run();
-  const int64_t id = db.last_insert_rowid();
+  const int64_t id = detail::insert_returning_id(
+      db,
+      "INSERT INTO gate_calibrations (gpu_uuid, run, comparisons, false_positive_rate, "
+      "not_same_rate, spread, delta, detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "RETURNING id",
+      x.gpu_uuid, x.run, x.comparisons, x.false_positive_rate, x.not_same_rate, x.spread, x.delta,
+      dump(x.detail), detail::now_utc());
   tx.commit();
   return id;
 }
