@@ -608,8 +608,8 @@ int64_t store::record_device_limits(const device_limits& x) {
       "INSERT INTO device_limits (gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
       "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, tf32_tensor_flops, "
       "detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-      x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth,
-      x.fp32_flops, x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops, dump(x.detail),
+      x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth, x.fp32_flops,
+      x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops, dump(x.detail),
       detail::now_utc());
   tx.commit();
   return id;
