@@ -24,16 +24,24 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
                                    strategy};
   const eval::candidate_input base{
       compared_src, "b.cu", compared_src == read_file(c.baseline) ? "baseline" : "proposer", ""};
+  // A successful build is stored with its binary.
+  static const fs::path binary = [] {
+    const fs::path p = fs::temp_directory_path() / "kb-serve-test-binary.so";
+    write_file_atomic(p, "binary");
+    return p;
+  }();
   eval::result r;
   r.final = v;
   r.reason = reason;
-  r.detail = {{"task", {{"id", c.id}, {"family", task::to_string(c.fam)}}},
-              {"device", {{"name", "test GPU"}}},
-              {"shape", {{"name", "official"}}},
-              {"candidate", {{"source_digest", sha256_hex(cand_src)}}},
-              {"baseline", {{"source_digest", sha256_hex(compared_src)}}},
-              {"builds", {{"candidate", {{"status", "ok"}, {"log_tail", "log <b>"}}}}},
-              {"seconds", 2.0}};
+  r.detail = {
+      {"task", {{"id", c.id}, {"family", task::to_string(c.fam)}}},
+      {"device", {{"name", "test GPU"}}},
+      {"shape", {{"name", "official"}}},
+      {"candidate", {{"source_digest", sha256_hex(cand_src)}}},
+      {"baseline", {{"source_digest", sha256_hex(compared_src)}}},
+      {"builds",
+       {{"candidate", {{"status", "ok"}, {"binary", binary.string()}, {"log_tail", "log <b>"}}}}},
+      {"seconds", 2.0}};
   if (speedup) {
     r.detail["statistics"] = {{"median_baseline_s", 1e-3 * *speedup},
                               {"median_candidate_s", 1e-3},
