@@ -2,6 +2,7 @@
 // state in every step and experience, memory that transfers across tasks, screening that keeps
 // the verdicts, and the memory experiment on synthetic outcome tables (where memory must help and
 // where it cannot).
+#include "common/error.hpp"
 #include "common/fs.hpp"
 #include "llm/llm.hpp"
 #include "search/builtin_proposer.hpp"
@@ -413,7 +414,7 @@ TEST(replay, answers_from_the_table_and_refuses_what_it_lacks) {
   const auto missing = gpu(c, {"", "c.cu", "proposer", e2.strategy, json{{"block", 7}}}, base, o);
   EXPECT_EQ(missing.final, eval::verdict::error);
   EXPECT_EQ(missing.reason, "replay.not_recorded");
-  EXPECT_THROW(outcome_table::from_json(json{{"kind", "other"}}), input_error);
+  EXPECT_THROW(outcome_table::from_json(json{{"kind", "other"}}), kb::input_error);
   EXPECT_EQ(gpu.calls(), 2);
 }
 
