@@ -95,7 +95,7 @@ TEST(JudgeCapture, InvalidUtf8BecomesReplacementAndJsonDumps) {
   // Would throw json type_error.316 on the raw bytes.
   EXPECT_THROW((void)nlohmann::json(bytes).dump(), nlohmann::json::type_error);
   EXPECT_NO_THROW((void)nlohmann::json(text).dump());
-  EXPECT_EQ(base64("\xFF\x00\x01"), "/wAB");
+  EXPECT_EQ(base64(std::string_view("\xFF\x00\x01", 3)), "/wAB");
   EXPECT_EQ(base64("ab"), "YWI=");
   EXPECT_EQ(base64("a"), "YQ==");
   EXPECT_EQ(printable_text("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"); // surrogate
