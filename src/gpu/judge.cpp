@@ -103,7 +103,11 @@ public:
   explicit shared_memory(size_t bytes) {
     static uint32_t next_id = 0;
     CUdevice dev = 0;
-    drv(KB_CU(cuCtxGetDevice)(&dev), "cuCtxGetDevice");
+    // cuCtxGetDevice is looked up by version, and its CUDA 13 entry point takes a context too:
+    // the runtime's current device ordinal names the same device.
+    int ordinal = 0;
+    cuda_check(cudaGetDevice(&ordinal), "device");
+    drv(KB_CU(cuDeviceGet)(&dev, ordinal), "cuDeviceGet");
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -1560,6 +1564,12 @@ json worker::time_all() {
                    {"samples", windows.size()}};
   }
   const host_work_rule host_rule;
+  struct slow_tally {
+    int calls = 0;
+    int trips = 0; // calls whose round trip broke the host-work rule
+    int tails = 0; // calls whose device work went on after the window
+  };
+  std::map<std::string, slow_tally> slow_calls;
 
   std::vector<candidate_lib*> alive;
   for (auto& lib : m_libs) {
@@ -1650,9 +1660,18 @@ json worker::time_all() {
         continue;
       }
       const auto& w = tc.w;
-      if (w.held_out || w.early_output ||
-          host_rule.violated(w.round_trip_ns, empty_round_trip_ns,
-                             static_cast<int64_t>((w.window_s - overhead_s) * 1e9))) {
+      const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
+      // One slow round trip is the host's hiccup (scheduling, a page fault), not the candidate's
+      // work: the round-trip and tail rules reject a candidate only when most of its calls break
+      // them; such calls give no sample. A held-out call or an early output rejects at once.
+      auto& tally = slow_calls[lib->role];
+      ++tally.calls;
+      const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
+      const bool slow_tail = !slow_trip && host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
+      tally.trips += slow_trip ? 1 : 0;
+      tally.tails += slow_tail ? 1 : 0;
+      const auto most = [&](int n) { return n >= 3 && 2 * n >= tally.calls; };
+      if (w.held_out || w.early_output || most(tally.trips)) {
         reject(*lib,
                {"timing.host_work",
                 w.held_out ? "kb_launch did not return while the device was held: it waited for "
@@ -1667,12 +1686,14 @@ json worker::time_all() {
         continue;
       }
       // Device work still running after the window closed (another stream of its own).
-      if (host_rule.violated(w.tail_ns, empty_tail_ns,
-                             static_cast<int64_t>((w.window_s - overhead_s) * 1e9))) {
+      if (most(tally.tails)) {
         reject(*lib, {"timing.work_outside_stream",
                       fmt::format("device work went on {:.3g} ms after the window closed on the "
                                   "given stream (window {:.3g} ms)",
                                   w.tail_ns * 1e-6, (w.window_s - overhead_s) * 1e3)});
+        continue;
+      }
+      if (slow_trip || slow_tail) {
         continue;
       }
       const double sample = net_sample(w.window_s, overhead_s);

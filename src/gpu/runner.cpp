@@ -104,7 +104,13 @@ struct runner {
     check(KB_CU(cuMemAddressReserve)(&p, m.bytes, 0, 0, 0), "cuMemAddressReserve");
     check(KB_CU(cuMemMap)(p, m.bytes, 0, h, 0), "cuMemMap");
     CUdevice dev = 0;
-    check(KB_CU(cuCtxGetDevice)(&dev), "cuCtxGetDevice");
+    // cuCtxGetDevice is looked up by version, and its CUDA 13 entry point takes a context too:
+    // the runtime's current device ordinal names the same device.
+    int ordinal = 0;
+    if (cudaGetDevice(&ordinal) != cudaSuccess) {
+      fail("the runner has no current CUDA device");
+    }
+    check(KB_CU(cuDeviceGet)(&dev, ordinal), "cuDeviceGet");
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = dev;

@@ -1,6 +1,7 @@
 // The executor's data at its edges: requests and results through JSON, the queue key, and what
 // Slurm's job states mean.
 #include "search/executor.hpp"
+#include "common/error.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +44,7 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   EXPECT_EQ(back.detail, r.detail);
   auto bad = to_json(r);
   bad["verdict"] = "great";
-  EXPECT_THROW(eval_result_from_json(bad), error);
+  EXPECT_THROW(eval_result_from_json(bad), kb::error);
 }
 
 TEST(executor, the_queue_key_changes_with_what_decides_the_result_only) {
