@@ -109,8 +109,13 @@ int survivors(const fs::path& program) {
   int alive = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string cmdline;
+    try {
+      std::ifstream in(entry.path() / "cmdline");
+      cmdline.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+      continue; // the process ended while it was read (ESRCH): not a survivor
+    }
     if (cmdline.starts_with(program.string() + '\0')) {
       ++alive;
     }
