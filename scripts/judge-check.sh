@@ -15,28 +15,22 @@ export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 if ! command -v bwrap >/dev/null && [ -x "$(dirname "$K")/bwrap" ] && [ -w /usr/local/bin ]; then
   install -m 0755 "$(dirname "$K")/bwrap" /usr/local/bin/bwrap
 fi
-# name task expectation(s) [extra eval flags...]; "accept" means: must not be rejected.
-cases=(
-  "binary_output_relu.cu 019 accept"
-  "tf32x3_matmul.cu 007 accept"
-  "poison_detector_relu.cu 019 accept"
-  "forged_result_relu.cu 019 crash.exit"
-  "private_stream_sync_relu.cu 019 timing.host_work"
-  "legacy_stream_relu.cu 019 timing.host_work"
-  "sync_memcpy_relu.cu 019 timing.host_work"
-  "host_roundtrip_new_gelu.cu 088 timing.host_work"
-  "own_stream_relu.cu 019 timing.host_work,timing.stale_output"
-  "malloc_every_call_relu.cu 019 abi.allocation"
-  "mutate_input_when_busy_relu.cu 019 verify.inputs_modified"
-  "modifies_input_relu.cu 019 verify.inputs_modified"
-  "sampled_key_cache_softmax.cu 023 timing.stale_after_input_change,abi.allocation"
-  "cache_by_pointer_softmax.cu 023 timing.stale_after_input_change,abi.allocation"
-  "scan_for_reference_relu.cu 019 verify.unwritten,verify.mismatch,verify.nonfinite"
-  "stream_probe_relu.cu 019 verify.unwritten,verify.mismatch,verify.nonfinite"
-  "host_segfault_relu.cu 019 crash.sigsegv"
-  "infinite_loop_relu.cu 019 hang.timeout --hang-timeout 10"
-  "huge_stdout_relu.cu 019 crash.sigxfsz,crash.exit"
-  "over_read_relu.cu 019 sanitize.memcheck --sanitize --verify-only"
+# The cases are the entries of the adversarial manifest (the GPU test reads the same file), one
+# line each: name task expectation(s) [extra eval flags...]; "accept": must not be rejected.
+# A regex as $FILTER keeps only the files it matches.
+mapfile -t cases < <(python3 - "$ADV/manifest.toml" "${FILTER:-.}" <<'PY'
+import re, sys, tomllib
+doc = tomllib.load(open(sys.argv[1], "rb"))
+for e in doc["candidate"]:
+    if not re.search(sys.argv[2], e["file"]):
+        continue
+    expect = "accept" if e.get("accept") else ",".join(e["expect"])
+    extra = []
+    if e.get("sanitize"):
+        extra += ["--sanitize", "--verify-only"]
+    extra += ["--hang-timeout", str(e.get("hang_timeout", 30))]
+    print(e["file"], e["task"], expect, *extra)
+PY
 )
 status=0
 for c in "${cases[@]}"; do
@@ -62,7 +56,7 @@ cal = ""
 for t in d.get("timing", []) or []:
     c = t.get("calibration", {})
     if c:
-        cal = f"overhead {c.get('empty_window_median_s', 0)*1e6:.1f} us [{c.get('empty_window_min_s', 0)*1e6:.1f}, {c.get('empty_window_max_s', 0)*1e6:.1f}], empty round trip {c.get('empty_round_trip_median_s', 0)*1e6:.1f} us"
+        cal = f"overhead {c.get('empty_window_median_s', 0)*1e6:.1f} us [{c.get('empty_window_min_s', 0)*1e6:.1f}, {c.get('empty_window_max_s', 0)*1e6:.1f}], empty kb_launch {c.get('empty_host_median_s', 0)*1e6:.1f} us"
 print(f"{verdict:9s} {reason:36s} seed {seed} {time.time()-start:5.1f} s {'as expected' if ok else 'MISMATCH'} {cal}")
 PY
 )

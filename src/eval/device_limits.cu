@@ -98,6 +98,7 @@ __device__ void mma_loop(const void* operands, float* __restrict__ sink, int ite
 }
 
 enum class mma_type { fp16, bf16, tf32 };
+constexpr int mma_ran_slot = 8; // sink[8] = 1 once an mma kernel really ran
 
 // The tile shapes: 16x16x16 for fp16 and bf16, 16x16x8 for tf32 [elements].
 __global__ void mma_kernel(mma_type type, const void* operands, float* sink, int iterations) {
@@ -112,6 +113,9 @@ __global__ void mma_kernel(mma_type type, const void* operands, float* sink, int
   case mma_type::tf32:
     mma_loop<float, nvcuda::wmma::precision::tf32, 16, 16, 8>(operands, sink, iterations);
     break;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    sink[mma_ran_slot] = 1.0f; // this code ran: the tensor-core path exists in the running binary
   }
 #endif
 }
@@ -196,10 +200,18 @@ measured_rates run_limit_kernels() {
   // Operands of the mma kernels: 16x16 tiles, filled with small values (bit patterns valid in
   // every precision; only the rate matters).
   check(cudaMemset(dst, 0, 1 << 16), "operands");
-  if (prop.major >= 8) { // the kernel is built for sm_80 and later
-    out.fp16_tensor_flops = mma_rate(prop, mma_type::fp16, sink, dst);
-    out.bf16_tensor_flops = mma_rate(prop, mma_type::bf16, sink, dst);
-    out.tf32_tensor_flops = mma_rate(prop, mma_type::tf32, sink, dst);
+  // The kernels are compiled for sm_80 and later; a binary whose device code was built for an
+  // older target runs them empty, which would give absurd rates: such rates stay unmeasured.
+  check(cudaMemset(sink, 0, 1024), "sink");
+  if (prop.major >= 8) {
+    const double fp16 = mma_rate(prop, mma_type::fp16, sink, dst);
+    float ran = 0;
+    check(cudaMemcpy(&ran, sink + mma_ran_slot, sizeof ran, cudaMemcpyDeviceToHost), "sink");
+    if (ran == 1.0f) {
+      out.fp16_tensor_flops = fp16;
+      out.bf16_tensor_flops = mma_rate(prop, mma_type::bf16, sink, dst);
+      out.tf32_tensor_flops = mma_rate(prop, mma_type::tf32, sink, dst);
+    }
   }
   cudaFree(src);
   cudaFree(dst);

@@ -3,9 +3,11 @@
 // file-descriptor handles), starts one sandboxed runner per candidate, verifies every candidate
 // on the same inputs against the float64 oracle and times them interleaved on its own stream.
 // Every call of a candidate, checked or timed, is the same message and the same window:
-//   judge stream J: hold (waits on host memory) -> START event -> GO value
-//   runner stream R: waits for GO -> kb_launch -> DONE value
-//   J: waits for DONE -> STOP event; the hold is released once the runner replied.
+//   judge stream J: hold (waits on host memory) -> START event -> GO value -> waits for DONE
+//                   -> STOP event; the judge sends `call`, samples the outputs, releases the hold
+//   runner: waits on the host for GO -> kb_launch -> waits for its stream, then its whole device
+//           -> DONE value
+// so the window holds every piece of work the call started, on any stream or on the host.
 // A runner's crash, hang or exit is that candidate's rejection; the judge goes on.
 #include "gpu/detail/capture.hpp"
 #include "gpu/detail/channel.hpp"
@@ -471,7 +473,6 @@ public:
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
     m_hang_ms = job.value("hang_timeout_ms", 30000);
-    m_hold_limit_ms = job.value("hold_limit_ms", 200);
     m_log_dir = job.value("runner_log_dir", std::string("/tmp"));
     m_runner_spec = job.value("runner", json::object());
     m_rng.seed(job.value("judge_seed", uint64_t{1}));
@@ -618,11 +619,12 @@ private:
     int rc = 0;
     std::string launch_error;
     double window_s = 0;       // [s] STOP - START on the judge's stream
-    int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
-    bool held_out = false;     // no reply while the hold was on (it waited for the device)
+    int64_t round_trip_ns = 0; // [ns] judge's wall clock: hold released -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
+    int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
+    int64_t outside_ns = 0;    // [ns] device busy after the given stream was idle (runner's clock)
     int64_t tail_ns = 0;       // [ns] from the STOP event's completion to the runner's reply
-                               // that its whole device is idle: work outside its stream
+                               // that its whole device is idle: work started after the call
   };
 
   // Whether any of a few random output positions already holds something other than poison
@@ -686,8 +688,9 @@ private:
                        "hold");
     cuda_check(cudaEventRecord(m_start, m_stream), "event");
     shared_memory::drv(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
+    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
+    cuda_check(cudaEventRecord(m_stop, m_stream), "event");
     m_out.step(stage, lib.role, what);
-    const auto t0 = clock_type::now();
     const auto unblock = [&] {
       release_hold(h);
       // DONE in the runner's place, so that the judge's stream goes on.
@@ -701,13 +704,15 @@ private:
       cudaStreamSynchronize(m_stream);
       return w;
     }
-    bool timed_out = false;
-    auto r = lib.runner->reply(m_hold_limit_ms, &timed_out);
-    if (!r && timed_out) {
-      w.held_out = true;
-      release_hold(h);
-      r = lib.runner->reply(m_hang_ms, &timed_out);
+    // The runner waits for GO, which waits for the hold: nothing of this call has run yet, so
+    // an output that is not poison was written by work outside the call.
+    if (sample_outputs) {
+      w.early_output = outputs_written_early(b);
     }
+    const auto t0 = clock_type::now();
+    release_hold(h);
+    bool timed_out = false;
+    const auto r = lib.runner->reply(m_hang_ms, &timed_out);
     w.round_trip_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count();
     if (!r) {
@@ -719,12 +724,19 @@ private:
     const auto reply = r->get<call_reply>();
     w.rc = reply.rc;
     w.launch_error = reply.launch_error;
-    if (sample_outputs && !w.held_out) {
-      w.early_output = outputs_written_early(b);
+    w.host_ns = reply.host_ns;
+    w.outside_ns = reply.outside_ns;
+    if (!reply.sync_error.empty()) {
+      stop_runner(lib, true);
+      unblock();
+      cudaStreamSynchronize(m_stream);
+      rejection rj{"launch.cuda_error", fmt::format("{}: {}", what, reply.sync_error)};
+      if (reply.sync_error == "cudaErrorMemoryAllocation") {
+        rj.reason = "launch.out_of_memory";
+      }
+      w.failed = rj;
+      return w;
     }
-    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
-    cuda_check(cudaEventRecord(m_stop, m_stream), "event");
-    release_hold(h);
     // The runner synchronises its device: a fault of the candidate's surfaces here.
     std::optional<json> sr;
     timed_out = false;
@@ -1388,7 +1400,6 @@ private:
   cudaEvent_t m_start = nullptr;
   cudaEvent_t m_stop = nullptr;
   int m_hang_ms = 30000;
-  int m_hold_limit_ms = 200;
   std::string m_log_dir;
   json m_runner_spec;
   std::mt19937_64 m_rng;
@@ -1530,6 +1541,8 @@ json worker::time_all() {
   json calibration = json::object();
   double overhead_s = 0;
   int64_t empty_round_trip_ns = 0;
+  int64_t empty_host_ns = 0;
+  int64_t empty_outside_ns = 0;
   int64_t empty_tail_ns = 0;
   {
     candidate_lib empty;
@@ -1540,6 +1553,8 @@ json worker::time_all() {
     }
     std::vector<double> windows;
     std::vector<double> trips;
+    std::vector<double> hosts;
+    std::vector<double> outsides;
     std::vector<double> tails;
     for (int i = 0; i < 40; ++i) {
       auto tc = timed_call(empty, static_cast<size_t>(i) % bufs.size(), "calibration");
@@ -1549,25 +1564,32 @@ json worker::time_all() {
       if (i >= 5) {
         windows.push_back(tc.w.window_s);
         trips.push_back(static_cast<double>(tc.w.round_trip_ns));
+        hosts.push_back(static_cast<double>(tc.w.host_ns));
+        outsides.push_back(static_cast<double>(tc.w.outside_ns));
         tails.push_back(static_cast<double>(tc.w.tail_ns));
       }
     }
     stop_runner(empty, false);
     overhead_s = stats::median(windows);
     empty_round_trip_ns = static_cast<int64_t>(stats::median(trips));
+    empty_host_ns = static_cast<int64_t>(stats::median(hosts));
+    empty_outside_ns = static_cast<int64_t>(stats::median(outsides));
     empty_tail_ns = static_cast<int64_t>(stats::median(tails));
     calibration = {{"empty_window_median_s", overhead_s},
                    {"empty_window_min_s", *std::min_element(windows.begin(), windows.end())},
                    {"empty_window_max_s", *std::max_element(windows.begin(), windows.end())},
                    {"empty_round_trip_median_s", empty_round_trip_ns * 1e-9},
+                   {"empty_host_median_s", empty_host_ns * 1e-9},
+                   {"empty_outside_median_s", empty_outside_ns * 1e-9},
                    {"empty_tail_median_s", empty_tail_ns * 1e-9},
                    {"samples", windows.size()}};
   }
   const host_work_rule host_rule;
   struct slow_tally {
     int calls = 0;
-    int trips = 0; // calls whose round trip broke the host-work rule
-    int tails = 0; // calls whose device work went on after the window
+    int host = 0;    // calls whose kb_launch waited for its work (or did it on the host)
+    int outside = 0; // calls whose work went on after the given stream was idle
+    int tails = 0;   // calls whose device work went on after the window
   };
   std::map<std::string, slow_tally> slow_calls;
 
@@ -1661,39 +1683,40 @@ json worker::time_all() {
       }
       const auto& w = tc.w;
       const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
-      // One slow round trip is the host's hiccup (scheduling, a page fault), not the candidate's
-      // work: the round-trip and tail rules reject a candidate only when most of its calls break
-      // them; such calls give no sample. A held-out call or an early output rejects at once.
+      // The window holds all of a call's work, whatever stream or host time it used; these rules
+      // name a call that breaks the ABI (kb_launch only enqueues, on the given stream). One slow
+      // call is the host's hiccup (scheduling, a page fault), not the candidate's: a rule rejects
+      // only when most of a candidate's calls break it. An early output rejects at once.
       auto& tally = slow_calls[lib->role];
       ++tally.calls;
-      const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
-      const bool slow_tail = !slow_trip && host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
-      tally.trips += slow_trip ? 1 : 0;
+      const bool slow_host = host_rule.violated(w.host_ns, empty_host_ns, net_window_ns);
+      const bool outside =
+          !slow_host && host_rule.violated(w.outside_ns, empty_outside_ns, net_window_ns);
+      const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
+      tally.host += slow_host ? 1 : 0;
+      tally.outside += outside ? 1 : 0;
       tally.tails += slow_tail ? 1 : 0;
       const auto most = [&](int n) { return n >= 3 && 2 * n >= tally.calls; };
-      if (w.held_out || w.early_output || most(tally.trips)) {
-        reject(*lib,
-               {"timing.host_work",
-                w.held_out ? "kb_launch did not return while the device was held: it waited for "
-                             "device work (a synchronisation inside the call)"
-                : w.early_output
-                    ? "outputs were written before the timed window opened (work done inside "
-                      "kb_launch on the host's time)"
-                    : fmt::format("kb_launch took {:.3g} ms of host time for a device window of "
-                                  "{:.3g} ms (empty call: {:.3g} ms)",
-                                  w.round_trip_ns * 1e-6, (w.window_s - overhead_s) * 1e3,
-                                  empty_round_trip_ns * 1e-6)});
+      if (w.early_output || most(tally.host)) {
+        reject(*lib, {"timing.host_work",
+                      w.early_output
+                          ? "outputs were written before the call (work done outside kb_launch)"
+                          : fmt::format("kb_launch took {:.3g} ms of host time for a device "
+                                        "window of {:.3g} ms (empty call: {:.3g} ms): it waited "
+                                        "for its work or did it on the host",
+                                        w.host_ns * 1e-6, (w.window_s - overhead_s) * 1e3,
+                                        empty_host_ns * 1e-6)});
         continue;
       }
-      // Device work still running after the window closed (another stream of its own).
-      if (most(tally.tails)) {
+      if (most(tally.outside) || most(tally.tails)) {
         reject(*lib, {"timing.work_outside_stream",
-                      fmt::format("device work went on {:.3g} ms after the window closed on the "
-                                  "given stream (window {:.3g} ms)",
-                                  w.tail_ns * 1e-6, (w.window_s - overhead_s) * 1e3)});
-        continue;
-      }
-      if (slow_trip || slow_tail) {
+                      most(tally.outside)
+                          ? fmt::format("the device stayed busy {:.3g} ms after the given stream "
+                                        "was idle (window {:.3g} ms): work on another stream",
+                                        w.outside_ns * 1e-6, (w.window_s - overhead_s) * 1e3)
+                          : fmt::format("device work went on {:.3g} ms after the window closed "
+                                        "(window {:.3g} ms)",
+                                        w.tail_ns * 1e-6, (w.window_s - overhead_s) * 1e3)});
         continue;
       }
       const double sample = net_sample(w.window_s, overhead_s);
@@ -1701,6 +1724,8 @@ json worker::time_all() {
       samples[lib->role].push_back({{"t", sample},
                                     {"window_s", w.window_s},
                                     {"round_trip_s", w.round_trip_ns * 1e-9},
+                                    {"host_s", w.host_ns * 1e-9},
+                                    {"outside_s", w.outside_ns * 1e-9},
                                     {"tail_s", w.tail_ns * 1e-9},
                                     {"clock_mhz", clock ? json(*clock) : json(nullptr)},
                                     {"set", set},

@@ -193,24 +193,49 @@ struct runner {
 
   int invoke(const kb_args& a) { return empty ? launch_empty(stream) : launch(&a); }
 
+  // One call. The host waits for GO (the judge's stream has opened the window), calls kb_launch,
+  // waits for the given stream and then for the whole device, and only then lets DONE be
+  // written: the window closes when every piece of work the call started is over, whatever
+  // stream or host thread it used. The three host times say where the time went; they come
+  // from the candidate's process and only name a broken rule, the window is the judge's.
   call_reply call(const call_request& c) {
     const kb_args a = args(c);
+    call_reply r;
+    const auto stream_error = [&](cudaError_t e) {
+      r.sync_error = cudaGetErrorName(e);
+      return r; // no DONE: the judge closes the window itself
+    };
     check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), flags, c.seq,
                                      CU_STREAM_WAIT_VALUE_GEQ),
           "cuStreamWaitValue32");
-    const auto t0 = std::chrono::steady_clock::now();
-    call_reply r;
+    if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      return stream_error(e);
+    }
+    using clock = std::chrono::steady_clock;
+    const auto ns = [](clock::time_point a0, clock::time_point a1) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(a1 - a0).count();
+    };
+    const auto t0 = clock::now();
     r.rc = invoke(a);
-    r.host_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
+    const auto t1 = clock::now();
     const cudaError_t e = cudaGetLastError();
     r.launch_error = e == cudaSuccess ? "" : cudaGetErrorName(e);
+    const cudaError_t es = cudaStreamSynchronize(stream);
+    const auto t2 = clock::now();
+    const cudaError_t ed = cudaDeviceSynchronize();
+    const auto t3 = clock::now();
+    r.host_ns = ns(t0, t1);
+    r.stream_ns = ns(t1, t2);
+    r.outside_ns = ns(t2, t3);
+    if (es != cudaSuccess) {
+      return stream_error(es);
+    }
+    if (ed != cudaSuccess) {
+      return stream_error(ed);
+    }
     for (const auto& x : copies) {
       cudaMemcpyAsync(x.shared, x.own, x.bytes, cudaMemcpyDeviceToDevice, stream);
     }
-    // DONE follows the candidate's work on its stream; on a failed stream it never comes, and
-    // the judge's hang limit ends the call.
     KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), flags + 4, c.seq, 0);
     return r;
   }
@@ -305,6 +330,9 @@ int runner_main() {
   runner r;
   r.sock = std::atoi(fd_env);
   r.exact = std::getenv("KBLASTER_RUNNER_EXACT") != nullptr;
+  // Spin while waiting for the device: the window's host steps (GO seen, device idle) cost
+  // microseconds, not a scheduler's wake-up.
+  cudaSetDeviceFlags(cudaDeviceScheduleSpin);
   if (cudaFree(nullptr) != cudaSuccess) {
     die("no CUDA device");
   }

@@ -65,11 +65,16 @@ struct call_request {
                                  workspace_offset, workspace_bytes, counters)
 };
 
+// The runner's own clock (not trusted: it only names a broken rule; the window is the judge's).
 struct call_reply {
   int rc = 0;               // kb_launch's return code
   std::string launch_error; // cudaGetLastError() after the call, "" when none
-  int64_t host_ns = 0;      // [ns] inside kb_launch, as the runner saw it (not trusted)
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, host_ns)
+  std::string sync_error;   // the CUDA error of waiting for the work ("" when none): no DONE
+  int64_t host_ns = 0;      // [ns] inside kb_launch
+  int64_t stream_ns = 0;    // [ns] from kb_launch's return until the given stream was idle
+  int64_t outside_ns = 0;   // [ns] from then until the whole device was idle
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, sync_error, host_ns, stream_ns,
+                                 outside_ns)
 };
 
 struct workspace_reply {

@@ -5,9 +5,9 @@
 
 namespace kb::gpu::detail {
 
-// A call did its work on the host's time when the judge's wall-clock round trip of it (send
-// `call`, receive the reply) exceeds the calibrated round trip of an empty call by more than
-// max(200 us, half the GPU window): an honest kb_launch only enqueues. [ns] throughout.
+// A call broke the ABI's "kb_launch only enqueues, on the given stream" when one of its host
+// times (inside kb_launch; the device busy after the given stream was idle; device work after
+// the window) exceeds the empty call's by more than max(200 us, half the GPU window). [ns]
 struct host_work_rule {
   int64_t floor_ns = 200'000;
   double window_fraction = 0.5;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Stages what a GPU machine needs from build/release (binaries, runtime libraries, bwrap, the GPU
+# test binary and CTest's files; no objects, no caches) into one folder that travels with the
+# working tree, and prints the command that puts it back in place over there.
+#   scripts/stage-build.sh [folder, default .xfer/release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${1:-.xfer/release}
+B=build/release
+rm -rf "$DEST"
+mkdir -p "$DEST/tests"
+cp -a $B/kblaster $B/lib $B/bwrap $B/CTestTestfile.cmake "$DEST/"
+[ -d $B/generated ] && cp -a $B/generated "$DEST/"
+cp -a $B/tests/kblaster_gpu_tests $B/tests/CTestTestfile.cmake "$DEST/tests/"
+cp -a $B/tests/kblaster_gpu_tests*.cmake "$DEST/tests/"
+# CTest includes every test binary's list; the others are replaced by empty lists.
+for f in $B/tests/*_include.cmake; do
+  n=$(basename "$f")
+  case "$n" in kblaster_gpu_tests*) ;; *) : >"$DEST/tests/$n" ;; esac
+done
+du -sh "$DEST"
+echo "on the GPU machine: mkdir -p build && rm -rf $B && cp -a $DEST $B"
