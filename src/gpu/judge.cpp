@@ -4,10 +4,13 @@
 // on the same inputs against the float64 oracle and times them interleaved on its own stream.
 // Every call of a candidate, checked or timed, is the same message and the same window:
 //   judge stream J: hold (waits on host memory) -> START event -> GO value -> waits for DONE
-//                   -> STOP event; the judge sends `call`, samples the outputs, releases the hold
-//   runner: waits on the host for GO -> kb_launch -> waits for its stream, then its whole device
-//           -> DONE value
-// so the window holds every piece of work the call started, on any stream or on the host.
+//                   -> STOP event
+//   runner: kb_launch under stream capture of its stream R -> waits for any work done outside R
+//           -> R: waits for GO -> the captured graph -> DONE value; replies
+//   judge: receives the reply (its round trip is the host-work clock), samples the outputs (still
+//          poison: nothing ran before GO), releases the hold.
+// so the window holds exactly the stream work of the call, and everything else the call did
+// falls on the judge's round-trip clock.
 // A runner's crash, hang or exit is that candidate's rejection; the judge goes on.
 #include "gpu/detail/capture.hpp"
 #include "gpu/detail/channel.hpp"
@@ -619,12 +622,12 @@ private:
     int rc = 0;
     std::string launch_error;
     double window_s = 0;       // [s] STOP - START on the judge's stream
-    int64_t round_trip_ns = 0; // [ns] judge's wall clock: hold released -> reply received
+    int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
     int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
-    int64_t outside_ns = 0;    // [ns] device busy after the given stream was idle (runner's clock)
-    int64_t tail_ns = 0;       // [ns] from the STOP event's completion to the runner's reply
-                               // that its whole device is idle: work started after the call
+    int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
+    int64_t tail_ns = 0;    // [ns] from the STOP event's completion to the runner's reply
+                            // that its whole device is idle: work started after the call
   };
 
   // Whether any of a few random output positions already holds something other than poison
@@ -698,19 +701,13 @@ private:
           KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(m_aux), done, seq, 0), "DONE");
       cudaStreamSynchronize(m_aux);
     };
+    const auto t0 = clock_type::now();
     if (!lib.runner->send(message::call, json(c))) {
       unblock();
       w.failed = runner_failure(lib, false, what);
       cudaStreamSynchronize(m_stream);
       return w;
     }
-    // The runner waits for GO, which waits for the hold: nothing of this call has run yet, so
-    // an output that is not poison was written by work outside the call.
-    if (sample_outputs) {
-      w.early_output = outputs_written_early(b);
-    }
-    const auto t0 = clock_type::now();
-    release_hold(h);
     bool timed_out = false;
     const auto r = lib.runner->reply(m_hang_ms, &timed_out);
     w.round_trip_ns =
@@ -726,6 +723,15 @@ private:
     w.launch_error = reply.launch_error;
     w.host_ns = reply.host_ns;
     w.outside_ns = reply.outside_ns;
+    if (!reply.capture_error.empty()) {
+      unblock();
+      cudaStreamSynchronize(m_stream);
+      w.failed = rejection{"timing.host_work",
+                           fmt::format("{}: kb_launch synchronised with or queried its stream "
+                                       "({}): it may only enqueue work on it",
+                                       what, reply.capture_error)};
+      return w;
+    }
     if (!reply.sync_error.empty()) {
       stop_runner(lib, true);
       unblock();
@@ -737,6 +743,12 @@ private:
       w.failed = rj;
       return w;
     }
+    // The call's stream work waits behind GO, which waits for the hold: an output that is not
+    // poison now was written outside the window.
+    if (sample_outputs) {
+      w.early_output = outputs_written_early(b);
+    }
+    release_hold(h);
     // The runner synchronises its device: a fault of the candidate's surfaces here.
     std::optional<json> sr;
     timed_out = false;
@@ -1593,6 +1605,55 @@ json worker::time_all() {
   };
   std::map<std::string, slow_tally> slow_calls;
 
+  // The window holds all of a call's work, whatever stream or host time it used; these rules
+  // name a call that breaks the ABI (kb_launch only enqueues, on the given stream), in every timed
+  // call from the warm-up on. One slow call is the host's hiccup (scheduling, a page fault), not
+  // the candidate's: a rule rejects only when most of a candidate's calls break it (at least 3).
+  // An early output rejects at once.
+  const auto abi_rules = [&](const candidate_lib& lib,
+                             const window_result& w) -> std::optional<rejection> {
+    const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
+    auto& tally = slow_calls[lib.role];
+    ++tally.calls;
+    // The judge's own clock decides: the round trip of the call (kb_launch, and the work it did
+    // outside the captured stream, which the runner waits for before it replies). The runner's
+    // times only say which of the two it was.
+    const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
+    const bool slow_tail =
+        !slow_trip && host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
+    const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
+    tally.host += slow_trip && !outside ? 1 : 0;
+    tally.outside += slow_trip && outside ? 1 : 0;
+    tally.tails += slow_tail ? 1 : 0;
+    const auto most = [&](int n) { return n >= 3 && 2 * n >= tally.calls; };
+    if (w.early_output) {
+      return rejection{outside ? "timing.work_outside_stream" : "timing.host_work",
+                       fmt::format("outputs were written before the window opened: work done "
+                                   "{} ({:.3g} ms inside kb_launch, {:.3g} ms outside the given "
+                                   "stream after it)",
+                                   outside ? "on another stream" : "on the host's time",
+                                   w.host_ns * 1e-6, w.outside_ns * 1e-6)};
+    }
+    if (most(tally.host + tally.outside)) {
+      const bool named_outside = tally.outside > tally.host;
+      return rejection{
+          named_outside ? "timing.work_outside_stream" : "timing.host_work",
+          fmt::format("the call took {:.3g} ms of the judge's time before its window ({:.3g} ms "
+                      "inside kb_launch, {:.3g} ms of work outside the given stream) for a "
+                      "device window of {:.3g} ms (empty call: {:.3g} ms): {}",
+                      w.round_trip_ns * 1e-6, w.host_ns * 1e-6, w.outside_ns * 1e-6,
+                      (w.window_s - overhead_s) * 1e3, empty_round_trip_ns * 1e-6,
+                      named_outside ? "work on another stream" : "work on the host's time")};
+    }
+    if (most(tally.tails)) {
+      return rejection{"timing.work_outside_stream",
+                       fmt::format("device work went on {:.3g} ms after the window closed "
+                                   "(window {:.3g} ms)",
+                                   w.tail_ns * 1e-6, (w.window_s - overhead_s) * 1e3)};
+    }
+    return std::nullopt;
+  };
+
   std::vector<candidate_lib*> alive;
   for (auto& lib : m_libs) {
     if (!lib.rejected) {
@@ -1609,6 +1670,8 @@ json worker::time_all() {
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "warm-up");
       if (tc.bad) {
         reject(*lib, *tc.bad);
+      } else if (auto broken = abi_rules(*lib, tc.w)) {
+        reject(*lib, *broken);
       }
     }
     if (lib->rejected) {
@@ -1623,6 +1686,8 @@ json worker::time_all() {
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "allocation probe");
       if (tc.bad) {
         reject(*lib, *tc.bad);
+      } else if (auto broken = abi_rules(*lib, tc.w)) {
+        reject(*lib, *broken);
       }
     }
     if (lib->rejected) {
@@ -1682,41 +1747,8 @@ json worker::time_all() {
         continue;
       }
       const auto& w = tc.w;
-      const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
-      // The window holds all of a call's work, whatever stream or host time it used; these rules
-      // name a call that breaks the ABI (kb_launch only enqueues, on the given stream). One slow
-      // call is the host's hiccup (scheduling, a page fault), not the candidate's: a rule rejects
-      // only when most of a candidate's calls break it. An early output rejects at once.
-      auto& tally = slow_calls[lib->role];
-      ++tally.calls;
-      const bool slow_host = host_rule.violated(w.host_ns, empty_host_ns, net_window_ns);
-      const bool outside =
-          !slow_host && host_rule.violated(w.outside_ns, empty_outside_ns, net_window_ns);
-      const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
-      tally.host += slow_host ? 1 : 0;
-      tally.outside += outside ? 1 : 0;
-      tally.tails += slow_tail ? 1 : 0;
-      const auto most = [&](int n) { return n >= 3 && 2 * n >= tally.calls; };
-      if (w.early_output || most(tally.host)) {
-        reject(*lib, {"timing.host_work",
-                      w.early_output
-                          ? "outputs were written before the call (work done outside kb_launch)"
-                          : fmt::format("kb_launch took {:.3g} ms of host time for a device "
-                                        "window of {:.3g} ms (empty call: {:.3g} ms): it waited "
-                                        "for its work or did it on the host",
-                                        w.host_ns * 1e-6, (w.window_s - overhead_s) * 1e3,
-                                        empty_host_ns * 1e-6)});
-        continue;
-      }
-      if (most(tally.outside) || most(tally.tails)) {
-        reject(*lib, {"timing.work_outside_stream",
-                      most(tally.outside)
-                          ? fmt::format("the device stayed busy {:.3g} ms after the given stream "
-                                        "was idle (window {:.3g} ms): work on another stream",
-                                        w.outside_ns * 1e-6, (w.window_s - overhead_s) * 1e3)
-                          : fmt::format("device work went on {:.3g} ms after the window closed "
-                                        "(window {:.3g} ms)",
-                                        w.tail_ns * 1e-6, (w.window_s - overhead_s) * 1e3)});
+      if (auto broken = abi_rules(*lib, w)) {
+        reject(*lib, *broken);
         continue;
       }
       const double sample = net_sample(w.window_s, overhead_s);

@@ -53,6 +53,7 @@ void check(CUresult r, const char* what) {
 struct runner {
   int sock = -1;
   cudaStream_t stream = nullptr;
+  cudaGraphExec_t graph = nullptr; // the last call's kb_launch, captured
   std::map<uint32_t, CUdeviceptr> mapped;
   launch_fn launch = nullptr;
   workspace_fn workspace = nullptr;
@@ -193,51 +194,81 @@ struct runner {
 
   int invoke(const kb_args& a) { return empty ? launch_empty(stream) : launch(&a); }
 
-  // One call. The host waits for GO (the judge's stream has opened the window), calls kb_launch,
-  // waits for the given stream and then for the whole device, and only then lets DONE be
-  // written: the window closes when every piece of work the call started is over, whatever
-  // stream or host thread it used. The three host times say where the time went; they come
-  // from the candidate's process and only name a broken rule, the window is the judge's.
+  // One call. kb_launch runs under stream capture of the given stream (relaxed mode: calls that
+  // are not stream work, such as cudaMemcpyToSymbol, still work), so what it queues there, and on
+  // any stream it forks from it and joins back, becomes a graph. Work it does elsewhere runs at
+  // once and is waited for here, before the reply: it falls on the judge's round-trip clock, not
+  // in the window. Then the graph is queued behind GO, with DONE after it, and only the judge's
+  // GO starts it: the window holds exactly the call's stream work. A call that synchronises on
+  // its stream breaks the capture and is refused. The host times in the reply are the runner's
+  // own clock (not trusted: they name a rule; the judge's clock decides).
   call_reply call(const call_request& c) {
     const kb_args a = args(c);
     call_reply r;
-    const auto stream_error = [&](cudaError_t e) {
-      r.sync_error = cudaGetErrorName(e);
-      return r; // no DONE: the judge closes the window itself
-    };
-    check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), flags, c.seq,
-                                     CU_STREAM_WAIT_VALUE_GEQ),
-          "cuStreamWaitValue32");
-    if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-      return stream_error(e);
-    }
+    release_graph();
     using clock = std::chrono::steady_clock;
     const auto ns = [](clock::time_point a0, clock::time_point a1) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(a1 - a0).count();
     };
+    if (const cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+        e != cudaSuccess) {
+      r.sync_error = cudaGetErrorName(e);
+      return r;
+    }
     const auto t0 = clock::now();
     r.rc = invoke(a);
     const auto t1 = clock::now();
-    const cudaError_t e = cudaGetLastError();
-    r.launch_error = e == cudaSuccess ? "" : cudaGetErrorName(e);
-    const cudaError_t es = cudaStreamSynchronize(stream);
-    const auto t2 = clock::now();
-    const cudaError_t ed = cudaDeviceSynchronize();
-    const auto t3 = clock::now();
-    r.host_ns = ns(t0, t1);
-    r.stream_ns = ns(t1, t2);
-    r.outside_ns = ns(t2, t3);
-    if (es != cudaSuccess) {
-      return stream_error(es);
+    cudaGraph_t g = nullptr;
+    const cudaError_t ce = cudaStreamEndCapture(stream, &g);
+    const cudaError_t le = cudaGetLastError();
+    r.launch_error = le == cudaSuccess ? "" : cudaGetErrorName(le);
+    if (ce != cudaSuccess || g == nullptr) {
+      r.capture_error = cudaGetErrorName(ce);
+      if (g != nullptr) {
+        cudaGraphDestroy(g);
+      }
+      cudaDeviceSynchronize();
+      cudaGetLastError();
+      return r;
     }
-    if (ed != cudaSuccess) {
-      return stream_error(ed);
+    const cudaError_t ie = cudaGraphInstantiate(&graph, g, 0);
+    cudaGraphDestroy(g);
+    if (ie != cudaSuccess) {
+      graph = nullptr;
+      r.capture_error = cudaGetErrorName(ie);
+      return r;
+    }
+    // Work outside the captured stream, done now (before the window).
+    const cudaError_t de = cudaDeviceSynchronize();
+    const auto t2 = clock::now();
+    r.host_ns = ns(t0, t1);
+    r.outside_ns = ns(t1, t2);
+    if (de != cudaSuccess) {
+      r.sync_error = cudaGetErrorName(de);
+      return r;
+    }
+    check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), flags, c.seq,
+                                     CU_STREAM_WAIT_VALUE_GEQ),
+          "cuStreamWaitValue32");
+    if (const cudaError_t e = cudaGraphLaunch(graph, stream); e != cudaSuccess) {
+      r.sync_error = cudaGetErrorName(e);
+      return r;
     }
     for (const auto& x : copies) {
       cudaMemcpyAsync(x.shared, x.own, x.bytes, cudaMemcpyDeviceToDevice, stream);
     }
+    // DONE follows the graph on the stream; on a failed stream it never comes, and the judge's
+    // hang limit ends the call.
     KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), flags + 4, c.seq, 0);
     return r;
+  }
+
+  // The previous call's graph, once its work is over (after a device synchronisation).
+  void release_graph() {
+    if (graph != nullptr) {
+      cudaGraphExecDestroy(graph);
+      graph = nullptr;
+    }
   }
 
   int serve() {
@@ -273,6 +304,7 @@ struct runner {
         break;
       case message::sync: {
         const cudaError_t e = cudaDeviceSynchronize();
+        release_graph();
         exact_release();
         sync_reply r;
         if (e != cudaSuccess) {

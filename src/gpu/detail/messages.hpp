@@ -65,15 +65,15 @@ struct call_request {
                                  workspace_offset, workspace_bytes, counters)
 };
 
-// The runner's own clock (not trusted: it only names a broken rule; the window is the judge's).
+// The runner's own clock (not trusted: it only names a broken rule; the judge's clock decides).
 struct call_reply {
-  int rc = 0;               // kb_launch's return code
-  std::string launch_error; // cudaGetLastError() after the call, "" when none
-  std::string sync_error;   // the CUDA error of waiting for the work ("" when none): no DONE
-  int64_t host_ns = 0;      // [ns] inside kb_launch
-  int64_t stream_ns = 0;    // [ns] from kb_launch's return until the given stream was idle
-  int64_t outside_ns = 0;   // [ns] from then until the whole device was idle
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, sync_error, host_ns, stream_ns,
+  int rc = 0;                // kb_launch's return code
+  std::string launch_error;  // cudaGetLastError() after the call, "" when none
+  std::string capture_error; // kb_launch broke the stream capture (it synchronised): no DONE
+  std::string sync_error;    // the CUDA error of the work outside the stream: no DONE
+  int64_t host_ns = 0;       // [ns] inside kb_launch
+  int64_t outside_ns = 0;    // [ns] from kb_launch's return until work outside the stream ended
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, capture_error, sync_error, host_ns,
                                  outside_ns)
 };
 
