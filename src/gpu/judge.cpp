@@ -3,12 +3,11 @@
 // file-descriptor handles), starts one sandboxed runner per candidate, verifies every candidate
 // on the same inputs against the float64 oracle and times them interleaved on its own stream.
 // Every call of a candidate, checked or timed, is the same message and the same window:
-//   judge stream J: hold (waits on host memory) -> START event -> GO value -> waits for DONE
-//                   -> STOP event
 //   runner: kb_launch under stream capture of its stream R -> waits for any work done outside R
 //           -> R: waits for GO -> the captured graph -> DONE value; replies
 //   judge: receives the reply (its round trip is the host-work clock), samples the outputs (still
-//          poison: nothing ran before GO), releases the hold.
+//          poison: nothing of the call's stream work ran before GO), then its stream J: START
+//          event -> GO value -> waits for DONE -> STOP event
 // so the window holds exactly the stream work of the call, and everything else the call did
 // falls on the judge's round-trip clock.
 // A runner's crash, hang or exit is that candidate's rejection; the judge goes on.
@@ -467,11 +466,6 @@ public:
     }
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
-    cuda_check(
-        cudaHostAlloc(reinterpret_cast<void**>(&m_hold), sizeof(uint32_t), cudaHostAllocMapped),
-        "hold");
-    *m_hold = 0;
-    shared_memory::drv(KB_CU(cuMemHostGetDevicePointer)(&m_hold_dev, m_hold, 0), "hold");
     cuda_check(cudaHostAlloc(&m_sample_host, 4096, cudaHostAllocDefault), "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
@@ -615,8 +609,6 @@ private:
     return c;
   }
 
-  void release_hold(uint32_t h) { __atomic_store_n(m_hold, h, __ATOMIC_SEQ_CST); }
-
   struct window_result {
     std::optional<rejection> failed; // the runner crashed, hung or its CUDA context failed
     int rc = 0;
@@ -631,7 +623,7 @@ private:
   };
 
   // Whether any of a few random output positions already holds something other than poison
-  // (read on the judge's second stream while the window is still held closed).
+  // (read on the judge's second stream before GO is written).
   bool outputs_written_early(shape_buffers& b) {
     const auto& s = *b.shape;
     std::vector<std::pair<const void*, size_t>> picks;
@@ -680,32 +672,15 @@ private:
       return w;
     }
     const call_request base = request_for(lib, b);
-    const uint32_t h = ++m_hold_seq;
     const uint32_t seq = ++lib.seq;
     call_request c = base;
     c.seq = seq;
-    const auto J = reinterpret_cast<CUstream>(m_stream);
-    const CUdeviceptr go = reinterpret_cast<CUdeviceptr>(lib.flags->data());
-    const CUdeviceptr done = go + 4;
-    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, m_hold_dev, h, CU_STREAM_WAIT_VALUE_GEQ),
-                       "hold");
-    cuda_check(cudaEventRecord(m_start, m_stream), "event");
-    shared_memory::drv(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
-    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
-    cuda_check(cudaEventRecord(m_stop, m_stream), "event");
     m_out.step(stage, lib.role, what);
-    const auto unblock = [&] {
-      release_hold(h);
-      // DONE in the runner's place, so that the judge's stream goes on.
-      shared_memory::drv(
-          KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(m_aux), done, seq, 0), "DONE");
-      cudaStreamSynchronize(m_aux);
-    };
+    // The judge's context stays idle while the runner prepares the call, so that the round trip
+    // measures the runner alone.
     const auto t0 = clock_type::now();
     if (!lib.runner->send(message::call, json(c))) {
-      unblock();
       w.failed = runner_failure(lib, false, what);
-      cudaStreamSynchronize(m_stream);
       return w;
     }
     bool timed_out = false;
@@ -714,8 +689,6 @@ private:
         std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count();
     if (!r) {
       w.failed = runner_failure(lib, timed_out, what);
-      unblock();
-      cudaStreamSynchronize(m_stream);
       return w;
     }
     const auto reply = r->get<call_reply>();
@@ -724,8 +697,6 @@ private:
     w.host_ns = reply.host_ns;
     w.outside_ns = reply.outside_ns;
     if (!reply.capture_error.empty()) {
-      unblock();
-      cudaStreamSynchronize(m_stream);
       w.failed = rejection{"timing.host_work",
                            fmt::format("{}: kb_launch synchronised with or queried its stream "
                                        "({}): it may only enqueue work on it",
@@ -734,8 +705,6 @@ private:
     }
     if (!reply.sync_error.empty()) {
       stop_runner(lib, true);
-      unblock();
-      cudaStreamSynchronize(m_stream);
       rejection rj{"launch.cuda_error", fmt::format("{}: {}", what, reply.sync_error)};
       if (reply.sync_error == "cudaErrorMemoryAllocation") {
         rj.reason = "launch.out_of_memory";
@@ -743,12 +712,24 @@ private:
       w.failed = rj;
       return w;
     }
-    // The call's stream work waits behind GO, which waits for the hold: an output that is not
-    // poison now was written outside the window.
+    // The call's stream work waits behind GO, which only the judge's stream writes: an output
+    // that is not poison now was written outside the window.
     if (sample_outputs) {
       w.early_output = outputs_written_early(b);
     }
-    release_hold(h);
+    const auto J = reinterpret_cast<CUstream>(m_stream);
+    const CUdeviceptr go = reinterpret_cast<CUdeviceptr>(lib.flags->data());
+    const CUdeviceptr done = go + 4;
+    cuda_check(cudaEventRecord(m_start, m_stream), "event");
+    shared_memory::drv(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
+    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
+    cuda_check(cudaEventRecord(m_stop, m_stream), "event");
+    const auto unblock = [&] {
+      // DONE in the runner's place, so that the judge's stream goes on.
+      shared_memory::drv(
+          KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(m_aux), done, seq, 0), "DONE");
+      cudaStreamSynchronize(m_aux);
+    };
     // The runner synchronises its device: a fault of the candidate's surfaces here.
     std::optional<json> sr;
     timed_out = false;
@@ -1404,10 +1385,7 @@ private:
 
   const emitter& m_out;
   const json& m_job;
-  cudaStream_t m_aux = nullptr; // never held: samples outputs inside a window, unblocks DONE
-  uint32_t* m_hold = nullptr;   // host-mapped; the judge's stream waits until it reaches a call's
-  CUdeviceptr m_hold_dev = 0;
-  uint32_t m_hold_seq = 0;
+  cudaStream_t m_aux = nullptr; // samples outputs before GO, writes DONE for a failed runner
   void* m_sample_host = nullptr;
   cudaEvent_t m_start = nullptr;
   cudaEvent_t m_stop = nullptr;
@@ -1605,11 +1583,11 @@ json worker::time_all() {
   };
   std::map<std::string, slow_tally> slow_calls;
 
-  // The window holds all of a call's work, whatever stream or host time it used; these rules
-  // name a call that breaks the ABI (kb_launch only enqueues, on the given stream), in every timed
-  // call from the warm-up on. One slow call is the host's hiccup (scheduling, a page fault), not
-  // the candidate's: a rule rejects only when most of a candidate's calls break it (at least 3).
-  // An early output rejects at once.
+  // The window holds the call's stream work only; these rules catch a call that did work
+  // elsewhere (on the host, on another stream) and so broke the ABI (kb_launch only enqueues, on
+  // the given stream), in every timed call from the warm-up on. One slow call is the host's hiccup
+  // (scheduling, a page fault), not the candidate's: a rule rejects only when most of a candidate's
+  // calls break it (at least 3). An early output rejects at once.
   const auto abi_rules = [&](const candidate_lib& lib,
                              const window_result& w) -> std::optional<rejection> {
     const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
