@@ -8,6 +8,7 @@
 #include "search/executor.hpp"
 #include "task/task.hpp"
 
+#include <chrono>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -116,8 +117,12 @@ TEST_F(slurm_test, an_evaluation_runs_as_a_slurm_job_and_reports_the_gpu_stages_
 
 TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
   const auto c = task::find_task(source_root, "019");
-  eval::candidate_input cand{read_file(c.baseline) + "\n// variant for the cancel test\n",
-                             "variant.cu", "candidate"};
+  // A source never seen before, so that the job compiles it (seconds) instead of finding it in
+  // the compile cache of an earlier run and finishing before it can be cancelled.
+  const auto nonce = std::chrono::system_clock::now().time_since_epoch().count();
+  eval::candidate_input cand{
+      read_file(c.baseline) + "\n// variant for the cancel test " + std::to_string(nonce) + "\n",
+      "variant.cu", "candidate"};
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   auto exec = make();
   auto pending =
@@ -134,7 +139,6 @@ TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
     }
   }
   ASSERT_FALSE(id.empty()) << "the job never ran";
-  std::this_thread::sleep_for(300ms);
   run_text({"scancel", id});
   ASSERT_EQ(pending.wait_for(600s), std::future_status::ready);
   const auto r = pending.get();
