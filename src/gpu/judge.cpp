@@ -1575,13 +1575,7 @@ json worker::time_all() {
                    {"samples", windows.size()}};
   }
   const host_work_rule host_rule;
-  struct slow_tally {
-    int calls = 0;
-    int host = 0;    // calls whose kb_launch waited for its work (or did it on the host)
-    int outside = 0; // calls whose work went on after the given stream was idle
-    int tails = 0;   // calls whose device work went on after the window
-  };
-  std::map<std::string, slow_tally> slow_calls;
+  std::map<std::string, abi_tally> slow_calls;
 
   // The window holds the call's stream work only; these rules catch a call that did work
   // elsewhere (on the host, on another stream) and so broke the ABI (kb_launch only enqueues, on
@@ -1591,21 +1585,13 @@ json worker::time_all() {
   const auto abi_rules = [&](const candidate_lib& lib,
                              const window_result& w) -> std::optional<rejection> {
     const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
-    auto& tally = slow_calls[lib.role];
-    ++tally.calls;
     // The judge's own clock decides: the round trip of the call (kb_launch, and the work it did
     // outside the captured stream, which the runner waits for before it replies). The runner's
     // times only say which of the two it was.
     const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
-    const bool slow_tail =
-        !slow_trip && host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
+    const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
-    tally.host += slow_trip && !outside ? 1 : 0;
-    tally.outside += slow_trip && outside ? 1 : 0;
-    tally.tails += slow_tail ? 1 : 0;
-    // A runner's first calls are slow (the module loads, the first graph is built): a rule needs
-    // at least 10 calls, and most of them.
-    const auto most = [&](int n) { return tally.calls >= 10 && 2 * n >= tally.calls; };
+    const abi_finding found = slow_calls[lib.role].add(slow_trip, outside, slow_tail);
     if (w.early_output) {
       return rejection{outside ? "timing.work_outside_stream" : "timing.host_work",
                        fmt::format("outputs were written before the window opened: work done "
@@ -1614,8 +1600,8 @@ json worker::time_all() {
                                    outside ? "on another stream" : "on the host's time",
                                    w.host_ns * 1e-6, w.outside_ns * 1e-6)};
     }
-    if (most(tally.host + tally.outside)) {
-      const bool named_outside = tally.outside > tally.host;
+    if (found == abi_finding::host_work || found == abi_finding::work_outside_stream) {
+      const bool named_outside = found == abi_finding::work_outside_stream;
       return rejection{
           named_outside ? "timing.work_outside_stream" : "timing.host_work",
           fmt::format("the call took {:.3g} ms of the judge's time before its window ({:.3g} ms "
@@ -1625,7 +1611,7 @@ json worker::time_all() {
                       (w.window_s - overhead_s) * 1e3, empty_round_trip_ns * 1e-6,
                       named_outside ? "work on another stream" : "work on the host's time")};
     }
-    if (most(tally.tails)) {
+    if (found == abi_finding::work_after_window) {
       return rejection{"timing.work_outside_stream",
                        fmt::format("device work went on {:.3g} ms after the window closed "
                                    "(window {:.3g} ms)",

@@ -133,6 +133,47 @@ TEST(JudgeRules, HostWork) {
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
 
+TEST(JudgeRules, AbiTallyNeedsMostOfAtLeastTenCalls) {
+  // A runner's first calls are slow: three slow round trips at the start reject nothing.
+  abi_tally t;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.add(true, false, false), abi_finding::none);
+  }
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(t.add(false, false, false), abi_finding::none);
+  }
+  // A scattered slow call now and then never adds up to most calls.
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(t.add(i % 5 == 0, false, i % 7 == 0), abi_finding::none) << i;
+  }
+}
+
+TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
+  abi_tally host;
+  abi_tally outside;
+  abi_tally tail;
+  abi_finding h = abi_finding::none;
+  abi_finding o = abi_finding::none;
+  abi_finding a = abi_finding::none;
+  int calls = 0;
+  while (h == abi_finding::none && calls < 100) {
+    h = host.add(true, false, false);
+    o = outside.add(true, true, false);
+    a = tail.add(false, false, true);
+    ++calls;
+  }
+  EXPECT_EQ(calls, 10); // the first call at which most of at least 10 calls broke the rule
+  EXPECT_EQ(h, abi_finding::host_work);
+  EXPECT_EQ(o, abi_finding::work_outside_stream);
+  EXPECT_EQ(a, abi_finding::work_after_window);
+  // A slow round trip is counted once: its tail does not count as work after the window.
+  abi_tally both;
+  for (int i = 0; i < 9; ++i) {
+    both.add(true, false, true);
+  }
+  EXPECT_EQ(both.add(true, false, true), abi_finding::host_work);
+}
+
 } // namespace
 } // namespace kb::gpu::detail
 

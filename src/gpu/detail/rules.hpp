@@ -5,9 +5,10 @@
 
 namespace kb::gpu::detail {
 
-// A call broke the ABI's "kb_launch only enqueues, on the given stream" when one of its host
-// times (inside kb_launch; the device busy after the given stream was idle; device work after
-// the window) exceeds the empty call's by more than max(200 us, half the GPU window). [ns]
+// A call broke the ABI's "kb_launch only enqueues, on the given stream" when one of the judge's
+// times of it (the round trip of the call, which holds kb_launch and the work it did outside the
+// captured stream; device work after the window) exceeds the empty call's by more than
+// max(200 us, half the GPU window). [ns]
 struct host_work_rule {
   int64_t floor_ns = 200'000;
   double window_fraction = 0.5;
@@ -16,6 +17,39 @@ struct host_work_rule {
     const auto allowed = static_cast<int64_t>(window_fraction * static_cast<double>(window_ns));
     return excess > (allowed > floor_ns ? allowed : floor_ns);
   }
+};
+
+// What a candidate's calls so far say about the ABI. One slow call is the host's hiccup
+// (scheduling, a page fault), and a runner's first calls are slow (buffers mapped, modules
+// loaded): a rule holds only over at least `min_calls` calls, and most of them.
+enum class abi_finding { none, host_work, work_outside_stream, work_after_window };
+
+class abi_tally {
+public:
+  int min_calls = 10;
+  // One timed call: whether its round trip was slow, whether the runner's own times put the slow
+  // part outside the given stream rather than inside kb_launch, whether its tail was slow.
+  abi_finding add(bool slow_trip, bool outside, bool slow_tail) {
+    ++m_calls;
+    m_host += slow_trip && !outside ? 1 : 0;
+    m_outside += slow_trip && outside ? 1 : 0;
+    m_tails += !slow_trip && slow_tail ? 1 : 0;
+    if (most(m_host + m_outside)) {
+      return m_outside > m_host ? abi_finding::work_outside_stream : abi_finding::host_work;
+    }
+    if (most(m_tails)) {
+      return abi_finding::work_after_window;
+    }
+    return abi_finding::none;
+  }
+  int calls() const { return m_calls; }
+
+private:
+  bool most(int n) const { return m_calls >= min_calls && 2 * n >= m_calls; }
+  int m_calls = 0;
+  int m_host = 0;
+  int m_outside = 0;
+  int m_tails = 0;
 };
 
 // A window's sample with the scheme's calibrated overhead taken off, never below 0.1 us. [s]
