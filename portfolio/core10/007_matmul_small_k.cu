@@ -1,5 +1,5 @@
 // Portfolio candidate for 007 (C = A @ B with small K, fp32 accuracy): tensor cores with the
-// 3xTF32 split (from portfolio/variants/007_tf32x3_mma.cu, which won the variant run in
+// 3xTF32 split (the variant 007_tf32x3_mma, moved here, which won the variant run in
 // evidence/h200/variants/table.md against the SIMT kernel now in portfolio/variants/007_simt_128x128.cu).
 //
 // Design (include/kblaster/device/portfolio/gemm_tf32x3.cuh): each fp32 operand split into

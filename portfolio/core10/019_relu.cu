@@ -1,6 +1,6 @@
 // Portfolio candidate for 019 (relu), the elementwise family's streaming kernel: a grid sized to the
 // data, 256 threads per block, 2 independent 16-byte loads per thread, plain loads and stores (from
-// portfolio/variants/019_grid_t256v2h0.cu, the fastest of the variants in
+// the variant 019_grid_t256v2h0 (moved here), the fastest of the variants in
 // evidence/h200/variants/table.md; the persistent grid it replaces is
 // include/kblaster/device/portfolio/elementwise_stream.cuh).
 //

@@ -1,4 +1,4 @@
-// Portfolio kernel, promoted from portfolio/variants/023_coop16.cu: the fastest verified kernel of its task in
+// Portfolio kernel, promoted from the variant 023_coop16 (moved here): the fastest verified kernel of its task in
 // evidence/h200/variants/table.md (scripts/perf-variants.sh on the H200).
 // Variant of 023 (softmax over dim 1): the row kept on chip (1 read + 1 write) without thread-block
 // clusters. A cooperative (all blocks resident) grid of 512-thread blocks, two per SM, walks

@@ -1,6 +1,6 @@
 // Portfolio candidate for 088 (new_gelu), the elementwise family's streaming kernel: a grid sized to the
 // data, 128 threads per block, 4 independent 16-byte loads per thread, plain loads and stores (from
-// portfolio/variants/088_grid_t128v4h0.cu, the fastest of the variants in
+// the variant 088_grid_t128v4h0 (moved here), the fastest of the variants in
 // evidence/h200/variants/table.md; the persistent grid it replaces is
 // include/kblaster/device/portfolio/elementwise_stream.cuh).
 //
