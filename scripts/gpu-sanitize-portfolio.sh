@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Every portfolio kernel of a suite through `kblaster eval --sanitize` on the GPU machine: all four
+# compute-sanitizer tools at the check shapes, then full verification and the timing gate. An
+# honest kernel must end with every tool clean and not rejected.
+#   scripts/gpu-sanitize-portfolio.sh [suite, default core10] [seconds, default 540]
+# Output under $OUT (default out/sanitize-portfolio): one JSON and log per kernel, summary.txt,
+# the store, packed into sanitize-portfolio.tar.gz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SUITE=${1:-core10}
+BUDGET=${2:-540}
+OUT=${OUT:-$PWD/out/sanitize-portfolio}
+K=$PWD/build/release/kblaster
+mkdir -p "$OUT"
+export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
+export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
+if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
+  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
+fi
+end=$(($(date +%s) + BUDGET))
+status=0
+for f in portfolio/"$SUITE"/*.cu; do
+  name=$(basename "$f" .cu)
+  left=$((end - $(date +%s)))
+  [ "$left" -gt 20 ] || { echo "stopped before $name: time used up" | tee -a "$OUT/summary.txt"; status=1; break; }
+  timeout "$left" "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --sanitize \
+    --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
+  rc=$?
+  python3 - "$OUT/$name.json" "$name" "$rc" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+path, name, rc = sys.argv[1:]
+try:
+    r = json.load(open(path))
+except Exception:
+    print(f"{name}: no record (exit {rc}) MISMATCH"); sys.exit()
+tools = r.get("sanitize", {}) or {}
+clean = {t: not v.get("failure") and not v.get("errors") for t, v in tools.items()}
+ok = r.get("verdict") not in ("rejected", "error") and len(clean) == 4 and all(clean.values())
+tools_text = " ".join(f"{t}={'clean' if c else (tools[t].get('failure') or 'errors')}" for t, c in sorted(clean.items()))
+print(f"{name}: {r.get('verdict')} ({r.get('reason')}) {tools_text} {'as expected' if ok else 'MISMATCH'}")
+PY
+done
+grep -q MISMATCH "$OUT/summary.txt" && status=1
+tar -czf "$OUT/sanitize-portfolio.tar.gz" -C "$OUT" --exclude=sanitize-portfolio.tar.gz .
+exit $status
