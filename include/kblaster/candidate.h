@@ -7,7 +7,10 @@
  * Rules a candidate must follow (the harness checks each of them):
  *  - Shapes, strides and dtypes arrive at run time; nothing about them may be compiled in.
  *  - All device work is enqueued on `args->stream`; nothing else, no other stream, no
- *    synchronisation of the device.
+ *    synchronisation of the device. kb_launch runs under stream capture of `args->stream`:
+ *    work forked to another stream through events must be joined back to it, and a call that
+ *    synchronises with or queries the stream is refused. Work done anywhere else runs before
+ *    the timed window and is rejected.
  *  - Inputs are read-only. Every element of every output is written on every call.
  *  - Scratch memory comes only from `args->workspace` (sized by `kb_workspace_bytes`).
  *  - Return 0 on success; any other value means "this candidate refuses these arguments"
