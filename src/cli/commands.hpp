@@ -3,7 +3,7 @@
 
 #include "eval/eval.hpp"
 #include "search/optimize.hpp"
-#include "search/preflight.hpp"
+#include "cli/preflight.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -31,7 +31,7 @@ struct global_options {
 int run(int argc, char** argv);
 
 // Runs the preflight checks, printing each (unless --quiet), and records the report in `st`.
-std::optional<search::preflight_report> run_preflight(const global_options& globals,
+std::optional<cli::preflight_report> run_preflight(const global_options& globals,
                                                       bool no_sandbox,
                                                       const std::optional<llm::client_config>& llm,
                                                       store::store& st);

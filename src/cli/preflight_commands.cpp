@@ -3,22 +3,22 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "sandbox/sandbox.hpp"
-#include "search/preflight.hpp"
+#include "cli/preflight.hpp"
 
 #include <fmt/format.h>
 
 namespace kb::cli {
 
-std::optional<search::preflight_report> run_preflight(const global_options& globals,
+std::optional<cli::preflight_report> run_preflight(const global_options& globals,
                                                       bool no_sandbox,
                                                       const std::optional<llm::client_config>& llm,
                                                       store::store& st) {
-  search::preflight_options po;
+  cli::preflight_options po;
   po.root = find_project_root(globals.root);
   po.cache_dir = default_cache_dir();
   po.no_sandbox = no_sandbox;
   po.llm = llm;
-  const auto report = search::preflight(st, po, [&](const search::preflight_check& c) {
+  const auto report = cli::preflight(st, po, [&](const cli::preflight_check& c) {
     if (!globals.quiet) {
       fmt::print("preflight {:<9} {:<9} {}\n", c.name, c.status, c.detail);
     }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace kb::search {
+namespace kb::cli {
 
 struct preflight_check {
   std::string name;   // store, device, compiler, sandbox, timing, counters, llm
@@ -46,4 +46,4 @@ struct preflight_options {
 preflight_report preflight(store::store& st, const preflight_options& opt,
                            const std::function<void(const preflight_check&)>& on_check);
 
-} // namespace kb::search
+} // namespace kb::cli

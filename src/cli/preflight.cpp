@@ -1,4 +1,4 @@
-#include "search/preflight.hpp"
+#include "cli/preflight.hpp"
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
@@ -10,7 +10,7 @@
 
 #include <chrono>
 
-namespace kb::search {
+namespace kb::cli {
 
 using nlohmann::json;
 
@@ -183,4 +183,4 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
   return report;
 }
 
-} // namespace kb::search
+} // namespace kb::cli

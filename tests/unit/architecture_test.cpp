@@ -1,0 +1,98 @@
+// The modules of src/ depend on each other one way: the graph of `#include "module/..."` lines
+// between folders has no cycle, and the library's modules never include the CLI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+using graph = std::map<std::string, std::set<std::string>>;
+
+graph module_includes(const fs::path& src) {
+  graph g;
+  const std::regex include(R"re(^\s*#\s*include\s+"([a-z_]+)/)re");
+  for (const auto& dir : fs::directory_iterator(src)) {
+    if (!dir.is_directory()) {
+      continue;
+    }
+    const std::string module = dir.path().filename().string();
+    g[module];
+    for (const auto& f : fs::recursive_directory_iterator(dir.path())) {
+      if (!f.is_regular_file()) {
+        continue;
+      }
+      std::ifstream in(f.path());
+      std::string line;
+      std::smatch m;
+      while (std::getline(in, line)) {
+        if (std::regex_search(line, m, include) && m[1] != module &&
+            fs::is_directory(src / m[1].str())) {
+          g[module].insert(m[1]);
+        }
+      }
+    }
+  }
+  return g;
+}
+
+// A cycle through the graph as "a -> b -> a", or "" when there is none.
+std::string find_cycle(const graph& g) {
+  std::map<std::string, int> state; // 0 new, 1 on the path, 2 done
+  std::vector<std::string> path;
+  std::string found;
+  std::function<bool(const std::string&)> visit = [&](const std::string& n) {
+    state[n] = 1;
+    path.push_back(n);
+    for (const auto& next : g.at(n)) {
+      if (state[next] == 1) {
+        for (auto it = std::find(path.begin(), path.end(), next); it != path.end(); ++it) {
+          found += *it + " -> ";
+        }
+        found += next;
+        return true;
+      }
+      if (state[next] == 0 && g.count(next) != 0 && visit(next)) {
+        return true;
+      }
+    }
+    path.pop_back();
+    state[n] = 2;
+    return false;
+  };
+  for (const auto& [n, _] : g) {
+    if (state[n] == 0 && visit(n)) {
+      return found;
+    }
+  }
+  return "";
+}
+
+TEST(Architecture, TheCycleFinderSeesACycle) {
+  const graph acyclic{{"a", {"b"}}, {"b", {"c"}}, {"c", {}}};
+  EXPECT_EQ(find_cycle(acyclic), "");
+  const graph cyclic{{"a", {"b"}}, {"b", {"c"}}, {"c", {"a"}}};
+  EXPECT_EQ(find_cycle(cyclic), "a -> b -> c -> a");
+}
+
+TEST(Architecture, ModulesIncludeEachOtherOneWay) {
+  const auto g = module_includes(fs::path(KBLASTER_SOURCE_DIR) / "src");
+  ASSERT_GE(g.size(), 10u);
+  EXPECT_EQ(find_cycle(g), "") << "an include cycle between modules";
+  for (const auto& [module, deps] : g) {
+    if (module != "cli") {
+      EXPECT_EQ(deps.count("cli"), 0u) << module << " includes the CLI";
+    }
+  }
+}
+
+} // namespace
