@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every portfolio kernel of a suite through `kblaster eval --sanitize` on the GPU machine: all four
-# compute-sanitizer tools at the check shapes, then full verification and the timing gate. An
-# honest kernel must end with every tool clean and not rejected.
+# Every portfolio kernel of a suite, then every applicable strategy's default point
+# (`kblaster strategies generate`), through `kblaster eval --sanitize` on the GPU machine: all
+# four compute-sanitizer tools at the check shapes, then full verification and the timing gate.
+# An honest kernel must end with every tool clean and not rejected. A kernel whose JSON is
+# already under $OUT is skipped, so a second call with the same $OUT goes on where one stopped.
 #   scripts/gpu-sanitize-portfolio.sh [suite, default core10] [seconds, default 540]
 # Output under $OUT (default out/sanitize-portfolio): one JSON and log per kernel, summary.txt,
 # the store, packed into sanitize-portfolio.tar.gz.
@@ -19,11 +21,26 @@ if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/loca
 fi
 end=$(($(date +%s) + BUDGET))
 status=0
+# name task file, one line each: the portfolio kernels, then the strategies' default points.
+kernels=()
 for f in portfolio/"$SUITE"/*.cu; do
   name=$(basename "$f" .cu)
+  kernels+=("$name ${name%%_*} $f")
+done
+mkdir -p "$OUT/strategies"
+for task in $("$K" tasks list --suite "$SUITE" --json | python3 -c 'import json,sys; print(" ".join(t["id"] for t in json.load(sys.stdin)))'); do
+  for strategy in $("$K" strategies list --task "$SUITE/$task" --json | python3 -c 'import json,sys; print(" ".join(s["name"] for s in json.load(sys.stdin)))'); do
+    f="$OUT/strategies/${task}_$strategy.cu"
+    "$K" strategies generate --task "$SUITE/$task" --strategy "$strategy" -o "$f" >/dev/null 2>&1 &&
+      kernels+=("${task}_$strategy $task $f")
+  done
+done
+for k in "${kernels[@]}"; do
+  read -r name task f <<<"$k"
+  [ -f "$OUT/$name.json" ] && continue
   left=$((end - $(date +%s)))
   [ "$left" -gt 20 ] || { echo "stopped before $name: time used up" | tee -a "$OUT/summary.txt"; status=1; break; }
-  timeout "$left" "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --sanitize \
+  timeout "$left" "$K" -q eval --task "$SUITE/$task" --candidate "$f" --sanitize \
     --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
   rc=$?
   python3 - "$OUT/$name.json" "$name" "$rc" <<'PY' | tee -a "$OUT/summary.txt"
