@@ -21,6 +21,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -375,20 +376,35 @@ prepared prepare(const fs::path& root, const task::contract& c,
   d["toolchain"] = {
       {"nvcc", tools.nvcc.string()}, {"version", tools.version}, {"arch", tools.arch}};
   say("compile: oracle module and candidates");
+  // The oracle module and every candidate compile at once (nvcc is mostly single-threaded, and
+  // each build is its own process); their results are then read in a fixed order.
   auto oracle_req = build::oracle_request(root, c);
   oracle_req.timeout = opt.compile_timeout;
-  const auto oracle = trusted.compile(oracle_req);
+  auto oracle_build =
+      std::async(std::launch::async, [&trusted, oracle_req] { return trusted.compile(oracle_req); });
+  std::vector<std::future<build::result>> role_builds;
+  for (const auto& [role, input] : inputs) {
+    auto req = build::candidate_request(root, c, input->source, role + ".cu");
+    req.timeout = opt.compile_timeout;
+    // The project's own baselines are trusted; everything else compiles in the sandbox.
+    build::compiler& cc = input->origin == "baseline" ? trusted : untrusted;
+    role_builds.push_back(
+        std::async(std::launch::async, [&cc, req = std::move(req)] { return cc.compile(req); }));
+  }
+  const auto oracle = oracle_build.get();
+  std::vector<build::result> built;
+  for (auto& f : role_builds) {
+    built.push_back(f.get());
+  }
   d["builds"]["oracle"] = oracle.to_json();
   if (!oracle.ok()) {
     p.early = early_end{verdict::error, "task.oracle_compile_error",
                         "the task's oracle module does not compile:\n" + oracle.log};
     return p;
   }
-  for (const auto& [role, input] : inputs) {
-    auto req = build::candidate_request(root, c, input->source, role + ".cu");
-    req.timeout = opt.compile_timeout;
-    // The project's own baselines are trusted; everything else compiles in the sandbox.
-    const auto b = (input->origin == "baseline" ? trusted : untrusted).compile(req);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& role = inputs[i].first;
+    const auto& b = built[i];
     d["builds"][role] = b.to_json();
     p.builds.emplace(role, b);
     if (!b.ok()) {
@@ -599,6 +615,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const auto w1 = detail::run_worker_job(job, launch, event_printer);
   d["sessions"].push_back(
       {{"seconds", w1.seconds},
+       {"stage_seconds", w1.result ? w1.result->value("stage_seconds", json::object()) : json()},
        {"failure", w1.failure},
        {"failure_detail", w1.failure_detail},
        {"log_tail",
@@ -661,7 +678,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     say(fmt::format("time: session {} of {}", sidx, opt.sessions));
     const auto w = detail::run_worker_job(next, launch, event_printer);
     d["sessions"].push_back(
-        {{"seconds", w.seconds}, {"failure", w.failure}, {"failure_detail", w.failure_detail}});
+        {{"seconds", w.seconds},
+         {"stage_seconds", w.result ? w.result->value("stage_seconds", json::object()) : json()},
+         {"failure", w.failure},
+         {"failure_detail", w.failure_detail}});
     if (!w.result) {
       const auto a = attribute(w);
       if (a.who == "candidate") {

@@ -8,28 +8,27 @@ void cpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& 
   }
 }
 
-void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n) {
+poison_pattern draw_poison(std::mt19937_64& rng) {
+  // A quiet NaN: `quiet` (exponent all ones, quiet bit), a random sign and a payload of `bits`
+  // bits in [1, 2^bits - 2]. One draw each, in a fixed order, so that a seed gives one pattern.
+  const auto nan = [&](uint64_t quiet, int sign_at, int bits) {
+    const uint64_t sign = (rng() & 1) << sign_at;
+    const uint64_t payload = 1 + rng() % ((uint64_t{1} << bits) - 2);
+    return sign | quiet | payload;
+  };
+  poison_pattern p{};
+  p.f32 = static_cast<uint32_t>(nan(0x7FC00000u, 31, 22));
+  p.f64 = nan(0x7FF8000000000000ull, 63, 51);
+  p.f16 = static_cast<uint16_t>(nan(0x7E00u, 15, 9));
+  p.bf16 = static_cast<uint16_t>(nan(0x7FC0u, 15, 6));
+  p.i64 = 0x8000000000000000ull | (rng() & 0x3FFFFFFFFFFFFFFFull);
+  p.i32 = static_cast<uint32_t>(0x80000000u | (rng() & 0x3FFFFFFFu));
+  return p;
+}
+
+void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n, const poison_pattern& poison) {
   for (int64_t i = 0; i < n; ++i) {
-    switch (dtype) {
-    case KB_FLOAT32:
-      static_cast<uint32_t*>(data)[i] = poison_f32;
-      break;
-    case KB_FLOAT64:
-      static_cast<uint64_t*>(data)[i] = poison_f64;
-      break;
-    case KB_FLOAT16:
-      static_cast<uint16_t*>(data)[i] = poison_f16;
-      break;
-    case KB_BFLOAT16:
-      static_cast<uint16_t*>(data)[i] = poison_bf16;
-      break;
-    case KB_INT64:
-      static_cast<uint64_t*>(data)[i] = poison_i64;
-      break;
-    case KB_INT32:
-      static_cast<uint32_t*>(data)[i] = 0x5A5A5A5Au;
-      break;
-    }
+    write_poison(data, dtype, i, poison);
   }
 }
 
@@ -41,8 +40,7 @@ void cpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value) {
 
 void cpu_copy_cyclic(const void* src, kb_dtype sd, int64_t sn, void* dst, kb_dtype dd, int64_t dn) {
   for (int64_t i = 0; i < dn; ++i) {
-    bool poison = false;
-    write_from_double(dst, dd, i, read_as_double(src, sd, i % sn, &poison));
+    write_from_double(dst, dd, i, read_as_double(src, sd, i % sn));
   }
 }
 
@@ -75,12 +73,12 @@ moments cpu_moments(const double* ref, int64_t n) {
 }
 
 error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
-                          const tolerance_spec& t) {
+                          const tolerance_spec& t, const poison_pattern& pattern) {
   error_metrics m;
   reset(m);
   for (int64_t i = 0; i < n; ++i) {
     bool poison = false;
-    const double v = read_as_double(y, dtype, i, &poison);
+    const double v = read_as_double(y, dtype, i, pattern, &poison);
     const int bin = accumulate(m, v, ref[i], poison, t, static_cast<uint64_t>(i));
     if (bin >= 0) {
       m.histogram[bin] += 1;

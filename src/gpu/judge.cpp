@@ -473,18 +473,40 @@ public:
     m_log_dir = job.value("runner_log_dir", std::string("/tmp"));
     m_runner_spec = job.value("runner", json::object());
     m_rng.seed(job.value("judge_seed", uint64_t{1}));
+    m_poison = draw_poison(m_rng);
   }
 
   json run() {
     json result{{"event", "result"}};
+    json stage_s = json::object(); // where the job's time went
+    auto stage_start = clock_type::now();
+    const auto stage_done = [&](const char* name) {
+      const auto now = clock_type::now();
+      stage_s[name] = std::chrono::duration<double>(now - stage_start).count();
+      stage_start = now;
+    };
     result["device"] = device_info();
     load_oracle();
+    // Every runner starts at once (a sandbox and a CUDA context each), the timing's calibration
+    // runner with them; each is then waited for in turn.
     for (auto& lib : m_libs) {
       m_out.step("load", lib.role, lib.path);
-      if (auto r = start_runner(lib)) {
-        lib.rejected = r;
+      lib.rejected = launch_runner(lib);
+    }
+    if (m_job.contains("timing")) {
+      m_empty.role = "calibration";
+      m_empty.path = "";
+      m_empty.rejected = launch_runner(m_empty);
+    }
+    for (auto& lib : m_libs) {
+      if (!lib.rejected) {
+        lib.rejected = await_runner(lib);
       }
     }
+    if (m_job.contains("timing") && !m_empty.rejected) {
+      m_empty.rejected = await_runner(m_empty);
+    }
+    stage_done("start");
     const bool verify = m_job.value("verify", true);
     json selftest;
     if (verify) {
@@ -492,15 +514,19 @@ public:
     } else {
       check_expected_digests();
     }
+    stage_done(verify ? "verify" : "expected_digests");
     if (!m_context_lost && m_job.value("profile", false) && any_alive()) {
       result["profile"] = profile_calls();
     }
     if (!m_context_lost && m_job.contains("timing") && any_alive()) {
       result["timing"] = time_all();
+      stage_done("timing");
     }
+    result["stage_seconds"] = stage_s;
     for (auto& lib : m_libs) {
       stop_runner(lib, false);
     }
+    stop_runner(m_empty, false);
     json libs = json::array();
     for (const auto& lib : m_libs) {
       json l{
@@ -524,6 +550,13 @@ public:
       result["checker_selftest"] = selftest;
     }
     result["context_lost"] = m_context_lost;
+    // This job's poison, for the record (the next job draws its own).
+    result["poison"] = {{"f32", fmt::format("{:08x}", m_poison.f32)},
+                        {"f64", fmt::format("{:016x}", m_poison.f64)},
+                        {"f16", fmt::format("{:04x}", m_poison.f16)},
+                        {"bf16", fmt::format("{:04x}", m_poison.bf16)},
+                        {"i64", fmt::format("{:016x}", m_poison.i64)},
+                        {"i32", fmt::format("{:08x}", m_poison.i32)}};
     return result;
   }
 
@@ -531,7 +564,8 @@ private:
   struct shape_buffers;
 
   // ---- runners ----
-  std::optional<rejection> start_runner(candidate_lib& lib) {
+  // A runner's start: the process, its flags mapped and the load request sent.
+  std::optional<rejection> launch_runner(candidate_lib& lib) {
     lib.flags = std::make_unique<shared_memory>(8);
     cuda_check(cudaMemset(lib.flags->data(), 0, 8), "flags");
     cuda_check(cudaDeviceSynchronize(), "flags");
@@ -541,6 +575,11 @@ private:
         !lib.runner->send(message::load, json(load_request{lib.path, lib.flags->id()}))) {
       return runner_failure(lib, false, "load");
     }
+    return std::nullopt;
+  }
+
+  // The runner's answer to its load request.
+  std::optional<rejection> await_runner(candidate_lib& lib) {
     bool timed_out = false;
     const auto r = lib.runner->reply(m_hang_ms, &timed_out);
     if (!r) {
@@ -652,7 +691,7 @@ private:
       const auto& t = s.outputs[o];
       const size_t eb = dtype_bytes(t.dtype);
       std::vector<unsigned char> poison_bytes(std::max<size_t>(eb, 8));
-      cpu_fill_poison(poison_bytes.data(), t.dtype, 1);
+      cpu_fill_poison(poison_bytes.data(), t.dtype, 1, m_poison);
       for (int k = 0; k < 8 && pi < picks.size() && at + eb <= 4096; ++k, ++pi) {
         if (std::memcmp(host + at, poison_bytes.data(), eb) != 0) {
           return true;
@@ -1013,10 +1052,10 @@ private:
 
   void poison(guarded_buffer& buf, const tensor_desc& t) {
     if (m_host_reference) {
-      cpu_fill_poison(buf.host(), t.dtype, t.numel());
+      cpu_fill_poison(buf.host(), t.dtype, t.numel(), m_poison);
       cuda_check(cudaMemcpy(buf.data(), buf.host(), t.bytes(), cudaMemcpyHostToDevice), "poison");
     } else {
-      gpu_fill_poison(buf.data(), t.dtype, t.numel(), m_stream);
+      gpu_fill_poison(buf.data(), t.dtype, t.numel(), m_poison, m_stream);
     }
   }
 
@@ -1026,9 +1065,11 @@ private:
       cuda_check(cudaMemcpy(b.outputs[out].host(), b.outputs[out].data(), t.bytes(),
                             cudaMemcpyDeviceToHost),
                  "download");
-      return cpu_compare(b.outputs[out].host(), t.dtype, b.host_refs[out].data(), t.numel(), tol);
+      return cpu_compare(b.outputs[out].host(), t.dtype, b.host_refs[out].data(), t.numel(), tol,
+                         m_poison);
     }
-    return gpu_compare(b.outputs[out].data(), t.dtype, b.refs[out], t.numel(), tol, m_stream);
+    return gpu_compare(b.outputs[out].data(), t.dtype, b.refs[out], t.numel(), tol, m_poison,
+                       m_stream);
   }
 
   moments reference_moments(shape_buffers& b, size_t out) {
@@ -1278,7 +1319,8 @@ private:
             cpu_copy_cyclic(b.inputs[0].host(), s.inputs[0].dtype, s.inputs[0].numel(), h, t.dtype,
                             t.numel());
           }
-          ms.push_back(cpu_compare(h, t.dtype, b.host_refs[o].data(), t.numel(), tols[o]));
+          ms.push_back(
+              cpu_compare(h, t.dtype, b.host_refs[o].data(), t.numel(), tols[o], m_poison));
         } else {
           void* dptr = b.outputs[o].data();
           if (k == "zeros") {
@@ -1289,7 +1331,8 @@ private:
             gpu_copy_cyclic(b.inputs[0].data(), s.inputs[0].dtype, s.inputs[0].numel(), dptr,
                             t.dtype, t.numel(), m_stream);
           }
-          ms.push_back(gpu_compare(dptr, t.dtype, b.refs[o], t.numel(), tols[o], m_stream));
+          ms.push_back(
+              gpu_compare(dptr, t.dtype, b.refs[o], t.numel(), tols[o], m_poison, m_stream));
         }
       }
       if (!judge(ms, scales, s).passed) {
@@ -1393,6 +1436,7 @@ private:
   std::string m_log_dir;
   json m_runner_spec;
   std::mt19937_64 m_rng;
+  poison_pattern m_poison{}; // drawn per job from m_rng: candidates cannot know it
   bool m_host_reference = false;
   std::vector<shape_desc> m_shapes;
   std::string m_timing_shape;
@@ -1403,6 +1447,7 @@ private:
   bool m_deterministic = true;
   std::vector<uint64_t> m_seeds;
   std::vector<candidate_lib> m_libs;
+  candidate_lib m_empty; // the timing's calibration runner: the empty kernel
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
   oracle_workspace_fn m_oracle_ws = nullptr;
@@ -1418,6 +1463,7 @@ private:
 // distribution, cold L2, every call windowed on the judge's stream, every output digested after
 // its window against the verified digest of its input set, every input digested after every call.
 json worker::time_all() {
+  const auto all_start = clock_type::now();
   const auto& t = m_job.at("timing");
   const int sets = std::max(1, t.value("input_sets", 3));
   const int min_samples = t.value("min_samples", 10);
@@ -1484,9 +1530,22 @@ json worker::time_all() {
     std::optional<rejection> bad;
     window_result w;
   };
+  // Where a session's wall time goes, for the record: preparing calls (poison, L2 flush), the
+  // calls themselves (round trip, window, the runner's sync), the checks after them (digests).
+  struct phase_clock {
+    double prepare_s = 0;
+    double call_s = 0;
+    double check_s = 0;
+    int calls = 0;
+  } phases;
+  const auto since = [](clock_type::time_point t) {
+    return std::chrono::duration<double>(clock_type::now() - t).count();
+  };
   const auto timed_call = [&](candidate_lib& lib, size_t k, const std::string& what) {
     timed out;
     auto& b = *bufs[k];
+    ++phases.calls;
+    auto t = clock_type::now();
     for (size_t o = 0; o < s.outputs.size(); ++o) {
       poison(b.outputs[o], s.outputs[o]);
     }
@@ -1499,7 +1558,10 @@ json worker::time_all() {
       cuda_check(cudaMemsetAsync(flush, static_cast<int>(m_rng() & 0xFF), flush_bytes, m_stream),
                  "L2 flush");
     }
+    phases.prepare_s += since(t);
+    t = clock_type::now();
     out.w = windowed_call(lib, b, true, "time", what);
+    phases.call_s += since(t);
     if (out.w.failed) {
       out.bad = out.w.failed;
       return out;
@@ -1509,6 +1571,15 @@ json worker::time_all() {
                                                            what, out.w.rc, out.w.launch_error)};
       return out;
     }
+    if (&lib == &m_empty) {
+      return out; // the judge's own empty kernel: nothing to check
+    }
+    t = clock_type::now();
+    struct add_on_exit {
+      double& to;
+      clock_type::time_point from;
+      ~add_on_exit() { to += std::chrono::duration<double>(clock_type::now() - from).count(); }
+    } checking{phases.check_s, t};
     if (!inputs_intact(k)) {
       restore_inputs(k);
       out.bad = rejection{"verify.inputs_modified",
@@ -1535,11 +1606,9 @@ json worker::time_all() {
   int64_t empty_outside_ns = 0;
   int64_t empty_tail_ns = 0;
   {
-    candidate_lib empty;
-    empty.role = "calibration";
-    empty.path = "";
-    if (auto r = start_runner(empty)) {
-      fail("the calibration runner did not start: {}", r->message);
+    candidate_lib& empty = m_empty;
+    if (empty.rejected) {
+      fail("the calibration runner did not start: {}", empty.rejected->message);
     }
     std::vector<double> windows;
     std::vector<double> trips;
@@ -1849,7 +1918,13 @@ json worker::time_all() {
            {"allocation", allocation},
            {"flush_bytes", cold_l2 ? flush_bytes : 0},
            {"default_sm_clock_mhz", m_default_clock_mhz},
-           {"wall_s", std::chrono::duration<double>(clock_type::now() - wall_start).count()}};
+           {"wall_s", std::chrono::duration<double>(clock_type::now() - wall_start).count()},
+           {"total_s", std::chrono::duration<double>(clock_type::now() - all_start).count()},
+           {"phases",
+            {{"calls", phases.calls},
+             {"prepare_s", phases.prepare_s},
+             {"call_s", phases.call_s},
+             {"check_s", phases.check_s}}}};
   return out;
 }
 

@@ -1,12 +1,13 @@
 // Exploit: the old harness poisoned outputs (with a public NaN payload) only before checked
-// calls. This one computes only when its output holds that payload and otherwise leaves the last
-// answer in place. Every call is poisoned now, so it always computes: it is judged on merit.
+// calls. This one computes only when its output holds poison and otherwise leaves the last answer
+// in place. The payload is drawn per evaluation now, so the best a detector can test is "a NaN";
+// every call is poisoned, so it always computes: it is judged on merit.
 #include <kblaster/candidate.h>
 #include <cuda_runtime.h>
 #include <cstring>
 
 __global__ void relu_if_poisoned(const float* x, float* y, int64_t n) {
-  if (__float_as_uint(y[0]) != 0x7FC0DEADu) return;
+  if (!isnan(y[0])) return;
   __syncthreads();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     if (i != 0) y[i] = x[i] > 0.f ? x[i] : 0.f;

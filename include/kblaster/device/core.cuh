@@ -211,13 +211,61 @@ KB_HD double sample(const distribution& d, uint64_t seed, uint64_t i) {
 KB_HD uint64_t tensor_seed(uint64_t seed, int index) { return splitmix64(seed * 0x100000001B3ull + static_cast<uint64_t>(index) + 1); }
 
 // ---- poison and hashing ------------------------------------------------------------------------
-// Outputs are filled with a NaN of a recognisable payload before every call; an element still
-// holding it afterwards was never written.
-constexpr uint32_t poison_f32 = 0x7FC0DEADu;
-constexpr uint64_t poison_f64 = 0x7FF8DEADDEADDEADull;
-constexpr uint16_t poison_f16 = 0x7E5Bu;
-constexpr uint16_t poison_bf16 = 0x7FDBu;
-constexpr uint64_t poison_i64 = 0x5A5A5A5A5A5A5A5Aull;
+// Before every call the harness fills the outputs with a poison pattern that it draws per
+// evaluation and keeps to itself: a quiet NaN with a random nonzero payload for the floating-point
+// dtypes (so that an element never written is still non-finite), a random value for the integer
+// dtypes. An element still holding it afterwards was never written. The values are unspecified:
+// a kernel cannot know them, only that an unwritten floating-point element is a NaN.
+struct poison_pattern {
+  uint64_t f64; // the bits of one element of each dtype
+  uint64_t i64;
+  uint32_t f32;
+  uint32_t i32;
+  uint16_t f16;
+  uint16_t bf16;
+};
+
+// The bits of one poison element of dtype `d`, in the low dtype_bytes(d) bytes.
+KB_HD uint64_t poison_bits(const poison_pattern& p, kb_dtype d) {
+  switch (d) {
+  case KB_FLOAT32:
+    return p.f32;
+  case KB_FLOAT64:
+    return p.f64;
+  case KB_FLOAT16:
+    return p.f16;
+  case KB_BFLOAT16:
+    return p.bf16;
+  case KB_INT64:
+    return p.i64;
+  case KB_INT32:
+    return p.i32;
+  }
+  return 0;
+}
+
+KB_HD void write_poison(void* data, kb_dtype d, int64_t i, const poison_pattern& p) {
+  switch (d) {
+  case KB_FLOAT32:
+    static_cast<uint32_t*>(data)[i] = p.f32;
+    break;
+  case KB_FLOAT64:
+    static_cast<uint64_t*>(data)[i] = p.f64;
+    break;
+  case KB_FLOAT16:
+    static_cast<uint16_t*>(data)[i] = p.f16;
+    break;
+  case KB_BFLOAT16:
+    static_cast<uint16_t*>(data)[i] = p.bf16;
+    break;
+  case KB_INT64:
+    static_cast<uint64_t*>(data)[i] = p.i64;
+    break;
+  case KB_INT32:
+    static_cast<uint32_t*>(data)[i] = p.i32;
+    break;
+  }
+}
 
 // An order-independent 64-bit digest of a word stream: sum over i of mix(word_i, i). Parallel
 // reductions compute it in any order; any changed or moved word changes it with high probability.
@@ -353,46 +401,65 @@ KB_HD void merge(error_metrics& into, const error_metrics& m) {
   }
 }
 
-// Reads element i of a floating-point or integer buffer as double; `poison` tells whether the
-// element still holds the poison pattern.
-KB_HD double read_as_double(const void* data, kb_dtype d, int64_t i, bool* poison) {
+// Reads element i of a floating-point or integer buffer as double.
+KB_HD double read_as_double(const void* data, kb_dtype d, int64_t i) {
+  switch (d) {
+  case KB_FLOAT32:
+    return static_cast<const float*>(data)[i];
+  case KB_FLOAT64:
+    return static_cast<const double*>(data)[i];
+  case KB_FLOAT16:
+    return cvt<double>(static_cast<const __half*>(data)[i]);
+  case KB_BFLOAT16:
+    return cvt<double>(static_cast<const __nv_bfloat16*>(data)[i]);
+  case KB_INT64:
+    return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+  case KB_INT32:
+    return static_cast<double>(static_cast<const int32_t*>(data)[i]);
+  }
+  return 0;
+}
+
+// The same, and `poison` tells whether the element still holds the pattern `p`.
+KB_HD double read_as_double(const void* data, kb_dtype d, int64_t i, const poison_pattern& p,
+                            bool* poison) {
   switch (d) {
   case KB_FLOAT32: {
     const float v = static_cast<const float*>(data)[i];
     uint32_t bits;
     memcpy(&bits, &v, 4);
-    *poison = bits == poison_f32;
+    *poison = bits == p.f32;
     return v;
   }
   case KB_FLOAT64: {
     const double v = static_cast<const double*>(data)[i];
     uint64_t bits;
     memcpy(&bits, &v, 8);
-    *poison = bits == poison_f64;
+    *poison = bits == p.f64;
     return v;
   }
   case KB_FLOAT16: {
     const __half v = static_cast<const __half*>(data)[i];
     uint16_t bits;
     memcpy(&bits, &v, 2);
-    *poison = bits == poison_f16;
+    *poison = bits == p.f16;
     return cvt<double>(v);
   }
   case KB_BFLOAT16: {
     const __nv_bfloat16 v = static_cast<const __nv_bfloat16*>(data)[i];
     uint16_t bits;
     memcpy(&bits, &v, 2);
-    *poison = bits == poison_bf16;
+    *poison = bits == p.bf16;
     return cvt<double>(v);
   }
   case KB_INT64: {
     const int64_t v = static_cast<const int64_t*>(data)[i];
-    *poison = static_cast<uint64_t>(v) == poison_i64;
+    *poison = static_cast<uint64_t>(v) == p.i64;
     return static_cast<double>(v);
   }
   case KB_INT32: {
     const int32_t v = static_cast<const int32_t*>(data)[i];
-    *poison = static_cast<uint32_t>(v) == 0x5A5A5A5Au;
+    *poison = static_cast<uint32_t>(v) == p.i32;
     return static_cast<double>(v);
   }
   }

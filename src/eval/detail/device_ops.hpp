@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -85,10 +86,17 @@ inline kb_args make_args(const std::vector<kb_tensor>& inputs,
   return a;
 }
 
+// The poison pattern of one evaluation (see core.cuh), drawn from `rng`: for each floating-point
+// dtype a quiet NaN of random sign and random payload, neither zero nor all ones (so never a NaN
+// the hardware or a conversion makes); for each integer dtype a random negative value below
+// -2^62 (int64) or -2^30 (int32), far from indices and counts.
+poison_pattern draw_poison(std::mt19937_64& rng);
+
 // GPU side: asynchronous on `stream` unless the function returns a value.
 void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed,
                      cudaStream_t stream);
-void gpu_fill_poison(void* data, kb_dtype dtype, int64_t n, cudaStream_t stream);
+void gpu_fill_poison(void* data, kb_dtype dtype, int64_t n, const poison_pattern& poison,
+                     cudaStream_t stream);
 void gpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value, cudaStream_t stream);
 // dst[i] = src[i % src_n], converted.
 void gpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst,
@@ -100,9 +108,11 @@ struct moments {
   double sum_sq;
 };
 moments gpu_moments(const double* ref, int64_t n, cudaStream_t stream);
-// Error metrics of y against the float64 reference (synchronises the stream).
+// Error metrics of y against the float64 reference; elements holding `poison` count as unwritten
+// (synchronises the stream).
 error_metrics gpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
-                          const tolerance_spec& t, cudaStream_t stream);
+                          const tolerance_spec& t, const poison_pattern& poison,
+                          cudaStream_t stream);
 
 // Launches a kernel that spins until *flag becomes non-zero (host-mapped memory) or `timeout_ns`
 // passes; on timeout it sets *timed_out. Work queued behind it starts together, so host launch
@@ -111,13 +121,13 @@ void gpu_block_stream(volatile int* flag, int* timed_out, uint64_t timeout_ns, c
 
 // CPU side, host buffers.
 void cpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed);
-void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n);
+void cpu_fill_poison(void* data, kb_dtype dtype, int64_t n, const poison_pattern& poison);
 void cpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value);
 void cpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* dst,
                      kb_dtype dst_dtype, int64_t dst_n);
 uint64_t cpu_digest(const void* data, uint64_t bytes);
 moments cpu_moments(const double* ref, int64_t n);
 error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
-                          const tolerance_spec& t);
+                          const tolerance_spec& t, const poison_pattern& poison);
 
 } // namespace kb::eval::detail

@@ -110,17 +110,17 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
   const layout L = layout_of(xt, c);
   const int64_t* target = static_cast<const int64_t*>(a->inputs[c.target].data);
   const scalars p = scalars_of(a);
-  bool poison = false;
   double sum = 0;
   for (int64_t o = 0; o < L.outer; ++o) {
     for (int64_t i = 0; i < L.inner; ++i) {
       const int64_t base = o * L.extent * L.inner + i;
       typename op::state s = op::init();
       for (int64_t r = 0; r < L.extent; ++r) {
-        s = op::accumulate(s, read_as_double(xt.data, xt.dtype, base + r * L.inner, &poison));
+        s = op::accumulate(s, read_as_double(xt.data, xt.dtype, base + r * L.inner));
       }
       const int64_t t = target[o * L.inner + i];
-      const double x_t = (t >= 0 && t < L.extent) ? read_as_double(xt.data, xt.dtype, base + t * L.inner, &poison) : NAN;
+      const double x_t =
+          (t >= 0 && t < L.extent) ? read_as_double(xt.data, xt.dtype, base + t * L.inner) : NAN;
       sum += op::row_loss(s, x_t, L.extent, p.v);
     }
   }
@@ -223,10 +223,10 @@ template <template <class> class Op> int oracle_pointwise_cpu(const kb_args* a, 
   const kb_tensor& tt = a->inputs[c.target];
   const int64_t n = numel(xt);
   const scalars p = scalars_of(a);
-  bool poison = false;
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    sum += op::elem(read_as_double(xt.data, xt.dtype, i, &poison), read_as_double(tt.data, tt.dtype, i, &poison), p.v);
+    sum +=
+        op::elem(read_as_double(xt.data, xt.dtype, i), read_as_double(tt.data, tt.dtype, i), p.v);
   }
   static_cast<double*>(a->outputs[0].data)[0] = op::finalize(sum, n, product(xt, 0, c.begin) * product(xt, c.end, xt.ndim));
   return 0;

@@ -110,12 +110,12 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
   const kb_tensor& at = a->inputs[c.a];
   const kb_tensor& bt = a->inputs[c.b];
   double* y = static_cast<double*>(a->outputs[0].data);
-  bool poison = false;
   for (int64_t m = 0; m < d.m; ++m) {
     for (int64_t n = 0; n < d.n; ++n) {
       double acc = 0;
       for (int64_t k = 0; k < d.k; ++k) {
-        acc += read_as_double(at.data, at.dtype, m * d.k + k, &poison) * read_as_double(bt.data, bt.dtype, k * d.n + n, &poison);
+        acc += read_as_double(at.data, at.dtype, m * d.k + k) *
+               read_as_double(bt.data, bt.dtype, k * d.n + n);
       }
       y[m * d.n + n] = Op<double>::epilogue(acc);
     }

@@ -94,13 +94,12 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
   const layout L = layout_of(xt, c);
   double* y = static_cast<double*>(a->outputs[0].data);
   const scalars p = scalars_of(a);
-  bool poison = false;
   for (int64_t o = 0; o < L.outer; ++o) {
     for (int64_t i = 0; i < L.inner; ++i) {
       const int64_t base = o * L.extent * L.inner + i;
       typename op::state s = op::init();
       for (int64_t r = 0; r < L.extent; ++r) {
-        s = op::accumulate(s, read_as_double(xt.data, xt.dtype, base + r * L.inner, &poison));
+        s = op::accumulate(s, read_as_double(xt.data, xt.dtype, base + r * L.inner));
       }
       y[o * L.inner + i] = op::finalize(s, L.extent, p.v);
     }

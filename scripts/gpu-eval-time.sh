@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# How long one candidate's full evaluation takes on the GPU machine: every portfolio kernel of a
+# suite through `kblaster eval` at the official shape (compile with an empty compile cache,
+# verify, two timing sessions), then the median, and where each evaluation's time went (compile,
+# each session's stages, the timing loop's phases).
+#   scripts/gpu-eval-time.sh [suite, default core10]
+# Output under $OUT (default out/eval-time): one JSON and log per kernel, summary.txt and
+# eval-time.json (the figures the summary prints).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SUITE=${1:-core10}
+OUT=${OUT:-$PWD/out/eval-time}
+K=$PWD/build/release/kblaster
+mkdir -p "$OUT"
+export KBLASTER_CACHE=$OUT/cache # empty: every evaluation compiles its oracle, baseline, candidate
+rm -rf "$KBLASTER_CACHE"
+export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
+if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
+  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
+fi
+for f in portfolio/"$SUITE"/*.cu; do
+  name=$(basename "$f" .cu)
+  "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
+done
+python3 - "$OUT" "$SUITE" <<'PY' | tee "$OUT/summary.txt"
+import glob, json, os, statistics, sys
+out = sys.argv[1]
+rows = []
+for path in sorted(glob.glob(f"{out}/*.json")):
+    if path.endswith("eval-time.json"):
+        continue
+    r = json.load(open(path))
+    builds = r.get("builds", {})
+    sessions = r.get("sessions", [])
+    timing = r.get("timing", [])
+    rows.append({
+        "kernel": os.path.basename(path)[:-5],
+        "verdict": r.get("verdict"),
+        "seconds": r.get("seconds"),
+        "compile_s": {k: v.get("seconds") for k, v in builds.items()},
+        "sessions_s": [s.get("seconds") for s in sessions],
+        "stages_s": [s.get("stage_seconds") for s in sessions],
+        "timing_phases": [t.get("phases") for t in timing if isinstance(t, dict)],
+        "timing_total_s": [t.get("total_s") for t in timing if isinstance(t, dict)],
+    })
+for row in rows:
+    print(f"{row['kernel']:24} {row['verdict']:10} {row['seconds']:6.1f} s  sessions "
+          + " ".join(f"{s:.1f}" for s in row["sessions_s"] if s is not None))
+    for st, ph in zip(row["stages_s"], row["timing_phases"] or [None] * len(row["stages_s"])):
+        print(f"    stages {json.dumps(st)}  timing phases {json.dumps(ph)}")
+secs = [r["seconds"] for r in rows if r["seconds"] is not None]
+median = statistics.median(secs) if secs else None
+print(f"median full evaluation: {median:.1f} s over {len(secs)} kernels" if secs else "no evaluation")
+json.dump({"suite": sys.argv[2], "median_seconds": median, "evaluations": rows},
+          open(f"{out}/eval-time.json", "w"), indent=1)
+PY
