@@ -380,8 +380,8 @@ prepared prepare(const fs::path& root, const task::contract& c,
   // each build is its own process); their results are then read in a fixed order.
   auto oracle_req = build::oracle_request(root, c);
   oracle_req.timeout = opt.compile_timeout;
-  auto oracle_build =
-      std::async(std::launch::async, [&trusted, oracle_req] { return trusted.compile(oracle_req); });
+  auto oracle_build = std::async(std::launch::async,
+                                 [&trusted, oracle_req] { return trusted.compile(oracle_req); });
   std::vector<std::future<build::result>> role_builds;
   for (const auto& [role, input] : inputs) {
     auto req = build::candidate_request(root, c, input->source, role + ".cu");
