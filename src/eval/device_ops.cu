@@ -12,12 +12,16 @@ namespace kb::eval::detail {
 
 namespace {
 
-void check(cudaError_t e, const char* what) { cuda_check(e, what); }
+void check(cudaError_t e, const char* what) {
+  cuda_check(e, what);
+}
 
 constexpr unsigned block = 256;
 
-__global__ void fill_random_kernel(void* data, kb_dtype dtype, int64_t n, distribution d, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+__global__ void fill_random_kernel(void* data, kb_dtype dtype, int64_t n, distribution d,
+                                   uint64_t seed) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     write_from_double(data, dtype, i, sample(d, seed, static_cast<uint64_t>(i)));
   }
 }
@@ -49,13 +53,16 @@ __global__ void fill_poison_vec_kernel(void* data, kb_dtype dtype, int64_t n, po
 }
 
 __global__ void fill_value_kernel(void* data, kb_dtype dtype, int64_t n, double v) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     write_from_double(data, dtype, i, v);
   }
 }
 
-__global__ void copy_cyclic_kernel(const void* src, kb_dtype sd, int64_t sn, void* dst, kb_dtype dd, int64_t dn) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < dn; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+__global__ void copy_cyclic_kernel(const void* src, kb_dtype sd, int64_t sn, void* dst, kb_dtype dd,
+                                   int64_t dn) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < dn;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     write_from_double(dst, dd, i, read_as_double(src, sd, i % sn));
   }
 }
@@ -64,7 +71,8 @@ __global__ void copy_cyclic_kernel(const void* src, kb_dtype sd, int64_t sn, voi
 __global__ void digest_kernel(const unsigned char* data, uint64_t bytes, unsigned long long* out) {
   const uint64_t words = bytes / 8;
   uint64_t acc = 0;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < words; i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
     uint64_t w;
     memcpy(&w, data + 8 * i, 8);
     acc += hash_word(w, i);
@@ -139,18 +147,35 @@ struct moments_pair {
 
 __global__ void moments_kernel(const double* ref, int64_t n, moments_pair* out) {
   moments_pair acc{0, 0};
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double v = ref[i];
     if (is_finite(v)) {
       acc.sum += v;
       acc.sum_sq += v * v;
     }
   }
-  acc = block_reduce(acc, [](moments_pair a, moments_pair b) { return moments_pair{a.sum + b.sum, a.sum_sq + b.sum_sq}; });
+  acc = block_reduce(acc, [](moments_pair a, moments_pair b) {
+    return moments_pair{a.sum + b.sum, a.sum_sq + b.sum_sq};
+  });
   if (threadIdx.x == 0) {
     out[blockIdx.x] = acc;
   }
 }
+
+// error_metrics without its histogram.
+struct error_scalars {
+  double sum_sq_err;
+  double sum_sq_ref;
+  double max_abs_err;
+  double max_rel_err;
+  double max_excess;
+  uint64_t count;
+  uint64_t violations;
+  uint64_t nonfinite;
+  uint64_t unwritten;
+  uint64_t worst_index;
+};
 
 __global__ void compare_kernel(const void* y, kb_dtype dtype, const double* ref, int64_t n,
                                tolerance_spec t, poison_pattern p, error_metrics* out) {
@@ -160,26 +185,29 @@ __global__ void compare_kernel(const void* y, kb_dtype dtype, const double* ref,
     histogram[i] = 0;
   }
   __syncthreads();
-  error_metrics m;
-  reset(m);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  // A thread keeps the scalar fields only, in registers (the whole struct with its histogram
+  // would live in local memory); the histogram is the block's, counted once per warp and bin.
+  error_scalars m{};
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     bool poison = false;
     const double v = read_as_double(y, dtype, i, p, &poison);
     const int bin = accumulate(m, v, ref[i], poison, t, static_cast<uint64_t>(i));
-    if (bin >= 0) {
-      atomicAdd(&histogram[bin], 1ull);
+    const unsigned peers = __match_any_sync(__activemask(), bin);
+    if (bin >= 0 && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) {
+      atomicAdd(&histogram[bin], static_cast<unsigned long long>(__popc(peers)));
     }
   }
-  // Per-warp merges through shared memory (the struct is too large for shuffles), then one thread.
+  // Per-warp merges through shared memory, then one thread.
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
+  if (lane == 0) {
+    reset(partial[warp]);
+  }
+  __syncwarp();
   for (int l = 0; l < 32; ++l) {
     if (lane == l) {
-      if (l == 0) {
-        partial[warp] = m;
-      } else {
-        merge(partial[warp], m);
-      }
+      merge_scalars(partial[warp], m);
     }
     __syncwarp();
   }
@@ -209,7 +237,9 @@ __global__ void block_stream_kernel(volatile int* flag, int* timed_out, uint64_t
   }
 }
 
-unsigned grid(int64_t n) { return grid_for(n, block, 132u * 8u); }
+unsigned grid(int64_t n) {
+  return grid_for(n, block, 132u * 8u);
+}
 
 // What the current device gives a kernel: its multiprocessors times the blocks of `block` threads
 // that fit on one (full occupancy unless `kernel`'s resources limit it), queried once per device.
@@ -290,7 +320,8 @@ uint64_t poison_word(const poison_pattern& p, kb_dtype dtype) {
 
 } // namespace
 
-void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed, cudaStream_t stream) {
+void gpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed,
+                     cudaStream_t stream) {
   fill_random_kernel<<<grid(n), block, 0, stream>>>(data, dtype, n, d, seed);
   check(cudaGetLastError(), "fill_random");
 }
@@ -314,7 +345,8 @@ void gpu_fill_value(void* data, kb_dtype dtype, int64_t n, double value, cudaStr
   check(cudaGetLastError(), "fill_value");
 }
 
-void gpu_copy_cyclic(const void* src, kb_dtype sd, int64_t sn, void* dst, kb_dtype dd, int64_t dn, cudaStream_t stream) {
+void gpu_copy_cyclic(const void* src, kb_dtype sd, int64_t sn, void* dst, kb_dtype dd, int64_t dn,
+                     cudaStream_t stream) {
   copy_cyclic_kernel<<<grid(dn), block, 0, stream>>>(src, sd, sn, dst, dd, dn);
   check(cudaGetLastError(), "copy_cyclic");
 }
@@ -346,7 +378,8 @@ moments gpu_moments(const double* ref, int64_t n, cudaStream_t stream) {
   moments_kernel<<<g, block, 0, stream>>>(ref, n, out);
   check(cudaGetLastError(), "moments");
   std::vector<moments_pair> host(g);
-  check(cudaMemcpyAsync(host.data(), out, g * sizeof *out, cudaMemcpyDeviceToHost, stream), "moments copy");
+  check(cudaMemcpyAsync(host.data(), out, g * sizeof *out, cudaMemcpyDeviceToHost, stream),
+        "moments copy");
   check(cudaFreeAsync(out, stream), "moments free");
   check(cudaStreamSynchronize(stream), "moments sync");
   moments total{0, 0};
@@ -366,7 +399,8 @@ error_metrics gpu_compare(const void* y, kb_dtype dtype, const double* ref, int6
   compare_kernel<<<g, block, 0, stream>>>(y, dtype, ref, n, t, poison, out);
   check(cudaGetLastError(), "compare");
   std::vector<error_metrics> host(g);
-  check(cudaMemcpyAsync(host.data(), out, g * sizeof *out, cudaMemcpyDeviceToHost, stream), "compare copy");
+  check(cudaMemcpyAsync(host.data(), out, g * sizeof *out, cudaMemcpyDeviceToHost, stream),
+        "compare copy");
   check(cudaFreeAsync(out, stream), "compare free");
   check(cudaStreamSynchronize(stream), "compare sync");
   error_metrics total;
@@ -377,7 +411,8 @@ error_metrics gpu_compare(const void* y, kb_dtype dtype, const double* ref, int6
   return total;
 }
 
-void gpu_block_stream(volatile int* flag, int* timed_out, uint64_t timeout_ns, cudaStream_t stream) {
+void gpu_block_stream(volatile int* flag, int* timed_out, uint64_t timeout_ns,
+                      cudaStream_t stream) {
   block_stream_kernel<<<1, 1, 0, stream>>>(flag, timed_out, timeout_ns);
   check(cudaGetLastError(), "block_stream");
 }

@@ -515,6 +515,9 @@ public:
       check_expected_digests();
     }
     stage_done(verify ? "verify" : "expected_digests");
+    if (!m_verify_phases.is_null()) {
+      stage_s["verify_phases"] = m_verify_phases;
+    }
     if (!m_context_lost && m_job.value("profile", false) && any_alive()) {
       result["profile"] = profile_calls();
     }
@@ -1164,12 +1167,22 @@ private:
       total_checks += dists * static_cast<int>(m_seeds.size());
     }
     int done = 0;
+    // Where verification's time goes, for the record.
+    struct {
+      double allocate_s = 0, reference_s = 0, call_s = 0, compare_s = 0, digest_s = 0,
+             determinism_s = 0, selftest_s = 0;
+    } vp;
+    const auto seconds_since = [](clock_type::time_point t) {
+      return std::chrono::duration<double>(clock_type::now() - t).count();
+    };
     for (const auto& s : m_shapes) {
       if (!any_alive() || m_context_lost) {
         break;
       }
+      const auto ta = clock_type::now();
       shape_buffers b;
       allocate(b, s);
+      vp.allocate_s += seconds_since(ta);
       const bool timing_shape = s.name == m_timing_shape;
       int dists = 1;
       for (const auto& t : s.inputs) {
@@ -1192,8 +1205,11 @@ private:
                       {"done", done},
                       {"total", total_checks},
                       {"what", what}});
+          auto t0 = clock_type::now();
           generate(b, d, seed);
           compute_reference(b);
+          vp.reference_s += seconds_since(t0);
+          t0 = clock_type::now();
           std::vector<uint64_t> input_digests;
           for (size_t i = 0; i < s.inputs.size(); ++i) {
             input_digests.push_back(digest(b.inputs[i], s.inputs[i].bytes()));
@@ -1206,6 +1222,7 @@ private:
               constant = mo.sum / std::max<int64_t>(1, s.outputs[o].numel());
             }
           }
+          vp.digest_s += seconds_since(t0);
           std::vector<tolerance_spec> tols;
           for (double sc : scales) {
             tols.push_back({m_atol, m_rtol, sc});
@@ -1214,6 +1231,7 @@ private:
             if (lib.rejected) {
               continue;
             }
+            t0 = clock_type::now();
             for (size_t o = 0; o < s.outputs.size(); ++o) {
               poison(b.outputs[o], s.outputs[o]);
             }
@@ -1221,15 +1239,20 @@ private:
               reject(lib, *r);
               continue;
             }
+            vp.call_s += seconds_since(t0);
+            t0 = clock_type::now();
             std::vector<error_metrics> ms;
             for (size_t o = 0; o < s.outputs.size(); ++o) {
               ms.push_back(compare(b, o, tols[o]));
             }
+            vp.compare_s += seconds_since(t0);
             auto outcome = judge(ms, scales, s);
+            t0 = clock_type::now();
             bool inputs_ok = true;
             for (size_t i = 0; i < s.inputs.size(); ++i) {
               inputs_ok = inputs_ok && digest(b.inputs[i], s.inputs[i].bytes()) == input_digests[i];
             }
+            vp.digest_s += seconds_since(t0);
             if (outcome.passed && !inputs_ok) {
               outcome.passed = false;
               outcome.reason = "verify.inputs_modified";
@@ -1247,23 +1270,33 @@ private:
               continue;
             }
             if (timing_shape) {
+              t0 = clock_type::now();
               uint64_t h = 0;
               for (size_t o = 0; o < s.outputs.size(); ++o) {
                 h = h * 31 + digest(b.outputs[o], s.outputs[o].bytes());
               }
               lib.set_digests[d * static_cast<int>(m_seeds.size()) + static_cast<int>(si)] = h;
+              vp.digest_s += seconds_since(t0);
               if (si == 0 && d == 0) {
+                t0 = clock_type::now();
                 check_determinism(lib, b, h, what);
+                vp.determinism_s += seconds_since(t0);
               }
             }
           }
           if (selftest_on) {
+            t0 = clock_type::now();
             selftest_trivial(b, scales, tols, *constant, trivial_rejections);
+            vp.selftest_s += seconds_since(t0);
           }
           ++done;
         }
       }
     }
+    m_verify_phases = {{"allocate_s", vp.allocate_s}, {"reference_s", vp.reference_s},
+                       {"call_s", vp.call_s},         {"compare_s", vp.compare_s},
+                       {"digest_s", vp.digest_s},     {"determinism_s", vp.determinism_s},
+                       {"selftest_s", vp.selftest_s}};
     json st{{"zeros_rejected_by", trivial_rejections["zeros"]},
             {"copy_of_input_rejected_by", trivial_rejections["copy_of_input"]},
             {"constant_rejected_by", trivial_rejections["constant"]},
@@ -1448,6 +1481,7 @@ private:
   std::vector<uint64_t> m_seeds;
   std::vector<candidate_lib> m_libs;
   candidate_lib m_empty; // the timing's calibration runner: the empty kernel
+  json m_verify_phases;  // verify_all's time by step
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
   oracle_workspace_fn m_oracle_ws = nullptr;

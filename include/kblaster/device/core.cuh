@@ -68,56 +68,109 @@ template <> struct convert<float, int64_t> {
   static KB_HD float run(int64_t v) { return static_cast<float>(v); }
 };
 
-template <class To, class From> KB_HD To cvt(From v) { return convert<To, From>::run(v); }
+template <class To, class From> KB_HD To cvt(From v) {
+  return convert<To, From>::run(v);
+}
 
 // ---- math functions with float and double overloads, for use in task math -----------------------
 // Task math calls these (never the float-suffixed C functions) so that one template serves the
 // double oracle and the float kernels.
 namespace fn {
-KB_HD float exp(float x) { return ::expf(x); }
-KB_HD double exp(double x) { return ::exp(x); }
-KB_HD float log(float x) { return ::logf(x); }
-KB_HD double log(double x) { return ::log(x); }
-KB_HD float sqrt(float x) { return ::sqrtf(x); }
-KB_HD double sqrt(double x) { return ::sqrt(x); }
-KB_HD float erf(float x) { return ::erff(x); }
-KB_HD double erf(double x) { return ::erf(x); }
-KB_HD float tanh(float x) { return ::tanhf(x); }
-KB_HD double tanh(double x) { return ::tanh(x); }
-KB_HD float fabs(float x) { return ::fabsf(x); }
-KB_HD double fabs(double x) { return ::fabs(x); }
-KB_HD float max(float a, float b) { return ::fmaxf(a, b); }
-KB_HD double max(double a, double b) { return ::fmax(a, b); }
-KB_HD float min(float a, float b) { return ::fminf(a, b); }
-KB_HD double min(double a, double b) { return ::fmin(a, b); }
-KB_HD float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
-KB_HD double fma(double a, double b, double c) { return ::fma(a, b, c); }
+KB_HD float exp(float x) {
+  return ::expf(x);
+}
+KB_HD double exp(double x) {
+  return ::exp(x);
+}
+KB_HD float log(float x) {
+  return ::logf(x);
+}
+KB_HD double log(double x) {
+  return ::log(x);
+}
+KB_HD float sqrt(float x) {
+  return ::sqrtf(x);
+}
+KB_HD double sqrt(double x) {
+  return ::sqrt(x);
+}
+KB_HD float erf(float x) {
+  return ::erff(x);
+}
+KB_HD double erf(double x) {
+  return ::erf(x);
+}
+KB_HD float tanh(float x) {
+  return ::tanhf(x);
+}
+KB_HD double tanh(double x) {
+  return ::tanh(x);
+}
+KB_HD float fabs(float x) {
+  return ::fabsf(x);
+}
+KB_HD double fabs(double x) {
+  return ::fabs(x);
+}
+KB_HD float max(float a, float b) {
+  return ::fmaxf(a, b);
+}
+KB_HD double max(double a, double b) {
+  return ::fmax(a, b);
+}
+KB_HD float min(float a, float b) {
+  return ::fminf(a, b);
+}
+KB_HD double min(double a, double b) {
+  return ::fmin(a, b);
+}
+KB_HD float fma(float a, float b, float c) {
+  return ::fmaf(a, b, c);
+}
+KB_HD double fma(double a, double b, double c) {
+  return ::fma(a, b, c);
+}
 } // namespace fn
 
 // ---- dtype dispatch ----------------------------------------------------------------------------
 
-template <class T> struct type_tag {
-  using type = T;
-};
+template <class T> struct type_tag { using type = T; };
 
 // Calls f(type_tag<T>{}) for the floating-point storage type of `d`; returns -1 when unsupported.
 template <class F> int dispatch_float(kb_dtype d, F&& f) {
   switch (d) {
-  case KB_FLOAT32: return f(type_tag<float>{});
-  case KB_FLOAT16: return f(type_tag<__half>{});
-  case KB_BFLOAT16: return f(type_tag<__nv_bfloat16>{});
-  case KB_FLOAT64: return f(type_tag<double>{});
-  default: return -1;
+  case KB_FLOAT32:
+    return f(type_tag<float>{});
+  case KB_FLOAT16:
+    return f(type_tag<__half>{});
+  case KB_BFLOAT16:
+    return f(type_tag<__nv_bfloat16>{});
+  case KB_FLOAT64:
+    return f(type_tag<double>{});
+  default:
+    return -1;
   }
 }
 
 template <class T> constexpr kb_dtype dtype_of();
-template <> constexpr kb_dtype dtype_of<float>() { return KB_FLOAT32; }
-template <> constexpr kb_dtype dtype_of<__half>() { return KB_FLOAT16; }
-template <> constexpr kb_dtype dtype_of<__nv_bfloat16>() { return KB_BFLOAT16; }
-template <> constexpr kb_dtype dtype_of<double>() { return KB_FLOAT64; }
-template <> constexpr kb_dtype dtype_of<int64_t>() { return KB_INT64; }
-template <> constexpr kb_dtype dtype_of<int32_t>() { return KB_INT32; }
+template <> constexpr kb_dtype dtype_of<float>() {
+  return KB_FLOAT32;
+}
+template <> constexpr kb_dtype dtype_of<__half>() {
+  return KB_FLOAT16;
+}
+template <> constexpr kb_dtype dtype_of<__nv_bfloat16>() {
+  return KB_BFLOAT16;
+}
+template <> constexpr kb_dtype dtype_of<double>() {
+  return KB_FLOAT64;
+}
+template <> constexpr kb_dtype dtype_of<int64_t>() {
+  return KB_INT64;
+}
+template <> constexpr kb_dtype dtype_of<int32_t>() {
+  return KB_INT32;
+}
 
 // ---- tensors -----------------------------------------------------------------------------------
 
@@ -170,7 +223,13 @@ KB_HD double standard_normal(uint64_t seed, uint64_t counter) {
   return ::sqrt(-2.0 * ::log(u1)) * ::cos(6.283185307179586 * u2);
 }
 
-enum kb_dist_kind { KB_DIST_UNIFORM = 0, KB_DIST_NORMAL = 1, KB_DIST_STUDENT_T = 2, KB_DIST_CONSTANT = 3, KB_DIST_RANDINT = 4 };
+enum kb_dist_kind {
+  KB_DIST_UNIFORM = 0,
+  KB_DIST_NORMAL = 1,
+  KB_DIST_STUDENT_T = 2,
+  KB_DIST_CONSTANT = 3,
+  KB_DIST_RANDINT = 4
+};
 
 struct distribution {
   int kind; // kb_dist_kind
@@ -183,8 +242,10 @@ constexpr double heavy_tail_clip = 1.0e4;
 
 KB_HD double sample(const distribution& d, uint64_t seed, uint64_t i) {
   switch (d.kind) {
-  case KB_DIST_UNIFORM: return d.a + (d.b - d.a) * uniform01(seed, i);
-  case KB_DIST_NORMAL: return d.a + d.b * standard_normal(seed, i);
+  case KB_DIST_UNIFORM:
+    return d.a + (d.b - d.a) * uniform01(seed, i);
+  case KB_DIST_NORMAL:
+    return d.a + d.b * standard_normal(seed, i);
   case KB_DIST_STUDENT_T: {
     const int nu = d.a < 1 ? 1 : (d.a > 16 ? 16 : static_cast<int>(d.a));
     const uint64_t base = i * 17;
@@ -197,18 +258,22 @@ KB_HD double sample(const distribution& d, uint64_t seed, uint64_t i) {
     double t = d.b * z / ::sqrt(chi2 / nu + 1e-300);
     return t > heavy_tail_clip ? heavy_tail_clip : (t < -heavy_tail_clip ? -heavy_tail_clip : t);
   }
-  case KB_DIST_CONSTANT: return d.a;
+  case KB_DIST_CONSTANT:
+    return d.a;
   case KB_DIST_RANDINT: {
     const double span = d.b - d.a;
     double v = d.a + ::floor(span * uniform01(seed, i));
     return v >= d.b ? d.b - 1 : v;
   }
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
 // The seed of input tensor `index` in input set `seed`.
-KB_HD uint64_t tensor_seed(uint64_t seed, int index) { return splitmix64(seed * 0x100000001B3ull + static_cast<uint64_t>(index) + 1); }
+KB_HD uint64_t tensor_seed(uint64_t seed, int index) {
+  return splitmix64(seed * 0x100000001B3ull + static_cast<uint64_t>(index) + 1);
+}
 
 // ---- poison and hashing ------------------------------------------------------------------------
 // Before every call the harness fills the outputs with a poison pattern that it draws per
@@ -269,11 +334,14 @@ KB_HD void write_poison(void* data, kb_dtype d, int64_t i, const poison_pattern&
 
 // An order-independent 64-bit digest of a word stream: sum over i of mix(word_i, i). Parallel
 // reductions compute it in any order; any changed or moved word changes it with high probability.
-KB_HD uint64_t hash_word(uint64_t word, uint64_t index) { return splitmix64(word ^ splitmix64(index + 0x51ED270B27A3D4ull)); }
+KB_HD uint64_t hash_word(uint64_t word, uint64_t index) {
+  return splitmix64(word ^ splitmix64(index + 0x51ED270B27A3D4ull));
+}
 
 // ---- error metrics (one element at a time, the same on CPU and GPU) ----------------------------
 
-constexpr int error_histogram_bins = 64; // bin k: |err| / scale in [2^-(k+1), 2^-k); bin 63 and below: smaller
+constexpr int error_histogram_bins =
+    64; // bin k: |err| / scale in [2^-(k+1), 2^-k); bin 63 and below: smaller
 
 struct tolerance_spec {
   double atol;  // times scale
@@ -285,8 +353,8 @@ struct error_metrics {
   double sum_sq_err;
   double sum_sq_ref;
   double max_abs_err;
-  double max_rel_err;   // |err| / max(|ref|, scale * 1e-12)
-  double max_excess;    // max of |err| / (atol*scale + rtol*|ref|); > 1 means a violation
+  double max_rel_err; // |err| / max(|ref|, scale * 1e-12)
+  double max_excess;  // max of |err| / (atol*scale + rtol*|ref|); > 1 means a violation
   uint64_t count;
   uint64_t violations;  // elements outside the elementwise bound
   uint64_t nonfinite;   // NaN or Inf where the reference is finite
@@ -311,7 +379,9 @@ KB_HD void reset(error_metrics& m) {
   }
 }
 
-KB_HD bool is_finite(double v) { return v == v && v - v == 0.0; }
+KB_HD bool is_finite(double v) {
+  return v == v && v - v == 0.0;
+}
 
 KB_HD int error_bin(double err, double scale) {
   if (!(err > 0) || !(scale > 0)) {
@@ -326,7 +396,10 @@ KB_HD int error_bin(double err, double scale) {
 // Adds one element to the metrics; returns the histogram bin to count it in, or -1 when the
 // element has no finite error (the caller owns the histogram, so a GPU block can keep it in
 // shared memory).
-KB_HD int accumulate(error_metrics& m, double y, double ref, bool poison, const tolerance_spec& t, uint64_t index) {
+// `M` is error_metrics or any struct with its scalar fields (a GPU thread keeps only those).
+template <class M>
+KB_HD int accumulate(M& m, double y, double ref, bool poison, const tolerance_spec& t,
+                     uint64_t index) {
   m.count += 1;
   m.sum_sq_ref += ref * ref;
   if (poison) {
@@ -383,7 +456,8 @@ KB_HD int accumulate(error_metrics& m, double y, double ref, bool poison, const 
   return error_bin(err, t.scale);
 }
 
-KB_HD void merge(error_metrics& into, const error_metrics& m) {
+// The scalar fields of `m` into `into` (both error_metrics, or structs with its scalar fields).
+template <class Into, class From> KB_HD void merge_scalars(Into& into, const From& m) {
   into.sum_sq_err += m.sum_sq_err;
   into.sum_sq_ref += m.sum_sq_ref;
   into.max_abs_err = into.max_abs_err > m.max_abs_err ? into.max_abs_err : m.max_abs_err;
@@ -396,6 +470,10 @@ KB_HD void merge(error_metrics& into, const error_metrics& m) {
   into.violations += m.violations;
   into.nonfinite += m.nonfinite;
   into.unwritten += m.unwritten;
+}
+
+KB_HD void merge(error_metrics& into, const error_metrics& m) {
+  merge_scalars(into, m);
   for (int i = 0; i < error_histogram_bins; ++i) {
     into.histogram[i] += m.histogram[i];
   }
@@ -469,22 +547,37 @@ KB_HD double read_as_double(const void* data, kb_dtype d, int64_t i, const poiso
 
 KB_HD void write_from_double(void* data, kb_dtype d, int64_t i, double v) {
   switch (d) {
-  case KB_FLOAT32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-  case KB_FLOAT64: static_cast<double*>(data)[i] = v; break;
-  case KB_FLOAT16: static_cast<__half*>(data)[i] = cvt<__half>(v); break;
-  case KB_BFLOAT16: static_cast<__nv_bfloat16*>(data)[i] = cvt<__nv_bfloat16>(v); break;
-  case KB_INT64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
-  case KB_INT32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
+  case KB_FLOAT32:
+    static_cast<float*>(data)[i] = static_cast<float>(v);
+    break;
+  case KB_FLOAT64:
+    static_cast<double*>(data)[i] = v;
+    break;
+  case KB_FLOAT16:
+    static_cast<__half*>(data)[i] = cvt<__half>(v);
+    break;
+  case KB_BFLOAT16:
+    static_cast<__nv_bfloat16*>(data)[i] = cvt<__nv_bfloat16>(v);
+    break;
+  case KB_INT64:
+    static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v);
+    break;
+  case KB_INT32:
+    static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v);
+    break;
   }
 }
 
 KB_HD int dtype_bytes(kb_dtype d) {
   switch (d) {
   case KB_FLOAT16:
-  case KB_BFLOAT16: return 2;
+  case KB_BFLOAT16:
+    return 2;
   case KB_FLOAT32:
-  case KB_INT32: return 4;
-  default: return 8;
+  case KB_INT32:
+    return 4;
+  default:
+    return 8;
   }
 }
 
