@@ -628,7 +628,7 @@ block_test structured_test(std::span<const timed_sample> a, std::span<const time
       session_means.push_back(mean(f));
     }
     r.p_between = one_sample_t_p(session_means);
-    r.p = std::max(r.p_within, r.p_between);
+    r.p = r.p_between;
   } else {
     r.p_between = 1;
     r.p = r.p_within;

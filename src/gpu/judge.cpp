@@ -660,6 +660,8 @@ private:
     bool early_output = false; // sampled outputs were written before the window opened
     int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
+    int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
+    int64_t launch_ns = 0;  // [ns] the runner's time queueing the graph (runner's clock)
     int64_t tail_ns = 0;    // [ns] from the STOP event's completion to the runner's reply
                             // that its whole device is idle: work started after the call
   };
@@ -738,6 +740,8 @@ private:
     w.launch_error = reply.launch_error;
     w.host_ns = reply.host_ns;
     w.outside_ns = reply.outside_ns;
+    w.prepare_ns = reply.prepare_ns;
+    w.launch_ns = reply.launch_ns;
     if (!reply.capture_error.empty()) {
       w.failed = rejection{"timing.host_work",
                            fmt::format("{}: kb_launch synchronised with or queried its stream "
@@ -1605,9 +1609,8 @@ json worker::time_all() {
                                                            what, out.w.rc, out.w.launch_error)};
       return out;
     }
-    if (&lib == &m_empty) {
-      return out; // the judge's own empty kernel: nothing to check
-    }
+    // The empty kernel's calls are checked too: the runner's wake-up for the next call depends on
+    // how long it waited, so its round trips must come from the same rhythm as everyone's.
     t = clock_type::now();
     struct add_on_exit {
       double& to;
@@ -1649,6 +1652,8 @@ json worker::time_all() {
     std::vector<double> hosts;
     std::vector<double> outsides;
     std::vector<double> tails;
+    std::vector<double> prepares;
+    std::vector<double> launches;
     for (int i = 0; i < 40; ++i) {
       auto tc = timed_call(empty, static_cast<size_t>(i) % bufs.size(), "calibration");
       if (tc.w.failed) {
@@ -1660,6 +1665,8 @@ json worker::time_all() {
         hosts.push_back(static_cast<double>(tc.w.host_ns));
         outsides.push_back(static_cast<double>(tc.w.outside_ns));
         tails.push_back(static_cast<double>(tc.w.tail_ns));
+        prepares.push_back(static_cast<double>(tc.w.prepare_ns));
+        launches.push_back(static_cast<double>(tc.w.launch_ns));
       }
     }
     stop_runner(empty, false);
@@ -1675,9 +1682,12 @@ json worker::time_all() {
                    {"empty_host_median_s", empty_host_ns * 1e-9},
                    {"empty_outside_median_s", empty_outside_ns * 1e-9},
                    {"empty_tail_median_s", empty_tail_ns * 1e-9},
+                   {"empty_prepare_median_s", stats::median(prepares) * 1e-9},
+                   {"empty_launch_median_s", stats::median(launches) * 1e-9},
                    {"samples", windows.size()}};
   }
   const host_work_rule host_rule;
+  json abi_calls = json::object(); // the first calls the ABI rules saw, per candidate
   std::map<std::string, abi_tally> slow_calls;
 
   // The window holds the call's stream work only; these rules catch a call that did work
@@ -1694,6 +1704,18 @@ json worker::time_all() {
     const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
     const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
+    auto& calls = abi_calls[lib.role];
+    if (calls.size() < 64) {
+      calls.push_back({{"round_trip_s", w.round_trip_ns * 1e-9},
+                       {"host_s", w.host_ns * 1e-9},
+                       {"outside_s", w.outside_ns * 1e-9},
+                       {"prepare_s", w.prepare_ns * 1e-9},
+                       {"launch_s", w.launch_ns * 1e-9},
+                       {"tail_s", w.tail_ns * 1e-9},
+                       {"window_s", w.window_s},
+                       {"slow_trip", slow_trip},
+                       {"slow_tail", slow_tail}});
+    }
     const abi_finding found = slow_calls[lib.role].add(slow_trip, outside, slow_tail);
     if (w.early_output) {
       return rejection{outside ? "timing.work_outside_stream" : "timing.host_work",
@@ -1707,11 +1729,13 @@ json worker::time_all() {
       const bool named_outside = found == abi_finding::work_outside_stream;
       return rejection{
           named_outside ? "timing.work_outside_stream" : "timing.host_work",
-          fmt::format("the call took {:.3g} ms of the judge's time before its window ({:.3g} ms "
+          fmt::format("{} of {} calls took longer before their window than the empty call "
+                      "({:.3g} ms) allows; the last took {:.3g} ms of the judge's time ({:.3g} ms "
                       "inside kb_launch, {:.3g} ms of work outside the given stream) for a "
-                      "device window of {:.3g} ms (empty call: {:.3g} ms): {}",
-                      w.round_trip_ns * 1e-6, w.host_ns * 1e-6, w.outside_ns * 1e-6,
-                      (w.window_s - overhead_s) * 1e3, empty_round_trip_ns * 1e-6,
+                      "device window of {:.3g} ms: {}",
+                      slow_calls[lib.role].slow_calls(), slow_calls[lib.role].calls(),
+                      empty_round_trip_ns * 1e-6, w.round_trip_ns * 1e-6, w.host_ns * 1e-6,
+                      w.outside_ns * 1e-6, (w.window_s - overhead_s) * 1e3,
                       named_outside ? "work on another stream" : "work on the host's time")};
     }
     if (found == abi_finding::work_after_window) {
@@ -1825,6 +1849,8 @@ json worker::time_all() {
                                     {"round_trip_s", w.round_trip_ns * 1e-9},
                                     {"host_s", w.host_ns * 1e-9},
                                     {"outside_s", w.outside_ns * 1e-9},
+                                    {"prepare_s", w.prepare_ns * 1e-9},
+                                    {"launch_s", w.launch_ns * 1e-9},
                                     {"tail_s", w.tail_ns * 1e-9},
                                     {"clock_mhz", clock ? json(*clock) : json(nullptr)},
                                     {"set", set},
@@ -1845,6 +1871,28 @@ json worker::time_all() {
         counts[k] = v.size();
       }
       m_out.send({{"event", "progress"}, {"stage", "time"}, {"round", round}, {"samples", counts}});
+    }
+  }
+
+  // The ABI rules' word over all of a candidate's calls, for those too few for an early one.
+  for (auto& lib : m_libs) {
+    if (lib.rejected || slow_calls.count(lib.role) == 0) {
+      continue;
+    }
+    const auto& tally = slow_calls.at(lib.role);
+    const abi_finding found = tally.finish();
+    if (found == abi_finding::host_work || found == abi_finding::work_outside_stream) {
+      const bool named_outside = found == abi_finding::work_outside_stream;
+      reject(lib,
+             {named_outside ? "timing.work_outside_stream" : "timing.host_work",
+              fmt::format("{} of {} calls took longer before their window than the empty "
+                          "call ({:.3g} ms) allows: {}",
+                          tally.slow_calls(), tally.calls(), empty_round_trip_ns * 1e-6,
+                          named_outside ? "work on another stream" : "work on the host's time")});
+    } else if (found == abi_finding::work_after_window) {
+      reject(lib, {"timing.work_outside_stream",
+                   fmt::format("in {} of {} calls device work went on after the window closed",
+                               tally.slow_tails(), tally.calls())});
     }
   }
 
@@ -1950,6 +1998,7 @@ json worker::time_all() {
            {"calibration", calibration},
            {"overhead_s", overhead_s},
            {"allocation", allocation},
+           {"abi_calls", abi_calls},
            {"flush_bytes", cold_l2 ? flush_bytes : 0},
            {"default_sm_clock_mhz", m_default_clock_mhz},
            {"wall_s", std::chrono::duration<double>(clock_type::now() - wall_start).count()},

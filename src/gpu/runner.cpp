@@ -205,17 +205,19 @@ struct runner {
   call_reply call(const call_request& c) {
     const kb_args a = args(c);
     call_reply r;
-    release_graph();
     using clock = std::chrono::steady_clock;
     const auto ns = [](clock::time_point a0, clock::time_point a1) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(a1 - a0).count();
     };
+    const auto tp = clock::now();
+    release_graph();
     if (const cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
         e != cudaSuccess) {
       r.sync_error = cudaGetErrorName(e);
       return r;
     }
     const auto t0 = clock::now();
+    r.prepare_ns = ns(tp, t0);
     r.rc = invoke(a);
     const auto t1 = clock::now();
     cudaGraph_t g = nullptr;
@@ -264,6 +266,7 @@ struct runner {
     // DONE follows the graph on the stream; on a failed stream it never comes, and the judge's
     // hang limit ends the call.
     KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), flags + 4, c.seq, 0);
+    r.launch_ns = ns(t2, clock::now());
     return r;
   }
 

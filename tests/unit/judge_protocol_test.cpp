@@ -133,10 +133,11 @@ TEST(JudgeRules, HostWork) {
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
 
-TEST(JudgeRules, AbiTallyNeedsMostOfAtLeastTenCalls) {
-  // A runner's first calls are slow: three slow round trips at the start reject nothing.
+TEST(JudgeRules, AbiTallyWaitsOutARunnersSlowStart) {
+  // A runner's first calls are slow: a dozen slow round trips at the start reject nothing, early
+  // or at the end.
   abi_tally t;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 12; ++i) {
     EXPECT_EQ(t.add(true, false, false), abi_finding::none);
   }
   for (int i = 0; i < 20; ++i) {
@@ -146,6 +147,13 @@ TEST(JudgeRules, AbiTallyNeedsMostOfAtLeastTenCalls) {
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(t.add(i % 5 == 0, false, i % 7 == 0), abi_finding::none) << i;
   }
+  EXPECT_EQ(t.finish(), abi_finding::none);
+  // Half the calls is not most of them.
+  abi_tally half;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(half.add(i % 2 == 0, false, false), abi_finding::none);
+  }
+  EXPECT_EQ(half.finish(), abi_finding::none);
 }
 
 TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
@@ -162,16 +170,35 @@ TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
     a = tail.add(false, false, true);
     ++calls;
   }
-  EXPECT_EQ(calls, 10); // the first call at which most of at least 10 calls broke the rule
+  EXPECT_EQ(calls, 40); // the early word comes at 40 calls
   EXPECT_EQ(h, abi_finding::host_work);
   EXPECT_EQ(o, abi_finding::work_outside_stream);
   EXPECT_EQ(a, abi_finding::work_after_window);
   // A slow round trip is counted once: its tail does not count as work after the window.
   abi_tally both;
-  for (int i = 0; i < 9; ++i) {
-    both.add(true, false, true);
+  for (int i = 0; i < 39; ++i) {
+    EXPECT_EQ(both.add(true, false, true), abi_finding::none);
   }
   EXPECT_EQ(both.add(true, false, true), abi_finding::host_work);
+}
+
+TEST(JudgeRules, AbiTallyDecidesAtTheEndOverFewerCalls) {
+  // A slow kernel gets few calls: at the end of timing most of at least 10 decide.
+  abi_tally slow;
+  for (int i = 0; i < 14; ++i) {
+    EXPECT_EQ(slow.add(i != 3, true, false), abi_finding::none);
+  }
+  EXPECT_EQ(slow.finish(), abi_finding::work_outside_stream);
+  abi_tally few;
+  for (int i = 0; i < 9; ++i) {
+    few.add(true, false, false);
+  }
+  EXPECT_EQ(few.finish(), abi_finding::none); // fewer than 10 calls decide nothing
+  abi_tally tails;
+  for (int i = 0; i < 12; ++i) {
+    tails.add(false, false, i < 7);
+  }
+  EXPECT_EQ(tails.finish(), abi_finding::work_after_window);
 }
 
 } // namespace

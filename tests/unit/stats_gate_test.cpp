@@ -86,7 +86,7 @@ TEST(stats_gate, blocks_follow_sessions_and_rounds) {
   EXPECT_EQ(t.blocks, 24u);
   EXPECT_EQ(t.rounds_per_block, 10u);
   EXPECT_TRUE(t.between_available);
-  EXPECT_DOUBLE_EQ(t.p, std::max(t.p_within, t.p_between));
+  EXPECT_DOUBLE_EQ(t.p, t.p_between);
   // One session: only the within test.
   p.sessions = 1;
   const auto one = simulate(2, p);
@@ -160,7 +160,8 @@ TEST(stats_gate, aa_false_positive_rate_without_session_offsets) {
   std::cout << "A/A false-positive rate, autocorrelation only: pooled Mann-Whitney " << old_rate
             << ", blocks and sessions " << new_rate << "\n";
   EXPECT_GT(old_rate, 0.1);
-  EXPECT_LE(new_rate, 0.06);
+  EXPECT_GE(new_rate, 0.035);
+  EXPECT_LE(new_rate, 0.065);
 }
 
 // The full gate under A/A never claims a difference beyond delta, and finds a real 3% one.

@@ -19,14 +19,17 @@ struct host_work_rule {
   }
 };
 
-// What a candidate's calls so far say about the ABI. One slow call is the host's hiccup
-// (scheduling, a page fault), and a runner's first calls are slow (buffers mapped, modules
-// loaded): a rule holds only over at least `min_calls` calls, and most of them.
+// What a candidate's calls say about the ABI. One slow call is the host's hiccup (scheduling, a
+// page fault), and a runner's first calls are slow (buffers mapped, modules loaded, graphs
+// instantiated for the first time; on the H200 a run of them can reach a dozen calls): a rule
+// holds only when more than half of the calls break it, decided early once `early_calls` calls
+// were seen, and otherwise at the end of timing over all of them (at least `min_calls`).
 enum class abi_finding { none, host_work, work_outside_stream, work_after_window };
 
 class abi_tally {
 public:
-  int min_calls = 10;
+  int min_calls = 10;   // the fewest calls a finding rests on (at the end of timing)
+  int early_calls = 40; // before the end, a finding needs this many calls
   // One timed call: whether its round trip was slow, whether the runner's own times put the slow
   // part outside the given stream rather than inside kb_launch, whether its tail was slow.
   abi_finding add(bool slow_trip, bool outside, bool slow_tail) {
@@ -34,6 +37,16 @@ public:
     m_host += slow_trip && !outside ? 1 : 0;
     m_outside += slow_trip && outside ? 1 : 0;
     m_tails += !slow_trip && slow_tail ? 1 : 0;
+    return m_calls >= early_calls ? finding() : abi_finding::none;
+  }
+  // The word at the end of timing, over every call.
+  abi_finding finish() const { return m_calls >= min_calls ? finding() : abi_finding::none; }
+  int calls() const { return m_calls; }
+  int slow_calls() const { return m_host + m_outside; }
+  int slow_tails() const { return m_tails; }
+
+private:
+  abi_finding finding() const {
     if (most(m_host + m_outside)) {
       return m_outside > m_host ? abi_finding::work_outside_stream : abi_finding::host_work;
     }
@@ -42,10 +55,7 @@ public:
     }
     return abi_finding::none;
   }
-  int calls() const { return m_calls; }
-
-private:
-  bool most(int n) const { return m_calls >= min_calls && 2 * n >= m_calls; }
+  bool most(int n) const { return 2 * n > m_calls; }
   int m_calls = 0;
   int m_host = 0;
   int m_outside = 0;
