@@ -28,21 +28,22 @@ std::string to_string(verdict v);
 std::optional<verdict> verdict_from_string(const std::string& s);
 
 struct timing_options {
-  int min_samples = 10; // per side, per session
-  int max_samples = 2000;
-  double min_time = 0.5;           // [s] of measured time per side before the noise rule may stop
-  double target_rsd = 0.005;       // relative standard deviation that ends sampling
-  double max_wall = 6.0;           // [s] per session
-  int input_sets = 3;              // rotated input sets (pointer-keyed caching is caught)
-  int check_every = 4;             // every k-th round poisons and re-checks both outputs
-  bool cold_l2 = true;             // flush L2 before every sample
-  bool block_launches = true;      // queue launches behind a blocking kernel
+  int min_samples = 10;       // per side, per session
+  int max_samples = 4000;     // per side, over all sessions (each session takes its share)
+  double min_time = 0.5;      // [s] of measured time per side, over all sessions (each takes its
+                              // share), before the noise rule may stop
+  double target_rsd = 0.005;  // relative standard deviation that ends sampling
+  double max_wall = 6.0;      // [s] per session
+  int input_sets = 3;         // rotated input sets (pointer-keyed caching is caught)
+  int check_every = 4;        // every k-th round poisons and re-checks both outputs
+  bool cold_l2 = true;        // flush L2 before every sample
+  bool block_launches = true; // queue launches behind a blocking kernel
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
 };
 
 struct options {
   std::string shape = "official";
-  int seeds = 3;                 // per distribution and shape
+  int seeds = 3;          // per distribution and shape
   uint64_t seed_base = 0; // input seeds derive from it; 0: drawn from the CSPRNG per evaluation
   int determinism_runs = 5;
   int sessions = 2; // timing sessions, each in a fresh worker

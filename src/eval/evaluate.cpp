@@ -165,10 +165,13 @@ json base_job(const task::contract& c, const options& opt, const fs::path& oracl
   return job;
 }
 
-json timing_json(const timing_options& t, uint64_t order_seed) {
+// One session's share of the measurement: min_time and max_samples are per side over all
+// sessions, so each of `sessions` sessions measures its part (min_samples stays per session).
+json timing_json(const timing_options& t, uint64_t order_seed, int sessions) {
+  const int n = std::max(1, sessions);
   return {{"min_samples", t.min_samples},
-          {"max_samples", t.max_samples},
-          {"min_time", t.min_time},
+          {"max_samples", std::max(t.min_samples, t.max_samples / n)},
+          {"min_time", t.min_time / n},
           {"target_rsd", t.target_rsd},
           {"max_wall", t.max_wall},
           {"input_sets", t.input_sets},
@@ -481,7 +484,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                    {"seed_base", opt.seed_base},
                    {"determinism_runs", opt.determinism_runs},
                    {"sessions", opt.sessions},
-                   {"timing", timing_json(opt.timing, 0)},
+                   {"timing", timing_json(opt.timing, 0, opt.sessions)},
                    {"delta", opt.delta},
                    {"delta_source", opt.delta_source},
                    {"sanitize", opt.sanitize},
@@ -604,7 +607,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
   if (!opt.verify_only) {
-    job["timing"] = timing_json(opt.timing, rng());
+    job["timing"] = timing_json(opt.timing, rng(), opt.sessions);
     job["fresh_seed"] = rng();
   }
   add_runner(job, worker_wrap, {}, logs.path(), opt.hang_timeout);
@@ -672,7 +675,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     }
     next["expected_digests"] = {{"baseline", base_lib->at("set_digests")},
                                 {"candidate", cand_lib->at("set_digests")}};
-    next["timing"] = timing_json(opt.timing, rng());
+    next["timing"] = timing_json(opt.timing, rng(), opt.sessions);
     next["fresh_seed"] = rng();
     const fs::path session_logs = logs.path() / fmt::format("session-{}", sidx);
     fs::create_directories(session_logs);

@@ -1654,7 +1654,7 @@ json worker::time_all() {
     std::vector<double> tails;
     std::vector<double> prepares;
     std::vector<double> launches;
-    for (int i = 0; i < 40; ++i) {
+    for (int i = 0; i < 25; ++i) {
       auto tc = timed_call(empty, static_cast<size_t>(i) % bufs.size(), "calibration");
       if (tc.w.failed) {
         fail("the calibration runner failed: {}", tc.w.failed->message);
