@@ -82,11 +82,10 @@ void print_summary(const task::contract& c, const eval::result& r) {
     fmt::print("          candidate {} [{}, {}] n={}\n", ms(s["median_candidate_s"]),
                ms(s["median_candidate_ci_s"][0]), ms(s["median_candidate_ci_s"][1]),
                s.value("n_candidate", 0));
-    fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% bootstrap of the ratio of medians), "
-               "Mann-Whitney p = {:.2g}, delta {:.1f}%\n",
+    fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% hierarchical bootstrap of the ratio of "
+               "medians), p = {:.2g} (between sessions), delta {:.1f}%\n",
                s.value("speedup", 0.0), s["speedup_ci"][0].get<double>(),
-               s["speedup_ci"][1].get<double>(), s.value("mann_whitney_p", 1.0),
-               100 * s.value("delta", 0.0));
+               s["speedup_ci"][1].get<double>(), s.value("p", 1.0), 100 * s.value("delta", 0.0));
     fmt::print(
         "roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n",
         ms(d["floor_seconds"]), d["ceilings"].value("source", ""),

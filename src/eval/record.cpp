@@ -102,7 +102,12 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
       e.ci_low = stats["speedup_ci"][0].get<double>();
       e.ci_high = stats["speedup_ci"][1].get<double>();
     }
-    e.p_value = number(stats, "mann_whitney_p");
+    // The gate's p (sessions and blocks respected), not the pooled Mann-Whitney p it keeps for
+    // reference.
+    e.p_value = number(stats, "p");
+    if (!e.p_value) {
+      e.p_value = number(stats, "mann_whitney_p");
+    }
     e.floor_fraction = number(stats, "floor_fraction");
     e.samples = d.contains("timing") ? d["timing"] : json();
     json correctness = json::object();

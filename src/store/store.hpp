@@ -145,7 +145,7 @@ struct evaluation_record {
   std::optional<double> speedup;          // baseline median / candidate median
   std::optional<double> ci_low;           // 95% interval of the speedup
   std::optional<double> ci_high;
-  std::optional<double> p_value;
+  std::optional<double> p_value;        // the gate's p (statistics.p of the evaluation)
   std::optional<double> floor_fraction; // roofline floor / candidate median
   nlohmann::json samples;               // null when nothing was timed
   nlohmann::json correctness = nlohmann::json::object();
