@@ -33,6 +33,10 @@ json calibrate(const fs::path& root, const task::contract& c, int repeats, const
       const auto& s = res.detail["statistics"];
       e["p"] = s.value("p", s.value("mann_whitney_p", 1.0));
       e["mann_whitney_p"] = s.value("mann_whitney_p", 1.0);
+      if (s.contains("test") && s["test"].is_object()) {
+        e["p_within"] = s["test"].value("p_within", 1.0);
+        e["p_between"] = s["test"].value("p_between", json());
+      }
       e["ratio"] = s.value("ratio", 1.0);
       e["ratio_ci"] = s.value("ratio_ci", json::array({1.0, 1.0}));
       e["delta"] = s.value("delta", 0.0);
