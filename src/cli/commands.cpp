@@ -99,6 +99,12 @@ std::vector<std::filesystem::path> split_path_list(const std::string& list) {
 
 } // namespace
 
+void add_config_option(CLI::App& command, std::optional<std::filesystem::path>& config) {
+  command.add_option("--config", config,
+                     "config file (TOML: [llm], [slurm]); else $KBLASTER_CONFIG, else "
+                     "~/.config/kblaster/config.toml");
+}
+
 store::store open_store(const global_options& globals) {
   return store::store(store::resolve_dir(globals.store));
 }
@@ -122,9 +128,10 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
   global_options globals;
   app.add_option("--root", globals.root, "project folder holding tasks/ and include/kblaster");
-  app.add_option("--store", globals.store,
-                 "store folder or postgresql:// URL (else $KBLASTER_STORE, else $KBLASTER_HOME, else "
-                 "~/.local/share/kblaster)");
+  app.add_option(
+      "--store", globals.store,
+      "store folder or postgresql:// URL (else $KBLASTER_STORE, else $KBLASTER_HOME, else "
+      "~/.local/share/kblaster)");
   app.add_flag("-q,--quiet", globals.quiet, "no progress output");
   app.add_option("--tasks", globals.task_dirs,
                  "another folder of tasks, searched after the project's tasks/ (repeatable; also "

@@ -1,9 +1,9 @@
 // The CLI: one function per command family, registered on a CLI11 app in commands.cpp.
 #pragma once
 
+#include "cli/preflight.hpp"
 #include "eval/eval.hpp"
 #include "search/optimize.hpp"
-#include "cli/preflight.hpp"
 #include "store/store.hpp"
 
 #include <CLI/CLI.hpp>
@@ -30,11 +30,13 @@ struct global_options {
 
 int run(int argc, char** argv);
 
+// --config FILE: the config file (common/config.hpp) instead of $KBLASTER_CONFIG or the default.
+void add_config_option(CLI::App& command, std::optional<std::filesystem::path>& config);
+
 // Runs the preflight checks, printing each (unless --quiet), and records the report in `st`.
-std::optional<cli::preflight_report> run_preflight(const global_options& globals,
-                                                      bool no_sandbox,
-                                                      const std::optional<llm::client_config>& llm,
-                                                      store::store& st);
+std::optional<cli::preflight_report> run_preflight(const global_options& globals, bool no_sandbox,
+                                                   const std::optional<llm::client_config>& llm,
+                                                   store::store& st);
 
 // The store named by --store, $KBLASTER_HOME or the default location.
 store::store open_store(const global_options& globals);

@@ -1,4 +1,6 @@
 #include "cli/llm_options.hpp"
+#include "cli/commands.hpp"
+#include "common/config.hpp"
 #include "common/error.hpp"
 
 namespace kb::cli {
@@ -12,20 +14,12 @@ void add_llm_options(CLI::App& command, llm_options& options) {
   command.add_option("--llm-api-key-env", options.api_key_env,
                      "environment variable holding the API key (default KBLASTER_LLM_API_KEY, "
                      "falling back to OPENAI_API_KEY)");
-  command.add_option("--config", options.config,
-                     "config file (TOML, [llm] table; default ~/.config/kblaster/config.toml)");
+  add_config_option(command, options.config);
 }
 
 llm_setup resolve_llm_options(const llm_options& options) {
   llm_setup setup;
-  if (options.config) {
-    if (!std::filesystem::exists(*options.config)) {
-      fail_input("config file {} does not exist", options.config->string());
-    }
-    setup.config_file = *options.config;
-  } else if (const auto file = llm::default_config_file(); std::filesystem::exists(file)) {
-    setup.config_file = file;
-  }
+  setup.config_file = find_config_file(options.config);
   llm::settings flags;
   flags.base_url = options.base_url;
   flags.model = options.model;

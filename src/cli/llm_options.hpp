@@ -16,7 +16,7 @@ struct llm_options {
   std::optional<std::string> base_url;
   std::optional<std::string> model;
   std::optional<std::string> api_key_env;
-  std::optional<std::filesystem::path> config; // else the default file, when it exists
+  std::optional<std::filesystem::path> config; // else $KBLASTER_CONFIG, else the default file
 };
 
 // --llm-base-url, --llm-model, --llm-api-key-env, --config.

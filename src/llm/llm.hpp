@@ -135,13 +135,11 @@ struct settings {
   std::optional<int> repair_turns;
   std::optional<int> samples;
 };
-// The [llm] table of a TOML file (absent table: nothing set). Unknown keys and wrong types are
-// input errors naming the file and the key.
+// The [llm] table of a config file (common/config.hpp; absent table: nothing set). Unknown keys
+// and wrong types are input errors naming the file and the key.
 settings settings_from_toml(const fs::path& file);
 // KBLASTER_LLM_BASE_URL, KBLASTER_LLM_MODEL, KBLASTER_LLM_API_KEY_ENV.
 settings settings_from_env();
-// $XDG_CONFIG_HOME/kblaster/config.toml, else ~/.config/kblaster/config.toml.
-fs::path default_config_file();
 void apply(const settings& layer, client_config& config);
 // Input errors for what cannot work (no endpoint, no model, a timeout of zero ...), each saying
 // where the setting can be given.

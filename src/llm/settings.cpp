@@ -1,3 +1,4 @@
+#include "common/config.hpp"
 #include "common/error.hpp"
 #include "llm/llm.hpp"
 
@@ -104,20 +105,11 @@ std::optional<api_key> read_api_key(const client_config& config) {
 }
 
 settings settings_from_toml(const fs::path& file) {
-  toml::table root;
-  try {
-    root = toml::parse_file(file.string());
-  } catch (const toml::parse_error& e) {
-    fail_input("{}:{}: {}", file.string(), e.source().begin.line, e.description());
-  }
+  const toml::table root = read_config_file(file);
   settings s;
-  const toml::node* table_node = root.get("llm");
-  if (table_node == nullptr) {
-    return s;
-  }
-  const toml::table* table = table_node->as_table();
+  const toml::table* table = root["llm"].as_table();
   if (table == nullptr) {
-    fail_input("{}: llm must be a table ([llm])", file.string());
+    return s;
   }
   using setter = std::function<void(const toml::node&, const std::string&)>;
   const auto text = [&](std::optional<std::string>& field) -> setter {
@@ -186,16 +178,6 @@ settings settings_from_env() {
   s.model = env("KBLASTER_LLM_MODEL");
   s.api_key_env = env("KBLASTER_LLM_API_KEY_ENV");
   return s;
-}
-
-fs::path default_config_file() {
-  if (auto xdg = env("XDG_CONFIG_HOME")) {
-    return fs::path(*xdg) / "kblaster" / "config.toml";
-  }
-  if (auto home = env("HOME")) {
-    return fs::path(*home) / ".config" / "kblaster" / "config.toml";
-  }
-  return fs::path(".config") / "kblaster" / "config.toml";
 }
 
 void apply(const settings& layer, client_config& config) {
