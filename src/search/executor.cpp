@@ -67,8 +67,24 @@ json options_json(const eval::options& o) {
           {"delta", o.delta},
           {"delta_source", o.delta_source},
           {"arch", o.arch ? json(*o.arch) : json(nullptr)},
+          {"ceilings", task::to_json(o.ceilings)},
           {"cache_dir", o.cache_dir.string()},
           {"no_sandbox", o.no_sandbox}};
+}
+
+// The ceilings decide the floor and the physical limit (a rejection), so the worker uses the ones
+// the submitting process resolved for the device, not its own default.
+task::ceilings ceilings_from(const json& j) {
+  task::ceilings c;
+  c.bandwidth = j.at("bandwidth").get<double>();
+  c.peak_bandwidth = j.at("peak_bandwidth").get<double>();
+  c.fp32_flops = j.at("fp32_flops").get<double>();
+  c.tensor_flops = j.at("tensor_flops").get<double>();
+  c.peak_fp32_flops = j.at("peak_fp32_flops").get<double>();
+  c.peak_tensor_flops = j.at("peak_tensor_flops").get<double>();
+  c.measured = j.at("measured").get<bool>();
+  c.source = j.at("source").get<std::string>();
+  return c;
 }
 
 eval::options options_from(const json& j) {
@@ -87,6 +103,9 @@ eval::options options_from(const json& j) {
   o.delta_source = j.at("delta_source").get<std::string>();
   if (!j.at("arch").is_null()) {
     o.arch = j.at("arch").get<std::string>();
+  }
+  if (j.contains("ceilings")) { // absent in jobs queued before the ceilings travelled
+    o.ceilings = ceilings_from(j.at("ceilings"));
   }
   o.cache_dir = j.at("cache_dir").get<std::string>();
   o.no_sandbox = j.at("no_sandbox").get<bool>();

@@ -1,7 +1,7 @@
 // The executor's data at its edges: requests and results through JSON, the queue key, and what
 // Slurm's job states mean.
-#include "search/executor.hpp"
 #include "common/error.hpp"
+#include "search/executor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -68,6 +68,32 @@ TEST(executor, the_queue_key_changes_with_what_decides_the_result_only) {
   EXPECT_NE(job_key_of(c, other_candidate).candidate_digest, key.candidate_digest);
   c.digest = "contract-2";
   EXPECT_NE(job_key_of(c, r).protocol, key.protocol);
+}
+
+TEST(executor, the_ceilings_travel_with_the_request_and_are_part_of_the_key) {
+  task::contract c;
+  c.id = "019";
+  c.digest = "contract-1";
+  auto r = sample_request();
+  r.options.ceilings.bandwidth = 4.1e12;
+  r.options.ceilings.peak_bandwidth = 4.6e12;
+  r.options.ceilings.measured = true;
+  r.options.ceilings.source = "measured on GPU-1";
+  const auto back = eval_request_from_json(nlohmann::json::parse(to_json(r).dump()));
+  // The worker judges against the submitter's ceilings (the physical limit rejects).
+  EXPECT_DOUBLE_EQ(back.options.ceilings.bandwidth, 4.1e12);
+  EXPECT_DOUBLE_EQ(back.options.ceilings.peak_bandwidth, 4.6e12);
+  EXPECT_TRUE(back.options.ceilings.measured);
+  EXPECT_EQ(back.options.ceilings.source, "measured on GPU-1");
+  auto other = r;
+  other.options.ceilings.peak_bandwidth = 5e12;
+  EXPECT_NE(job_key_of(c, other).protocol, job_key_of(c, r).protocol);
+  // A request queued before the ceilings travelled still reads, with the default ones.
+  auto old = to_json(r);
+  old["options"].erase("ceilings");
+  const auto read = eval_request_from_json(old);
+  EXPECT_FALSE(read.options.ceilings.measured);
+  EXPECT_DOUBLE_EQ(read.options.ceilings.bandwidth, task::ceilings{}.bandwidth);
 }
 
 TEST(executor, slurm_states_map_to_what_becomes_of_the_job) {
