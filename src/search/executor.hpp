@@ -111,6 +111,28 @@ struct slurm_options {
 std::unique_ptr<worker_provider> make_slurm_workers(fs::path kblaster, std::string store_location,
                                                     slurm_options opt);
 
+// One layer of Slurm settings: the [slurm] table of the config file, or the command line (flags
+// and KBLASTER_SLURM_* variables). What a layer sets replaces what the layers before it set.
+struct slurm_settings {
+  std::optional<std::string> partition;
+  std::optional<std::string> account;
+  std::optional<std::string> gres;
+  std::optional<std::string> time;                     // time_limit
+  std::optional<std::vector<std::string>> sbatch_args; // extra
+  std::optional<int> max_jobs;
+  std::optional<int> resubmits;
+};
+// The [slurm] table of a config file (common/config.hpp; absent table: nothing set). Unknown
+// keys, wrong types and values out of range are kb::input_error naming the file and the key.
+slurm_settings slurm_settings_from_toml(const fs::path& file);
+void apply(const slurm_settings& layer, slurm_options& opt);
+// Why an extra sbatch argument cannot be used, or "" when it can: each is one option in one word
+// ("--qos=high"), and not one the executor sets itself (--wrap, --parsable, --job-name, --output,
+// --ntasks, --array).
+std::string sbatch_arg_problem(const std::string& arg);
+// "partition gpu, account proj42, gres gpu:1, time 30:00, 64 jobs at once, sbatch --qos=high".
+std::string describe(const slurm_options& opt);
+
 // What a Slurm job state means for the queue job it runs.
 enum class cluster_fate {
   waiting,  // PENDING, CONFIGURING, REQUEUED, SUSPENDED, RESIZING
