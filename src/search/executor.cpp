@@ -375,7 +375,51 @@ std::unique_ptr<worker_provider> make_gpu_workers(fs::path kblaster, std::string
                                        std::move(gpu_uuids), std::move(log_dir));
 }
 
+gpu_spec parse_gpu_spec(const std::string& spec) {
+  gpu_spec g;
+  if (spec == "all") {
+    g.all = true;
+    return g;
+  }
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  // A plain number is a count; a list names GPUs by index or UUID ("0,1", "1,", "GPU-...").
+  if (digits(spec)) {
+    if (spec.size() > 4) {
+      fail_input("--gpus {}: too many GPUs", spec);
+    }
+    g.count = std::stoul(spec);
+    if (g.count == 0) {
+      fail_input("--gpus 0: at least one GPU");
+    }
+    return g;
+  }
+  std::istringstream items(spec);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.empty()) {
+      continue;
+    }
+    const bool uuid = item.starts_with("GPU-") && item.size() > 4 &&
+                      item.find_first_of(" \t") == std::string::npos;
+    if (!uuid && !(digits(item) && item.size() <= 4)) {
+      fail_input("--gpus {}: expected all, a count, or indices/UUIDs separated by commas, not "
+                 "\"{}\"",
+                 spec, item);
+    }
+    if (std::find(g.items.begin(), g.items.end(), item) != g.items.end()) {
+      fail_input("--gpus {}: GPU {} is named twice (one worker per GPU)", spec, item);
+    }
+    g.items.push_back(item);
+  }
+  if (g.items.empty()) {
+    fail_input("--gpus \"{}\": expected all, a count, or indices/UUIDs separated by commas", spec);
+  }
+  return g;
+}
+
 std::vector<std::string> resolve_gpus(const std::string& spec) {
+  const gpu_spec g = parse_gpu_spec(spec);
   process_spec p;
   p.argv = {"nvidia-smi", "-L"};
   p.timeout = std::chrono::seconds(30);
@@ -395,41 +439,34 @@ std::vector<std::string> resolve_gpus(const std::string& spec) {
   if (all.empty()) {
     fail_input("--gpus {}: nvidia-smi lists no GPU", spec);
   }
-  if (spec == "all") {
+  if (g.all) {
     return all;
   }
-  // A plain number is a count; a list names GPUs by index or UUID ("0,1", "1,", "GPU-...").
-  if (!spec.empty() && spec.size() <= 4 &&
-      spec.find_first_not_of("0123456789") == std::string::npos) {
-    const size_t n = std::stoul(spec);
-    if (n == 0) {
-      fail_input("--gpus 0: at least one GPU");
-    }
-    if (n > all.size()) {
+  if (g.count > 0) {
+    if (g.count > all.size()) {
       fail_input("--gpus {}: this host has {} GPUs", spec, all.size());
     }
-    return {all.begin(), all.begin() + static_cast<long>(n)};
+    return {all.begin(), all.begin() + static_cast<long>(g.count)};
   }
   std::vector<std::string> out;
-  std::istringstream items(spec);
-  for (std::string item; std::getline(items, item, ',');) {
+  for (const auto& item : g.items) {
+    std::string uuid;
     if (item.starts_with("GPU-")) {
       if (std::find(all.begin(), all.end(), item) == all.end()) {
         fail_input("--gpus: no GPU {} here", item);
       }
-      out.push_back(item);
-    } else if (!item.empty()) {
-      size_t index = 0;
-      try {
-        index = std::stoul(item);
-      } catch (const std::exception&) {
-        fail_input("--gpus {}: expected all, a count, or indices/UUIDs separated by commas", spec);
-      }
+      uuid = item;
+    } else {
+      const size_t index = std::stoul(item);
       if (index >= all.size()) {
         fail_input("--gpus: no GPU {} (this host has {})", index, all.size());
       }
-      out.push_back(all[index]);
+      uuid = all[index];
     }
+    if (std::find(out.begin(), out.end(), uuid) != out.end()) {
+      fail_input("--gpus {}: GPU {} is named twice (one worker per GPU)", spec, uuid);
+    }
+    out.push_back(uuid);
   }
   return out;
 }

@@ -83,8 +83,18 @@ struct queue_options {
 std::unique_ptr<executor> make_queue_executor(fs::path project_root, queue_options opt,
                                               std::unique_ptr<worker_provider> workers);
 
-// `--gpus all|N|LIST` as GPU UUIDs, from `nvidia-smi -L` (LIST: indices or UUIDs, comma
-// separated). Throws kb::input_error for a GPU that is not there.
+// `--gpus all|N|LIST` as written: all GPUs, the first N, or the GPUs a comma-separated list names
+// by index or UUID ("0,2", "1," is GPU 1, "GPU-..."). Throws kb::input_error for text that is none
+// of these, a count of 0, or a GPU named twice. Needs no GPU.
+struct gpu_spec {
+  bool all = false;
+  size_t count = 0;               // the first N, when not 0
+  std::vector<std::string> items; // indices ("0") and UUIDs ("GPU-..."), in order
+};
+gpu_spec parse_gpu_spec(const std::string& spec);
+
+// `--gpus all|N|LIST` as GPU UUIDs, from `nvidia-smi -L`. Throws kb::input_error for a GPU that
+// is not there, and for what parse_gpu_spec refuses.
 std::vector<std::string> resolve_gpus(const std::string& spec);
 
 // One `kblaster queue work` process per GPU of this host, each with CUDA_VISIBLE_DEVICES=<UUID>.

@@ -96,6 +96,19 @@ TEST(executor, the_ceilings_travel_with_the_request_and_are_part_of_the_key) {
   EXPECT_DOUBLE_EQ(read.options.ceilings.bandwidth, task::ceilings{}.bandwidth);
 }
 
+TEST(executor, gpus_are_all_a_count_or_a_list_of_indices_and_uuids) {
+  EXPECT_TRUE(parse_gpu_spec("all").all);
+  EXPECT_EQ(parse_gpu_spec("2").count, 2u);
+  EXPECT_TRUE(parse_gpu_spec("2").items.empty());
+  EXPECT_EQ(parse_gpu_spec("0,2").items, (std::vector<std::string>{"0", "2"}));
+  EXPECT_EQ(parse_gpu_spec("1,").items, std::vector<std::string>{"1"}); // GPU 1, not a count
+  EXPECT_EQ(parse_gpu_spec("GPU-8f1e,3").items, (std::vector<std::string>{"GPU-8f1e", "3"}));
+  for (const auto* bad :
+       {"", "none", "0", "-1", "1.5", "0,0", "a,b", ",", "GPU-", "all,1", "12345", "GPU-x,GPU-x"}) {
+    EXPECT_THROW(parse_gpu_spec(bad), kb::input_error) << bad;
+  }
+}
+
 TEST(executor, slurm_states_map_to_what_becomes_of_the_job) {
   EXPECT_EQ(slurm_fate("PENDING"), cluster_fate::waiting);
   EXPECT_EQ(slurm_fate("RUNNING"), cluster_fate::running);
