@@ -117,6 +117,11 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   add_executor_options(*opt, exec_opts);
   opt->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
+    // Where evaluations run, with the config file's [slurm] settings: checked before any work.
+    const auto plan = plan_executor(exec_opts, llm_opts.config);
+    if (plan.kind != "local") {
+      say_line(globals, "executor  " + plan.describe());
+    }
     auto st = open_store(globals);
     json args{{"task", task_id},
               {"suite", suite},
@@ -234,7 +239,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
         std::fflush(stdout);
       }
     };
-    const auto exec = make_executor(globals, exec_opts, root, st, run, say);
+    const auto exec = make_executor(globals, plan, root, st, run, say);
     const search::evaluator evaluate =
         [&exec](const task::contract& c, const eval::candidate_input& cand,
                 const eval::candidate_input& base,
@@ -253,7 +258,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       }
       todo.push_back(&c);
     }
-    if (exec_opts.executor == "local" && exec_opts.gpus.empty()) {
+    if (plan.kind == "local") {
       search::optimizer optimizer(st, run, mem, *prop, oo, gpu, evaluate, compile, say);
       for (const auto* c : todo) {
         results.push_back(optimizer.optimize(*c));
