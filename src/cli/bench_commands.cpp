@@ -1,6 +1,7 @@
 // `kblaster bench`: each portfolio candidate against its task's baseline (full evaluation, in one
 // run), PyTorch's methods imported beside them, written as markdown, JSON, CSV and SVG.
 #include "cli/commands.hpp"
+#include "cli/executor_options.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
@@ -10,7 +11,10 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <thread>
 
 namespace kb::cli {
 
@@ -49,6 +53,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
   static double goal_fastest = 1.15;
   static double goal_eager = 2.5;
   static bool no_sanitize = false;
+  static std::optional<std::filesystem::path> config;
+  static executor_options exec_opts;
   bench->add_option("--suite", suite, "suite to run");
   bench->add_option("--out", out_dir,
                     "folder for report.md, bench.json, bench.csv and the SVG figures");
@@ -64,8 +70,15 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                     "geometric-mean speedup over PyTorch eager to report against");
   bench->add_flag("--no-sanitize", no_sanitize,
                   "do not run the sanitizers on each kernel before timing it (recorded)");
+  add_executor_options(*bench, exec_opts);
+  add_config_option(*bench, config);
   bench->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
+    // Where evaluations run, with the config file's [slurm] settings: checked before any work.
+    const auto plan = plan_executor(exec_opts, config);
+    if (plan.kind != "local" && !globals.quiet) {
+      fmt::print("executor  {}\n", plan.describe());
+    }
     const auto tasks = task::load_suite(root, suite);
     json pytorch;
     if (!pytorch_file.empty()) {
@@ -89,6 +102,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                                                {"pytorch", pytorch_file},
                                                {"all_shapes", all_shapes},
                                                {"no_sanitize", no_sanitize},
+                                               {"executor", plan.kind},
+                                               {"gpus", plan.gpus},
                                                {"delta", o.delta},
                                                {"delta_source", o.delta_source},
                                                {"ceilings", task::to_json(o.ceilings)}});
@@ -124,29 +139,94 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     roof.compute.push_back(
         {fmt::format("fp32 FMA {:.1f} TFLOP/s", ceil.fp32_flops / 1e12), ceil.fp32_flops});
     std::string md = fmt::format("# Benchmark: suite {}\n\n", suite);
+    // Every portfolio kernel at every shape asked for, in the suite's order. The evaluations are
+    // independent: they go to the executor at once, as many as it has slots (one per GPU with
+    // --gpus), each taking the next free slot; the report keeps this order whatever order they
+    // finish in. Each evaluation runs whole on one GPU, so no verdict depends on how many there
+    // are.
+    struct bench_item {
+      const task::contract* c;
+      const task::shape_case* s;
+      fs::path file;
+    };
+    const auto label_of = [](const bench_item& it) {
+      return it.s->name == "official" ? fmt::format("{} {}", it.c->id, it.c->name)
+                                      : fmt::format("{} {}", it.c->id, it.s->name);
+    };
+    std::vector<bench_item> items;
     for (const auto& c : tasks) {
       if (!only.empty() && std::find(only.begin(), only.end(), c.id) == only.end()) {
         continue;
       }
       const auto files = task::portfolio_files(root, c);
-      const std::optional<fs::path> file =
-          files.empty() ? std::nullopt : std::optional<fs::path>(files.front());
-      if (!file) {
+      if (files.empty()) {
         fmt::print("{:<4} no portfolio kernel\n", c.id);
         continue;
       }
-      std::vector<const task::shape_case*> shapes{&c.official()};
+      items.push_back({&c, &c.official(), files.front()});
       if (all_shapes) {
         for (const auto* s : c.shapes_with_role("bench")) {
-          shapes.push_back(s);
+          items.push_back({&c, s, files.front()});
         }
       }
-      for (const auto* s : shapes) {
-        o.shape = s->name;
-        const eval::candidate_input cand{read_file(*file), file->filename().string(), "portfolio"};
-        const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
-        const auto r = eval::evaluate(root, c, cand, base, o, {});
-        eval::record(st, run, c, cand, base, r);
+    }
+    std::mutex lock; // the store, the output and the first error
+    const auto say = [&](const std::string& line) {
+      if (!globals.quiet) {
+        std::lock_guard g(lock);
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+      }
+    };
+    const auto exec = make_executor(globals, plan, root, st, run, say);
+    std::vector<eval::result> results(items.size());
+    std::atomic<size_t> next{0};
+    std::exception_ptr failure;
+    const auto work = [&] {
+      try {
+        for (size_t i = next++; i < items.size(); i = next++) {
+          const auto& it = items[i];
+          eval::options oi = o;
+          oi.shape = it.s->name;
+          const eval::candidate_input cand{read_file(it.file), it.file.filename().string(),
+                                           "portfolio"};
+          const eval::candidate_input base{read_file(it.c->baseline), "baseline.cu", "baseline"};
+          auto r = exec->evaluate(*it.c, cand, base, oi);
+          std::lock_guard g(lock);
+          eval::record(st, run, *it.c, cand, base, r);
+          fmt::print("{:<28} {:<12} {}\n", label_of(it), eval::to_string(r.final), r.message);
+          std::fflush(stdout);
+          results[i] = std::move(r);
+        }
+      } catch (...) {
+        std::lock_guard g(lock);
+        if (!failure) {
+          failure = std::current_exception();
+        }
+        next = items.size(); // no more evaluations start
+      }
+    };
+    const size_t width = std::min(items.size(), static_cast<size_t>(std::max(1, exec->slots())));
+    if (width <= 1) {
+      work();
+    } else {
+      std::vector<std::thread> threads;
+      for (size_t t = 0; t < width; ++t) {
+        threads.emplace_back(work);
+      }
+      for (auto& t : threads) {
+        t.join();
+      }
+    }
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      {
+        const task::contract& c = *items[i].c;
+        const task::shape_case* s = items[i].s;
+        const std::optional<fs::path> file = items[i].file;
+        const eval::result& r = results[i];
         verdicts.push_back(r.final);
         const json stt = r.detail.value("statistics", json::object());
         const bool correct = r.final != eval::verdict::rejected &&
@@ -168,9 +248,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         row["pytorch"] = methods;
         const auto pm = report::pytorch_methods_from_json(methods);
         const auto fastest = report::fastest_method(pm);
-        const std::string label = s->name == "official" ? fmt::format("{} {}", c.id, c.name)
-                                                        : fmt::format("{} {}", c.id, s->name);
-        fmt::print("{:<28} {:<12} {}\n", label, eval::to_string(r.final), r.message);
+        const std::string label = label_of(items[i]);
         report::task_comparison cmp;
         cmp.task = label;
         cmp.correct = correct && stt.contains("median_candidate_s");
