@@ -4,6 +4,7 @@
 #include "cli/executor_options.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "eval/detail/seed.hpp"
 #include "eval/eval.hpp"
 #include "eval/stats.hpp"
 #include "report/report.hpp"
@@ -188,6 +189,10 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           const auto& it = items[i];
           eval::options oi = o;
           oi.shape = it.s->name;
+          // The inputs' seed is drawn here rather than inside the evaluation: it is part of the
+          // queue's key, so a bench through workers measures afresh, as one in this process
+          // does, instead of reusing an earlier run's result from a shared store.
+          oi.seed_base = eval::detail::evaluation_seed(0);
           const eval::candidate_input cand{read_file(it.file), it.file.filename().string(),
                                            "portfolio"};
           const eval::candidate_input base{read_file(it.c->baseline), "baseline.cu", "baseline"};
