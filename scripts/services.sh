@@ -2,7 +2,9 @@
 # Starts (or stops) the services the `postgres` and `slurm` tests run against, on this machine:
 #   - PostgreSQL: a fresh cluster in a temporary folder, listening on a unix socket only;
 #   - Slurm: munged, slurmctld and NODES slurmd daemons (node1..nodeN, all on this host), with
-#     no GPUs (SLURM_GRES="" here; a cluster with GPUs gets --gres=gpu:1).
+#     no GPUs (SLURM_GRES="" here; a cluster with GPUs gets --gres=gpu:1), in two partitions:
+#     debug (the default) and second, which a job reaches only when it asks for it (the test of
+#     the config file's [slurm] table does).
 # `scripts/services.sh start` writes the settings to $KBLASTER_SERVICES_DIR/services.env
 # (default /tmp/kblaster-services), which scripts/test.sh sources before ctest:
 #   KBLASTER_TEST_POSTGRES  admin URL of the PostgreSQL server
@@ -86,6 +88,7 @@ InactiveLimit=0
 KillWait=5
 NodeName=node[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus_per_node RealMemory=2000 Port=[17001-$((17000 + nodes))] State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+PartitionName=second Nodes=ALL Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
   export SLURM_CONF=$s/slurm.conf
   /usr/sbin/slurmctld -i

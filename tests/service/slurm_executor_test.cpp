@@ -2,7 +2,8 @@
 // machine, with munge): the executor submits sbatch jobs running `kblaster queue work --job ID`,
 // follows them and resubmits what the cluster lost. This machine has no GPU, so a job runs the CPU
 // path: it compiles the oracle and the candidates, runs the CPU oracle and the checker's
-// self-test, and reports the GPU stages blocked.
+// self-test, and reports the GPU stages blocked. The Slurm settings can come from the config
+// file's [slurm] table: a job submitted with them lands in the partition the file names.
 #include "common/fs.hpp"
 #include "common/process.hpp"
 #include "search/executor.hpp"
@@ -55,15 +56,33 @@ protected:
   }
 
   std::unique_ptr<executor> make(int max_jobs = 4) {
+    slurm_options s;
+    s.gres = ""; // this cluster has no GPUs
+    s.max_jobs = max_jobs;
+    return make(s);
+  }
+
+  std::unique_ptr<executor> make(slurm_options s) {
     queue_options q;
     q.store.dir = m_dir->path() / "store";
     q.poll = 300ms;
-    slurm_options s;
-    s.gres = ""; // this cluster has no GPUs
     s.log_dir = m_logs;
-    s.max_jobs = max_jobs;
     return make_queue_executor(source_root, q,
                                make_slurm_workers(KBLASTER_BINARY, q.store.dir.string(), s));
+  }
+
+  // The Slurm job ids of the jobs this test submitted, from their output files.
+  std::vector<std::string> job_ids() const {
+    std::vector<std::string> ids;
+    if (fs::exists(m_logs)) {
+      for (const auto& e : fs::directory_iterator(m_logs)) {
+        const auto name = e.path().filename().string(); // slurm-<id>.out
+        if (name.starts_with("slurm-") && name.ends_with(".out")) {
+          ids.push_back(name.substr(6, name.size() - 10));
+        }
+      }
+    }
+    return ids;
   }
 
   static eval::options cpu_options() {
@@ -120,9 +139,9 @@ TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
   // A source never seen before, so that the job compiles it (seconds) instead of finding it in
   // the compile cache of an earlier run and finishing before it can be cancelled.
   const auto nonce = std::chrono::system_clock::now().time_since_epoch().count();
-  eval::candidate_input cand{
-      read_file(c.baseline) + "\n// variant for the cancel test " + std::to_string(nonce) + "\n",
-      "variant.cu", "candidate"};
+  eval::candidate_input cand{read_file(c.baseline) + "\n// variant for the cancel test " +
+                                 std::to_string(nonce) + "\n",
+                             "variant.cu", "candidate"};
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   auto exec = make();
   auto pending =
@@ -146,6 +165,41 @@ TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
   EXPECT_GE(submitted(), 2) << "the cancelled job was not submitted again";
   const auto state = run_text({"squeue", "-h", "-t", "all", "-j", id, "-o", "%T"});
   EXPECT_NE(state.find("CANCELLED"), std::string::npos) << state;
+}
+
+TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_config_file) {
+  // scripts/services.sh makes a second partition, not the default: a job reaches it only when
+  // asked. The file names it, a time limit and an extra option; the command line's layer says
+  // this cluster has no GPUs, over the file's gres.
+  const auto partitions = run_text({"sinfo", "-h", "-o", "%P"});
+  ASSERT_NE(partitions.find("second"), std::string::npos)
+      << "no partition `second` (restart the services with scripts/services.sh start): "
+      << partitions;
+  const auto nonce = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  const auto config = m_dir->path() / "config.toml";
+  write_file_atomic(config, "[slurm]\npartition = \"second\"\ntime = \"7:00\"\ngres = "
+                            "\"gpu:1\"\nsbatch_args = [\"--comment=kblaster-config-" +
+                                nonce + "\"]\n");
+  slurm_options s;
+  apply(slurm_settings_from_toml(config), s);
+  slurm_settings command_line;
+  command_line.gres = "";
+  apply(command_line, s);
+  ASSERT_EQ(s.partition, "second");
+  ASSERT_EQ(s.gres, "");
+
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  auto exec = make(s);
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  expect_cpu_path(r);
+  const auto ids = job_ids();
+  ASSERT_EQ(ids.size(), 1u);
+  // The job record, as Slurm keeps it (squeue remembers finished jobs for MinJobAge).
+  const auto record = run_text({"squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%P|%l|%k|%T"});
+  EXPECT_EQ(record.substr(0, record.find('\n')),
+            "second|7:00|kblaster-config-" + nonce + "|COMPLETED")
+      << record;
 }
 
 } // namespace
