@@ -53,6 +53,11 @@ void add_executor_options(CLI::App& command, executor_options& opt) {
                   "sbatch --time per evaluation job (else [slurm] time)")
       ->envname("KBLASTER_SLURM_TIME");
   command
+      .add_option("--slurm-setup", opt.slurm.setup,
+                  "shell lines each evaluation job runs before the worker, e.g. \"module load "
+                  "cuda/13.0\" (else [slurm] setup)")
+      ->envname("KBLASTER_SLURM_SETUP");
+  command
       .add_option("--slurm-max-jobs", opt.slurm.max_jobs,
                   "evaluation jobs submitted at once (else [slurm] max_jobs, else 64)")
       ->check(CLI::Range(1, 100000));

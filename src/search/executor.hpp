@@ -113,6 +113,9 @@ struct slurm_options {
   std::string gres = "gpu:1";     // "" on a cluster without GPUs
   std::string time_limit;         // sbatch --time, e.g. 30:00; "" for the partition's default
   std::vector<std::string> extra; // more sbatch arguments
+  // Shell lines the job runs before the worker (`module load cuda/13.0`, `source env.sh`); a line
+  // that fails ends the job (FAILED, resubmitted while attempts remain).
+  std::string setup;
   int max_jobs = 64;              // submitted at once
   int resubmits = 3;              // per queue job, after the cluster lost it
   fs::path log_dir;               // where the jobs' output goes (a shared path)
@@ -129,6 +132,7 @@ struct slurm_settings {
   std::optional<std::string> gres;
   std::optional<std::string> time;                     // time_limit
   std::optional<std::vector<std::string>> sbatch_args; // extra
+  std::optional<std::string> setup;
   std::optional<int> max_jobs;
   std::optional<int> resubmits;
 };

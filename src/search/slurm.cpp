@@ -136,6 +136,10 @@ private:
     }
     argv.insert(argv.end(), m_opt.extra.begin(), m_opt.extra.end());
     std::string command;
+    if (!m_opt.setup.empty()) {
+      // The cluster's own preparation first; a line that fails ends the job before the worker.
+      command += "set -e\n" + m_opt.setup + "\nset +e\n";
+    }
     if (!m_opt.store_files.empty()) {
       command += "KBLASTER_STORE_FILES=" + shell_quote(m_opt.store_files) + " ";
     }

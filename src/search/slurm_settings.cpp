@@ -80,6 +80,7 @@ slurm_settings slurm_settings_from_toml(const fs::path& file) {
       {"account", text(s.account)},
       {"gres", text(s.gres)},
       {"time", text(s.time)},
+      {"setup", text(s.setup)},
       {"max_jobs", whole(s.max_jobs, 1, max_jobs_limit)},
       {"resubmits", whole(s.resubmits, 0, resubmits_limit)},
       {"sbatch_args",
@@ -127,6 +128,7 @@ void apply(const slurm_settings& layer, slurm_options& opt) {
   set(opt.gres, layer.gres);
   set(opt.time_limit, layer.time);
   set(opt.extra, layer.sbatch_args);
+  set(opt.setup, layer.setup);
   set(opt.max_jobs, layer.max_jobs);
   set(opt.resubmits, layer.resubmits);
 }
@@ -142,6 +144,9 @@ std::string describe(const slurm_options& opt) {
                   opt.max_jobs, opt.resubmits);
   if (!opt.extra.empty()) {
     out += fmt::format(", sbatch {}", fmt::join(opt.extra, " "));
+  }
+  if (!opt.setup.empty()) {
+    out += fmt::format(", setup `{}`", opt.setup);
   }
   return out;
 }

@@ -136,35 +136,54 @@ TEST_F(slurm_test, an_evaluation_runs_as_a_slurm_job_and_reports_the_gpu_stages_
 
 TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
   const auto c = task::find_task(source_root, "019");
-  // A source never seen before, so that the job compiles it (seconds) instead of finding it in
-  // the compile cache of an earlier run and finishing before it can be cancelled.
-  const auto nonce = std::chrono::system_clock::now().time_since_epoch().count();
-  eval::candidate_input cand{read_file(c.baseline) + "\n// variant for the cancel test " +
-                                 std::to_string(nonce) + "\n",
-                             "variant.cu", "candidate"};
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
-  auto exec = make();
+  // The job's setup lines hold the first job until it is cancelled (it leaves a marker, so the
+  // job submitted again goes straight on): the cancel lands while the job runs, however fast the
+  // evaluation itself would be.
+  const auto marker = m_dir->path() / "first-job-running";
+  slurm_options s;
+  s.gres = "";
+  s.setup = "if [ ! -e '" + marker.string() + "' ]; then touch '" + marker.string() +
+            "'; sleep 600; fi";
+  auto exec = make(s);
   auto pending =
-      std::async(std::launch::async, [&] { return exec->evaluate(c, cand, base, cpu_options()); });
+      std::async(std::launch::async, [&] { return exec->evaluate(c, base, base, cpu_options()); });
   // Wait for the Slurm job to run, then cancel it as an administrator (or a preemption) would.
-  std::string id;
-  for (int i = 0; i < 300 && id.empty(); ++i) {
-    const auto out =
-        run_text({"squeue", "-h", "-t", "RUNNING", "-n", "kblaster-job-1", "-o", "%i"});
-    if (!out.empty() && std::isdigit(static_cast<unsigned char>(out[0]))) {
-      id = out.substr(0, out.find('\n'));
-    } else {
-      std::this_thread::sleep_for(100ms);
-    }
+  for (int i = 0; i < 600 && !fs::exists(marker); ++i) {
+    std::this_thread::sleep_for(100ms);
   }
-  ASSERT_FALSE(id.empty()) << "the job never ran";
+  ASSERT_TRUE(fs::exists(marker)) << "the job never ran";
+  const auto ids = job_ids();
+  ASSERT_EQ(ids.size(), 1u);
+  const std::string id = ids[0];
+  EXPECT_EQ(run_text({"squeue", "-h", "-j", id, "-o", "%T"}).substr(0, 7), "RUNNING");
   run_text({"scancel", id});
   ASSERT_EQ(pending.wait_for(600s), std::future_status::ready);
   const auto r = pending.get();
   expect_cpu_path(r);
-  EXPECT_GE(submitted(), 2) << "the cancelled job was not submitted again";
+  EXPECT_EQ(submitted(), 2) << "the cancelled job was not submitted again (once)";
   const auto state = run_text({"squeue", "-h", "-t", "all", "-j", id, "-o", "%T"});
   EXPECT_NE(state.find("CANCELLED"), std::string::npos) << state;
+}
+
+TEST_F(slurm_test, a_job_whose_setup_fails_is_retried_and_then_fails_with_the_clusters_reason) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  slurm_options s;
+  s.gres = "";
+  s.resubmits = 1;
+  s.setup = "echo preparing; false";
+  auto exec = make(s);
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  EXPECT_EQ(r.final, eval::verdict::error) << r.reason << ": " << r.message;
+  EXPECT_TRUE(r.reason.starts_with("cluster.")) << r.reason << ": " << r.message;
+  EXPECT_GE(submitted(), 2) << "a failed job is submitted again while attempts remain";
+  // The worker never started: the job's output holds the setup's line and nothing of kblaster.
+  for (const auto& id : job_ids()) {
+    const auto out = read_file(m_logs / ("slurm-" + id + ".out"));
+    EXPECT_NE(out.find("preparing"), std::string::npos) << out;
+    EXPECT_EQ(out.find("queue job"), std::string::npos) << out;
+  }
 }
 
 TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_config_file) {

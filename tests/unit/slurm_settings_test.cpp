@@ -38,6 +38,7 @@ time = "30:00"
 max_jobs = 16
 resubmits = 5
 sbatch_args = ["--qos=high", "--constraint=nvlink"]
+setup = "module load cuda/13.0"
 )");
   const auto s = slurm_settings_from_toml(file);
   EXPECT_EQ(s.partition, "h200");
@@ -48,11 +49,12 @@ sbatch_args = ["--qos=high", "--constraint=nvlink"]
   EXPECT_EQ(s.resubmits, 5);
   ASSERT_TRUE(s.sbatch_args);
   EXPECT_EQ(*s.sbatch_args, (std::vector<std::string>{"--qos=high", "--constraint=nvlink"}));
+  EXPECT_EQ(s.setup, "module load cuda/13.0");
   // A file without the table sets nothing.
   const auto none =
       slurm_settings_from_toml(write_config(dir, "llm.toml", "[llm]\nmodel = \"m\"\n"));
   EXPECT_FALSE(none.partition || none.account || none.gres || none.time || none.max_jobs ||
-               none.resubmits || none.sbatch_args);
+               none.resubmits || none.sbatch_args || none.setup);
 }
 
 TEST(slurm_settings, a_bad_key_or_value_is_an_input_error_naming_the_file_and_the_key) {
@@ -60,6 +62,7 @@ TEST(slurm_settings, a_bad_key_or_value_is_an_input_error_naming_the_file_and_th
   const std::vector<std::pair<std::string, std::string>> cases{
       {"partiton = \"gpu\"", "no setting partiton"},
       {"partition = 3", "partition must be a string"},
+      {"setup = [\"module load cuda\"]", "setup must be a string"},
       {"max_jobs = \"many\"", "max_jobs must be an integer"},
       {"max_jobs = 0", "max_jobs must be an integer from 1 to 100000, not 0"},
       {"resubmits = -1", "resubmits must be an integer from 0"},
@@ -77,7 +80,7 @@ TEST(slurm_settings, a_bad_key_or_value_is_an_input_error_naming_the_file_and_th
   // The unknown key's message lists the known ones.
   const auto file = write_config(dir, "config.toml", "[slurm]\nqueue = \"x\"\n");
   const auto why = input_error_of([&] { slurm_settings_from_toml(file); });
-  EXPECT_NE(why.find("known: account, gres, max_jobs, partition, resubmits, sbatch_args, time"),
+  EXPECT_NE(why.find("known: account, gres, max_jobs, partition, resubmits, sbatch_args, setup, time"),
             std::string::npos)
       << why;
 }
@@ -107,8 +110,12 @@ sbatch_args = ["--qos=low"]
   line.sbatch_args = std::vector<std::string>{"--qos=high", "--exclusive"};
   apply(line, o);
   EXPECT_EQ(o.extra, (std::vector<std::string>{"--qos=high", "--exclusive"})); // replaced
+  line.setup = "source /opt/env.sh";
+  apply(line, o);
+  EXPECT_EQ(o.setup, "source /opt/env.sh");
   EXPECT_EQ(describe(o), "partition from-file, account flag-account, gres (none), time 10:00, 8 "
-                         "jobs at once, 3 resubmits, sbatch --qos=high --exclusive");
+                         "jobs at once, 3 resubmits, sbatch --qos=high --exclusive, setup "
+                         "`source /opt/env.sh`");
   EXPECT_EQ(describe(slurm_options{}), "partition (default), account (default), gres gpu:1, time "
                                        "(default), 64 jobs at once, 3 resubmits");
 }
