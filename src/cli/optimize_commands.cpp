@@ -79,6 +79,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   static bool no_screen = false;
   static double screen_margin = 0.05;
   static bool no_sanitize = false;
+  static std::string counters = "cupti";
   static llm_options llm_opts;
   static executor_options exec_opts;
   opt->add_option("--task", task_id, "one task");
@@ -110,6 +111,11 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   opt->add_option("--screen-margin", screen_margin,
                   "the screen passes a candidate within this fraction of beating the best")
       ->check(CLI::Range(0.0, 0.5));
+  opt->add_option("--counters", counters,
+                  "hardware counters for the bottleneck state of the baseline and of each new "
+                  "best: cupti (in a worker job after the gate; analytic where they cannot be "
+                  "read) or none (the analytic roofline only)")
+      ->check(CLI::IsMember({"cupti", "none"}));
   sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
   opt->add_flag("--no-sanitize", no_sanitize,
                 "do not run the sanitizers on a candidate before it becomes the best (recorded)");
@@ -135,7 +141,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
               {"seed", seed},
               {"screen", !no_screen},
               {"screen_margin", screen_margin},
-              {"no_sanitize", no_sanitize}};
+              {"no_sanitize", no_sanitize},
+              {"counters", counters}};
     int64_t run = 0;
     if (resume > 0) {
       const auto info = st.find_run(resume);
@@ -197,7 +204,11 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     oo.step.sessions = 1;
     oo.step.seeds = 2;
     oo.step.timing.max_wall = 2.0;
+    oo.step.profile = args.value("counters", std::string("cupti")) == "cupti"
+                          ? eval::profile_mode::improved
+                          : eval::profile_mode::none;
     oo.confirm = oo.step;
+    oo.confirm.profile = eval::profile_mode::none;
     oo.confirm.sessions = 2;
     oo.confirm.seeds = 3;
     oo.confirm.timing.max_wall = 6.0;

@@ -41,6 +41,14 @@ struct timing_options {
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
 };
 
+// Counters of the candidate for the search, which they steer and never rank: collected with
+// CUPTI, in a worker job of their own once the gate has decided, and kept as
+// `detail.profile` beside the verdict they cannot change. `improved`: only when the verdict is
+// improved (a new best); `always`: every candidate the gate compared (a baseline's A/A run).
+enum class profile_mode { none, improved, always };
+std::string to_string(profile_mode m);
+std::optional<profile_mode> profile_mode_from_string(const std::string& s);
+
 struct options {
   std::string shape = "official";
   int seeds = 3;          // per distribution and shape
@@ -49,6 +57,7 @@ struct options {
   int sessions = 2; // timing sessions, each in a fresh worker
   bool verify_only = false;
   bool sanitize = false; // compute-sanitizer memcheck/racecheck/initcheck/synccheck at check shapes
+  profile_mode profile = profile_mode::none;
   std::chrono::seconds hang_timeout{30}; // no word from a worker for this long ends it
   std::chrono::seconds compile_timeout{120};
   timing_options timing;

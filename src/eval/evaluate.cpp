@@ -60,6 +60,27 @@ std::optional<verdict> verdict_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+std::string to_string(profile_mode m) {
+  switch (m) {
+  case profile_mode::none:
+    return "none";
+  case profile_mode::improved:
+    return "improved";
+  case profile_mode::always:
+    return "always";
+  }
+  return "?";
+}
+
+std::optional<profile_mode> profile_mode_from_string(const std::string& s) {
+  for (auto m : {profile_mode::none, profile_mode::improved, profile_mode::always}) {
+    if (to_string(m) == s) {
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 device_probe probe_device() {
   device_probe p;
   int count = 0;
@@ -436,6 +457,34 @@ prepared prepare(const fs::path& root, const task::contract& c,
   return p;
 }
 
+// The candidate's CUPTI counters at the timing shape, from a worker job of its own: what the
+// search's classifier reads (search::assess). Whatever happens here is recorded and changes
+// nothing of the verdict: counters that cannot be read, or a failed run, leave the state analytic.
+json counters_of(const fs::path& root, const task::contract& c, const candidate_input& candidate,
+                 const options& opt, const std::function<void(const std::string&)>& say) {
+  say("profile: CUPTI counters of the candidate");
+  options p = opt;
+  p.sanitize = false;
+  p.profile = profile_mode::none;
+  const auto run = run_instrumented(root, c, candidate, p, {}, /*counters=*/true, {});
+  json j{{"source", "cupti"},
+         {"verdict", to_string(run.outcome.final)},
+         {"reason", run.outcome.reason},
+         {"seconds", run.outcome.seconds}};
+  if (run.outcome.final == verdict::same) {
+    j["counters"] = run.profile.value("counters", json::object());
+    if (run.profile.contains("event_median_s")) {
+      j["event_median_s"] = run.profile["event_median_s"];
+    }
+    if (run.profile.contains("failed")) {
+      j["failed"] = run.profile["failed"];
+    }
+  } else {
+    j["message"] = run.outcome.message;
+  }
+  return j;
+}
+
 } // namespace
 
 build::result compile_candidate(const fs::path& root, const task::contract& c,
@@ -488,6 +537,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                    {"delta", opt.delta},
                    {"delta_source", opt.delta_source},
                    {"sanitize", opt.sanitize},
+                   {"profile", to_string(opt.profile)},
                    {"hang_timeout_s", opt.hang_timeout.count()}};
   d["candidate"] = {{"name", candidate.name},
                     {"origin", candidate.origin},
@@ -777,6 +827,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                               cmp.median_b * 1e3, limit * 1e3, ceil.source));
   }
   const verdict v = *verdict_from_string(stats::to_string(cmp.result));
+  if (opt.profile == profile_mode::always ||
+      (opt.profile == profile_mode::improved && v == verdict::improved)) {
+    d["profile"] = counters_of(root, c, candidate, opt, say);
+  }
   return finish(
       v, "timing." + stats::to_string(cmp.result),
       fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%",

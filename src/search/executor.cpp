@@ -54,7 +54,7 @@ eval::timing_options timing_from(const json& j) {
 }
 
 json options_json(const eval::options& o) {
-  return {{"shape", o.shape},
+  json j{{"shape", o.shape},
           {"seeds", o.seeds},
           {"seed_base", o.seed_base},
           {"determinism_runs", o.determinism_runs},
@@ -70,21 +70,10 @@ json options_json(const eval::options& o) {
           {"ceilings", task::to_json(o.ceilings)},
           {"cache_dir", o.cache_dir.string()},
           {"no_sandbox", o.no_sandbox}};
-}
-
-// The ceilings decide the floor and the physical limit (a rejection), so the worker uses the ones
-// the submitting process resolved for the device, not its own default.
-task::ceilings ceilings_from(const json& j) {
-  task::ceilings c;
-  c.bandwidth = j.at("bandwidth").get<double>();
-  c.peak_bandwidth = j.at("peak_bandwidth").get<double>();
-  c.fp32_flops = j.at("fp32_flops").get<double>();
-  c.tensor_flops = j.at("tensor_flops").get<double>();
-  c.peak_fp32_flops = j.at("peak_fp32_flops").get<double>();
-  c.peak_tensor_flops = j.at("peak_tensor_flops").get<double>();
-  c.measured = j.at("measured").get<bool>();
-  c.source = j.at("source").get<std::string>();
-  return c;
+  if (o.profile != eval::profile_mode::none) { // absent otherwise: earlier jobs keep their keys
+    j["profile"] = to_string(o.profile);
+  }
+  return j;
 }
 
 eval::options options_from(const json& j) {
@@ -104,11 +93,19 @@ eval::options options_from(const json& j) {
   if (!j.at("arch").is_null()) {
     o.arch = j.at("arch").get<std::string>();
   }
+  // The ceilings decide the floor and the physical limit (a rejection), so the worker uses the
+  // ones the submitting process resolved for the device, not its own default.
   if (j.contains("ceilings")) { // absent in jobs queued before the ceilings travelled
-    o.ceilings = ceilings_from(j.at("ceilings"));
+    o.ceilings = task::ceilings_from_json(j.at("ceilings"));
   }
   o.cache_dir = j.at("cache_dir").get<std::string>();
   o.no_sandbox = j.at("no_sandbox").get<bool>();
+  const std::string profile = j.value("profile", std::string("none"));
+  const auto mode = eval::profile_mode_from_string(profile);
+  if (!mode) {
+    fail("an evaluation request names profile mode \"{}\"", profile);
+  }
+  o.profile = *mode;
   return o;
 }
 

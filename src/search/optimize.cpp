@@ -219,7 +219,13 @@ task_result optimizer::optimize(const task::contract& c) {
 
   // The baseline, verified and timed against itself.
   say(fmt::format("task {}: baseline", c.id));
-  const auto base = m_evaluate(c, baseline, baseline, m_opt.step);
+  // With counters asked for, the baseline's come with its A/A run (its state starts the search)
+  // and each later gate's with a new best.
+  eval::options base_opt = m_opt.step;
+  if (m_opt.step.profile != eval::profile_mode::none) {
+    base_opt.profile = eval::profile_mode::always;
+  }
+  const auto base = m_evaluate(c, baseline, baseline, base_opt);
   eval::record(m_store, m_run, c, baseline, baseline, base);
   progress_state p;
   p.source = baseline.source;
@@ -232,6 +238,14 @@ task_result optimizer::optimize(const task::contract& c) {
     in.baseline_ok = false;
     in.baseline_reason = base.reason;
     return finish(p);
+  }
+  // The options of this task's steps: where the baseline's counters could not be read, later
+  // candidates' cannot either, and asking again would only cost a worker per new best.
+  eval::options step_opt = m_opt.step;
+  if (step_opt.profile != eval::profile_mode::none && !has_counters(base)) {
+    step_opt.profile = eval::profile_mode::none;
+    say(fmt::format("task {}: no counters for the baseline ({}); states stay analytic", c.id,
+                    counters_note(base)));
   }
   res.baseline_seconds = stat(base, "median_baseline_s");
   p.seconds = res.baseline_seconds;
@@ -331,7 +345,7 @@ task_result optimizer::optimize(const task::contract& c) {
       for (const auto& prop : proposals) {
         builds.push_back(std::async(std::launch::async, [&, prop] {
           m_compile(c, {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params},
-                    m_opt.step);
+                    step_opt);
         }));
       }
     }
@@ -357,7 +371,7 @@ task_result optimizer::optimize(const task::contract& c) {
                                        p.strategy, p.params};
       say(fmt::format("task {} step {}: {} {}", c.id, step, prop.strategy, prop.params.dump()));
       const json why = choice_record(state, ctx, prop);
-      auto staged = evaluate_staged(m_evaluate, c, cand, best, m_opt.step, m_opt.screening);
+      auto staged = evaluate_staged(m_evaluate, c, cand, best, step_opt, m_opt.screening);
       auto r = staged.result;
       // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
       if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) &&
@@ -392,7 +406,7 @@ task_result optimizer::optimize(const task::contract& c) {
           staged = evaluate_staged(
               m_evaluate, c,
               {prop.source, prop.strategy + ".cu", "proposer", prop.strategy, prop.params}, best,
-              m_opt.step, m_opt.screening);
+              step_opt, m_opt.screening);
           r = staged.result;
         }
       }
@@ -404,7 +418,7 @@ task_result optimizer::optimize(const task::contract& c) {
       json sanitize_note;
       if (r.final == eval::verdict::improved && m_opt.sanitize) {
         say(fmt::format("task {} step {}: sanitizing {}", c.id, step, prop.strategy));
-        eval::options so = m_opt.step;
+        eval::options so = step_opt;
         so.sanitize = true;
         so.verify_only = true;
         const eval::candidate_input current{prop.source, prop.strategy + ".cu", "proposer",

@@ -28,6 +28,7 @@ eval::options screening_options(const eval::options& step, double max_wall) {
   o.timing.min_time = std::min(o.timing.min_time, max_wall / 4);
   o.timing.min_samples = std::min(o.timing.min_samples, 5);
   o.timing.max_samples = std::min(o.timing.max_samples, 200);
+  o.profile = eval::profile_mode::none; // counters are for a new best, which only the gate makes
   return o;
 }
 

@@ -40,9 +40,12 @@ json bottleneck::to_json() const {
 bottleneck assess(const task::contract& c, const task::shape_case& s, double seconds,
                   const eval::result* evaluation) {
   bottleneck b;
-  // The hook for counters measured with the evaluation: an assessment the evaluation carries.
+  profile::observation o;
+  o.events_only_reason = "analytic: the evaluation carried no counters";
   if (evaluation != nullptr && evaluation->detail.is_object()) {
-    const json profile = evaluation->detail.value("profile", json::object());
+    const json& d = evaluation->detail;
+    const json profile = d.value("profile", json::object());
+    // An assessment the evaluation carries, already classified (a profiler's report).
     const json a = profile.is_object() ? profile.value("bottleneck", json::object()) : json();
     if (a.is_object() && a.contains("state")) {
       const auto st = profile::state_from_string(a.value("state", ""));
@@ -55,9 +58,28 @@ bottleneck assess(const task::contract& c, const task::shape_case& s, double sec
         return b;
       }
     }
+    // CUPTI's counters collected with the evaluation (eval::profile_mode), classified here.
+    if (profile.is_object() && profile.contains("counters") && profile["counters"].is_object()) {
+      const auto v = profile::cupti_values::from_json(profile["counters"]);
+      if (v.available && !v.values.empty()) {
+        o.measured = profile::counters_from_cupti(v);
+      } else {
+        o.events_only_reason = "analytic: CUPTI gave no counters (" +
+                               (v.reason.empty() ? std::string("no values") : v.reason) + ")";
+      }
+    } else if (profile.is_object() && profile.contains("reason")) {
+      o.events_only_reason = "analytic: the counters' run ended " +
+                             profile.value("verdict", std::string("?")) + " (" +
+                             profile.value("reason", std::string()) + ")";
+    }
+    if (d.contains("ceilings") && d["ceilings"].is_object()) {
+      try {
+        o.ceilings = task::ceilings_from_json(d["ceilings"]);
+      } catch (const json::exception&) {
+        // an older record: the default ceilings
+      }
+    }
   }
-  profile::observation o;
-  o.events_only_reason = "analytic: the evaluation carried no counters";
   if (seconds > 0) {
     o.seconds = seconds;
   }
@@ -65,11 +87,50 @@ bottleneck assess(const task::contract& c, const task::shape_case& s, double sec
   o.flops = task::roofline_flops(c, s);
   const auto a = profile::classify(o);
   b.state = a.result;
-  b.source = state_source::analytic;
+  b.source = o.measured ? state_source::cupti : state_source::analytic;
   b.numbers = a.numbers;
   b.numbers["rule"] = a.rule;
+  if (!o.measured) {
+    b.numbers["why_analytic"] = o.events_only_reason;
+  }
   b.sentence = a.sentence;
   return b;
+}
+
+namespace {
+
+json profile_of(const eval::result& r) {
+  if (!r.detail.is_object() || !r.detail.contains("profile") || !r.detail["profile"].is_object()) {
+    return json::object();
+  }
+  return r.detail["profile"];
+}
+
+} // namespace
+
+bool has_counters(const eval::result& r) {
+  const json p = profile_of(r);
+  if (!p.contains("counters") || !p["counters"].is_object()) {
+    return false;
+  }
+  const auto v = profile::cupti_values::from_json(p["counters"]);
+  return v.available && !v.values.empty();
+}
+
+std::string counters_note(const eval::result& r) {
+  const json p = profile_of(r);
+  if (p.empty()) {
+    return "the evaluation did not collect them";
+  }
+  if (p.contains("counters") && p["counters"].is_object()) {
+    const auto v = profile::cupti_values::from_json(p["counters"]);
+    if (v.available && !v.values.empty()) {
+      return fmt::format("CUPTI: {} metrics in {} passes", v.values.size(), v.passes);
+    }
+    return "CUPTI: " + (v.reason.empty() ? std::string("no values") : v.reason);
+  }
+  return fmt::format("the counters' run ended {} ({})", p.value("verdict", std::string("?")),
+                     p.value("reason", std::string("?")));
 }
 
 namespace {

@@ -37,6 +37,11 @@ struct bottleneck {
 bottleneck assess(const task::contract& c, const task::shape_case& s, double seconds,
                   const eval::result* evaluation = nullptr);
 
+// Whether an evaluation carries CUPTI counters that could be read (eval::profile_mode), and if
+// not, why, in a few words.
+bool has_counters(const eval::result& r);
+std::string counters_note(const eval::result& r);
+
 // A coarse class of shapes and dtypes inside a family: memory's unit of transfer. Buckets are
 // rounded log2 of the features that decide which kernel shape wins (elementwise: elements;
 // normalize, reduce, loss: row length, rows, and whether rows are contiguous; matmul: m, n, k).

@@ -1064,6 +1064,19 @@ nlohmann::json to_json(const ceilings& ceil) {
           {"source", ceil.source}};
 }
 
+ceilings ceilings_from_json(const nlohmann::json& j) {
+  ceilings c;
+  c.bandwidth = j.at("bandwidth").get<double>();
+  c.peak_bandwidth = j.at("peak_bandwidth").get<double>();
+  c.fp32_flops = j.at("fp32_flops").get<double>();
+  c.tensor_flops = j.at("tensor_flops").get<double>();
+  c.peak_fp32_flops = j.at("peak_fp32_flops").get<double>();
+  c.peak_tensor_flops = j.at("peak_tensor_flops").get<double>();
+  c.measured = j.at("measured").get<bool>();
+  c.source = j.at("source").get<std::string>();
+  return c;
+}
+
 namespace {
 
 std::vector<fs::path>& extra_dirs_storage() {

@@ -186,6 +186,8 @@ struct ceilings {
   static ceilings conservative_default();
 };
 nlohmann::json to_json(const ceilings& ceil);
+// The inverse of to_json; throws nlohmann::json's exceptions for a document that is not one.
+ceilings ceilings_from_json(const nlohmann::json& j);
 // The FLOP rate a task can reach: fp32 FMA, or the fastest tensor-core rate when the task allows
 // (`peak`: the physical limit's rates).
 double flop_ceiling(const contract& c, const ceilings& ceil, bool peak = false);

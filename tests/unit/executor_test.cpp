@@ -96,6 +96,26 @@ TEST(executor, the_ceilings_travel_with_the_request_and_are_part_of_the_key) {
   EXPECT_DOUBLE_EQ(read.options.ceilings.bandwidth, task::ceilings{}.bandwidth);
 }
 
+TEST(executor, the_profile_mode_travels_and_a_request_without_one_keeps_its_key) {
+  task::contract c;
+  c.id = "019";
+  c.digest = "contract-1";
+  auto r = sample_request();
+  const auto plain = job_key_of(c, r);
+  EXPECT_FALSE(to_json(r)["options"].contains("profile")); // the keys of earlier jobs stand
+  r.options.profile = eval::profile_mode::improved;
+  const auto back = eval_request_from_json(nlohmann::json::parse(to_json(r).dump()));
+  EXPECT_EQ(back.options.profile, eval::profile_mode::improved);
+  EXPECT_NE(job_key_of(c, r).protocol, plain.protocol);
+  auto bad = to_json(r);
+  bad["options"]["profile"] = "sometimes";
+  EXPECT_THROW(eval_request_from_json(bad), kb::error);
+  for (auto m : {eval::profile_mode::none, eval::profile_mode::improved,
+                 eval::profile_mode::always}) {
+    EXPECT_EQ(eval::profile_mode_from_string(eval::to_string(m)), m);
+  }
+}
+
 TEST(executor, gpus_are_all_a_count_or_a_list_of_indices_and_uuids) {
   EXPECT_TRUE(parse_gpu_spec("all").all);
   EXPECT_EQ(parse_gpu_spec("2").count, 2u);

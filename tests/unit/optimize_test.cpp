@@ -101,10 +101,12 @@ protected:
   }
   task_result run_loop(int64_t run, int steps, int max_evals,
                        std::chrono::seconds wall = std::chrono::seconds(600),
-                       bool sanitize = false) {
+                       bool sanitize = false,
+                       eval::profile_mode profile = eval::profile_mode::none) {
     memory mem(*st);
     builtin_proposer prop(mem);
     optimize_options o;
+    o.step.profile = profile;
     o.sanitize = sanitize;
     o.rollouts = 2;
     o.steps = steps;
@@ -245,6 +247,47 @@ TEST_F(loop, without_sanitize_no_sanitizer_pass_runs) {
   const auto r = run_loop(st->begin_run("optimize", json::object()), 3, 0);
   EXPECT_EQ(r.final, outcome::improved);
   EXPECT_TRUE(gpu.sanitized.empty());
+}
+
+TEST_F(loop, counters_come_with_the_baseline_and_each_new_best_and_drive_the_state) {
+  gpu.counters = true;
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 3, 0,
+                          std::chrono::seconds(600), false, eval::profile_mode::improved);
+  ASSERT_EQ(r.final, outcome::improved) << r.reason;
+  // The baseline's A/A run collects them whatever its verdict; each step's gate on a new best.
+  ASSERT_FALSE(gpu.profiles.empty());
+  EXPECT_EQ(gpu.profiles.front(), eval::profile_mode::always);
+  for (size_t i = 1; i + 1 < gpu.profiles.size(); ++i) {
+    EXPECT_EQ(gpu.profiles[i], eval::profile_mode::improved) << i;
+  }
+  EXPECT_EQ(gpu.profiles.back(), eval::profile_mode::none); // the confirmation
+  EXPECT_EQ(r.baseline_state.at("source"), "cupti");
+  EXPECT_EQ(r.baseline_state.at("state"), "memory_bound");
+  EXPECT_EQ(r.final_state.at("source"), "cupti");
+  int new_states = 0;
+  for (const auto& step : r.steps) {
+    EXPECT_TRUE(step.at("why").contains("state")) << step.dump();
+    if (step.contains("new_state")) {
+      ++new_states;
+      EXPECT_EQ(step["new_state"].at("source"), "cupti") << step.dump();
+    }
+  }
+  EXPECT_GE(new_states, 1);
+}
+
+TEST_F(loop, without_counters_for_the_baseline_no_step_asks_for_them) {
+  gpu.counters = false;
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 2, 0,
+                          std::chrono::seconds(600), false, eval::profile_mode::improved);
+  ASSERT_EQ(r.final, outcome::improved) << r.reason;
+  EXPECT_EQ(gpu.profiles.front(), eval::profile_mode::always);
+  for (size_t i = 1; i < gpu.profiles.size(); ++i) {
+    EXPECT_EQ(gpu.profiles[i], eval::profile_mode::none) << i;
+  }
+  EXPECT_EQ(r.baseline_state.at("source"), "analytic");
+  EXPECT_NE(r.baseline_state.at("numbers").value("why_analytic", "").find("libcupti"),
+            std::string::npos)
+      << r.baseline_state.dump();
 }
 
 TEST_F(loop, a_task_no_strategy_applies_to_ends_at_once_without_improvement) {

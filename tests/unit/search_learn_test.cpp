@@ -68,6 +68,51 @@ TEST(state, analytic_without_a_profile_and_the_profile_when_the_evaluation_carri
   EXPECT_EQ(measured.to_json().at("source"), "ncu");
 }
 
+TEST(state, counters_collected_with_the_evaluation_are_classified_and_their_absence_explained) {
+  const auto c = task::find_task(root, "019");
+  const auto& s = c.official();
+  const double floor = task::floor_seconds(c, s, task::ceilings{});
+  // What eval::evaluate keeps as detail.profile with profile_mode improved or always: CUPTI's
+  // values as the runner read them. DRAM at 91% of peak: memory-bound, whatever the roofline says.
+  profile::cupti_values v;
+  v.available = true;
+  v.passes = 3;
+  v.values = {{"gpu__time_duration.sum", {3.1e6, "nsecond"}},
+              {"sm__throughput.avg.pct_of_peak_sustained_elapsed", {22, "%"}},
+              {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", {91, "%"}},
+              {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", {91, "%"}},
+              {"sm__warps_active.avg.pct_of_peak_sustained_active", {80, "%"}},
+              {"sm__ctas_launched.sum", {16896, ""}}};
+  eval::result r;
+  r.detail = {{"profile", {{"source", "cupti"}, {"verdict", "same"}, {"counters", v.to_json()}}}};
+  EXPECT_TRUE(has_counters(r));
+  EXPECT_EQ(counters_note(r), "CUPTI: 6 metrics in 3 passes");
+  const auto measured = assess(c, s, 10 * floor, &r);
+  EXPECT_EQ(measured.source, state_source::cupti);
+  EXPECT_EQ(measured.state, profile::state::memory_bound) << measured.sentence;
+  EXPECT_FALSE(measured.numbers.contains("why_analytic"));
+
+  // CUPTI could not read them: the analytic state, with the reason in its numbers.
+  profile::cupti_values denied;
+  denied.reason = "ERR_NVGPUCTRPERM: no permission";
+  r.detail["profile"]["counters"] = denied.to_json();
+  EXPECT_FALSE(has_counters(r));
+  EXPECT_EQ(counters_note(r), "CUPTI: ERR_NVGPUCTRPERM: no permission");
+  const auto fallback = assess(c, s, 10 * floor, &r);
+  EXPECT_EQ(fallback.source, state_source::analytic);
+  EXPECT_NE(fallback.numbers.value("why_analytic", "").find("ERR_NVGPUCTRPERM"),
+            std::string::npos)
+      << fallback.numbers.dump();
+
+  // The counters' run itself failed: said so; and an evaluation that asked for none.
+  r.detail["profile"] = {{"source", "cupti"}, {"verdict", "rejected"}, {"reason", "crash.exit"}};
+  EXPECT_FALSE(has_counters(r));
+  EXPECT_EQ(counters_note(r), "the counters' run ended rejected (crash.exit)");
+  EXPECT_NE(assess(c, s, floor, &r).numbers.value("why_analytic", "").find("crash.exit"),
+            std::string::npos);
+  EXPECT_EQ(counters_note(eval::result{}), "the evaluation did not collect them");
+}
+
 TEST(state, every_strategy_addresses_the_unknown_state_and_its_own) {
   for (const auto& st : all_strategies()) {
     EXPECT_TRUE(addresses(st, profile::state::unknown)) << st.name;

@@ -22,6 +22,10 @@ struct scripted_gpu {
   // given reason ("sanitize.memcheck"), others pass.
   std::map<std::string, std::string> sanitize_failure;
   std::vector<std::string> sanitized; // strategies that went through a sanitizer pass
+  // The profile mode each timed evaluation asked for, in order; with `counters`, an evaluation
+  // that asks gets CUPTI-like values (DRAM at 92% of peak), else a CUPTI refusal.
+  std::vector<eval::profile_mode> profiles;
+  bool counters = false;
   eval::result operator()(const task::contract&, const eval::candidate_input& cand,
                           const eval::candidate_input& base, const eval::options& opt) {
     ++calls;
@@ -61,6 +65,28 @@ struct scripted_gpu {
                               {"speedup", ratio},
                               {"speedup_ci", {ratio, ratio}}};
     r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
+    profiles.push_back(opt.profile);
+    if (opt.profile == eval::profile_mode::always ||
+        (opt.profile == eval::profile_mode::improved && r.final == eval::verdict::improved)) {
+      nlohmann::json values = nlohmann::json::object();
+      if (counters) {
+        values = {{"gpu__time_duration.sum", {{"value", t_cand * 1e9}, {"unit", "nsecond"}}},
+                  {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                   {{"value", 20}, {"unit", "%"}}},
+                  {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                   {{"value", 92}, {"unit", "%"}}},
+                  {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                   {{"value", 92}, {"unit", "%"}}}};
+      }
+      r.detail["profile"] = {
+          {"source", "cupti"},
+          {"verdict", "same"},
+          {"counters",
+           {{"available", counters},
+            {"reason", counters ? "" : "libcupti.so.13 not found: scripted"},
+            {"values", values},
+            {"passes", counters ? 2 : 0}}}};
+    }
     return r;
   }
 };
