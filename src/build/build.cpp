@@ -43,6 +43,36 @@ nlohmann::json result::to_json() const {
           {"log_tail", log.size() > 4000 ? log.substr(log.size() - 4000) : log}};
 }
 
+std::optional<outcome> outcome_from_string(const std::string& s) {
+  for (auto o : {outcome::ok, outcome::compile_error, outcome::timeout, outcome::crashed,
+                 outcome::unavailable}) {
+    if (to_string(o) == s) {
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+result result::from_json(const nlohmann::json& j) {
+  result r;
+  const std::string status = j.at("status").get<std::string>();
+  const auto o = outcome_from_string(status);
+  if (!o) {
+    throw std::invalid_argument("a build with status \"" + status + "\"");
+  }
+  r.status = *o;
+  r.reason = j.at("reason").get<std::string>();
+  r.binary = j.at("binary").get<std::string>();
+  r.flags = j.at("flags").get<std::vector<std::string>>();
+  r.key = j.at("key").get<std::string>();
+  r.source_digest = j.at("source_digest").get<std::string>();
+  r.binary_digest = j.at("binary_digest").get<std::string>();
+  r.cached = j.at("cached").get<bool>();
+  r.seconds = j.at("seconds").get<double>();
+  r.log = j.at("log_tail").get<std::string>();
+  return r;
+}
+
 namespace {
 
 std::optional<fs::path> which(const std::string& name) {

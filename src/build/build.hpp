@@ -34,6 +34,7 @@ std::vector<std::string> gencode_flags(const std::string& arch);
 
 enum class outcome { ok, compile_error, timeout, crashed, unavailable };
 std::string to_string(outcome o);
+std::optional<outcome> outcome_from_string(const std::string& s);
 
 struct request {
   std::string source; // the .cu text
@@ -58,7 +59,10 @@ struct result {
   double seconds = 0; // [s] compile wall time (0 when cached)
 
   bool ok() const { return status == outcome::ok; }
+  // Its JSON (the log kept as its last 4000 bytes, `log_tail`), and back: a document that is not
+  // one throws nlohmann::json's exceptions, or std::invalid_argument for an unknown status.
   nlohmann::json to_json() const;
+  static result from_json(const nlohmann::json& j);
 };
 
 // Lets the caller run the compiler inside a sandbox: receives the plain command and returns the

@@ -233,7 +233,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const std::optional<fs::path> file = items[i].file;
         const eval::result& r = results[i];
         verdicts.push_back(r.final);
-        const json stt = r.detail.value("statistics", json::object());
+        const json stt = r.detail.value("statistics", json::object()); // the record, as written
+        const std::optional<eval::gate_summary>& g = r.gate;
         const bool correct = r.final != eval::verdict::rejected &&
                              r.final != eval::verdict::error && r.final != eval::verdict::blocked;
         const double floor = task::floor_seconds(c, *s, ceil);
@@ -247,8 +248,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                  {"message", r.message},
                  {"floor_s", floor},
                  {"statistics", stt},
-                 {"timing", r.detail.value("timing", json::array())},
-                 {"device", r.detail.value("device", json::object())}};
+                 {"timing", r.timing},
+                 {"device", r.context.device ? json(*r.context.device) : json::object()}};
         const json methods = pytorch_for(pytorch, c.id, s->name);
         row["pytorch"] = methods;
         const auto pm = report::pytorch_methods_from_json(methods);
@@ -256,7 +257,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const std::string label = label_of(items[i]);
         report::task_comparison cmp;
         cmp.task = label;
-        cmp.correct = correct && stt.contains("median_candidate_s");
+        cmp.correct = correct && g.has_value();
         if (fastest) {
           cmp.fastest_method = pm[*fastest].name;
           cmp.fastest_s = *pm[*fastest].median_s;
@@ -276,11 +277,10 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                m.correct ? (m.stable ? "correct" : "unstable") : "incorrect: " + m.reason});
         }
         if (cmp.correct) {
-          const double cand_t = stt["median_candidate_s"];
-          const double base_t = stt["median_baseline_s"];
+          const double cand_t = g->median_candidate_s;
+          const double base_t = g->median_baseline_s;
           cmp.candidate_s = cand_t;
-          cmp.candidate_ci = {stt["median_candidate_ci_s"][0].get<double>(),
-                              stt["median_candidate_ci_s"][1].get<double>()};
+          cmp.candidate_ci = {g->median_candidate_low_s, g->median_candidate_high_s};
           vs_baseline.push_back({label, true, r.final == eval::verdict::improved, base_t / cand_t});
           const auto vf = report::speedup_vs_fastest(cmp);
           if (vf) {
@@ -295,9 +295,8 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           }
           const double speed = vf ? vf->value : base_t / cand_t;
           bars.bars.push_back({label, speed, std::nullopt});
-          bars.bars.back().range = vf ? vf->range
-                                      : report::interval{stt["speedup_ci"][0].get<double>(),
-                                                         stt["speedup_ci"][1].get<double>()};
+          bars.bars.back().range =
+              vf ? vf->range : report::interval{g->speedup_low, g->speedup_high};
           const double flops = task::roofline_flops(c, *s);
           const double bytes = task::roofline_bytes(c, *s);
           if (flops > 0 && bytes > 0) {
@@ -337,44 +336,40 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                          {"speedup vs baseline", report::align::right},
                          {"verdict", report::align::left},
                          {"floor fraction", report::align::right}});
-        if (stt.contains("median_baseline_s")) {
-          t.add_row({"baseline (plain kernel)", ms(stt["median_baseline_s"]),
-                     fmt::format("[{}, {}]", ms(stt["median_baseline_ci_s"][0]),
-                                 ms(stt["median_baseline_ci_s"][1])),
-                     "1.000x", "-",
-                     fmt::format("{:.1f}%", 100 * floor / stt["median_baseline_s"].get<double>())});
+        if (g) {
+          t.add_row(
+              {"baseline (plain kernel)", ms(g->median_baseline_s),
+               fmt::format("[{}, {}]", ms(g->median_baseline_low_s), ms(g->median_baseline_high_s)),
+               "1.000x", "-", fmt::format("{:.1f}%", 100 * floor / g->median_baseline_s)});
         }
         for (const auto& [name, m] : methods.items()) {
           const bool ok = m.value("correct", false);
-          t.add_row({"PyTorch " + name, m.contains("median_s") ? ms(m["median_s"]) : "-",
-                     m.contains("ci_s")
-                         ? fmt::format("[{}, {}]", ms(m["ci_s"][0]), ms(m["ci_s"][1]))
-                         : "-",
-                     stt.contains("median_baseline_s") && m.contains("median_s")
-                         ? fmt::format("{:.3f}x", stt["median_baseline_s"].get<double>() /
-                                                      m["median_s"].get<double>())
-                         : "-",
-                     (ok ? (m.value("stable", true) ? "correct" : "unstable")
-                         : "incorrect: " + m.value("reason", std::string("?"))) +
-                         (m.contains("compile") && m["compile"].is_object()
-                              ? fmt::format(" ({}, {} graphs, {} breaks)",
-                                            m["compile"].value("status", std::string("?")),
-                                            m["compile"].value("graphs", 0),
-                                            m["compile"].value("graph_breaks", 0))
-                              : std::string()),
-                     m.contains("median_s")
-                         ? fmt::format("{:.1f}%", 100 * floor / m["median_s"].get<double>())
-                         : "-"});
-        }
-        if (stt.contains("median_candidate_s")) {
           t.add_row(
-              {"portfolio " + fs::path(*file).filename().string(), ms(stt["median_candidate_s"]),
-               fmt::format("[{}, {}]", ms(stt["median_candidate_ci_s"][0]),
-                           ms(stt["median_candidate_ci_s"][1])),
-               fmt::format("{:.3f}x [{:.3f}, {:.3f}]", stt.value("speedup", 0.0),
-                           stt["speedup_ci"][0].get<double>(), stt["speedup_ci"][1].get<double>()),
-               eval::to_string(r.final),
-               fmt::format("{:.1f}%", 100 * stt.value("floor_fraction", 0.0))});
+              {"PyTorch " + name, m.contains("median_s") ? ms(m["median_s"]) : "-",
+               m.contains("ci_s") ? fmt::format("[{}, {}]", ms(m["ci_s"][0]), ms(m["ci_s"][1]))
+                                  : "-",
+               g && m.contains("median_s")
+                   ? fmt::format("{:.3f}x", g->median_baseline_s / m["median_s"].get<double>())
+                   : "-",
+               (ok ? (m.value("stable", true) ? "correct" : "unstable")
+                   : "incorrect: " + m.value("reason", std::string("?"))) +
+                   (m.contains("compile") && m["compile"].is_object()
+                        ? fmt::format(" ({}, {} graphs, {} breaks)",
+                                      m["compile"].value("status", std::string("?")),
+                                      m["compile"].value("graphs", 0),
+                                      m["compile"].value("graph_breaks", 0))
+                        : std::string()),
+               m.contains("median_s")
+                   ? fmt::format("{:.1f}%", 100 * floor / m["median_s"].get<double>())
+                   : "-"});
+        }
+        if (g) {
+          t.add_row(
+              {"portfolio " + fs::path(*file).filename().string(), ms(g->median_candidate_s),
+               fmt::format("[{}, {}]", ms(g->median_candidate_low_s),
+                           ms(g->median_candidate_high_s)),
+               fmt::format("{:.3f}x [{:.3f}, {:.3f}]", g->speedup, g->speedup_low, g->speedup_high),
+               eval::to_string(r.final), fmt::format("{:.1f}%", 100 * g->floor_fraction)});
         } else {
           t.add_row({"portfolio " + fs::path(*file).filename().string(), "-", "-", "-",
                      eval::to_string(r.final) + ": " + r.reason, "-"});

@@ -122,11 +122,12 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
         const eval::candidate_input base{read_file(c.baseline), c.baseline.filename().string(),
                                          "baseline"};
         const auto r = eval::evaluate(root, c, base, base, o, {});
-        const auto& s = r.detail.value("statistics", json::object());
+        const eval::gate_summary g = r.gate.value_or(eval::gate_summary{});
+        const double floor = g.floor_fraction * g.median_candidate_s;
         fmt::print("{:<6} {:<16} {:<12} baseline {:>10.4f} ms  A/A speedup {:.3f}x  floor fraction "
                    "{:.1f}%\n",
-                   c.id, c.name, eval::to_string(r.final), 1e3 * s.value("median_baseline_s", 0.0),
-                   s.value("speedup", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
+                   c.id, c.name, eval::to_string(r.final), 1e3 * g.median_baseline_s, g.speedup,
+                   g.median_baseline_s > 0 ? 100 * floor / g.median_baseline_s : 0.0);
         all_ok = all_ok && r.final == eval::verdict::same;
         gpu.push_back(r.detail);
       }

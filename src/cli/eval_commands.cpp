@@ -30,40 +30,32 @@ std::string ms(double s) {
 
 void print_summary(const task::contract& c, const eval::result& r) {
   const auto& d = r.detail;
-  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite,
-             d["shape"]["name"].get<std::string>());
-  if (d.contains("device")) {
-    fmt::print("device    {} (driver {}, runtime {}), {}\n", d["device"].value("name", ""),
-               d["device"].value("driver_version", ""), d["device"].value("cuda_runtime", 0),
-               d["toolchain"].value("arch", ""));
+  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite, r.context.shape);
+  if (r.context.device) {
+    const auto& dev = *r.context.device;
+    fmt::print("device    {} (driver {}, runtime {}), {}\n", dev.name, dev.driver_version,
+               dev.cuda_runtime, r.context.arch);
   }
-  if (d.contains("builds")) {
-    for (const char* who : {"candidate", "baseline"}) {
-      if (d["builds"].contains(who)) {
-        const auto& b = d["builds"][who];
-        fmt::print("compile   {:<9} {} {}\n", who, b.value("status", ""),
-                   b.value("cached", false) ? "(cached)"
-                                            : fmt::format("({:.1f} s)", b.value("seconds", 0.0)));
-      }
+  for (const char* who : {"candidate", "baseline"}) {
+    if (const auto b = r.builds.find(who); b != r.builds.end()) {
+      fmt::print("compile   {:<9} {} {}\n", who, build::to_string(b->second.status),
+                 b->second.cached ? "(cached)" : fmt::format("({:.1f} s)", b->second.seconds));
     }
   }
-  if (d.contains("verification")) {
-    for (const auto& l : d["verification"]) {
-      const auto& s = l["summary"];
-      if (l.value("accepted", false)) {
-        fmt::print("verify    {:<9} PASS {} checks; max abs err {:.3g}, max rel err {:.3g}, p99 "
-                   "abs err {:.3g}, max rel L2 {:.3g}\n",
-                   l.value("role", ""), s.value("checks", 0), s.value("max_abs_err", 0.0),
-                   s.value("max_rel_err", 0.0), s.value("p99_abs_err", 0.0),
-                   s.value("rel_l2", 0.0));
-      } else {
-        fmt::print("verify    {:<9} REJECTED {}: {}\n", l.value("role", ""), l.value("reason", ""),
-                   l.value("message", ""));
-      }
+  for (const auto& l : r.verification) {
+    if (l.accepted) {
+      // The worst metrics over all checks, as the judge summarised them.
+      const json s = l.record.value("summary", json::object());
+      fmt::print("verify    {:<9} PASS {} checks; max abs err {:.3g}, max rel err {:.3g}, p99 "
+                 "abs err {:.3g}, max rel L2 {:.3g}\n",
+                 l.role, s.value("checks", 0), s.value("max_abs_err", 0.0),
+                 s.value("max_rel_err", 0.0), s.value("p99_abs_err", 0.0), s.value("rel_l2", 0.0));
+    } else {
+      fmt::print("verify    {:<9} REJECTED {}: {}\n", l.role, l.reason, l.message);
     }
   }
-  if (d.contains("checker_selftest")) {
-    const auto& st = d["checker_selftest"];
+  if (r.checker_selftest) {
+    const auto& st = r.checker_selftest->record;
     fmt::print(
         "checker   rejects zeros in {}, a copy of the input in {}, a constant in {} of {} checks\n",
         st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
@@ -74,26 +66,23 @@ void print_summary(const task::contract& c, const eval::result& r) {
       fmt::print("sanitize  {:<10} {}\n", tool, t.value("errors", true) ? "ERRORS" : "clean");
     }
   }
-  if (d.contains("statistics")) {
-    const auto& s = d["statistics"];
-    fmt::print("time      baseline  {} [{}, {}] n={}\n", ms(s["median_baseline_s"]),
-               ms(s["median_baseline_ci_s"][0]), ms(s["median_baseline_ci_s"][1]),
-               s.value("n_baseline", 0));
-    fmt::print("          candidate {} [{}, {}] n={}\n", ms(s["median_candidate_s"]),
-               ms(s["median_candidate_ci_s"][0]), ms(s["median_candidate_ci_s"][1]),
-               s.value("n_candidate", 0));
+  if (r.gate) {
+    const auto& g = *r.gate;
+    fmt::print("time      baseline  {} [{}, {}] n={}\n", ms(g.median_baseline_s),
+               ms(g.median_baseline_low_s), ms(g.median_baseline_high_s), g.n_baseline);
+    fmt::print("          candidate {} [{}, {}] n={}\n", ms(g.median_candidate_s),
+               ms(g.median_candidate_low_s), ms(g.median_candidate_high_s), g.n_candidate);
     fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% hierarchical bootstrap of the ratio of "
                "medians), p = {:.2g} (between sessions), delta {:.1f}%\n",
-               s.value("speedup", 0.0), s["speedup_ci"][0].get<double>(),
-               s["speedup_ci"][1].get<double>(), s.value("p", 1.0), 100 * s.value("delta", 0.0));
+               g.speedup, g.speedup_low, g.speedup_high, g.p.value_or(1.0), 100 * g.delta);
+    const double floor = g.floor_fraction * g.median_candidate_s;
     fmt::print(
         "roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n",
-        ms(d["floor_seconds"]), d["ceilings"].value("source", ""),
-        100 * s.value("floor_fraction", 0.0), 100 * s.value("baseline_floor_fraction", 0.0));
+        ms(floor), d.value("ceilings", json::object()).value("source", ""), 100 * g.floor_fraction,
+        100 * floor / g.median_baseline_s);
   }
-  if (d.contains("isolation")) {
-    fmt::print("isolation {}: {}\n", d["isolation"].value("level", ""),
-               d["isolation"].value("detail", ""));
+  if (!r.context.isolation.empty()) {
+    fmt::print("isolation {}: {}\n", r.context.isolation, r.context.isolation_detail);
   }
   fmt::print("verdict   {} ({}) {}\n", eval::to_string(r.final), r.reason, r.message);
   fmt::print("elapsed   {:.1f} s\n", r.seconds);

@@ -112,42 +112,41 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
   eval::candidate_input copy = base;
   copy.origin = "import"; // compiled like an untrusted candidate: in the sandbox
   const auto r = eval::evaluate(opt.root, c019, copy, base, eo, {});
-  const json& d = r.detail;
   {
-    const json b = d.value("builds", json::object()).value("candidate", json::object());
-    preflight_check c{"compiler", b.value("status", "") == "ok" ? "ok" : "failed", "", true};
-    c.detail = fmt::format(
-        "nvcc {} for {}: {}", d.value("toolchain", json::object()).value("version", "?"),
-        d.value("toolchain", json::object()).value("arch", "?"), b.value("status", r.message));
+    const auto b = r.builds.find("candidate");
+    const bool built = b != r.builds.end() && b->second.ok();
+    preflight_check c{"compiler", built ? "ok" : "failed", "", true};
+    c.detail =
+        fmt::format("nvcc {} for {}: {}", r.context.toolkit.empty() ? "?" : r.context.toolkit,
+                    r.context.arch.empty() ? "?" : r.context.arch,
+                    b == r.builds.end() ? r.message : build::to_string(b->second.status));
     if (!add(c, t)) {
       return stop("compiler: " + c.detail);
     }
   }
   {
-    const json iso = d.value("isolation", json::object());
-    const bool sandbox_ok = iso.value("level", "") == "sandboxed" ||
-                            (opt.no_sandbox && iso.value("level", "") == "unprotected");
-    const bool ran = d.contains("verification");
+    const std::string& level = r.context.isolation;
+    const bool sandbox_ok = level == "sandboxed" || (opt.no_sandbox && level == "unprotected");
+    const bool ran = !r.verification.empty();
     preflight_check c{"sandbox", sandbox_ok && ran ? "ok" : "failed", "", true};
     c.detail =
-        fmt::format("{} ({}); {}", iso.value("level", "?"), iso.value("detail", ""),
+        fmt::format("{} ({}); {}", level.empty() ? "?" : level, r.context.isolation_detail,
                     ran ? "a candidate compiled and ran inside it" : r.reason + ": " + r.message);
-    c.data = iso;
+    c.data = {{"level", level}, {"detail", r.context.isolation_detail}};
     if (!add(c, t)) {
       return stop("sandbox: " + c.detail);
     }
   }
   {
-    const json s = d.value("statistics", json::object());
-    const double a = s.value("median_baseline_s", 0.0);
-    const double b = s.value("median_candidate_s", 0.0);
+    const double a = r.gate ? r.gate->median_baseline_s : 0.0;
+    const double b = r.gate ? r.gate->median_candidate_s : 0.0;
     const bool sane =
         a > 0 && b > 0 && r.final != eval::verdict::error && std::abs(a / b - 1) < 0.2;
     preflight_check c{"timing", sane ? "ok" : "failed", "", true};
     c.detail =
         sane ? fmt::format("A/A medians {:.2f} us and {:.2f} us ({})", a * 1e6, b * 1e6, r.message)
              : r.reason + ": " + r.message;
-    c.data = s;
+    c.data = r.gate ? json(*r.gate) : json(nullptr);
     if (!add(c, t)) {
       return stop("timing: " + c.detail);
     }

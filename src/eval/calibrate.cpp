@@ -29,30 +29,24 @@ json calibrate(const fs::path& root, const task::contract& c, int repeats, const
            {"verdict", to_string(res.final)},
            {"reason", res.reason},
            {"seconds", res.seconds}};
-    if (res.detail.contains("statistics")) {
-      const auto& s = res.detail["statistics"];
-      e["p"] = s.value("p", s.value("mann_whitney_p", 1.0));
-      e["mann_whitney_p"] = s.value("mann_whitney_p", 1.0);
-      if (s.contains("test") && s["test"].is_object()) {
-        e["p_within"] = s["test"].value("p_within", 1.0);
-        e["p_between"] = s["test"].value("p_between", json());
-      }
-      e["ratio"] = s.value("ratio", 1.0);
-      e["ratio_ci"] = s.value("ratio_ci", json::array({1.0, 1.0}));
-      e["delta"] = s.value("delta", 0.0);
+    if (res.gate) {
+      const auto& g = *res.gate;
+      e["p"] = g.p.value_or(g.mann_whitney_p.value_or(1.0));
+      e["mann_whitney_p"] = g.mann_whitney_p.value_or(1.0);
+      e["p_within"] = g.p_within.value_or(1.0);
+      e["p_between"] = g.p_between ? json(*g.p_between) : json(nullptr);
+      e["ratio"] = g.ratio;
+      e["ratio_ci"] = {g.ratio_low, g.ratio_high};
+      e["delta"] = g.delta;
     }
     // The timing scheme's own cost, where the evaluation measured it: each session times an
-    // empty kernel the same way (`overhead_s` of its timing record).
+    // empty kernel the same way.
     std::vector<double> overheads;
-    for (const auto& t : res.detail.value("timing", json::array())) {
-      if (t.is_object() && t.contains("overhead_s") && t["overhead_s"].is_number()) {
-        overheads.push_back(t["overhead_s"].get<double>());
-      }
+    for (const auto& t : res.timing) {
+      overheads.push_back(t.overhead_s);
     }
     if (!overheads.empty()) {
       e["timing_overhead"] = {{"seconds", stats::median(overheads)}, {"sessions", overheads}};
-    } else if (res.detail.contains("timing_overhead")) {
-      e["timing_overhead"] = res.detail["timing_overhead"];
     }
     evaluations.push_back(e);
   }

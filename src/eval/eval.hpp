@@ -5,6 +5,7 @@
 #pragma once
 
 #include "build/build.hpp"
+#include "eval/protocol.hpp"
 #include "store/store.hpp"
 #include "task/task.hpp"
 
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,10 +24,11 @@ namespace kb::eval {
 
 namespace fs = std::filesystem;
 
-// Final word on one evaluation. Stored, so names round-trip through strings.
-enum class verdict { improved, same, regressed, inconclusive, rejected, error, blocked };
-std::string to_string(verdict v);
-std::optional<verdict> verdict_from_string(const std::string& s);
+// Final word on one evaluation: the store's verdict, one enum for both (stored, so names
+// round-trip through strings).
+using verdict = store::verdict;
+using store::to_string;
+using store::verdict_from_string;
 
 struct timing_options {
   int min_samples = 10;       // per side, per session
@@ -82,13 +85,79 @@ struct candidate_input {
   nlohmann::json params = nlohmann::json::object();
 };
 
+// What the gate measured, for the callers that decide or report with it. In an evaluation's
+// record it is `detail.statistics` (with the test's details beside it): its one JSON mapping.
+struct gate_summary {
+  int n_baseline = 0; // unthrottled samples
+  int n_candidate = 0;
+  double median_baseline_s = 0;  // [s]
+  double median_candidate_s = 0; // [s]
+  // Distribution-free 95% intervals of the two medians (order statistics).
+  double median_baseline_low_s = 0;
+  double median_baseline_high_s = 0;
+  double median_candidate_low_s = 0;
+  double median_candidate_high_s = 0;
+  double speedup = 0;     // baseline / candidate
+  double speedup_low = 0; // its 95% interval
+  double speedup_high = 0;
+  std::optional<double> p;   // the gate's test (sessions and blocks respected)
+  double floor_fraction = 0; // the roofline floor over the candidate's median
+  // The test behind p: the candidate/baseline ratio with its interval, the gate's delta, the
+  // within- and between-session tests, and the pooled Mann-Whitney p kept for reference.
+  double ratio = 1;
+  double ratio_low = 1;
+  double ratio_high = 1;
+  double delta = 0;
+  std::optional<double> p_within;
+  std::optional<double> p_between;
+  std::optional<double> mann_whitney_p;
+};
+void to_json(nlohmann::json& j, const gate_summary& g);
+void from_json(const nlohmann::json& j, gate_summary& g);
+
+// The candidate's counters, collected after the gate (profile_mode): a worker job of its own,
+// whose check must pass again before its values count.
+struct counters_run {
+  verdict outcome = verdict::error; // `same` when it ran and passed its check
+  std::string reason;
+  std::string message;
+  double seconds = 0;
+  // CUPTI's values as the runner read them (profile::cupti_values' JSON), when it ran.
+  nlohmann::json values = nlohmann::json::object();
+  std::optional<double> event_median_s; // [s] the call under CUDA events, cold L2
+};
+void to_json(nlohmann::json& j, const counters_run& c);
+void from_json(const nlohmann::json& j, counters_run& c);
+
+// Where and how an evaluation ran: what the store's environment and build rows hold.
+struct run_context {
+  std::optional<protocol::device> device; // the judge's device, once a judge ran
+  std::string toolkit;                    // nvcc's version
+  std::string arch;                       // the target it compiled for
+  std::string isolation;                  // sandboxed | unprotected | blocked
+  std::string isolation_detail;
+  std::string shape;       // the timed shape
+  task::ceilings ceilings; // the floor and the physical limit were computed against these
+};
+
 struct result {
   verdict final = verdict::error;
-  std::string reason;    // reason code, e.g. "verify.mismatch", "crash.sigsegv", "timing.improved"
-  std::string message;   // one readable sentence
-  nlohmann::json detail; // everything: builds, checks, samples, statistics, environment
+  std::string reason;  // reason code, e.g. "verify.mismatch", "crash.sigsegv", "timing.improved"
+  std::string message; // one readable sentence
+  std::optional<gate_summary> gate; // when the gate compared the two (whatever it decided)
+  double worker_seconds = 0;        // [s] in judge sessions (the GPU's time for it)
+  run_context context;
+  std::map<std::string, build::result> builds; // oracle, baseline, candidate: as far as it got
+  std::vector<protocol::library_result> verification; // each library's word in the first session
+  std::optional<protocol::selftest> checker_selftest;
+  std::vector<protocol::session_timing> timing; // every session that timed
+  std::optional<counters_run> counters;         // when the options asked for them
+  nlohmann::json detail; // the whole record: checks, samples, statistics, sessions, environment
   double seconds = 0;    // [s] wall time of the whole evaluation
 };
+// A result's one JSON mapping (queue jobs carry results between processes and hosts).
+nlohmann::json to_json(const result& r);
+result result_from_json(const nlohmann::json& j);
 
 // Verifies and times `candidate` against `baseline` on task `c`. Never throws for a bad
 // candidate; throws kb::error only when the tool itself cannot go on.

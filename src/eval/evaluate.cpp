@@ -8,6 +8,7 @@
 #include "eval/detail/isolation.hpp"
 #include "eval/detail/sanitizer.hpp"
 #include "eval/detail/seed.hpp"
+#include "eval/protocol.hpp"
 #include "eval/session.hpp"
 #include "eval/stats.hpp"
 #include "sandbox/sandbox.hpp"
@@ -25,39 +26,55 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <tuple>
 
 namespace kb::eval {
 
 using nlohmann::json;
 
-std::string to_string(verdict v) {
-  switch (v) {
-  case verdict::improved:
-    return "improved";
-  case verdict::same:
-    return "same";
-  case verdict::regressed:
-    return "regressed";
-  case verdict::inconclusive:
-    return "inconclusive";
-  case verdict::rejected:
-    return "rejected";
-  case verdict::error:
-    return "error";
-  case verdict::blocked:
-    return "blocked";
-  }
-  return "?";
+void to_json(json& j, const gate_summary& g) {
+  j = {{"n_baseline", g.n_baseline},
+       {"n_candidate", g.n_candidate},
+       {"median_baseline_s", g.median_baseline_s},
+       {"median_candidate_s", g.median_candidate_s},
+       {"median_baseline_ci_s", {g.median_baseline_low_s, g.median_baseline_high_s}},
+       {"median_candidate_ci_s", {g.median_candidate_low_s, g.median_candidate_high_s}},
+       {"speedup", g.speedup},
+       {"speedup_ci", {g.speedup_low, g.speedup_high}},
+       {"p", g.p ? json(*g.p) : json(nullptr)},
+       {"floor_fraction", g.floor_fraction},
+       {"ratio", g.ratio},
+       {"ratio_ci", {g.ratio_low, g.ratio_high}},
+       {"delta", g.delta},
+       {"p_within", g.p_within ? json(*g.p_within) : json(nullptr)},
+       {"p_between", g.p_between ? json(*g.p_between) : json(nullptr)},
+       {"mann_whitney_p", g.mann_whitney_p ? json(*g.mann_whitney_p) : json(nullptr)}};
 }
 
-std::optional<verdict> verdict_from_string(const std::string& s) {
-  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive,
-                    verdict::rejected, verdict::error, verdict::blocked}) {
-    if (to_string(v) == s) {
-      return v;
-    }
-  }
-  return std::nullopt;
+void from_json(const json& j, gate_summary& g) {
+  g.n_baseline = j.at("n_baseline").get<int>();
+  g.n_candidate = j.at("n_candidate").get<int>();
+  g.median_baseline_s = j.at("median_baseline_s").get<double>();
+  g.median_candidate_s = j.at("median_candidate_s").get<double>();
+  g.median_baseline_low_s = j.at("median_baseline_ci_s").at(0).get<double>();
+  g.median_baseline_high_s = j.at("median_baseline_ci_s").at(1).get<double>();
+  g.median_candidate_low_s = j.at("median_candidate_ci_s").at(0).get<double>();
+  g.median_candidate_high_s = j.at("median_candidate_ci_s").at(1).get<double>();
+  g.speedup = j.at("speedup").get<double>();
+  g.speedup_low = j.at("speedup_ci").at(0).get<double>();
+  g.speedup_high = j.at("speedup_ci").at(1).get<double>();
+  const auto maybe = [&j](const char* key) {
+    return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
+  };
+  g.p = maybe("p");
+  g.floor_fraction = j.at("floor_fraction").get<double>();
+  g.ratio = j.at("ratio").get<double>();
+  g.ratio_low = j.at("ratio_ci").at(0).get<double>();
+  g.ratio_high = j.at("ratio_ci").at(1).get<double>();
+  g.delta = j.at("delta").get<double>();
+  g.p_within = maybe("p_within");
+  g.p_between = maybe("p_between");
+  g.mann_whitney_p = maybe("mann_whitney_p");
 }
 
 std::string to_string(profile_mode m) {
@@ -126,30 +143,26 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-json distribution_json(const task::distribution& d, const task::shape_case& s) {
+protocol::distribution distribution_of(const task::distribution& d, const task::shape_case& s) {
   double b = d.b;
   if (!d.b_expr.empty()) {
     b = static_cast<double>(task::eval_expr(d.b_expr, s.dims));
   }
-  return {{"kind", static_cast<int>(d.k)}, {"a", d.a}, {"b", b}, {"label", d.label}};
+  return {static_cast<int>(d.k), d.a, b, d.label};
 }
 
-json shape_json(const task::contract& c, const task::shape_case& s) {
-  json j{{"name", s.name}, {"role", s.role}};
+protocol::shape shape_of(const task::contract& c, const task::shape_case& s) {
+  protocol::shape j{s.name, s.role, {}, {}};
   const auto ins = task::concrete_inputs(c, s);
   for (size_t i = 0; i < ins.size(); ++i) {
-    json dists = json::array();
+    protocol::tensor t{ins[i].name, task::abi_dtype(ins[i].type), ins[i].shape, {}};
     for (const auto& d : c.inputs[i].distributions) {
-      dists.push_back(distribution_json(d, s));
+      t.dists.push_back(distribution_of(d, s));
     }
-    j["inputs"].push_back({{"name", ins[i].name},
-                           {"dtype", task::abi_dtype(ins[i].type)},
-                           {"shape", ins[i].shape},
-                           {"dists", dists}});
+    j.inputs.push_back(std::move(t));
   }
   for (const auto& o : task::concrete_outputs(c, s)) {
-    j["outputs"].push_back(
-        {{"name", o.name}, {"dtype", task::abi_dtype(o.type)}, {"shape", o.shape}});
+    j.outputs.push_back({o.name, task::abi_dtype(o.type), o.shape, {}});
   }
   return j;
 }
@@ -163,49 +176,49 @@ std::vector<uint64_t> seeds_for(const options& opt) {
 }
 
 // The job every session shares; callers add what differs.
-json base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
-  json job{
-      {"op", "evaluate"}, {"task", c.id}, {"oracle", oracle.string()}, {"timing_shape", opt.shape}};
-  job["shapes"] = json::array();
+protocol::job base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
+  protocol::job job;
+  job.task = c.id;
+  job.oracle = oracle.string();
+  job.timing_shape = opt.shape;
   for (const auto* s : c.shapes_with_role("check")) {
-    job["shapes"].push_back(shape_json(c, *s));
+    job.shapes.push_back(shape_of(c, *s));
   }
   const auto& timed = c.shape(opt.shape);
   if (timed.role != "check") {
-    job["shapes"].push_back(shape_json(c, timed));
+    job.shapes.push_back(shape_of(c, timed));
   }
   for (const auto& p : c.params) {
-    job["scalars"].push_back(p.value);
+    job.scalars.push_back(p.value);
   }
-  job["tolerance"] = {{"atol", c.tol.atol},
-                      {"rtol", c.tol.rtol},
-                      {"rel_l2", c.tol.rel_l2},
-                      {"deterministic", c.tol.deterministic}};
-  job["seeds"] = seeds_for(opt);
-  job["determinism_runs"] = opt.determinism_runs;
+  job.tol = {c.tol.atol, c.tol.rtol, c.tol.rel_l2, c.tol.deterministic};
+  job.seeds = seeds_for(opt);
+  job.determinism_runs = opt.determinism_runs;
   return job;
 }
 
 // One session's share of the measurement: min_time and max_samples are per side over all
 // sessions, so each of `sessions` sessions measures its part (min_samples stays per session).
-json timing_json(const timing_options& t, uint64_t order_seed, int sessions) {
+protocol::timing timing_of(const timing_options& t, uint64_t order_seed, int sessions) {
   const int n = std::max(1, sessions);
-  return {{"min_samples", t.min_samples},
-          {"max_samples", std::max(t.min_samples, t.max_samples / n)},
-          {"min_time", t.min_time / n},
-          {"target_rsd", t.target_rsd},
-          {"max_wall", t.max_wall},
-          {"input_sets", t.input_sets},
-          {"check_every", t.check_every},
-          {"cold_l2", t.cold_l2},
-          {"block_launches", t.block_launches},
-          {"order_seed", order_seed}};
+  protocol::timing j;
+  j.min_samples = t.min_samples;
+  j.max_samples = std::max(t.min_samples, t.max_samples / n);
+  j.min_time = t.min_time / n;
+  j.target_rsd = t.target_rsd;
+  j.max_wall = t.max_wall;
+  j.input_sets = t.input_sets;
+  j.check_every = t.check_every;
+  j.cold_l2 = t.cold_l2;
+  j.block_launches = t.block_launches;
+  j.order_seed = order_seed;
+  return j;
 }
 
 // The runner's command for a job: `prefix` (a sanitizer, a profiler) and `kblaster runner`, made
 // to run in the sandbox by `wrap`. The judge starts it once per candidate, as it is.
-json runner_json(const std::function<process_spec(const process_spec&)>& wrap,
-                 const std::vector<std::string>& prefix, bool exact) {
+protocol::runner_command runner_of(const std::function<process_spec(const process_spec&)>& wrap,
+                                   const std::vector<std::string>& prefix, bool exact) {
   process_spec spec;
   spec.argv = prefix;
   spec.argv.push_back(detail::worker_executable().string());
@@ -217,31 +230,35 @@ json runner_json(const std::function<process_spec(const process_spec&)>& wrap,
     spec.env_overrides["KBLASTER_RUNNER_EXACT"] = "1";
   }
   const process_spec w = wrap(spec);
-  const auto limit = [](const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); };
-  json j{{"argv", w.argv},
-         {"env", w.env ? json(*w.env) : json(nullptr)},
-         {"env_overrides", w.env_overrides},
-         {"cwd", w.cwd ? json(w.cwd->string()) : json(nullptr)},
-         {"rlimits",
-          {{"cpu_time", limit(w.rlimits.cpu_time)},
-           {"file_size", limit(w.rlimits.file_size)},
-           {"processes", limit(w.rlimits.processes)},
-           {"open_files", limit(w.rlimits.open_files)},
-           {"core_size", limit(w.rlimits.core_size)}}}};
-  j["run_as"] = w.run_as ? json{{"uid", w.run_as->uid}, {"gid", w.run_as->gid}} : json(nullptr);
-  return j;
+  protocol::runner_command r;
+  r.argv = w.argv;
+  r.env = w.env;
+  r.env_overrides = w.env_overrides;
+  if (w.cwd) {
+    r.cwd = w.cwd->string();
+  }
+  r.cpu_time = w.rlimits.cpu_time;
+  r.file_size = w.rlimits.file_size;
+  r.processes = w.rlimits.processes;
+  r.open_files = w.rlimits.open_files;
+  r.core_size = w.rlimits.core_size;
+  if (w.run_as) {
+    r.uid = w.run_as->uid;
+    r.gid = w.run_as->gid;
+  }
+  return r;
 }
 
 // Fills what every job needs to start its runners.
-void add_runner(json& job, const std::function<process_spec(const process_spec&)>& wrap,
+void add_runner(protocol::job& job, const std::function<process_spec(const process_spec&)>& wrap,
                 const std::vector<std::string>& prefix, const fs::path& log_dir,
                 std::chrono::seconds hang_timeout, bool exact = false) {
-  job["runner"] = runner_json(wrap, prefix, exact);
-  job["runner_log_dir"] = log_dir.string();
-  job["hang_timeout_ms"] = hang_timeout.count() * 1000;
+  job.runner = runner_of(wrap, prefix, exact);
+  job.runner_log_dir = log_dir.string();
+  job.hang_timeout_ms = hang_timeout.count() * 1000;
   uint64_t judge_seed = 0;
   RAND_bytes(reinterpret_cast<unsigned char*>(&judge_seed), sizeof judge_seed);
-  job["judge_seed"] = judge_seed;
+  job.judge_seed = judge_seed;
 }
 
 std::string lower(std::string s) {
@@ -258,25 +275,26 @@ struct attribution {
 };
 
 attribution attribute(const detail::worker_outcome& w) {
+  using detail::worker_failure;
   attribution a;
-  const std::string who = w.last_step.value("who", "");
-  const std::string stage = w.last_step.value("stage", "");
-  const std::string what = w.last_step.value("what", "");
+  const std::string& who = w.last_step.who;
+  const std::string& stage = w.last_step.stage;
+  const std::string& what = w.last_step.what;
   a.who = (who == "candidate" || who == "baseline") ? who : "";
-  if (w.failure == "crash") {
+  if (w.failure == worker_failure::crash) {
     a.reason = "crash." + lower(w.failure_detail);
     a.message =
         fmt::format("the process died with {} during {} ({})", w.failure_detail, stage, what);
-  } else if (w.failure == "hang") {
+  } else if (w.failure == worker_failure::hang) {
     a.reason = "hang.timeout";
     a.message = fmt::format("no progress for the hang limit during {} ({})", stage, what);
-  } else if (w.failure == "sticky" && !a.who.empty()) {
+  } else if (w.failure == worker_failure::sticky && !a.who.empty()) {
     // Asynchronous faults can surface in the next CUDA call after the candidate's; the context is
     // lost either way, and the candidate was the last code that ran on it.
     a.reason = "launch.cuda_error";
     a.message = fmt::format("a context-corrupting CUDA error surfaced after {} ({}): {}", stage,
                             what, w.failure_detail);
-  } else if (w.failure == "exit") {
+  } else if (w.failure == worker_failure::exit) {
     a.reason = "crash.exit";
     a.message = fmt::format("the process ended ({}) during {} ({})", w.failure_detail, stage, what);
   } else {
@@ -287,37 +305,22 @@ attribution attribute(const detail::worker_outcome& w) {
   return a;
 }
 
-const json* find_lib(const json& result, const std::string& role) {
-  for (const auto& l : result.at("candidates")) {
-    if (l.at("role") == role) {
-      return &l;
-    }
-  }
-  return nullptr;
-}
-
-// One session's unthrottled samples of a role, labelled for the structured gate (a sample
-// without its round counts by position).
-std::vector<stats::timed_sample> labelled_samples(const json& timing, const std::string& role,
-                                                  int session, double throttle_fraction,
-                                                  size_t* dropped) {
+// One session's unthrottled samples of a role, labelled for the structured gate.
+std::vector<stats::timed_sample> labelled_samples(const protocol::session_timing& timing,
+                                                  const std::string& role, int session,
+                                                  double throttle_fraction, size_t* dropped) {
   std::vector<stats::timed_sample> out;
-  if (!timing.contains("samples") || !timing["samples"].contains(role)) {
+  const auto it = timing.samples.find(role);
+  if (it == timing.samples.end()) {
     return out;
   }
-  const double def = timing.value("default_sm_clock_mhz", 0.0);
-  int position = 0;
-  for (const auto& s : timing["samples"][role]) {
-    const auto clock = s.contains("clock_mhz") && s["clock_mhz"].is_number()
-                           ? s["clock_mhz"].get<double>()
-                           : std::nan("");
-    const int round = s.contains("round") ? s["round"].get<int>() : position;
-    ++position;
-    if (def > 0 && clock < throttle_fraction * def) {
+  const double def = timing.default_sm_clock_mhz;
+  for (const auto& s : it->second) {
+    if (def > 0 && s.clock_mhz && *s.clock_mhz < throttle_fraction * def) {
       ++*dropped;
       continue;
     }
-    out.push_back({s.at("t").get<double>(), session, s.value("set", 0), round});
+    out.push_back({s.t, session, s.set, s.round});
   }
   return out;
 }
@@ -372,7 +375,9 @@ struct prepared {
 
 prepared prepare(const fs::path& root, const task::contract& c,
                  const std::vector<std::pair<std::string, const candidate_input*>>& inputs,
-                 const options& opt, json& d, const std::function<void(const std::string&)>& say) {
+                 const options& opt, result& res,
+                 const std::function<void(const std::string&)>& say) {
+  json& d = res.detail;
   prepared p;
   p.dev = probe_device();
   d["device_probe"] =
@@ -380,6 +385,8 @@ prepared prepare(const fs::path& root, const task::contract& c,
   const auto& probe = detail::sandbox_probe();
   p.iso = std::make_unique<detail::isolation>(
       detail::isolation{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir});
+  res.context.isolation = sandbox::to_string(p.iso->decision.level);
+  res.context.isolation_detail = p.iso->decision.detail;
   d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)},
                     {"detail", p.iso->decision.detail},
                     {"probe", probe.describe()}};
@@ -397,6 +404,8 @@ prepared prepare(const fs::path& root, const task::contract& c,
   const auto tools = build::detect_toolchain(arch);
   build::compiler trusted(tools, opt.cache_dir);
   build::compiler untrusted(tools, opt.cache_dir, p.iso->compiler());
+  res.context.toolkit = tools.version;
+  res.context.arch = tools.arch;
   d["toolchain"] = {
       {"nvcc", tools.nvcc.string()}, {"version", tools.version}, {"arch", tools.arch}};
   say("compile: oracle module and candidates");
@@ -421,6 +430,7 @@ prepared prepare(const fs::path& root, const task::contract& c,
     built.push_back(f.get());
   }
   d["builds"]["oracle"] = oracle.to_json();
+  res.builds.emplace("oracle", oracle);
   if (!oracle.ok()) {
     p.early = early_end{verdict::error, "task.oracle_compile_error",
                         "the task's oracle module does not compile:\n" + oracle.log};
@@ -430,6 +440,7 @@ prepared prepare(const fs::path& root, const task::contract& c,
     const auto& role = inputs[i].first;
     const auto& b = built[i];
     d["builds"][role] = b.to_json();
+    res.builds.emplace(role, b);
     p.builds.emplace(role, b);
     if (!b.ok()) {
       p.early =
@@ -460,29 +471,29 @@ prepared prepare(const fs::path& root, const task::contract& c,
 // The candidate's CUPTI counters at the timing shape, from a worker job of its own: what the
 // search's classifier reads (search::assess). Whatever happens here is recorded and changes
 // nothing of the verdict: counters that cannot be read, or a failed run, leave the state analytic.
-json counters_of(const fs::path& root, const task::contract& c, const candidate_input& candidate,
-                 const options& opt, const std::function<void(const std::string&)>& say) {
+counters_run counters_of(const fs::path& root, const task::contract& c,
+                         const candidate_input& candidate, const options& opt,
+                         const std::function<void(const std::string&)>& say) {
   say("profile: CUPTI counters of the candidate");
   options p = opt;
   p.sanitize = false;
   p.profile = profile_mode::none;
   const auto run = run_instrumented(root, c, candidate, p, {}, /*counters=*/true, {});
-  json j{{"source", "cupti"},
-         {"verdict", to_string(run.outcome.final)},
-         {"reason", run.outcome.reason},
-         {"seconds", run.outcome.seconds}};
+  counters_run out;
+  out.outcome = run.outcome.final;
+  out.reason = run.outcome.reason;
+  out.message = run.outcome.message;
+  out.seconds = run.outcome.seconds;
   if (run.outcome.final == verdict::same) {
-    j["counters"] = run.profile.value("counters", json::object());
-    if (run.profile.contains("event_median_s")) {
-      j["event_median_s"] = run.profile["event_median_s"];
+    out.values = run.profile.value("counters", json::object());
+    if (run.profile.contains("event_median_s") && run.profile["event_median_s"].is_number()) {
+      out.event_median_s = run.profile["event_median_s"].get<double>();
     }
     if (run.profile.contains("failed")) {
-      j["failed"] = run.profile["failed"];
+      out.message = run.profile["failed"].get<std::string>();
     }
-  } else {
-    j["message"] = run.outcome.message;
   }
-  return j;
+  return out;
 }
 
 } // namespace
@@ -527,13 +538,15 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   d["task"] = {
       {"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
   d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
+  res.context.shape = shape.name;
   d["floor_seconds"] = task::floor_seconds(c, shape, ceil);
   d["ceilings"] = task::to_json(ceil);
+  res.context.ceilings = ceil;
   d["protocol"] = {{"seeds", opt.seeds},
                    {"seed_base", opt.seed_base},
                    {"determinism_runs", opt.determinism_runs},
                    {"sessions", opt.sessions},
-                   {"timing", timing_json(opt.timing, 0, opt.sessions)},
+                   {"timing", json(timing_of(opt.timing, 0, opt.sessions))},
                    {"delta", opt.delta},
                    {"delta_source", opt.delta_source},
                    {"sanitize", opt.sanitize},
@@ -558,7 +571,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   };
 
   const prepared prep =
-      prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, d, say);
+      prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, res, say);
   if (prep.early) {
     return finish(prep.early->final, prep.early->reason, prep.early->message);
   }
@@ -570,18 +583,16 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const std::vector<std::pair<std::string, fs::path>> libs = {
       {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
   const auto worker_wrap = prep.iso->worker(prep.staging->path());
-  const auto event_printer = [&](const json& e) {
-    const std::string kind = e.value("event", "");
-    if (kind == "progress" && e.value("stage", "") == "verify") {
-      say(fmt::format("verify: {}/{} {}", e.value("done", 0) + 1, e.value("total", 0),
-                      e.value("what", "")));
-    } else if (kind == "progress" && e.value("stage", "") == "time") {
-      say(fmt::format("time: round {} samples {}", e.value("round", 0),
-                      e.value("samples", json::object()).dump()));
-    } else if (kind == "rejected") {
-      say(fmt::format("{} rejected: {} {}", e.value("who", ""), e.value("reason", ""),
-                      e.value("message", "")));
+  detail::event_handlers event_printer;
+  event_printer.progress = [&](const protocol::progress& e) {
+    if (e.stage == "verify") {
+      say(fmt::format("verify: {}/{} {}", e.done + 1, e.total, e.what));
+    } else if (e.stage == "time") {
+      say(fmt::format("time: round {} samples {}", e.round, json(e.samples).dump()));
     }
+  };
+  event_printer.rejected = [&](const protocol::rejected& e) {
+    say(fmt::format("{} rejected: {} {}", e.who, e.reason, e.message));
   };
 
   // Optional memory-safety pass at the check shapes, before anything is timed.
@@ -589,21 +600,20 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     json tools = json::object();
     for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
       say(fmt::format("sanitize: {}", tool));
-      json job = base_job(c, opt, oracle_so);
-      json shapes = json::array();
-      for (const auto& s : job["shapes"]) {
-        if (s["role"] == "check") {
+      protocol::job job = base_job(c, opt, oracle_so);
+      std::vector<protocol::shape> shapes;
+      for (const auto& s : job.shapes) {
+        if (s.role == "check") {
           shapes.push_back(s);
         }
       }
-      job["shapes"] = shapes;
-      job["timing_shape"] = shapes.at(0).at("name");
-      job["seeds"] = json::array({seeds_for(opt).at(0)});
-      job["determinism_runs"] = 1;
-      job["checker_selftest"] = false;
-      job["host_reference"] = true;
-      job["candidates"] =
-          json::array({json{{"role", "candidate"}, {"path", libs[1].second.string()}}});
+      job.shapes = shapes;
+      job.timing_shape = shapes.at(0).name;
+      job.seeds = {seeds_for(opt).at(0)};
+      job.determinism_runs = 1;
+      job.checker_selftest = false;
+      job.host_reference = true;
+      job.candidates = {{"candidate", libs[1].second.string()}};
       detail::worker_launch launch;
       const std::vector<std::string> sanitizer{compute_sanitizer_path(),
                                                "--tool",
@@ -625,9 +635,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       std::string runner_log;
       int runner_exit = -1;
       if (w.result) {
-        if (const json* l = find_lib(*w.result, "candidate"); l != nullptr) {
-          runner_log = l->value("runner_output", json::object()).value("tail_text", "");
-          runner_exit = l->value("runner_exit", json::object()).value("exit_code", -1);
+        if (const auto* l = w.result->library("candidate"); l != nullptr) {
+          runner_log = l->output.tail_text;
+          runner_exit = l->runner_exit ? l->runner_exit->exit_code : -1;
         }
       }
       const bool errors = !w.result || detail::sanitizer_found_errors(runner_log, runner_exit, 86);
@@ -637,13 +647,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
           {"errors", errors},
           {"summary", summary ? json{{"errors", summary->errors}, {"warnings", summary->warnings}}
                               : json(nullptr)},
-          {"failure", w.failure},
+          {"failure", detail::to_string(w.failure)},
           {"log_tail", runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0)}};
-      if (w.failure == "hang" || w.failure == "crash" || errors) {
+      const bool died =
+          w.failure == detail::worker_failure::hang || w.failure == detail::worker_failure::crash;
+      if (died || errors) {
         d["sanitize"] = tools;
-        const std::string why = w.failure == "hang" || w.failure == "crash"
-                                    ? attribute(w).message
-                                    : fmt::format("compute-sanitizer {} reported errors", tool);
+        const std::string why =
+            died ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
         return finish(verdict::rejected, fmt::format("sanitize.{}", tool), why);
       }
     }
@@ -651,14 +662,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
 
   // Session 1: verification of both, then interleaved timing.
-  json job = base_job(c, opt, oracle_so);
+  protocol::job job = base_job(c, opt, oracle_so);
   for (const auto& [role, path] : libs) {
-    job["candidates"].push_back({{"role", role}, {"path", path.string()}});
+    job.candidates.push_back({role, path.string()});
   }
   std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
   if (!opt.verify_only) {
-    job["timing"] = timing_json(opt.timing, rng(), opt.sessions);
-    job["fresh_seed"] = rng();
+    job.time = timing_of(opt.timing, rng(), opt.sessions);
+    job.fresh_seed = rng();
   }
   add_runner(job, worker_wrap, {}, logs.path(), opt.hang_timeout);
   detail::worker_launch launch;
@@ -666,10 +677,11 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   launch.log_path = logs.path() / "session-1.log";
   say("verify: starting worker");
   const auto w1 = detail::run_worker_job(job, launch, event_printer);
+  res.worker_seconds += w1.seconds;
   d["sessions"].push_back(
       {{"seconds", w1.seconds},
-       {"stage_seconds", w1.result ? w1.result->value("stage_seconds", json::object()) : json()},
-       {"failure", w1.failure},
+       {"stage_seconds", w1.result ? w1.result->stage_seconds : json()},
+       {"failure", detail::to_string(w1.failure)},
        {"failure_detail", w1.failure_detail},
        {"log_tail",
         w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
@@ -683,61 +695,67 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     }
     return finish(verdict::error, a.reason, "the evaluation worker failed: " + a.message);
   }
-  const json& r1 = *w1.result;
-  d["device"] = r1.at("device");
-  d["verification"] = r1.at("candidates");
-  if (r1.contains("timing")) {
-    d["timing"] = json::array({r1["timing"]}); // the whole record replaces it when all sessions ran
+  const protocol::result& r1 = *w1.result;
+  res.context.device = r1.dev;
+  d["device"] = r1.dev;
+  d["verification"] = r1.candidates;
+  res.verification = r1.candidates;
+  d["lanes"] = r1.lanes;
+  if (r1.time) {
+    d["timing"] = json::array({*r1.time}); // the whole record replaces it when all sessions ran
+    res.timing = {*r1.time};
   }
-  if (r1.contains("checker_selftest")) {
-    d["checker_selftest"] = r1["checker_selftest"];
-    if (!r1["checker_selftest"].value("sound", true)) {
+  if (r1.checker_selftest) {
+    res.checker_selftest = r1.checker_selftest;
+    d["checker_selftest"] = *r1.checker_selftest;
+    if (!r1.checker_selftest->sound) {
       return finish(verdict::error, "checker.unsound",
                     "the task's checker accepted a trivial output (zeros, a copy of the input or a "
                     "constant): fix the task's tolerances or distributions");
     }
   }
-  const json* base_lib = find_lib(r1, "baseline");
-  const json* cand_lib = find_lib(r1, "candidate");
+  const auto* base_lib = r1.library("baseline");
+  const auto* cand_lib = r1.library("candidate");
   if (base_lib == nullptr || cand_lib == nullptr) {
     return finish(verdict::error, "harness.error",
                   "the worker returned no verdict for a candidate");
   }
-  if (!base_lib->value("accepted", false)) {
-    return finish(verdict::error, "baseline." + base_lib->value("reason", std::string("rejected")),
-                  "the baseline failed verification: " + base_lib->value("message", std::string()));
+  if (!base_lib->accepted) {
+    return finish(verdict::error, "baseline." + base_lib->reason,
+                  "the baseline failed verification: " + base_lib->message);
   }
-  if (!cand_lib->value("accepted", false)) {
-    return finish(verdict::rejected, cand_lib->value("reason", std::string("verify.rejected")),
-                  cand_lib->value("message", std::string()));
+  if (!cand_lib->accepted) {
+    return finish(verdict::rejected, cand_lib->reason, cand_lib->message);
   }
   if (opt.verify_only) {
     return finish(verdict::same, "verify.passed", "the candidate passed verification (not timed)");
   }
 
   // Further sessions in fresh processes: the same bits on the timing sets, then timing again.
-  std::vector<json> timings{r1.at("timing")};
+  if (!r1.time) {
+    return finish(verdict::error, "harness.error", "the worker returned no timing");
+  }
+  std::vector<protocol::session_timing> timings{*r1.time};
   for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
-    json next = base_job(c, opt, oracle_so);
-    next["verify"] = false;
+    protocol::job next = base_job(c, opt, oracle_so);
+    next.verify = false;
     for (const auto& [role, path] : libs) {
-      next["candidates"].push_back({{"role", role}, {"path", path.string()}});
+      next.candidates.push_back({role, path.string()});
     }
-    next["expected_digests"] = {{"baseline", base_lib->at("set_digests")},
-                                {"candidate", cand_lib->at("set_digests")}};
-    next["timing"] = timing_json(opt.timing, rng(), opt.sessions);
-    next["fresh_seed"] = rng();
+    next.expected_digests = {{"baseline", base_lib->digests}, {"candidate", cand_lib->digests}};
+    next.time = timing_of(opt.timing, rng(), opt.sessions);
+    next.fresh_seed = rng();
     const fs::path session_logs = logs.path() / fmt::format("session-{}", sidx);
     fs::create_directories(session_logs);
     add_runner(next, worker_wrap, {}, session_logs, opt.hang_timeout);
     launch.log_path = logs.path() / fmt::format("session-{}.log", sidx);
     say(fmt::format("time: session {} of {}", sidx, opt.sessions));
     const auto w = detail::run_worker_job(next, launch, event_printer);
-    d["sessions"].push_back(
-        {{"seconds", w.seconds},
-         {"stage_seconds", w.result ? w.result->value("stage_seconds", json::object()) : json()},
-         {"failure", w.failure},
-         {"failure_detail", w.failure_detail}});
+    res.worker_seconds += w.seconds;
+    d["sessions"].push_back({{"seconds", w.seconds},
+                             {"stage_seconds", w.result ? w.result->stage_seconds : json()},
+                             {"failure", detail::to_string(w.failure)},
+                             {"failure_detail", w.failure_detail}});
     if (!w.result) {
       const auto a = attribute(w);
       if (a.who == "candidate") {
@@ -746,18 +764,21 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       return finish(verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason,
                     fmt::format("session {}: {}", sidx, a.message));
     }
-    for (const auto& l : w.result->at("candidates")) {
-      if (!l.value("accepted", false)) {
-        const std::string role = l.at("role");
-        return finish(role == "candidate" ? verdict::rejected : verdict::error,
-                      (role == "candidate" ? "" : "baseline.") +
-                          l.value("reason", std::string("rejected")),
-                      fmt::format("session {}: {}", sidx, l.value("message", std::string())));
+    for (const auto& l : w.result->candidates) {
+      if (!l.accepted) {
+        return finish(l.role == "candidate" ? verdict::rejected : verdict::error,
+                      (l.role == "candidate" ? "" : "baseline.") + l.reason,
+                      fmt::format("session {}: {}", sidx, l.message));
       }
     }
-    timings.push_back(w.result->at("timing"));
+    if (!w.result->time) {
+      return finish(verdict::error, "harness.error",
+                    fmt::format("session {}: the worker returned no timing", sidx));
+    }
+    timings.push_back(*w.result->time);
   }
   d["timing"] = timings;
+  res.timing = timings;
 
   // Pool the sessions' samples with their labels; drop throttled ones; gate.
   std::vector<stats::timed_sample> a_all;
@@ -791,34 +812,44 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     std::sort(x.begin(), x.end());
     const double n = static_cast<double>(x.size());
     const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
-    return json::array(
-        {at(std::floor(n / 2 - 0.98 * std::sqrt(n))), at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))});
+    return std::pair<double, double>{at(std::floor(n / 2 - 0.98 * std::sqrt(n))),
+                                     at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))};
   };
   const double floor = task::floor_seconds(c, shape, ceil);
   const double limit = task::limit_seconds(c, shape, ceil);
   const auto plaus = stats::check_roofline_floor(cmp.median_b, limit);
-  d["statistics"] = {{"n_baseline", cmp.n_a},
-                     {"n_candidate", cmp.n_b},
-                     {"throttled_dropped", dropped},
-                     {"median_baseline_s", cmp.median_a},
-                     {"median_candidate_s", cmp.median_b},
-                     {"median_baseline_ci_s", median_ci(times_of(a_all))},
-                     {"median_candidate_ci_s", median_ci(times_of(b_all))},
-                     {"ratio", cmp.interval.ratio},
-                     {"ratio_ci", {cmp.interval.low, cmp.interval.high}},
-                     {"speedup", cmp.median_a / cmp.median_b},
-                     {"speedup_ci", {1.0 / cmp.interval.high, 1.0 / cmp.interval.low}},
-                     {"p", structured.block.p},
-                     {"test", gate_test_json(structured.block)},
-                     {"mann_whitney_p", cmp.test.p},
-                     {"delta", cmp.delta},
-                     {"verdict", stats::to_string(cmp.result)},
-                     {"reason", cmp.reason},
-                     {"session_medians", session_medians},
-                     {"floor_fraction", floor / cmp.median_b},
-                     {"baseline_floor_fraction", floor / cmp.median_a},
-                     {"physical_limit_s", limit},
-                     {"faster_than_physical_limit", plaus.flagged}};
+  gate_summary g;
+  g.n_baseline = static_cast<int>(cmp.n_a);
+  g.n_candidate = static_cast<int>(cmp.n_b);
+  g.median_baseline_s = cmp.median_a;
+  g.median_candidate_s = cmp.median_b;
+  std::tie(g.median_baseline_low_s, g.median_baseline_high_s) = median_ci(times_of(a_all));
+  std::tie(g.median_candidate_low_s, g.median_candidate_high_s) = median_ci(times_of(b_all));
+  g.speedup = cmp.median_a / cmp.median_b;
+  g.speedup_low = 1.0 / cmp.interval.high;
+  g.speedup_high = 1.0 / cmp.interval.low;
+  g.p = structured.block.p;
+  g.floor_fraction = floor / cmp.median_b;
+  g.ratio = cmp.interval.ratio;
+  g.ratio_low = cmp.interval.low;
+  g.ratio_high = cmp.interval.high;
+  g.delta = cmp.delta;
+  g.p_within = structured.block.p_within;
+  if (structured.block.between_available) {
+    g.p_between = structured.block.p_between;
+  }
+  g.mann_whitney_p = cmp.test.p;
+  res.gate = g;
+  json st = g;
+  st.update({{"throttled_dropped", dropped},
+             {"test", gate_test_json(structured.block)},
+             {"verdict", stats::to_string(cmp.result)},
+             {"reason", cmp.reason},
+             {"session_medians", session_medians},
+             {"baseline_floor_fraction", floor / cmp.median_a},
+             {"physical_limit_s", limit},
+             {"faster_than_physical_limit", plaus.flagged}});
+  d["statistics"] = st;
   if (plaus.flagged) {
     return finish(verdict::rejected, "timing.faster_than_physical_limit",
                   fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
@@ -829,7 +860,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const verdict v = *verdict_from_string(stats::to_string(cmp.result));
   if (opt.profile == profile_mode::always ||
       (opt.profile == profile_mode::improved && v == verdict::improved)) {
-    d["profile"] = counters_of(root, c, candidate, opt, say);
+    res.counters = counters_of(root, c, candidate, opt, say);
+    d["profile"] = *res.counters;
   }
   return finish(
       v, "timing." + stats::to_string(cmp.result),
@@ -864,28 +896,28 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   d["candidate"] = {{"name", candidate.name},
                     {"origin", candidate.origin},
                     {"source_digest", sha256_hex(candidate.source)}};
-  const prepared prep = prepare(root, c, {{"candidate", &candidate}}, opt, d, say);
+  const prepared prep = prepare(root, c, {{"candidate", &candidate}}, opt, res, say);
   if (prep.early) {
     return finish(prep.early->final, prep.early->reason, prep.early->message);
   }
   temp_dir logs("kblaster-profile", opt.cache_dir / "logs");
   const fs::path& oracle_so = prep.oracle_so;
   const fs::path& cand_so = prep.libs.at("candidate");
-  json job = base_job(c, opt, oracle_so);
-  json shapes = json::array();
-  for (const auto& s : job["shapes"]) {
-    if (s["name"] == opt.shape) {
+  protocol::job job = base_job(c, opt, oracle_so);
+  std::vector<protocol::shape> shapes;
+  for (const auto& s : job.shapes) {
+    if (s.name == opt.shape) {
       shapes.push_back(s);
     }
   }
-  job["shapes"] = shapes;
-  job["seeds"] = json::array({seeds_for(opt).at(0)});
-  job["determinism_runs"] = 1;
-  job["checker_selftest"] = false;
-  job["single_check"] = true;
-  job["profile"] = true;
-  job["counters"] = counters;
-  job["candidates"] = json::array({json{{"role", "candidate"}, {"path", cand_so.string()}}});
+  job.shapes = shapes;
+  job.seeds = {seeds_for(opt).at(0)};
+  job.determinism_runs = 1;
+  job.checker_selftest = false;
+  job.single_check = true;
+  job.profile = true;
+  job.counters = counters;
+  job.candidates = {{"candidate", cand_so.string()}};
   // The profiler's own installation must be visible inside the sandbox too.
   std::vector<fs::path> tool_dirs;
   if (!prefix.empty()) {
@@ -913,7 +945,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     run.log = w.log_tail;
   }
   d["session"] = {{"seconds", w.seconds},
-                  {"failure", w.failure},
+                  {"failure", detail::to_string(w.failure)},
                   {"failure_detail", w.failure_detail},
                   {"exit_code", w.exit_code}};
   if (!w.result) {
@@ -923,18 +955,19 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     }
     return finish(verdict::error, a.reason, "the profiling worker failed: " + a.message);
   }
-  d["device"] = w.result->at("device");
-  d["verification"] = w.result->at("candidates");
-  const json* lib = find_lib(*w.result, "candidate");
+  res.context.device = w.result->dev;
+  d["device"] = w.result->dev;
+  d["verification"] = w.result->candidates;
+  res.verification = w.result->candidates;
+  const auto* lib = w.result->library("candidate");
   if (lib == nullptr) {
     return finish(verdict::error, "harness.error",
                   "the worker returned no verdict for the candidate");
   }
-  if (!lib->value("accepted", false)) {
-    return finish(verdict::rejected, lib->value("reason", std::string("verify.rejected")),
-                  lib->value("message", std::string()));
+  if (!lib->accepted) {
+    return finish(verdict::rejected, lib->reason, lib->message);
   }
-  run.profile = w.result->value("profile", json::object());
+  run.profile = w.result->profile.value_or(json::object());
   return finish(verdict::same, "verify.passed",
                 "the candidate passed its check and ran instrumented");
 }

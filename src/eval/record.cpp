@@ -27,13 +27,6 @@ std::string hostname() {
   return name;
 }
 
-std::optional<double> number(const json& j, const char* key) {
-  if (j.contains(key) && j[key].is_number()) {
-    return j[key].get<double>();
-  }
-  return std::nullopt;
-}
-
 } // namespace
 
 int64_t record(store::store& st, int64_t run, const task::contract& c,
@@ -43,17 +36,17 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
   st.atomically([&] {
     const int64_t task_row = st.record_task(c);
     std::optional<int64_t> env;
-    if (d.contains("device")) {
-      const json& dev = d["device"];
+    if (r.context.device) {
+      const auto& dev = *r.context.device;
       store::environment e;
-      e.gpu_name = dev.value("name", "");
-      e.gpu_uuid = dev.value("uuid", "");
-      e.sm_count = dev.value("sm_count", 0);
-      e.driver = dev.value("driver_version", "");
-      e.cuda_runtime = std::to_string(dev.value("cuda_runtime", 0));
-      e.nvcc_version = d.value("toolchain", json::object()).value("version", "");
+      e.gpu_name = dev.name;
+      e.gpu_uuid = dev.uuid;
+      e.sm_count = dev.sm_count;
+      e.driver = dev.driver_version;
+      e.cuda_runtime = std::to_string(dev.cuda_runtime);
+      e.nvcc_version = r.context.toolkit;
       e.hostname = hostname();
-      e.extra = dev;
+      e.extra = dev.record;
       env = st.record_environment(e);
     }
     const auto base_blob = st.put(baseline.source);
@@ -66,22 +59,19 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
                              candidate.strategy, candidate.params, std::nullopt});
 
     std::optional<int64_t> build;
-    if (d.contains("builds") && d["builds"].contains("candidate")) {
-      const json& b = d["builds"]["candidate"];
+    if (const auto b = r.builds.find("candidate"); b != r.builds.end()) {
       store::build_record br;
       br.key.source_digest = cand_blob.digest;
-      br.key.flags =
-          fmt::format("{}", fmt::join(b.value("flags", std::vector<std::string>{}), " "));
-      br.key.toolkit = d.value("toolchain", json::object()).value("version", "");
-      br.key.arch = d.value("toolchain", json::object()).value("arch", "");
-      br.outcome = b.value("status", "");
-      br.reason = b.value("reason", "");
-      br.seconds = b.value("seconds", 0.0);
-      const fs::path binary = b.value("binary", "");
-      if (!binary.empty() && fs::exists(binary)) {
-        br.binary_digest = st.put_file(binary).digest;
+      br.key.flags = fmt::format("{}", fmt::join(b->second.flags, " "));
+      br.key.toolkit = r.context.toolkit;
+      br.key.arch = r.context.arch;
+      br.outcome = build::to_string(b->second.status);
+      br.reason = b->second.reason;
+      br.seconds = b->second.seconds;
+      if (!b->second.binary.empty() && fs::exists(b->second.binary)) {
+        br.binary_digest = st.put_file(b->second.binary).digest;
       }
-      br.log_digest = st.put(b.value("log_tail", "")).digest;
+      br.log_digest = st.put(b->second.log).digest;
       build = st.record_build(br);
     }
 
@@ -91,36 +81,32 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
     e.baseline = base_id;
     e.environment = env;
     e.build = build;
-    e.shape = d.value("shape", json::object()).value("name", "");
-    e.verdict = store::verdict_from_string(to_string(r.final)).value_or(store::verdict::error);
+    e.shape = r.context.shape;
+    e.verdict = r.final;
     e.reason = r.reason;
-    const json stats = d.value("statistics", json::object());
-    e.candidate_median = number(stats, "median_candidate_s");
-    e.baseline_median = number(stats, "median_baseline_s");
-    e.speedup = number(stats, "speedup");
-    if (stats.contains("speedup_ci")) {
-      e.ci_low = stats["speedup_ci"][0].get<double>();
-      e.ci_high = stats["speedup_ci"][1].get<double>();
+    if (r.gate) {
+      e.candidate_median = r.gate->median_candidate_s;
+      e.baseline_median = r.gate->median_baseline_s;
+      e.speedup = r.gate->speedup;
+      e.ci_low = r.gate->speedup_low;
+      e.ci_high = r.gate->speedup_high;
+      // The gate's p (sessions and blocks respected), not the pooled Mann-Whitney p the record
+      // keeps for reference.
+      e.p_value = r.gate->p;
+      e.floor_fraction = r.gate->floor_fraction;
     }
-    // The gate's p (sessions and blocks respected), not the pooled Mann-Whitney p it keeps for
-    // reference.
-    e.p_value = number(stats, "p");
-    if (!e.p_value) {
-      e.p_value = number(stats, "mann_whitney_p");
-    }
-    e.floor_fraction = number(stats, "floor_fraction");
-    e.samples = d.contains("timing") ? d["timing"] : json();
+    e.samples = r.timing.empty() ? json() : json(r.timing);
     json correctness = json::object();
-    for (const auto& l : d.value("verification", json::array())) {
-      correctness[l.value("role", "?")] = {{"accepted", l.value("accepted", false)},
-                                           {"summary", l.value("summary", json::object())},
-                                           {"reason", l.value("reason", "")}};
+    for (const auto& l : r.verification) {
+      correctness[l.role] = {{"accepted", l.accepted},
+                             {"summary", l.record.value("summary", json::object())},
+                             {"reason", l.reason}};
     }
-    if (d.contains("checker_selftest")) {
-      correctness["checker_selftest"] = d["checker_selftest"];
+    if (r.checker_selftest) {
+      correctness["checker_selftest"] = *r.checker_selftest;
     }
     e.correctness = correctness;
-    e.sandboxed = d.value("isolation", json::object()).value("level", "") == "sandboxed";
+    e.sandboxed = r.context.isolation == "sandboxed";
     json detail = d;
     detail.erase("timing"); // kept once, as the samples blob
     e.detail = detail;

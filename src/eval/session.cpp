@@ -26,8 +26,26 @@ std::filesystem::path worker_executable() {
   return self_executable();
 }
 
-worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch,
-                              const event_fn& on_event) {
+std::string to_string(worker_failure f) {
+  switch (f) {
+  case worker_failure::none:
+    return "";
+  case worker_failure::crash:
+    return "crash";
+  case worker_failure::hang:
+    return "hang";
+  case worker_failure::exit:
+    return "exit";
+  case worker_failure::error:
+    return "error";
+  case worker_failure::sticky:
+    return "sticky";
+  }
+  return "?";
+}
+
+worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
+                              const event_handlers& on_event) {
   worker_outcome out;
   process_spec spec;
   spec.argv = launch.prefix;
@@ -36,14 +54,16 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
   const process_spec run = launch.wrap ? launch.wrap(spec) : spec;
   const auto start = std::chrono::steady_clock::now();
   child_process child(run, launch.log_path, "KBLASTER_RESULT_FD");
-  child.write_line(job.dump());
-  child.write_line(R"({"op":"exit"})");
+  child.write_line(nlohmann::json(job).dump());
+  protocol::job exit;
+  exit.what = protocol::op::exit;
+  child.write_line(nlohmann::json(exit).dump());
   while (true) {
     bool timed_out = false;
     auto line = child.read_line(launch.hang_timeout, &timed_out);
     if (timed_out) {
       child.kill();
-      out.failure = "hang";
+      out.failure = worker_failure::hang;
       out.failure_detail = fmt::format("no progress for {} s", launch.hang_timeout.count());
       break;
     }
@@ -52,12 +72,12 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
       // with such codes themselves.
       const auto status = sandbox::unwrap(child.wait(std::chrono::seconds(10)));
       out.exit_code = status.exit_code;
-      if (!out.result && out.failure.empty()) {
+      if (!out.result && out.failure == worker_failure::none) {
         if (status.signal != 0) {
-          out.failure = "crash";
+          out.failure = worker_failure::crash;
           out.failure_detail = signal_name(status.signal);
         } else {
-          out.failure = "exit";
+          out.failure = worker_failure::exit;
           out.failure_detail = status.describe();
         }
       } else if (out.result && (status.signal != 0 || status.exit_code != 0)) {
@@ -66,25 +86,44 @@ worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& la
       }
       break;
     }
-    nlohmann::json event;
+    // Only the judge writes here (its result descriptor; no candidate code runs in it). A line
+    // that is not an event of the protocol is a fault of the judge itself.
     try {
-      event = nlohmann::json::parse(*line);
-    } catch (const std::exception&) {
-      continue; // a candidate cannot write here; ignore anything unparsable defensively
-    }
-    const std::string kind = event.value("event", "");
-    if (kind == "step") {
-      out.last_step = event;
-    } else if (kind == "rejected") {
-      out.rejections.push_back(event);
-    } else if (kind == "result") {
-      out.result = event;
-    } else if (kind == "error") {
-      out.failure = event.value("sticky", false) ? "sticky" : "error";
-      out.failure_detail = event.value("message", "");
-    }
-    if (on_event) {
-      on_event(event);
+      const auto event = nlohmann::json::parse(*line);
+      const auto kind = protocol::kind_of(event);
+      if (!kind) {
+        throw std::invalid_argument("not an event");
+      }
+      switch (*kind) {
+      case protocol::event_kind::step:
+        out.last_step = event.get<protocol::step>();
+        break;
+      case protocol::event_kind::progress:
+        if (on_event.progress) {
+          on_event.progress(event.get<protocol::progress>());
+        }
+        break;
+      case protocol::event_kind::rejected:
+        out.rejections.push_back(event.get<protocol::rejected>());
+        if (on_event.rejected) {
+          on_event.rejected(out.rejections.back());
+        }
+        break;
+      case protocol::event_kind::result:
+        out.result = event.get<protocol::result>();
+        break;
+      case protocol::event_kind::error: {
+        const auto e = event.get<protocol::error>();
+        out.failure = e.sticky ? worker_failure::sticky : worker_failure::error;
+        out.failure_detail = e.message;
+        break;
+      }
+      }
+    } catch (const std::exception& e) {
+      out.failure = worker_failure::error;
+      out.failure_detail =
+          fmt::format("the judge wrote a line that is not a protocol event ({}): {}", e.what(),
+                      line->substr(0, 200));
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

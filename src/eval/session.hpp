@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/process.hpp"
+#include "eval/protocol.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -22,25 +23,39 @@ struct worker_launch {
   std::function<process_spec(const process_spec&)> wrap; // sandbox, when enabled
 };
 
+// How a worker job ended without a result. Recorded, so names round-trip through strings.
+enum class worker_failure {
+  none,
+  crash,  // the judge died of a signal
+  hang,   // no event for the hang limit
+  exit,   // it ended without a result
+  error,  // it reported an error of its own
+  sticky, // a context-corrupting CUDA error surfaced in one of its own calls
+};
+std::string to_string(worker_failure f);
+
 struct worker_outcome {
-  std::optional<nlohmann::json> result; // the worker's "result" event
-  std::string failure;        // "", "crash", "hang", "exit", "error", "sticky" (a context-
-                              // corrupting CUDA error that surfaced in a harness call)
-  std::string failure_detail; // "SIGSEGV", "exit 1", the error text
-  nlohmann::json last_step = nlohmann::json::object(); // the last step announced before the failure
-  std::vector<nlohmann::json> rejections;              // "rejected" events as they came
+  std::optional<protocol::result> result; // the judge's result
+  worker_failure failure = worker_failure::none;
+  std::string failure_detail;                 // "SIGSEGV", "exit 1", the error text
+  protocol::step last_step;                   // the last step announced before the failure
+  std::vector<protocol::rejected> rejections; // as they came
   std::string log_tail; // the worker's stdout/stderr (candidate prints, sanitizer)
   int exit_code = 0;
   double seconds = 0;
 };
 
-using event_fn = std::function<void(const nlohmann::json& event)>;
+// What the caller sees while the job runs (either may be empty).
+struct event_handlers {
+  std::function<void(const protocol::progress&)> progress;
+  std::function<void(const protocol::rejected&)> rejected;
+};
 
 // The program that runs workers: $KBLASTER_WORKER_EXE (for programs that embed the library, such
 // as the test binaries), else this executable.
 std::filesystem::path worker_executable();
 
-worker_outcome run_worker_job(const nlohmann::json& job, const worker_launch& launch,
-                              const event_fn& on_event);
+worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
+                              const event_handlers& on_event);
 
 } // namespace kb::eval::detail

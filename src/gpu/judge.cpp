@@ -21,6 +21,7 @@
 #include "eval/detail/judge.hpp"
 #include "eval/detail/nvml.hpp"
 #include "eval/eval.hpp"
+#include "eval/protocol.hpp"
 #include "eval/stats.hpp"
 
 #include "common/error.hpp"
@@ -61,13 +62,20 @@ using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 using namespace eval::detail;
 using namespace gpu::detail;
+namespace proto = eval::protocol;
 
 // ---- protocol -----------------------------------------------------------------------------------
 
 class emitter {
 public:
   explicit emitter(int fd) : m_fd(fd) {}
-  void send(const json& j) const {
+  template <class Event> void send(const Event& e) const { send_json(json(e)); }
+  void step(const std::string& stage, const std::string& who, const std::string& what) const {
+    send(proto::step{stage, who, what});
+  }
+
+private:
+  void send_json(const json& j) const {
     const std::string line = j.dump() + "\n";
     size_t done = 0;
     while (done < line.size()) {
@@ -78,11 +86,6 @@ public:
       done += static_cast<size_t>(n);
     }
   }
-  void step(const std::string& stage, const std::string& who, const std::string& what) const {
-    send({{"event", "step"}, {"stage", stage}, {"who", who}, {"what", what}});
-  }
-
-private:
   int m_fd;
 };
 
@@ -267,14 +270,14 @@ struct shape_desc {
   std::vector<tensor_desc> outputs;
 };
 
-tensor_desc parse_tensor(const json& j) {
+tensor_desc tensor_of(const proto::tensor& j) {
   tensor_desc t;
-  t.name = j.at("name");
-  t.dtype = static_cast<kb_dtype>(j.at("dtype").get<int>());
-  t.shape = j.at("shape").get<std::vector<int64_t>>();
-  for (const auto& d : j.value("dists", json::array())) {
-    t.dists.push_back({d.at("kind").get<int>(), d.at("a").get<double>(), d.at("b").get<double>()});
-    t.dist_labels.push_back(d.at("label"));
+  t.name = j.name;
+  t.dtype = static_cast<kb_dtype>(j.dtype);
+  t.shape = j.shape;
+  for (const auto& d : j.dists) {
+    t.dists.push_back({d.kind, d.a, d.b});
+    t.dist_labels.push_back(d.label);
   }
   return t;
 }
@@ -290,31 +293,21 @@ using oracle_fn = int (*)(const kb_args*, int);
 using oracle_workspace_fn = int (*)(const kb_args*, uint64_t*);
 
 // The runner's command, as the parent built it (sandboxed, or wrapped without isolation).
-process_spec runner_spec(const json& j) {
+process_spec runner_spec(const proto::runner_command& c) {
   process_spec p;
-  p.argv = j.at("argv").get<std::vector<std::string>>();
-  if (j.contains("env") && !j.at("env").is_null()) {
-    p.env = j.at("env").get<std::map<std::string, std::string>>();
+  p.argv = c.argv;
+  p.env = c.env;
+  p.env_overrides = c.env_overrides;
+  if (c.cwd) {
+    p.cwd = *c.cwd;
   }
-  p.env_overrides = j.value("env_overrides", std::map<std::string, std::string>{});
-  if (j.contains("cwd") && !j.at("cwd").is_null()) {
-    p.cwd = j.at("cwd").get<std::string>();
-  }
-  const auto& l = j.value("rlimits", json::object());
-  const auto opt = [&l](const char* k) -> std::optional<uint64_t> {
-    if (l.contains(k) && !l.at(k).is_null()) {
-      return l.at(k).get<uint64_t>();
-    }
-    return std::nullopt;
-  };
-  p.rlimits.cpu_time = opt("cpu_time");
-  p.rlimits.file_size = opt("file_size");
-  p.rlimits.processes = opt("processes");
-  p.rlimits.open_files = opt("open_files");
-  p.rlimits.core_size = opt("core_size");
-  if (j.contains("run_as") && !j.at("run_as").is_null()) {
-    p.run_as = process_credentials{j.at("run_as").at("uid").get<uid_t>(),
-                                   j.at("run_as").at("gid").get<gid_t>()};
+  p.rlimits.cpu_time = c.cpu_time;
+  p.rlimits.file_size = c.file_size;
+  p.rlimits.processes = c.processes;
+  p.rlimits.open_files = c.open_files;
+  p.rlimits.core_size = c.core_size;
+  if (c.uid && c.gid) {
+    p.run_as = process_credentials{static_cast<uid_t>(*c.uid), static_cast<gid_t>(*c.gid)};
   }
   return p;
 }
@@ -399,10 +392,9 @@ public:
     return m_status;
   }
   // What it printed: the last bytes, raw (base64) and as valid UTF-8 text.
-  json output() const {
+  proto::runner_output output() const {
     const auto c = capture_tail(m_log);
-    return {
-        {"bytes", c.total}, {"tail_base64", base64(c.tail)}, {"tail_text", printable_text(c.tail)}};
+    return {c.total, base64(c.tail), printable_text(c.tail)};
   }
   std::string output_text() const { return printable_text(capture_tail(m_log).tail); }
 
@@ -425,10 +417,10 @@ struct candidate_lib {
   std::string info;
   std::optional<rejection> rejected;
   json checks = json::array();
-  json summary = json::object();       // worst metrics over all checks
-  std::map<int, uint64_t> set_digests; // output digest per timing input set
-  json runner_exit;                    // how its runner ended
-  json output;                         // what its runner printed
+  json summary = json::object();                // worst metrics over all checks
+  std::map<int, uint64_t> set_digests;          // output digest per timing input set
+  std::optional<proto::runner_end> runner_exit; // how its runner ended
+  proto::runner_output output;                  // what its runner printed
 };
 
 // ---- the worker
@@ -436,32 +428,31 @@ struct candidate_lib {
 
 class worker {
 public:
-  worker(const emitter& out, const json& job) : m_out(out), m_job(job) {
-    m_host_reference = job.value("host_reference", false);
-    for (const auto& s : job.at("shapes")) {
+  worker(const emitter& out, const proto::job& job) : m_out(out), m_job(job) {
+    m_host_reference = job.host_reference;
+    for (const auto& s : job.shapes) {
       shape_desc sd;
-      sd.name = s.at("name");
-      sd.role = s.at("role");
-      for (const auto& t : s.at("inputs")) {
-        sd.inputs.push_back(parse_tensor(t));
+      sd.name = s.name;
+      sd.role = s.role;
+      for (const auto& t : s.inputs) {
+        sd.inputs.push_back(tensor_of(t));
       }
-      for (const auto& t : s.at("outputs")) {
-        sd.outputs.push_back(parse_tensor(t));
+      for (const auto& t : s.outputs) {
+        sd.outputs.push_back(tensor_of(t));
       }
       m_shapes.push_back(std::move(sd));
     }
-    m_timing_shape = job.at("timing_shape");
-    m_scalars = job.value("scalars", std::vector<double>{});
-    const auto& tol = job.at("tolerance");
-    m_atol = tol.at("atol");
-    m_rtol = tol.at("rtol");
-    m_rel_l2 = tol.at("rel_l2");
-    m_deterministic = tol.value("deterministic", true);
-    m_seeds = job.at("seeds").get<std::vector<uint64_t>>();
-    for (const auto& c : job.at("candidates")) {
+    m_timing_shape = job.timing_shape;
+    m_scalars = job.scalars;
+    m_atol = job.tol.atol;
+    m_rtol = job.tol.rtol;
+    m_rel_l2 = job.tol.rel_l2;
+    m_deterministic = job.tol.deterministic;
+    m_seeds = job.seeds;
+    for (const auto& c : job.candidates) {
       candidate_lib lib;
-      lib.role = c.at("role");
-      lib.path = c.at("path");
+      lib.role = c.role;
+      lib.path = c.path;
       m_libs.push_back(std::move(lib));
     }
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
@@ -469,15 +460,15 @@ public:
     cuda_check(cudaHostAlloc(&m_sample_host, 4096, cudaHostAllocDefault), "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
-    m_hang_ms = job.value("hang_timeout_ms", 30000);
-    m_log_dir = job.value("runner_log_dir", std::string("/tmp"));
-    m_runner_spec = job.value("runner", json::object());
-    m_rng.seed(job.value("judge_seed", uint64_t{1}));
+    m_hang_ms = static_cast<int>(job.hang_timeout_ms);
+    m_log_dir = job.runner_log_dir;
+    m_runner_spec = runner_spec(job.runner);
+    m_rng.seed(job.judge_seed);
     m_poison = draw_poison(m_rng);
   }
 
-  json run() {
-    json result{{"event", "result"}};
+  proto::result run() {
+    proto::result result;
     json stage_s = json::object(); // where the job's time went
     auto stage_start = clock_type::now();
     const auto stage_done = [&](const char* name) {
@@ -485,7 +476,7 @@ public:
       stage_s[name] = std::chrono::duration<double>(now - stage_start).count();
       stage_start = now;
     };
-    result["device"] = device_info();
+    result.dev = device_info().get<proto::device>();
     load_oracle();
     // Every runner starts at once (a sandbox and a CUDA context each), the timing's calibration
     // runner with them; each is then waited for in turn.
@@ -493,7 +484,7 @@ public:
       m_out.step("load", lib.role, lib.path);
       lib.rejected = launch_runner(lib);
     }
-    if (m_job.contains("timing")) {
+    if (m_job.time) {
       m_empty.role = "calibration";
       m_empty.path = "";
       m_empty.rejected = launch_runner(m_empty);
@@ -503,14 +494,13 @@ public:
         lib.rejected = await_runner(lib);
       }
     }
-    if (m_job.contains("timing") && !m_empty.rejected) {
+    if (m_job.time && !m_empty.rejected) {
       m_empty.rejected = await_runner(m_empty);
     }
     stage_done("start");
-    const bool verify = m_job.value("verify", true);
-    json selftest;
+    const bool verify = m_job.verify;
     if (verify) {
-      selftest = verify_all();
+      result.checker_selftest = verify_all().get<proto::selftest>();
     } else {
       check_expected_digests();
     }
@@ -518,49 +508,41 @@ public:
     if (!m_verify_phases.is_null()) {
       stage_s["verify_phases"] = m_verify_phases;
     }
-    if (!m_context_lost && m_job.value("profile", false) && any_alive()) {
-      result["profile"] = profile_calls();
+    if (!m_context_lost && m_job.profile && any_alive()) {
+      result.profile = profile_calls();
     }
-    if (!m_context_lost && m_job.contains("timing") && any_alive()) {
-      result["timing"] = time_all();
+    if (!m_context_lost && m_job.time && any_alive()) {
+      result.time = time_all().get<proto::session_timing>();
       stage_done("timing");
     }
-    result["stage_seconds"] = stage_s;
+    result.stage_seconds = stage_s;
     for (auto& lib : m_libs) {
       stop_runner(lib, false);
     }
     stop_runner(m_empty, false);
-    json libs = json::array();
     for (const auto& lib : m_libs) {
-      json l{
-          {"role", lib.role}, {"info", lib.info}, {"checks", lib.checks}, {"summary", lib.summary}};
-      l["accepted"] = !lib.rejected.has_value();
+      proto::library_result l;
+      l.role = lib.role;
+      l.accepted = !lib.rejected.has_value();
       if (lib.rejected) {
-        l["reason"] = lib.rejected->reason;
-        l["message"] = lib.rejected->message;
+        l.reason = lib.rejected->reason;
+        l.message = lib.rejected->message;
       }
-      json digests = json::object();
-      for (const auto& [k, v] : lib.set_digests) {
-        digests[std::to_string(k)] = fmt::format("{:016x}", v);
-      }
-      l["set_digests"] = digests;
-      l["runner_exit"] = lib.runner_exit;
-      l["runner_output"] = lib.output;
-      libs.push_back(l);
+      l.digests = lib.set_digests;
+      l.runner_exit = lib.runner_exit;
+      l.output = lib.output;
+      l.record = {{"info", lib.info}, {"checks", lib.checks}, {"summary", lib.summary}};
+      result.candidates.push_back(std::move(l));
     }
-    result["candidates"] = libs;
-    if (!selftest.is_null()) {
-      result["checker_selftest"] = selftest;
-    }
-    result["context_lost"] = m_context_lost;
-    result["lanes"] = m_separate_lanes ? "per library" : "shared (device memory)";
+    result.context_lost = m_context_lost;
+    result.lanes = m_separate_lanes ? "per library" : "shared (device memory)";
     // This job's poison, for the record (the next job draws its own).
-    result["poison"] = {{"f32", fmt::format("{:08x}", m_poison.f32)},
-                        {"f64", fmt::format("{:016x}", m_poison.f64)},
-                        {"f16", fmt::format("{:04x}", m_poison.f16)},
-                        {"bf16", fmt::format("{:04x}", m_poison.bf16)},
-                        {"i64", fmt::format("{:016x}", m_poison.i64)},
-                        {"i32", fmt::format("{:08x}", m_poison.i32)}};
+    result.poison = {{"f32", fmt::format("{:08x}", m_poison.f32)},
+                     {"f64", fmt::format("{:016x}", m_poison.f64)},
+                     {"f16", fmt::format("{:04x}", m_poison.f16)},
+                     {"bf16", fmt::format("{:04x}", m_poison.bf16)},
+                     {"i64", fmt::format("{:016x}", m_poison.i64)},
+                     {"i32", fmt::format("{:08x}", m_poison.i32)}};
     return result;
   }
 
@@ -574,7 +556,7 @@ private:
     cuda_check(cudaMemset(lib.flags->data(), 0, 8), "flags");
     cuda_check(cudaDeviceSynchronize(), "flags");
     const auto log = std::filesystem::path(m_log_dir) / fmt::format("runner-{}.log", lib.role);
-    lib.runner = std::make_unique<runner_client>(runner_spec(m_runner_spec), log);
+    lib.runner = std::make_unique<runner_client>(m_runner_spec, log);
     if (!lib.runner->map(*lib.flags) ||
         !lib.runner->send(message::load, json(load_request{lib.path, lib.flags->id()}))) {
       return runner_failure(lib, false, "load");
@@ -599,13 +581,12 @@ private:
   }
 
   void stop_runner(candidate_lib& lib, bool kill) {
-    if (!lib.runner || !lib.runner_exit.is_null()) {
+    if (!lib.runner || lib.runner_exit) {
       return;
     }
     const auto st = sandbox::unwrap(lib.runner->finish(kill, std::chrono::seconds(30)));
-    lib.runner_exit = {{"status", st.describe()},
-                       {"exit_code", st.exit_code},
-                       {"signal", st.signal != 0 ? signal_name(st.signal) : ""}};
+    lib.runner_exit = proto::runner_end{st.describe(), st.exit_code,
+                                        st.signal != 0 ? signal_name(st.signal) : ""};
     lib.output = lib.runner->output();
   }
 
@@ -617,15 +598,16 @@ private:
       return rejection{"hang.timeout",
                        fmt::format("no answer for {} ms during {}", m_hang_ms, what)};
     }
-    if (!lib.runner_exit.value("signal", std::string()).empty()) {
-      std::string name = lib.runner_exit.value("signal", "");
+    const proto::runner_end end = lib.runner_exit.value_or(proto::runner_end{});
+    if (!end.signal.empty()) {
+      std::string name = end.signal;
       std::transform(name.begin(), name.end(), name.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      return rejection{"crash." + name, fmt::format("the runner died with {} during {}",
-                                                    lib.runner_exit.value("signal", ""), what)};
+      return rejection{"crash." + name,
+                       fmt::format("the runner died with {} during {}", end.signal, what)};
     }
-    return rejection{"crash.exit", fmt::format("the runner ended ({}) during {}",
-                                               lib.runner_exit.value("status", ""), what)};
+    return rejection{"crash.exit",
+                     fmt::format("the runner ended ({}) during {}", end.status, what)};
   }
 
   tensor_ref ref(candidate_lib& lib, const guarded_buffer& b, const tensor_desc& t) {
@@ -712,7 +694,7 @@ private:
   window_result windowed_call(candidate_lib& lib, shape_buffers& b, bool sample_outputs,
                               const std::string& stage, const std::string& what) {
     window_result w;
-    if (!lib.runner || !lib.runner_exit.is_null()) {
+    if (!lib.runner || lib.runner_exit) {
       w.failed = rejection{"crash.exit", "the runner is gone"};
       return w;
     }
@@ -869,7 +851,7 @@ private:
   }
 
   void load_oracle() {
-    const std::string path = m_job.at("oracle");
+    const std::string& path = m_job.oracle;
     m_out.step("load", "oracle", path);
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
@@ -1137,8 +1119,7 @@ private:
     if (r.context_lost) {
       m_context_lost = true;
     }
-    m_out.send(
-        {{"event", "rejected"}, {"who", lib.role}, {"reason", r.reason}, {"message", r.message}});
+    m_out.send(proto::rejected{lib.role, r.reason, r.message});
     lib.rejected = std::move(r);
   }
 
@@ -1217,7 +1198,7 @@ private:
   }
 
   json verify_all() {
-    const bool selftest_on = m_job.value("checker_selftest", true);
+    const bool selftest_on = m_job.checker_selftest;
     std::map<std::string, int> trivial_rejections{
         {"zeros", 0}, {"copy_of_input", 0}, {"constant", 0}};
     std::optional<double> constant;
@@ -1227,7 +1208,7 @@ private:
       for (const auto& t : s.inputs) {
         dists = std::max(dists, static_cast<int>(t.dists.size()));
       }
-      if (m_job.value("single_check", false)) {
+      if (m_job.single_check) {
         dists = 1; // the official distribution only
       }
       total_checks += dists * static_cast<int>(m_seeds.size());
@@ -1260,7 +1241,7 @@ private:
       for (const auto& t : s.inputs) {
         dists = std::max(dists, static_cast<int>(t.dists.size()));
       }
-      if (m_job.value("single_check", false)) {
+      if (m_job.single_check) {
         dists = 1; // the official distribution only
       }
       for (int d = 0; d < dists && any_alive() && !m_context_lost; ++d) {
@@ -1272,11 +1253,12 @@ private:
                           t.dist_labels[static_cast<size_t>(d) % t.dist_labels.size()];
           }
           const std::string what = fmt::format("{} {} seed {}", s.name, dist_label, si);
-          m_out.send({{"event", "progress"},
-                      {"stage", "verify"},
-                      {"done", done},
-                      {"total", total_checks},
-                      {"what", what}});
+          proto::progress pr;
+          pr.stage = "verify";
+          pr.done = done;
+          pr.total = total_checks;
+          pr.what = what;
+          m_out.send(pr);
           auto t0 = clock_type::now();
           generate(b, d, seed);
           for (const auto& e : extra) {
@@ -1387,7 +1369,7 @@ private:
 
   void check_determinism(candidate_lib& lib, shape_buffers& b, uint64_t first,
                          const std::string& what) {
-    const int runs = m_job.value("determinism_runs", 5);
+    const int runs = m_job.determinism_runs;
     const auto& s = *b.shape;
     for (int r = 1; r < runs && !lib.rejected; ++r) {
       for (size_t o = 0; o < s.outputs.size(); ++o) {
@@ -1454,22 +1436,23 @@ private:
   // Session 2 and later: the candidates were verified in an earlier worker; their outputs on the
   // timing sets must have the same bits as then.
   void check_expected_digests() {
-    const auto& expected = m_job.at("expected_digests");
+    const auto& expected = m_job.expected_digests;
     const shape_desc& s = timing_shape();
     m_separate_lanes = m_separate_lanes && lanes_fit(s, 1);
     shape_buffers b;
     allocate(b, s, /*with_reference=*/false, 0);
     const auto extra = extra_lanes(b, s);
     for (auto& lib : m_libs) {
-      if (lib.rejected || !expected.contains(lib.role)) {
+      const auto want = expected.find(lib.role);
+      if (lib.rejected || want == expected.end()) {
         continue;
       }
       const size_t l = lane_of(lib);
       auto& lb = l == 0 || extra.empty() ? b : *extra[l - 1];
       const int n_seeds = static_cast<int>(m_seeds.size());
       for (int k = 0; k < dist_count(s) * n_seeds && !lib.rejected; ++k) {
-        const std::string key = std::to_string(k);
-        if (!expected.at(lib.role).contains(key)) {
+        const auto digest_was = want->second.find(k);
+        if (digest_was == want->second.end()) {
           continue;
         }
         const auto si = static_cast<size_t>(k % n_seeds);
@@ -1486,8 +1469,7 @@ private:
           h = h * 31 + digest(lb.outputs[o], s.outputs[o].bytes());
         }
         lib.set_digests[k] = h;
-        if (fmt::format("{:016x}", h) != expected.at(lib.role).at(key).get<std::string>() &&
-            m_deterministic) {
+        if (h != digest_was->second && m_deterministic) {
           reject(lib, {"verify.nondeterministic",
                        fmt::format("output bits on input set {} differ from the verifying session",
                                    si)});
@@ -1516,7 +1498,7 @@ private:
     generate(b, 0, m_seeds.at(0));
     cuda_check(cudaStreamSynchronize(m_stream), "inputs");
     call_request c = request_for(lib, b);
-    c.counters = m_job.value("counters", false);
+    c.counters = m_job.counters;
     m_out.step("profile", lib.role, s.name);
     // The profiler's calls run in the runner (Nsight Compute and CUPTI see that process); what
     // it reports is measurement, never part of a verdict.
@@ -1541,14 +1523,14 @@ private:
   json time_all();
 
   const emitter& m_out;
-  const json& m_job;
+  const proto::job& m_job;
   cudaStream_t m_aux = nullptr; // samples outputs before GO, writes DONE for a failed runner
   void* m_sample_host = nullptr;
   cudaEvent_t m_start = nullptr;
   cudaEvent_t m_stop = nullptr;
   int m_hang_ms = 30000;
   std::string m_log_dir;
-  json m_runner_spec;
+  process_spec m_runner_spec;
   std::mt19937_64 m_rng;
   poison_pattern m_poison{}; // drawn per job from m_rng: candidates cannot know it
   bool m_host_reference = false;
@@ -1580,15 +1562,15 @@ private:
 // its window against the verified digest of its input set, every input digested after every call.
 json worker::time_all() {
   const auto all_start = clock_type::now();
-  const auto& t = m_job.at("timing");
-  const int sets = std::max(1, t.value("input_sets", 3));
-  const int min_samples = t.value("min_samples", 10);
-  const int max_samples = t.value("max_samples", 2000);
-  const double min_time = t.value("min_time", 0.5);
-  const double target_rsd = t.value("target_rsd", 0.005);
-  const double max_wall = t.value("max_wall", 6.0);
-  const bool cold_l2 = t.value("cold_l2", true);
-  const uint64_t order_seed = t.value("order_seed", 1u);
+  const proto::timing& t = *m_job.time;
+  const int sets = std::max(1, t.input_sets);
+  const int min_samples = t.min_samples;
+  const int max_samples = t.max_samples;
+  const double min_time = t.min_time;
+  const double target_rsd = t.target_rsd;
+  const double max_wall = t.max_wall;
+  const bool cold_l2 = t.cold_l2;
+  const uint64_t order_seed = t.order_seed;
   const shape_desc& s = timing_shape();
   const int n_dists = dist_count(s);
   const int n_seeds = static_cast<int>(m_seeds.size());
@@ -1971,11 +1953,13 @@ json worker::time_all() {
     ++round;
     if (clock_type::now() - last_beat > std::chrono::milliseconds(500)) {
       last_beat = clock_type::now();
-      json counts = json::object();
+      proto::progress pr;
+      pr.stage = "time";
+      pr.round = round;
       for (auto& [k, v] : samples) {
-        counts[k] = v.size();
+        pr.samples[k] = static_cast<int>(v.size());
       }
-      m_out.send({{"event", "progress"}, {"stage", "time"}, {"round", round}, {"samples", counts}});
+      m_out.send(pr);
     }
   }
 
@@ -2004,7 +1988,7 @@ json worker::time_all() {
   // Result caching keyed by pointer or by a sample of the contents: change input set 0 in place,
   // first all of it, then values at random positions (64 random runs of up to 16 elements per
   // input, from fresh contents), and check each answer against the oracle.
-  const uint64_t fresh_seed = m_job.value("fresh_seed", uint64_t{0xF4E5D6C7ull});
+  const uint64_t fresh_seed = m_job.fresh_seed;
   bool any = false;
   for (auto& lib : m_libs) {
     any = any || (!lib.rejected && lib.role != "baseline");
@@ -2136,28 +2120,28 @@ int judge_main() {
   const emitter out(std::atoi(fd_env));
   std::string line;
   while (std::getline(std::cin, line)) {
-    json job;
+    proto::job job;
     try {
-      job = json::parse(line);
+      job = json::parse(line).get<proto::job>();
     } catch (const std::exception& e) {
-      out.send({{"event", "error"}, {"message", std::string("bad job: ") + e.what()}});
+      out.send(proto::error{std::string("bad job: ") + e.what(), false});
       return exit_code::tool;
     }
-    if (job.value("op", "") == "exit") {
+    if (job.what == proto::op::exit) {
       return 0;
     }
     try {
       worker w(out, job);
-      json r = w.run();
+      const proto::result r = w.run();
       out.send(r);
-      if (r.value("context_lost", false)) {
+      if (r.context_lost) {
         return 0; // the parent starts a fresh worker for the next job
       }
     } catch (const cuda_error& e) {
-      out.send({{"event", "error"}, {"message", e.what()}, {"sticky", e.sticky()}});
+      out.send(proto::error{e.what(), e.sticky()});
       return exit_code::tool;
     } catch (const std::exception& e) {
-      out.send({{"event", "error"}, {"message", e.what()}});
+      out.send(proto::error{e.what(), false});
       return exit_code::tool;
     }
   }

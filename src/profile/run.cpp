@@ -282,6 +282,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
   rep.counter_access = probe_access(r.source);
   std::string unavailable = rep.counter_access.available ? "" : rep.counter_access.reason;
   std::optional<counters> measured;
+  std::optional<eval::protocol::device> device;
   json runs = json::array();
   // One worker per plan under Nsight Compute; a single one otherwise.
   std::vector<std::optional<plan>> passes;
@@ -311,8 +312,9 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
                {"reason", run.outcome.reason},
                {"seconds", run.outcome.seconds},
                {"profile", run.profile}};
-    if (run.outcome.detail.contains("device")) {
-      rep.detail["device"] = run.outcome.detail["device"];
+    if (run.outcome.context.device) {
+      device = run.outcome.context.device;
+      rep.detail["device"] = *device;
     }
     if (run.outcome.final != eval::verdict::same) {
       runs.push_back(entry);
@@ -356,8 +358,8 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
     runs.push_back(entry);
   }
   rep.detail["runs"] = runs;
-  if (measured && !measured->sm_count && rep.detail.contains("device")) {
-    measured->sm_count = rep.detail["device"].value("sm_count", 0.0);
+  if (measured && !measured->sm_count && device) {
+    measured->sm_count = device->sm_count;
   }
   obs.measured = measured;
   obs.events_only_reason = unavailable;

@@ -55,21 +55,21 @@ eval::timing_options timing_from(const json& j) {
 
 json options_json(const eval::options& o) {
   json j{{"shape", o.shape},
-          {"seeds", o.seeds},
-          {"seed_base", o.seed_base},
-          {"determinism_runs", o.determinism_runs},
-          {"sessions", o.sessions},
-          {"verify_only", o.verify_only},
-          {"sanitize", o.sanitize},
-          {"hang_timeout", o.hang_timeout.count()},
-          {"compile_timeout", o.compile_timeout.count()},
-          {"timing", timing_json(o.timing)},
-          {"delta", o.delta},
-          {"delta_source", o.delta_source},
-          {"arch", o.arch ? json(*o.arch) : json(nullptr)},
-          {"ceilings", task::to_json(o.ceilings)},
-          {"cache_dir", o.cache_dir.string()},
-          {"no_sandbox", o.no_sandbox}};
+         {"seeds", o.seeds},
+         {"seed_base", o.seed_base},
+         {"determinism_runs", o.determinism_runs},
+         {"sessions", o.sessions},
+         {"verify_only", o.verify_only},
+         {"sanitize", o.sanitize},
+         {"hang_timeout", o.hang_timeout.count()},
+         {"compile_timeout", o.compile_timeout.count()},
+         {"timing", timing_json(o.timing)},
+         {"delta", o.delta},
+         {"delta_source", o.delta_source},
+         {"arch", o.arch ? json(*o.arch) : json(nullptr)},
+         {"ceilings", task::to_json(o.ceilings)},
+         {"cache_dir", o.cache_dir.string()},
+         {"no_sandbox", o.no_sandbox}};
   if (o.profile != eval::profile_mode::none) { // absent otherwise: earlier jobs keep their keys
     j["profile"] = to_string(o.profile);
   }
@@ -147,26 +147,12 @@ eval_request eval_request_from_json(const json& j) {
   return r;
 }
 
-json to_json(const eval::result& r) {
-  return {{"verdict", eval::to_string(r.final)},
-          {"reason", r.reason},
-          {"message", r.message},
-          {"detail", r.detail},
-          {"seconds", r.seconds}};
-}
-
 eval::result eval_result_from_json(const json& j) {
-  eval::result r;
-  const auto v = eval::verdict_from_string(j.at("verdict").get<std::string>());
-  if (!v) {
-    fail("a job's result has an unknown verdict '{}'", j.at("verdict").get<std::string>());
+  try {
+    return eval::result_from_json(j);
+  } catch (const std::invalid_argument& e) {
+    fail("a job's result cannot be read: {}", e.what());
   }
-  r.final = *v;
-  r.reason = j.at("reason").get<std::string>();
-  r.message = j.at("message").get<std::string>();
-  r.detail = j.at("detail");
-  r.seconds = j.at("seconds").get<double>();
-  return r;
 }
 
 store::job_key job_key_of(const task::contract& c, const eval_request& r) {

@@ -38,7 +38,7 @@ struct eval_request {
 };
 nlohmann::json to_json(const eval_request& r);
 eval_request eval_request_from_json(const nlohmann::json& j);
-nlohmann::json to_json(const eval::result& r);
+// A result from a queue job (eval::to_json wrote it); kb::error for one that cannot be read.
 eval::result eval_result_from_json(const nlohmann::json& j);
 // The queue key: the task, the candidate source's digest and the protocol (the digest of the
 // baseline's source and of every option that decides the result).
@@ -116,10 +116,10 @@ struct slurm_options {
   // Shell lines the job runs before the worker (`module load cuda/13.0`, `source env.sh`); a line
   // that fails ends the job (FAILED, resubmitted while attempts remain).
   std::string setup;
-  int max_jobs = 64;              // submitted at once
-  int resubmits = 3;              // per queue job, after the cluster lost it
-  fs::path log_dir;               // where the jobs' output goes (a shared path)
-  std::string store_files;        // KBLASTER_STORE_FILES for the jobs, when the store is a URL
+  int max_jobs = 64;       // submitted at once
+  int resubmits = 3;       // per queue job, after the cluster lost it
+  fs::path log_dir;        // where the jobs' output goes (a shared path)
+  std::string store_files; // KBLASTER_STORE_FILES for the jobs, when the store is a URL
 };
 std::unique_ptr<worker_provider> make_slurm_workers(fs::path kblaster, std::string store_location,
                                                     slurm_options opt);

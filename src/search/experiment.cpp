@@ -35,14 +35,12 @@ std::string utc_now() {
   return buf;
 }
 
-double stat_of(const eval::result& r, const char* key) {
-  return r.detail.is_object() ? r.detail.value("statistics", json::object()).value(key, 0.0) : 0.0;
-}
-
 } // namespace
 
 bool table_entry::correct() const {
-  return accepted(eval::result{verdict, "", "", {}, 0});
+  eval::result r;
+  r.final = verdict;
+  return accepted(r);
 }
 
 json outcome_table::to_json() const {
@@ -224,13 +222,13 @@ outcome_table record_table(const fs::path& project_root, const std::vector<task:
     e.verdict = r.final;
     e.reason = r.reason;
     e.seconds = r.seconds;
-    if (accepted(r)) {
-      e.speedup = stat_of(r, "speedup");
-      e.candidate_seconds = stat_of(r, "median_candidate_s");
-      e.baseline_seconds = stat_of(r, "median_baseline_s");
+    if (accepted(r) && r.gate) {
+      e.speedup = r.gate->speedup;
+      e.candidate_seconds = r.gate->median_candidate_s;
+      e.baseline_seconds = r.gate->median_baseline_s;
     }
-    if (table.device.empty() && r.detail.is_object() && r.detail.contains("device")) {
-      table.device = r.detail["device"];
+    if (table.device.empty() && r.context.device) {
+      table.device = *r.context.device;
     }
     say(fmt::format("[{}/{}] task {} {} {}: {} ({}) {:.3f}x", i + 1, jobs.size(), e.task,
                     e.strategy, e.params.dump(), eval::to_string(e.verdict), e.reason, e.speedup));
@@ -290,6 +288,7 @@ eval::result replay_evaluator::operator()(const task::contract& c,
                               m_table.protocol.value("max_wall_s", o.timing.max_wall);
   r.seconds = recorded * (1 + asked) / (1 + table_timing);
   m_seconds += r.seconds;
+  r.worker_seconds = r.seconds;
   r.detail = {{"replay", true}, {"sessions", json::array({{{"seconds", r.seconds}}})}};
   if (cand->entry != nullptr && !cand->entry->correct()) {
     r.final = cand->entry->verdict;
@@ -309,10 +308,14 @@ eval::result replay_evaluator::operator()(const task::contract& c,
                 ? eval::verdict::improved
                 : (ratio < 1 - o.delta ? eval::verdict::regressed : eval::verdict::same);
   r.reason = "timing." + eval::to_string(r.final);
-  r.detail["statistics"] = {{"median_baseline_s", t_best},
-                            {"median_candidate_s", t_cand},
-                            {"speedup", ratio},
-                            {"speedup_ci", {ratio, ratio}}};
+  eval::gate_summary g;
+  g.median_baseline_s = t_best;
+  g.median_candidate_s = t_cand;
+  g.speedup = ratio;
+  g.speedup_low = ratio;
+  g.speedup_high = ratio;
+  r.gate = g;
+  r.detail["statistics"] = g;
   return r;
 }
 

@@ -155,16 +155,8 @@ json detail_of(const eval::result& r) {
   return r.detail.is_object() ? r.detail : json::object();
 }
 
-double stat(const eval::result& r, const char* key) {
-  return detail_of(r).value("statistics", json::object()).value(key, 0.0);
-}
-
 double gpu_seconds_of(const eval::result& r) {
-  double s = 0;
-  for (const auto& session : detail_of(r).value("sessions", json::array())) {
-    s += session.value("seconds", 0.0);
-  }
-  return s;
+  return r.worker_seconds;
 }
 
 std::string state_words(const bottleneck& b, double floor, double seconds) {
@@ -247,7 +239,7 @@ task_result optimizer::optimize(const task::contract& c) {
     say(fmt::format("task {}: no counters for the baseline ({}); states stay analytic", c.id,
                     counters_note(base)));
   }
-  res.baseline_seconds = stat(base, "median_baseline_s");
+  res.baseline_seconds = base.gate ? base.gate->median_baseline_s : 0.0;
   p.seconds = res.baseline_seconds;
   p.gpu_seconds += gpu_seconds_of(base);
 
@@ -459,7 +451,7 @@ task_result optimizer::optimize(const task::contract& c) {
       e.predicted_speedup = prop.predicted_speedup * p.speedup;
       e.correct = accepted(r);
       e.failure_reason = e.correct ? "" : r.reason;
-      const double vs_best = stat(r, "speedup");
+      const double vs_best = r.gate ? r.gate->speedup : 0.0;
       if (e.correct && vs_best > 0) {
         e.measured_speedup = vs_best * p.speedup;
         ++p.correct;
@@ -487,12 +479,12 @@ task_result optimizer::optimize(const task::contract& c) {
             {prop.strategy, prop.params, "evaluate", r.reason, r.message.substr(0, 2000)});
       }
       res.steps.push_back(step_record);
-      if (r.final == eval::verdict::improved) {
+      if (r.final == eval::verdict::improved && r.gate) {
         p.source = prop.source;
         p.strategy = prop.strategy;
         p.params = prop.params;
         p.speedup = *e.measured_speedup;
-        p.seconds = stat(r, "median_candidate_s");
+        p.seconds = r.gate->median_candidate_s;
         p.evaluations_to_best = p.evaluations;
         say(fmt::format(
             "task {}: new best {} {:.3f}x over the baseline, {:.0f}% of the floor's speed", c.id,
@@ -526,10 +518,10 @@ task_result optimizer::optimize(const task::contract& c) {
     eval::record(m_store, m_run, c, best, baseline, confirm);
     in.confirmation = confirm.final;
     in.confirmation_reason = confirm.reason;
-    if (accepted(confirm)) {
-      res.speedup = stat(confirm, "speedup");
-      res.best_seconds = stat(confirm, "median_candidate_s");
-      res.baseline_seconds = stat(confirm, "median_baseline_s");
+    if (accepted(confirm) && confirm.gate) {
+      res.speedup = confirm.gate->speedup;
+      res.best_seconds = confirm.gate->median_candidate_s;
+      res.baseline_seconds = confirm.gate->median_baseline_s;
       res.floor_fraction = floor / res.best_seconds;
     }
     if (confirm.final != eval::verdict::improved) {

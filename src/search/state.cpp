@@ -37,48 +37,36 @@ json bottleneck::to_json() const {
           {"sentence", sentence}};
 }
 
+namespace {
+
+// CUPTI's values of a counters run; none when the run produced no document.
+profile::cupti_values cupti_of(const eval::counters_run& run) {
+  return run.values.is_object() ? profile::cupti_values::from_json(run.values)
+                                : profile::cupti_values{};
+}
+
+} // namespace
+
 bottleneck assess(const task::contract& c, const task::shape_case& s, double seconds,
                   const eval::result* evaluation) {
   bottleneck b;
   profile::observation o;
   o.events_only_reason = "analytic: the evaluation carried no counters";
-  if (evaluation != nullptr && evaluation->detail.is_object()) {
-    const json& d = evaluation->detail;
-    const json profile = d.value("profile", json::object());
-    // An assessment the evaluation carries, already classified (a profiler's report).
-    const json a = profile.is_object() ? profile.value("bottleneck", json::object()) : json();
-    if (a.is_object() && a.contains("state")) {
-      const auto st = profile::state_from_string(a.value("state", ""));
-      const auto src = state_source_from_string(profile.value("source", std::string("cupti")));
-      if (st && src && *src != state_source::analytic) {
-        b.state = *st;
-        b.source = *src;
-        b.numbers = a.value("numbers", json::object());
-        b.sentence = a.value("sentence", "");
-        return b;
-      }
-    }
+  if (evaluation != nullptr) {
     // CUPTI's counters collected with the evaluation (eval::profile_mode), classified here.
-    if (profile.is_object() && profile.contains("counters") && profile["counters"].is_object()) {
-      const auto v = profile::cupti_values::from_json(profile["counters"]);
-      if (v.available && !v.values.empty()) {
+    if (const auto& run = evaluation->counters) {
+      const auto v = cupti_of(*run);
+      if (run->outcome == eval::verdict::same && v.available && !v.values.empty()) {
         o.measured = profile::counters_from_cupti(v);
-      } else {
+      } else if (run->outcome == eval::verdict::same) {
         o.events_only_reason = "analytic: CUPTI gave no counters (" +
                                (v.reason.empty() ? std::string("no values") : v.reason) + ")";
-      }
-    } else if (profile.is_object() && profile.contains("reason")) {
-      o.events_only_reason = "analytic: the counters' run ended " +
-                             profile.value("verdict", std::string("?")) + " (" +
-                             profile.value("reason", std::string()) + ")";
-    }
-    if (d.contains("ceilings") && d["ceilings"].is_object()) {
-      try {
-        o.ceilings = task::ceilings_from_json(d["ceilings"]);
-      } catch (const json::exception&) {
-        // an older record: the default ceilings
+      } else {
+        o.events_only_reason = "analytic: the counters' run ended " +
+                               eval::to_string(run->outcome) + " (" + run->reason + ")";
       }
     }
+    o.ceilings = evaluation->context.ceilings;
   }
   if (seconds > 0) {
     o.seconds = seconds;
@@ -97,40 +85,27 @@ bottleneck assess(const task::contract& c, const task::shape_case& s, double sec
   return b;
 }
 
-namespace {
-
-json profile_of(const eval::result& r) {
-  if (!r.detail.is_object() || !r.detail.contains("profile") || !r.detail["profile"].is_object()) {
-    return json::object();
-  }
-  return r.detail["profile"];
-}
-
-} // namespace
-
 bool has_counters(const eval::result& r) {
-  const json p = profile_of(r);
-  if (!p.contains("counters") || !p["counters"].is_object()) {
+  if (!r.counters || r.counters->outcome != eval::verdict::same) {
     return false;
   }
-  const auto v = profile::cupti_values::from_json(p["counters"]);
+  const auto v = cupti_of(*r.counters);
   return v.available && !v.values.empty();
 }
 
 std::string counters_note(const eval::result& r) {
-  const json p = profile_of(r);
-  if (p.empty()) {
+  if (!r.counters) {
     return "the evaluation did not collect them";
   }
-  if (p.contains("counters") && p["counters"].is_object()) {
-    const auto v = profile::cupti_values::from_json(p["counters"]);
-    if (v.available && !v.values.empty()) {
-      return fmt::format("CUPTI: {} metrics in {} passes", v.values.size(), v.passes);
-    }
-    return "CUPTI: " + (v.reason.empty() ? std::string("no values") : v.reason);
+  if (r.counters->outcome != eval::verdict::same) {
+    return fmt::format("the counters' run ended {} ({})", eval::to_string(r.counters->outcome),
+                       r.counters->reason);
   }
-  return fmt::format("the counters' run ended {} ({})", p.value("verdict", std::string("?")),
-                     p.value("reason", std::string("?")));
+  const auto v = cupti_of(*r.counters);
+  if (v.available && !v.values.empty()) {
+    return fmt::format("CUPTI: {} metrics in {} passes", v.values.size(), v.passes);
+  }
+  return "CUPTI: " + (v.reason.empty() ? std::string("no values") : v.reason);
 }
 
 namespace {

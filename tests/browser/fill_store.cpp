@@ -61,7 +61,16 @@ json verification(int checks, bool fail_one) {
                        {"nonfinite", 0},
                        {"unwritten", 0}}}}});
   }
-  return json::array({{{"role", "verify"}, {"accepted", !fail_one}, {"checks", list}}});
+  eval::protocol::library_result l;
+  l.role = "candidate";
+  l.accepted = !fail_one;
+  if (fail_one) {
+    l.reason = "verify.mismatch";
+    l.message = "output y differs from the float64 oracle";
+  }
+  l.runner_exit = eval::protocol::runner_end{"exit 0", 0, ""};
+  l.record = {{"checks", list}};
+  return json::array({l});
 }
 
 // A result document as eval::evaluate writes it, for a candidate `speed` times as fast as the
@@ -72,7 +81,19 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   eval::result r;
   json d;
   d["task"] = {{"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}};
-  d["device"] = {{"name", gpu_name}, {"sm_count", 132}, {"uuid", "GPU-scripted"}};
+  eval::protocol::device dev;
+  dev.name = gpu_name;
+  dev.uuid = "GPU-scripted";
+  dev.sm_count = 132;
+  dev.driver_version = "580.159.04";
+  dev.cuda_runtime = 13000;
+  dev.max_sm_clock_mhz = 1980;
+  r.context.device = dev;
+  r.context.toolkit = "13.0.88";
+  r.context.arch = "sm_90a";
+  r.context.isolation = "sandboxed";
+  r.context.shape = "official";
+  d["device"] = dev;
   d["shape"] = {{"name", "official"}};
   d["candidate"] = {
       {"name", cand.name}, {"origin", cand.origin}, {"source_digest", sha256_hex(cand.source)}};
@@ -83,16 +104,17 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   d["seconds"] = 3.5;
   d["isolation"] = {{"level", "sandboxed"}};
   const bool build_error = failure == "build.compile_error";
-  d["builds"]["candidate"] = {
-      {"status", build_error ? "failed" : "ok"},
-      {"reason", build_error ? failure : ""},
-      {"seconds", 1.25},
-      {"cached", false},
-      {"binary", build_error ? "" : scripted_binary.string()},
-      {"flags", {"-O3", "-std=c++17", "-arch=sm_90a"}},
-      {"log_tail", build_error ? "candidate.cu(12): error: identifier \"blockDimx\" is undefined\n"
-                                 "1 error detected in the compilation of \"candidate.cu\"."
-                               : "ptxas info    : Used 32 registers, 0 bytes smem\n"}};
+  build::result b;
+  b.status = build_error ? build::outcome::compile_error : build::outcome::ok;
+  b.reason = build_error ? failure : "build.ok";
+  b.seconds = 1.25;
+  b.binary = build_error ? fs::path() : scripted_binary;
+  b.flags = {"-O3", "-std=c++17", "-arch=sm_90a"};
+  b.log = build_error ? "candidate.cu(12): error: identifier \"blockDimx\" is undefined\n"
+                        "1 error detected in the compilation of \"candidate.cu\"."
+                      : "ptxas info    : Used 32 registers, 0 bytes smem\n";
+  r.builds["candidate"] = b;
+  d["builds"]["candidate"] = b.to_json();
   if (build_error) {
     r.final = eval::verdict::rejected;
     r.reason = failure;
@@ -103,6 +125,7 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   }
   const bool reject = !failure.empty();
   d["verification"] = verification(6, reject);
+  r.verification = d["verification"].get<std::vector<eval::protocol::library_result>>();
   if (reject) {
     r.final = eval::verdict::rejected;
     r.reason = failure;
@@ -121,7 +144,15 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
       samples["candidate"].push_back({{"t", t_cand * (1 + 0.02 * g.next())}, {"round", i}});
       samples["baseline"].push_back({{"t", t_base * (1 + 0.02 * g.next())}, {"round", i}});
     }
-    timing.push_back({{"samples", samples}});
+    eval::protocol::session_timing t;
+    t.record = {{"samples", samples}};
+    for (const auto& role : {"candidate", "baseline"}) {
+      for (const auto& x : samples[role]) {
+        t.samples[role].push_back({x.at("t").get<double>(), 0, x.at("round").get<int>(), {}});
+      }
+    }
+    r.timing.push_back(t);
+    timing.push_back(t);
     medians.push_back({{"candidate", t_cand * 1.01}, {"baseline", t_base * 1.01}});
   }
   d["timing"] = timing;
@@ -131,13 +162,22 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
                               : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
   const double floor = task::floor_seconds(c, c.official(), task::ceilings{});
   d["floor_seconds"] = floor;
-  d["statistics"] = {{"median_baseline_s", t_base},
-                     {"median_candidate_s", t_cand},
-                     {"speedup", ratio},
-                     {"speedup_ci", {ratio * 0.995, ratio * 1.005}},
-                     {"mann_whitney_p", v == eval::verdict::same ? 0.4 : 1e-30},
-                     {"floor_fraction", floor / t_cand},
-                     {"session_medians", medians}};
+  eval::gate_summary gate;
+  gate.n_baseline = 400;
+  gate.n_candidate = 400;
+  gate.median_baseline_s = t_base;
+  gate.median_candidate_s = t_cand;
+  gate.speedup = ratio;
+  gate.speedup_low = ratio * 0.995;
+  gate.speedup_high = ratio * 1.005;
+  gate.p = v == eval::verdict::same ? 0.4 : 1e-30;
+  gate.floor_fraction = floor / t_cand;
+  r.gate = gate;
+  r.worker_seconds = 1.0;
+  json st = gate;
+  st["mann_whitney_p"] = *gate.p;
+  st["session_medians"] = medians;
+  d["statistics"] = st;
   r.final = v;
   r.reason = "timing." + eval::to_string(v);
   r.message = fmt::format("speedup {:.3f}x over the compared kernel", ratio);
@@ -217,7 +257,8 @@ int64_t injection_run(store::store& st, const fs::path& root) {
   auto r = scripted(c, cand, base, 1e-3, 1e-3, "verify.mismatch");
   r.message = "<img src=x onerror=\"window.__pwned = 4\"> answer of the model";
   r.detail["message"] = r.message;
-  r.detail["builds"]["candidate"]["log_tail"] = "<script>window.__pwned = 5;</script> warning";
+  r.builds["candidate"].log = "<script>window.__pwned = 5;</script> warning";
+  r.detail["builds"]["candidate"] = r.builds["candidate"].to_json();
   eval::record(st, run, c, cand, base, r);
   st.finish_run(run, store::run_status::finished, "rejected", "verify.mismatch");
   return run;

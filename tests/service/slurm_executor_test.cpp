@@ -143,8 +143,8 @@ TEST_F(slurm_test, a_job_cancelled_mid_run_is_submitted_again_and_finishes) {
   const auto marker = m_dir->path() / "first-job-running";
   slurm_options s;
   s.gres = "";
-  s.setup = "if [ ! -e '" + marker.string() + "' ]; then touch '" + marker.string() +
-            "'; sleep 600; fi";
+  s.setup =
+      "if [ ! -e '" + marker.string() + "' ]; then touch '" + marker.string() + "'; sleep 600; fi";
   auto exec = make(s);
   auto pending =
       std::async(std::launch::async, [&] { return exec->evaluate(c, base, base, cpu_options()); });
@@ -214,11 +214,18 @@ TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_confi
   expect_cpu_path(r);
   const auto ids = job_ids();
   ASSERT_EQ(ids.size(), 1u);
-  // The job record, as Slurm keeps it (squeue remembers finished jobs for MinJobAge).
-  const auto record = run_text({"squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%P|%l|%k|%T"});
-  EXPECT_EQ(record.substr(0, record.find('\n')),
-            "second|7:00|kblaster-config-" + nonce + "|COMPLETED")
-      << record;
+  // The job record, as Slurm keeps it (squeue remembers finished jobs for MinJobAge). The
+  // worker's result can reach the store while Slurm still says COMPLETING: wait for the end.
+  std::string record;
+  for (int i = 0; i < 100; ++i) {
+    const auto out = run_text({"squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%P|%l|%k|%T"});
+    record = out.substr(0, out.find('\n'));
+    if (!record.ends_with("COMPLETING")) {
+      break;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_EQ(record, "second|7:00|kblaster-config-" + nonce + "|COMPLETED") << record;
 }
 
 } // namespace

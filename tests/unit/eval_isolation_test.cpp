@@ -2,6 +2,7 @@
 // objects under /tmp, the GPU device files when present) and talks to its parent.
 #include "common/fs.hpp"
 #include "eval/detail/isolation.hpp"
+#include "eval/protocol.hpp"
 #include "eval/session.hpp"
 
 #include <gtest/gtest.h>
@@ -32,15 +33,17 @@ TEST(isolation, the_worker_runs_in_the_sandbox_and_reports_to_its_parent) {
   launch.hang_timeout = std::chrono::seconds(60);
   // The job loads the staged file as the oracle module: the worker must see it (it is not a
   // shared object, so loading fails with the loader's message, or the device is missing first).
-  nlohmann::json job{{"op", "evaluate"},
-                     {"oracle", staged.string()},
-                     {"shapes", nlohmann::json::array()},
-                     {"timing_shape", "x"},
-                     {"tolerance", {{"atol", 0}, {"rtol", 0}, {"rel_l2", 0}}},
-                     {"seeds", {1}},
-                     {"candidates", nlohmann::json::array()}};
+  protocol::job job;
+  job.task = "019";
+  job.oracle = staged.string();
+  job.timing_shape = "x";
+  job.seeds = {1};
   const auto out = run_worker_job(job, launch, {});
-  EXPECT_EQ(out.failure, "error") << out.failure_detail << "\nlog:\n" << out.log_tail;
+  EXPECT_EQ(out.failure, worker_failure::error)
+      << to_string(out.failure) << ": " << out.failure_detail << "\nlog:\n"
+      << out.log_tail;
+  // The judge read the typed job (a job it could not read fails as "bad job" first).
+  EXPECT_EQ(out.failure_detail.find("bad job"), std::string::npos) << out.failure_detail;
   const bool reached = out.failure_detail.find("CUDA") != std::string::npos ||
                        out.failure_detail.find("oracle module") != std::string::npos;
   EXPECT_TRUE(reached) << out.failure_detail << "\nlog:\n" << out.log_tail;

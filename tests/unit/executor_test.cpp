@@ -39,10 +39,68 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   r.message = "faster";
   r.detail = {{"speedup", 1.25}};
   r.seconds = 3.5;
-  const auto back = eval_result_from_json(to_json(r));
+  eval::gate_summary g;
+  g.n_baseline = 300;
+  g.median_baseline_s = 2e-3;
+  g.median_candidate_s = 1.6e-3;
+  g.speedup = 1.25;
+  g.speedup_low = 1.2;
+  g.speedup_high = 1.3;
+  g.p = 1e-9;
+  g.p_between = 2e-9;
+  r.gate = g;
+  r.worker_seconds = 4.25;
+  eval::protocol::device dev;
+  dev.name = "NVIDIA H200";
+  dev.uuid = "GPU-1";
+  dev.sm_count = 132;
+  dev.record = {{"pci_bus_id", "0000:00:06.0"}};
+  r.context.device = dev;
+  r.context.toolkit = "13.0.88";
+  r.context.isolation = "sandboxed";
+  r.context.shape = "official";
+  r.context.ceilings.bandwidth = 4.1e12;
+  build::result b;
+  b.status = build::outcome::compile_error;
+  b.reason = "build.compile_error";
+  b.log = "error: x";
+  r.builds["candidate"] = b;
+  eval::protocol::library_result l;
+  l.role = "candidate";
+  l.accepted = true;
+  l.digests = {{0, 0xffffffffffffffffull}};
+  r.verification = {l};
+  eval::protocol::session_timing t;
+  t.samples["baseline"] = {{2e-3, 1, 7, 1980.0}};
+  t.overhead_s = 2.9e-4;
+  r.timing = {t};
+  r.counters = eval::counters_run{eval::verdict::same,   "verify.passed", "", 2.0,
+                                  {{"available", true}}, 1.5e-3};
+  const auto back = eval_result_from_json(nlohmann::json::parse(eval::to_json(r).dump()));
   EXPECT_EQ(back.final, r.final);
   EXPECT_EQ(back.detail, r.detail);
-  auto bad = to_json(r);
+  EXPECT_EQ(eval::to_json(back), eval::to_json(r));
+  ASSERT_TRUE(back.gate);
+  EXPECT_EQ(*back.gate->p_between, 2e-9);
+  EXPECT_FALSE(back.gate->p_within);
+  EXPECT_EQ(back.context.device->record.at("pci_bus_id"), "0000:00:06.0");
+  EXPECT_DOUBLE_EQ(back.context.ceilings.bandwidth, 4.1e12);
+  EXPECT_EQ(back.builds.at("candidate").status, build::outcome::compile_error);
+  EXPECT_EQ(back.builds.at("candidate").log, "error: x");
+  EXPECT_EQ(back.verification.at(0).digests.at(0), 0xffffffffffffffffull);
+  EXPECT_EQ(back.timing.at(0).samples.at("baseline").at(0).round, 7);
+  EXPECT_DOUBLE_EQ(back.timing.at(0).overhead_s, 2.9e-4);
+  EXPECT_DOUBLE_EQ(*back.counters->event_median_s, 1.5e-3);
+  // A result queued before the typed fields travelled reads with its record alone.
+  auto old = eval::to_json(r);
+  for (const char* k : {"gate", "worker_seconds", "context", "builds", "verification",
+                        "checker_selftest", "timing", "counters"}) {
+    old.erase(k);
+  }
+  const auto legacy = eval_result_from_json(old);
+  EXPECT_EQ(legacy.final, r.final);
+  EXPECT_FALSE(legacy.gate);
+  auto bad = eval::to_json(r);
   bad["verdict"] = "great";
   EXPECT_THROW(eval_result_from_json(bad), kb::error);
 }
@@ -110,8 +168,8 @@ TEST(executor, the_profile_mode_travels_and_a_request_without_one_keeps_its_key)
   auto bad = to_json(r);
   bad["options"]["profile"] = "sometimes";
   EXPECT_THROW(eval_request_from_json(bad), kb::error);
-  for (auto m : {eval::profile_mode::none, eval::profile_mode::improved,
-                 eval::profile_mode::always}) {
+  for (auto m :
+       {eval::profile_mode::none, eval::profile_mode::improved, eval::profile_mode::always}) {
     EXPECT_EQ(eval::profile_mode_from_string(eval::to_string(m)), m);
   }
 }

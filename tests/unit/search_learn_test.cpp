@@ -46,7 +46,7 @@ TEST(state, shape_classes_round_trip_and_measure_distance) {
   EXPECT_FALSE(shape_class::parse("elementwise/float32/flat/x").has_value());
 }
 
-TEST(state, analytic_without_a_profile_and_the_profile_when_the_evaluation_carries_one) {
+TEST(state, analytic_without_counters) {
   const auto c = task::find_task(root, "019");
   const auto& s = c.official();
   const double floor = task::floor_seconds(c, s, task::ceilings{});
@@ -57,15 +57,6 @@ TEST(state, analytic_without_a_profile_and_the_profile_when_the_evaluation_carri
   EXPECT_TRUE(at_floor.numbers.contains("bandwidth_fraction"));
   // Far from the floor, the roofline alone cannot tell: unknown, still analytic.
   EXPECT_EQ(assess(c, s, 10 * floor).state, profile::state::unknown);
-  eval::result r;
-  r.detail = {{"profile",
-               {{"source", "ncu"},
-                {"bottleneck",
-                 {{"state", "latency_bound"}, {"numbers", {{"sm_pct", 20}}}, {"sentence", "x"}}}}}};
-  const auto measured = assess(c, s, 10 * floor, &r);
-  EXPECT_EQ(measured.source, state_source::ncu);
-  EXPECT_EQ(measured.state, profile::state::latency_bound);
-  EXPECT_EQ(measured.to_json().at("source"), "ncu");
 }
 
 TEST(state, counters_collected_with_the_evaluation_are_classified_and_their_absence_explained) {
@@ -84,7 +75,7 @@ TEST(state, counters_collected_with_the_evaluation_are_classified_and_their_abse
               {"sm__warps_active.avg.pct_of_peak_sustained_active", {80, "%"}},
               {"sm__ctas_launched.sum", {16896, ""}}};
   eval::result r;
-  r.detail = {{"profile", {{"source", "cupti"}, {"verdict", "same"}, {"counters", v.to_json()}}}};
+  r.counters = eval::counters_run{eval::verdict::same, "verify.passed", "", 1.5, v.to_json(), 3e-3};
   EXPECT_TRUE(has_counters(r));
   EXPECT_EQ(counters_note(r), "CUPTI: 6 metrics in 3 passes");
   const auto measured = assess(c, s, 10 * floor, &r);
@@ -95,17 +86,16 @@ TEST(state, counters_collected_with_the_evaluation_are_classified_and_their_abse
   // CUPTI could not read them: the analytic state, with the reason in its numbers.
   profile::cupti_values denied;
   denied.reason = "ERR_NVGPUCTRPERM: no permission";
-  r.detail["profile"]["counters"] = denied.to_json();
+  r.counters->values = denied.to_json();
   EXPECT_FALSE(has_counters(r));
   EXPECT_EQ(counters_note(r), "CUPTI: ERR_NVGPUCTRPERM: no permission");
   const auto fallback = assess(c, s, 10 * floor, &r);
   EXPECT_EQ(fallback.source, state_source::analytic);
-  EXPECT_NE(fallback.numbers.value("why_analytic", "").find("ERR_NVGPUCTRPERM"),
-            std::string::npos)
+  EXPECT_NE(fallback.numbers.value("why_analytic", "").find("ERR_NVGPUCTRPERM"), std::string::npos)
       << fallback.numbers.dump();
 
   // The counters' run itself failed: said so; and an evaluation that asked for none.
-  r.detail["profile"] = {{"source", "cupti"}, {"verdict", "rejected"}, {"reason", "crash.exit"}};
+  r.counters = eval::counters_run{eval::verdict::rejected, "crash.exit", "", 1.0, {}, {}};
   EXPECT_FALSE(has_counters(r));
   EXPECT_EQ(counters_note(r), "the counters' run ended rejected (crash.exit)");
   EXPECT_NE(assess(c, s, floor, &r).numbers.value("why_analytic", "").find("crash.exit"),
@@ -150,10 +140,16 @@ struct point_gpu {
                   ? eval::verdict::improved
                   : (ratio < 1 - o.delta ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
-    r.detail["statistics"] = {{"median_baseline_s", 1e-3 / of(best)},
-                              {"median_candidate_s", 1e-3 / of(cand)},
-                              {"speedup", ratio}};
-    r.detail["sessions"] = json::array({{{"seconds", screen ? 0.5 : 3.0}}});
+    eval::gate_summary g;
+    g.median_baseline_s = 1e-3 / of(best);
+    g.median_candidate_s = 1e-3 / of(cand);
+    g.speedup = ratio;
+    g.speedup_low = ratio;
+    g.speedup_high = ratio;
+    r.gate = g;
+    r.worker_seconds = screen ? 0.5 : 3.0;
+    r.detail["statistics"] = g;
+    r.detail["sessions"] = json::array({{{"seconds", r.worker_seconds}}});
     if (!screen && cand.origin != "baseline" && best.origin != "baseline") {
       gate_verdicts.emplace_back(cand.strategy + "|" + cand.params.dump(),
                                  eval::to_string(r.final));
@@ -455,7 +451,8 @@ TEST(replay, answers_from_the_table_and_refuses_what_it_lacks) {
   const auto r = gpu(c, {"", "c.cu", "proposer", e2.strategy, e2.params},
                      {"", "c.cu", "proposer", e1.strategy, e1.params}, o);
   EXPECT_EQ(r.final, eval::verdict::improved);
-  EXPECT_NEAR(r.detail["statistics"]["speedup"].get<double>(), 3.0 / 2.0, 1e-12);
+  ASSERT_TRUE(r.gate);
+  EXPECT_NEAR(r.gate->speedup, 3.0 / 2.0, 1e-12);
   const auto missing = gpu(c, {"", "c.cu", "proposer", e2.strategy, json{{"block", 7}}}, base, o);
   EXPECT_EQ(missing.final, eval::verdict::error);
   EXPECT_EQ(missing.reason, "replay.not_recorded");

@@ -60,32 +60,38 @@ struct scripted_gpu {
     r.final = ratio > 1.02 ? eval::verdict::improved
                            : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
-    r.detail["statistics"] = {{"median_baseline_s", t_base},
-                              {"median_candidate_s", t_cand},
-                              {"speedup", ratio},
-                              {"speedup_ci", {ratio, ratio}}};
+    eval::gate_summary g;
+    g.median_baseline_s = t_base;
+    g.median_candidate_s = t_cand;
+    g.speedup = ratio;
+    g.speedup_low = ratio;
+    g.speedup_high = ratio;
+    r.gate = g;
+    r.detail["statistics"] = g;
+    r.worker_seconds = 0.5;
     r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
     profiles.push_back(opt.profile);
     if (opt.profile == eval::profile_mode::always ||
         (opt.profile == eval::profile_mode::improved && r.final == eval::verdict::improved)) {
       nlohmann::json values = nlohmann::json::object();
       if (counters) {
-        values = {{"gpu__time_duration.sum", {{"value", t_cand * 1e9}, {"unit", "nsecond"}}},
-                  {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                   {{"value", 20}, {"unit", "%"}}},
-                  {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                   {{"value", 92}, {"unit", "%"}}},
-                  {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-                   {{"value", 92}, {"unit", "%"}}}};
+        values = {
+            {"gpu__time_duration.sum", {{"value", t_cand * 1e9}, {"unit", "nsecond"}}},
+            {"sm__throughput.avg.pct_of_peak_sustained_elapsed", {{"value", 20}, {"unit", "%"}}},
+            {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+             {{"value", 92}, {"unit", "%"}}},
+            {"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+             {{"value", 92}, {"unit", "%"}}}};
       }
-      r.detail["profile"] = {
-          {"source", "cupti"},
-          {"verdict", "same"},
-          {"counters",
-           {{"available", counters},
-            {"reason", counters ? "" : "libcupti.so.13 not found: scripted"},
-            {"values", values},
-            {"passes", counters ? 2 : 0}}}};
+      eval::counters_run run;
+      run.outcome = eval::verdict::same;
+      run.reason = "verify.passed";
+      run.values = {{"available", counters},
+                    {"reason", counters ? "" : "libcupti.so.13 not found: scripted"},
+                    {"values", values},
+                    {"passes", counters ? 2 : 0}};
+      r.counters = run;
+      r.detail["profile"] = run;
     }
     return r;
   }

@@ -42,13 +42,29 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
       {"builds",
        {{"candidate", {{"status", "ok"}, {"binary", binary.string()}, {"log_tail", "log <b>"}}}}},
       {"seconds", 2.0}};
+  eval::protocol::device dev;
+  dev.name = "test GPU";
+  r.context.device = dev;
+  r.context.shape = "official";
+  build::result b;
+  b.status = build::outcome::ok;
+  b.binary = binary;
+  b.log = "log <b>";
+  r.builds["candidate"] = b;
   if (speedup) {
-    r.detail["statistics"] = {{"median_baseline_s", 1e-3 * *speedup},
-                              {"median_candidate_s", 1e-3},
-                              {"speedup", *speedup},
-                              {"speedup_ci", {*speedup - 0.01, *speedup + 0.01}}};
-    r.detail["timing"] = json::array(
-        {{{"samples", {{"candidate", {{{"t", 1e-3}}, {{"t", 1.1e-3}}}}, {"baseline", {}}}}}});
+    eval::gate_summary g;
+    g.median_baseline_s = 1e-3 * *speedup;
+    g.median_candidate_s = 1e-3;
+    g.speedup = *speedup;
+    g.speedup_low = *speedup - 0.01;
+    g.speedup_high = *speedup + 0.01;
+    r.gate = g;
+    r.detail["statistics"] = g;
+    eval::protocol::session_timing t;
+    t.samples["candidate"] = {{1e-3, 0, 0, {}}, {1.1e-3, 0, 1, {}}};
+    t.samples["baseline"] = {};
+    r.timing = {t};
+    r.detail["timing"] = r.timing;
   }
   return eval::record(st, run, c, cand, base, r);
 }

@@ -1,0 +1,172 @@
+// The judge protocol's wire format (src/eval/protocol.hpp): jobs and events round-trip through
+// their one JSON mapping, and the result reads what a judge on the H200 wrote (an evaluation
+// record committed under evidence/h200/harness/eval-time/, whose verification, timing, device and
+// self-test are the judge's result as it arrived).
+#include "common/fs.hpp"
+#include "common/process.hpp"
+#include "eval/protocol.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kb::eval::protocol {
+namespace {
+
+using nlohmann::json;
+const fs::path root = KBLASTER_SOURCE_DIR;
+
+job sample_job() {
+  job j;
+  j.task = "019";
+  j.oracle = "/tmp/stage/oracle.so";
+  j.timing_shape = "official";
+  j.shapes = {{"odd",
+               "check",
+               {{"x", 0, {7, 1001}, {{0, 0, 1, "uniform01"}, {1, 0, 1, "normal"}}}},
+               {{"y", 0, {7, 1001}, {}}}}};
+  j.scalars = {0.5};
+  j.tol = {1e-6, 1e-5, 1e-6, false};
+  j.seeds = {1000003ull * 12345, 1000003ull * 12345 + 1};
+  j.determinism_runs = 3;
+  j.candidates = {{"baseline", "/tmp/stage/baseline.so"}, {"candidate", "/tmp/stage/c.so"}};
+  j.verify = false;
+  j.expected_digests = {{"candidate", {{0, 0xab1d674dc8365e7eull}, {4, 0xffffffffffffffffull}}}};
+  j.time = timing{};
+  j.time->order_seed = 0xDEADBEEFCAFEull;
+  j.fresh_seed = 42;
+  j.runner.argv = {"bwrap", "--", "kblaster", "runner"};
+  j.runner.env = std::map<std::string, std::string>{{"PATH", "/usr/bin"}};
+  j.runner.env_overrides = {{"KBLASTER_RUNNER_FD", "3"}};
+  j.runner.file_size = 1ull << 30;
+  j.runner.uid = 65534;
+  j.runner.gid = 65534;
+  j.hang_timeout_ms = 30000;
+  j.judge_seed = 0xFFFFFFFFFFFFFFFFull;
+  return j;
+}
+
+TEST(judge_wire, a_job_round_trips_every_field) {
+  const job j = sample_job();
+  const json wire = json::parse(json(j).dump());
+  const job back = wire.get<job>();
+  EXPECT_EQ(json(back), wire);
+  EXPECT_EQ(back.expected_digests.at("candidate").at(4), 0xffffffffffffffffull);
+  EXPECT_EQ(back.judge_seed, 0xFFFFFFFFFFFFFFFFull);
+  ASSERT_TRUE(back.time);
+  EXPECT_EQ(back.time->order_seed, 0xDEADBEEFCAFEull);
+  EXPECT_EQ(*back.runner.uid, 65534u);
+  EXPECT_FALSE(back.runner.cwd);
+  EXPECT_EQ(back.shapes.at(0).inputs.at(0).dists.at(1).label, "normal");
+  // Verification only: no timing on the wire, none read back.
+  job v = j;
+  v.time.reset();
+  EXPECT_FALSE(json(v).get<job>().time);
+  // The end of a job stream, and what is not a job.
+  job end;
+  end.what = op::exit;
+  EXPECT_EQ(json(end).dump(), R"({"op":"exit"})");
+  EXPECT_EQ(json(end).get<job>().what, op::exit);
+  EXPECT_THROW(json({{"op", "format_disk"}}).get<job>(), std::exception);
+  json missing = wire;
+  missing.erase("seeds");
+  EXPECT_THROW(missing.get<job>(), json::exception);
+}
+
+TEST(judge_wire, events_round_trip_and_their_kind_is_read_from_the_line) {
+  progress verify;
+  verify.stage = "verify";
+  verify.done = 3;
+  verify.total = 27;
+  verify.what = "odd normal seed 1";
+  const json v = verify;
+  EXPECT_EQ(kind_of(v), event_kind::progress);
+  EXPECT_EQ(v.get<progress>().what, "odd normal seed 1");
+  progress time;
+  time.stage = "time";
+  time.round = 40;
+  time.samples = {{"baseline", 40}, {"candidate", 39}};
+  EXPECT_EQ(json(time).get<progress>().samples.at("candidate"), 39);
+  EXPECT_EQ(kind_of(json(rejected{"candidate", "timing.stale_output", "x"})), event_kind::rejected);
+  EXPECT_EQ(json(rejected{"candidate", "timing.stale_output", "x"}).get<rejected>().reason,
+            "timing.stale_output");
+  EXPECT_TRUE(json(error{"CUDA error", true}).get<error>().sticky);
+  EXPECT_EQ(json(step{"verify", "candidate", "odd"}).get<step>().who, "candidate");
+  EXPECT_FALSE(kind_of(json{{"event", "forged"}}));
+  EXPECT_FALSE(kind_of(json::array()));
+  EXPECT_FALSE(kind_of(json{{"t", 1}}));
+}
+
+// The judge's result as it arrived in one H200 evaluation (task 019, the portfolio kernel against
+// the baseline; the record keeps it under device, verification, timing and checker_selftest).
+json h200_result() {
+  process_spec p;
+  p.argv = {"tar", "-xzOf", (root / "evidence/h200/harness/eval-time/eval-time.tar.gz").string(),
+            "./019_relu.json"};
+  p.timeout = std::chrono::seconds(60);
+  const auto r = run_process(p);
+  EXPECT_TRUE(r.ok()) << r.describe() << ": " << r.output.substr(0, 400);
+  const json record = json::parse(r.output);
+  return {{"event", "result"},
+          {"device", record.at("device")},
+          {"candidates", record.at("verification")},
+          {"timing", record.at("timing").at(0)},
+          {"checker_selftest", record.at("checker_selftest")},
+          {"stage_seconds", record.at("sessions").at(0).at("stage_seconds")},
+          {"context_lost", false},
+          {"lanes", "per library"},
+          {"poison", json::object()}};
+}
+
+TEST(judge_wire, the_result_reads_what_a_judge_on_the_h200_wrote) {
+  const json wire = h200_result();
+  ASSERT_EQ(kind_of(wire), event_kind::result);
+  const result r = wire.get<result>();
+  EXPECT_EQ(r.dev.name, "NVIDIA H200");
+  EXPECT_EQ(r.dev.sm_count, 132);
+  EXPECT_EQ(r.dev.driver_version, "580.159.04");
+  EXPECT_DOUBLE_EQ(r.dev.max_sm_clock_mhz, 1980.0);
+  const auto* cand = r.library("candidate");
+  const auto* base = r.library("baseline");
+  ASSERT_NE(cand, nullptr);
+  ASSERT_NE(base, nullptr);
+  EXPECT_EQ(r.library("oracle"), nullptr);
+  EXPECT_TRUE(cand->accepted);
+  EXPECT_EQ(cand->digests.at(0), 0xab1d674dc8365e7eull);
+  EXPECT_EQ(cand->digests.size(), 9u);
+  ASSERT_TRUE(cand->runner_exit);
+  EXPECT_EQ(cand->runner_exit->exit_code, 0);
+  EXPECT_EQ(cand->output.bytes, 0u);
+  EXPECT_TRUE(cand->record.at("checks").is_array()); // the evidence stays whole
+  ASSERT_TRUE(r.time);
+  EXPECT_EQ(r.time->samples.at("baseline").size(), 162u);
+  EXPECT_EQ(r.time->samples.at("candidate").size(), 162u);
+  EXPECT_DOUBLE_EQ(r.time->default_sm_clock_mhz, 1980.0);
+  const auto& first = r.time->samples.at("baseline").at(0);
+  EXPECT_GT(first.t, 0.0);
+  ASSERT_TRUE(first.clock_mhz);
+  EXPECT_TRUE(r.time->record.contains("calibration"));
+  ASSERT_TRUE(r.checker_selftest);
+  EXPECT_TRUE(r.checker_selftest->sound);
+  EXPECT_FALSE(r.profile);
+  // Written again, it is the same document: one mapping, both ways.
+  EXPECT_EQ(json(r), wire);
+}
+
+TEST(judge_wire, a_rejected_library_carries_its_reason_and_an_accepted_one_none) {
+  library_result l;
+  l.role = "candidate";
+  l.accepted = false;
+  l.reason = "timing.host_work";
+  l.message = "kb_launch synchronised";
+  l.output.tail_text = "\xEF\xBF\xBD"; // U+FFFD: what invalid bytes became
+  const json j = l;
+  EXPECT_EQ(j.at("runner_exit"), nullptr); // the runner never started
+  const auto back = j.get<library_result>();
+  EXPECT_EQ(back.reason, "timing.host_work");
+  EXPECT_FALSE(back.runner_exit);
+  l.accepted = true;
+  EXPECT_FALSE(json(l).contains("reason"));
+  EXPECT_EQ(json(l).get<library_result>().reason, "");
+}
+
+} // namespace
+} // namespace kb::eval::protocol
