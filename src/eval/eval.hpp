@@ -111,6 +111,10 @@ struct gate_summary {
   std::optional<double> p_within;
   std::optional<double> p_between;
   std::optional<double> mann_whitney_p;
+
+  // Two medians and nothing else known of them (a replayed or scripted comparison): the speedup
+  // with an interval of that point alone.
+  static gate_summary of_medians(double baseline_s, double candidate_s);
 };
 void to_json(nlohmann::json& j, const gate_summary& g);
 void from_json(const nlohmann::json& j, gate_summary& g);

@@ -32,6 +32,17 @@ namespace kb::eval {
 
 using nlohmann::json;
 
+gate_summary gate_summary::of_medians(double baseline_s, double candidate_s) {
+  gate_summary g;
+  g.median_baseline_s = baseline_s;
+  g.median_candidate_s = candidate_s;
+  g.median_baseline_low_s = g.median_baseline_high_s = baseline_s;
+  g.median_candidate_low_s = g.median_candidate_high_s = candidate_s;
+  g.speedup = g.speedup_low = g.speedup_high = baseline_s / candidate_s;
+  g.ratio = g.ratio_low = g.ratio_high = candidate_s / baseline_s;
+  return g;
+}
+
 void to_json(json& j, const gate_summary& g) {
   j = {{"n_baseline", g.n_baseline},
        {"n_candidate", g.n_candidate},

@@ -308,14 +308,8 @@ eval::result replay_evaluator::operator()(const task::contract& c,
                 ? eval::verdict::improved
                 : (ratio < 1 - o.delta ? eval::verdict::regressed : eval::verdict::same);
   r.reason = "timing." + eval::to_string(r.final);
-  eval::gate_summary g;
-  g.median_baseline_s = t_best;
-  g.median_candidate_s = t_cand;
-  g.speedup = ratio;
-  g.speedup_low = ratio;
-  g.speedup_high = ratio;
-  r.gate = g;
-  r.detail["statistics"] = g;
+  r.gate = eval::gate_summary::of_medians(t_best, t_cand);
+  r.detail["statistics"] = *r.gate;
   return r;
 }
 

@@ -140,15 +140,9 @@ struct point_gpu {
                   ? eval::verdict::improved
                   : (ratio < 1 - o.delta ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
-    eval::gate_summary g;
-    g.median_baseline_s = 1e-3 / of(best);
-    g.median_candidate_s = 1e-3 / of(cand);
-    g.speedup = ratio;
-    g.speedup_low = ratio;
-    g.speedup_high = ratio;
-    r.gate = g;
+    r.gate = eval::gate_summary::of_medians(1e-3 / of(best), 1e-3 / of(cand));
     r.worker_seconds = screen ? 0.5 : 3.0;
-    r.detail["statistics"] = g;
+    r.detail["statistics"] = *r.gate;
     r.detail["sessions"] = json::array({{{"seconds", r.worker_seconds}}});
     if (!screen && cand.origin != "baseline" && best.origin != "baseline") {
       gate_verdicts.emplace_back(cand.strategy + "|" + cand.params.dump(),

@@ -60,14 +60,8 @@ struct scripted_gpu {
     r.final = ratio > 1.02 ? eval::verdict::improved
                            : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
-    eval::gate_summary g;
-    g.median_baseline_s = t_base;
-    g.median_candidate_s = t_cand;
-    g.speedup = ratio;
-    g.speedup_low = ratio;
-    g.speedup_high = ratio;
-    r.gate = g;
-    r.detail["statistics"] = g;
+    r.gate = eval::gate_summary::of_medians(t_base, t_cand);
+    r.detail["statistics"] = *r.gate;
     r.worker_seconds = 0.5;
     r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
     profiles.push_back(opt.profile);
