@@ -2,7 +2,11 @@
 
 #include "common/error.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 
 namespace kb {
@@ -81,6 +85,136 @@ toml::table read_config_file(const std::filesystem::path& file) {
     }
   }
   return root;
+}
+
+config_table_reader::config_table_reader(std::filesystem::path file, std::string table)
+    : m_file(std::move(file)), m_table(std::move(table)) {}
+
+void config_table_reader::bad(const std::string& key, const std::string& what) const {
+  fail_input("{}: [{}] {} must be {}", m_file.string(), m_table, key, what);
+}
+
+config_table_reader& config_table_reader::bind(const std::string& key, setter s) {
+  m_setters[key] = std::move(s);
+  return *this;
+}
+
+config_table_reader& config_table_reader::text(const std::string& key,
+                                               std::optional<std::string>& field) {
+  return bind(key, [this, key, &field](const toml::node& n) {
+    if (!n.is_string()) {
+      bad(key, "a string");
+    }
+    field = *n.value<std::string>();
+  });
+}
+
+config_table_reader& config_table_reader::number(const std::string& key,
+                                                 std::optional<double>& field) {
+  return bind(key, [this, key, &field](const toml::node& n) {
+    if (!n.is_integer() && !n.is_floating_point()) {
+      bad(key, "a number");
+    }
+    field = *n.value<double>();
+  });
+}
+
+config_table_reader& config_table_reader::flag(const std::string& key, std::optional<bool>& field) {
+  return bind(key, [this, key, &field](const toml::node& n) {
+    if (!n.is_boolean()) {
+      bad(key, "true or false");
+    }
+    field = *n.value<bool>();
+  });
+}
+
+config_table_reader& config_table_reader::integer(const std::string& key,
+                                                  std::optional<int64_t>& field) {
+  return bind(key, [this, key, &field](const toml::node& n) {
+    if (!n.is_integer()) {
+      bad(key, "an integer");
+    }
+    field = *n.value<int64_t>();
+  });
+}
+
+config_table_reader& config_table_reader::integer(const std::string& key,
+                                                  std::optional<int>& field) {
+  return bind(key, [this, key, &field](const toml::node& n) {
+    const int64_t v = n.is_integer() ? *n.value<int64_t>() : 0;
+    if (!n.is_integer() || v < INT32_MIN || v > INT32_MAX) {
+      bad(key, "an integer");
+    }
+    field = static_cast<int>(v);
+  });
+}
+
+config_table_reader& config_table_reader::integer(const std::string& key, std::optional<int>& field,
+                                                  int low, int high) {
+  return bind(key, [this, key, &field, low, high](const toml::node& n) {
+    const auto what = fmt::format("an integer from {} to {}", low, high);
+    if (!n.is_integer()) {
+      bad(key, what);
+    }
+    const int64_t v = *n.value<int64_t>();
+    if (v < low || v > high) {
+      bad(key, what + fmt::format(", not {}", v));
+    }
+    field = static_cast<int>(v);
+  });
+}
+
+config_table_reader&
+config_table_reader::texts(const std::string& key, std::optional<std::vector<std::string>>& field,
+                           const std::string& what,
+                           std::function<std::string(const std::string&)> problem) {
+  return bind(key, [this, key, &field, what, problem](const toml::node& n) {
+    const toml::array* a = n.as_array();
+    if (a == nullptr) {
+      bad(key, what);
+    }
+    std::vector<std::string> items;
+    for (const auto& item : *a) {
+      if (!item.is_string()) {
+        bad(key, what);
+      }
+      items.push_back(*item.value<std::string>());
+      if (problem) {
+        if (const auto why = problem(items.back()); !why.empty()) {
+          fail_input("{}: [{}] {}: {}", m_file.string(), m_table, key, why);
+        }
+      }
+    }
+    field = std::move(items);
+  });
+}
+
+config_table_reader& config_table_reader::refuse(const std::string& key, std::string why) {
+  m_refused[key] = std::move(why);
+  return *this;
+}
+
+void config_table_reader::read() const {
+  const toml::table root = read_config_file(m_file);
+  const toml::table* table = root[m_table].as_table();
+  if (table == nullptr) {
+    return;
+  }
+  for (const auto& [key, node] : *table) {
+    const std::string name(key.str());
+    if (const auto r = m_refused.find(name); r != m_refused.end()) {
+      fail_input("{}: [{}] {}: {}", m_file.string(), m_table, name, r->second);
+    }
+    const auto it = m_setters.find(name);
+    if (it == m_setters.end()) {
+      std::string known;
+      for (const auto& [k, unused] : m_setters) {
+        known += (known.empty() ? "" : ", ") + k;
+      }
+      fail_input("{}: [{}] has no setting {} (known: {})", m_file.string(), m_table, name, known);
+    }
+    it->second(node);
+  }
 }
 
 } // namespace kb

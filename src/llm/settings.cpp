@@ -35,28 +35,6 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
-template <class T>
-T get(const toml::node& node, const fs::path& file, const std::string& key, const char* what) {
-  if constexpr (std::is_same_v<T, double>) {
-    if (node.is_integer() || node.is_floating_point()) {
-      return *node.value<double>();
-    }
-  } else if constexpr (std::is_same_v<T, bool>) {
-    if (node.is_boolean()) {
-      return *node.value<bool>();
-    }
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    if (node.is_string()) {
-      return *node.value<std::string>();
-    }
-  } else {
-    if (node.is_integer()) {
-      return static_cast<T>(*node.value<int64_t>());
-    }
-  }
-  fail_input("{}: [llm] {} must be {}", file.string(), key, what);
-}
-
 } // namespace
 
 std::string to_string(status s) {
@@ -105,70 +83,29 @@ std::optional<api_key> read_api_key(const client_config& config) {
 }
 
 settings settings_from_toml(const fs::path& file) {
-  const toml::table root = read_config_file(file);
   settings s;
-  const toml::table* table = root["llm"].as_table();
-  if (table == nullptr) {
-    return s;
-  }
-  using setter = std::function<void(const toml::node&, const std::string&)>;
-  const auto text = [&](std::optional<std::string>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) {
-      *ptr = get<std::string>(n, file, k, "a string");
-    };
-  };
-  const auto real = [&](std::optional<double>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) {
-      *ptr = get<double>(n, file, k, "a number");
-    };
-  };
-  const auto whole = [&](std::optional<int>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) {
-      *ptr = get<int>(n, file, k, "an integer");
-    };
-  };
-  const auto big = [&](std::optional<int64_t>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) {
-      *ptr = get<int64_t>(n, file, k, "an integer");
-    };
-  };
-  const std::map<std::string, setter> setters{
-      {"base_url", text(s.base_url)},
-      {"model", text(s.model)},
-      {"api_key_env", text(s.api_key_env)},
-      {"token_param", text(s.token_param)},
-      {"connect_timeout", real(s.connect_timeout)},
-      {"request_timeout", real(s.request_timeout)},
-      {"max_retries", whole(s.max_retries)},
-      {"max_in_flight", whole(s.max_in_flight)},
-      {"max_tokens", whole(s.max_tokens)},
-      {"use_n", [&](const toml::node& n,
-                    const std::string& k) { s.use_n = get<bool>(n, file, k, "true or false"); }},
-      {"max_requests", big(s.max_requests)},
-      {"max_prompt_tokens", big(s.max_prompt_tokens)},
-      {"max_completion_tokens", big(s.max_completion_tokens)},
-      {"max_wall_seconds", real(s.max_wall_seconds)},
-      {"temperature", real(s.temperature)},
-      {"repair_turns", whole(s.repair_turns)},
-      {"samples", whole(s.samples)},
-  };
-  for (const auto& [key, node] : *table) {
-    const std::string name(key.str());
-    if (name == "api_key") {
-      fail_input("{}: [llm] api_key: the key is never read from a file; put it in the "
-                 "environment variable that api_key_env names (default {})",
-                 file.string(), default_api_key_env);
-    }
-    const auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& [k, unused] : setters) {
-        known += (known.empty() ? "" : ", ") + k;
-      }
-      fail_input("{}: [llm] has no setting {} (known: {})", file.string(), name, known);
-    }
-    it->second(node, name);
-  }
+  config_table_reader(file, "llm")
+      .text("base_url", s.base_url)
+      .text("model", s.model)
+      .text("api_key_env", s.api_key_env)
+      .text("token_param", s.token_param)
+      .number("connect_timeout", s.connect_timeout)
+      .number("request_timeout", s.request_timeout)
+      .integer("max_retries", s.max_retries)
+      .integer("max_in_flight", s.max_in_flight)
+      .integer("max_tokens", s.max_tokens)
+      .flag("use_n", s.use_n)
+      .integer("max_requests", s.max_requests)
+      .integer("max_prompt_tokens", s.max_prompt_tokens)
+      .integer("max_completion_tokens", s.max_completion_tokens)
+      .number("max_wall_seconds", s.max_wall_seconds)
+      .number("temperature", s.temperature)
+      .integer("repair_turns", s.repair_turns)
+      .integer("samples", s.samples)
+      .refuse("api_key", fmt::format("the key is never read from a file; put it in the "
+                                     "environment variable that api_key_env names (default {})",
+                                     default_api_key_env))
+      .read();
   return s;
 }
 

@@ -6,9 +6,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <functional>
-#include <map>
-
 namespace kb::search {
 
 namespace {
@@ -44,76 +41,18 @@ std::string sbatch_arg_problem(const std::string& arg) {
 }
 
 slurm_settings slurm_settings_from_toml(const fs::path& file) {
-  const toml::table root = read_config_file(file);
   slurm_settings s;
-  const toml::table* table = root["slurm"].as_table();
-  if (table == nullptr) {
-    return s;
-  }
-  const auto bad = [&](const std::string& key, const std::string& what) {
-    fail_input("{}: [slurm] {} must be {}", file.string(), key, what);
-  };
-  using setter = std::function<void(const toml::node&, const std::string&)>;
-  const auto text = [&](std::optional<std::string>& field) -> setter {
-    return [&, ptr = &field](const toml::node& n, const std::string& k) {
-      if (!n.is_string()) {
-        bad(k, "a string");
-      }
-      *ptr = *n.value<std::string>();
-    };
-  };
-  const auto whole = [&](std::optional<int>& field, int low, int high) -> setter {
-    return [&, ptr = &field, low, high](const toml::node& n, const std::string& k) {
-      const auto what = fmt::format("an integer from {} to {}", low, high);
-      if (!n.is_integer()) {
-        bad(k, what);
-      }
-      const int64_t v = *n.value<int64_t>();
-      if (v < low || v > high) {
-        bad(k, what + fmt::format(", not {}", v));
-      }
-      *ptr = static_cast<int>(v);
-    };
-  };
-  const std::map<std::string, setter> setters{
-      {"partition", text(s.partition)},
-      {"account", text(s.account)},
-      {"gres", text(s.gres)},
-      {"time", text(s.time)},
-      {"setup", text(s.setup)},
-      {"max_jobs", whole(s.max_jobs, 1, max_jobs_limit)},
-      {"resubmits", whole(s.resubmits, 0, resubmits_limit)},
-      {"sbatch_args",
-       [&](const toml::node& n, const std::string& k) {
-         const toml::array* a = n.as_array();
-         if (a == nullptr) {
-           bad(k, "an array of strings, e.g. [\"--qos=high\"]");
-         }
-         std::vector<std::string> args;
-         for (const auto& item : *a) {
-           if (!item.is_string()) {
-             bad(k, "an array of strings, e.g. [\"--qos=high\"]");
-           }
-           args.push_back(*item.value<std::string>());
-           if (const auto why = sbatch_arg_problem(args.back()); !why.empty()) {
-             fail_input("{}: [slurm] {}: {}", file.string(), k, why);
-           }
-         }
-         s.sbatch_args = std::move(args);
-       }},
-  };
-  for (const auto& [key, node] : *table) {
-    const std::string name(key.str());
-    const auto it = setters.find(name);
-    if (it == setters.end()) {
-      std::string known;
-      for (const auto& [k, unused] : setters) {
-        known += (known.empty() ? "" : ", ") + k;
-      }
-      fail_input("{}: [slurm] has no setting {} (known: {})", file.string(), name, known);
-    }
-    it->second(node, name);
-  }
+  config_table_reader(file, "slurm")
+      .text("partition", s.partition)
+      .text("account", s.account)
+      .text("gres", s.gres)
+      .text("time", s.time)
+      .text("setup", s.setup)
+      .integer("max_jobs", s.max_jobs, 1, max_jobs_limit)
+      .integer("resubmits", s.resubmits, 0, resubmits_limit)
+      .texts("sbatch_args", s.sbatch_args, "an array of strings, e.g. [\"--qos=high\"]",
+             sbatch_arg_problem)
+      .read();
   return s;
 }
 

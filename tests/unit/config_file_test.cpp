@@ -4,6 +4,8 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 
+#include "config_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -40,21 +42,8 @@ private:
   std::map<std::string, std::optional<std::string>> m_saved;
 };
 
-// The message of the kb::input_error `f` throws ("" when it throws none).
-template <class F> std::string input_error_of(F f) {
-  try {
-    f();
-  } catch (const kb::input_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-fs::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
-  const auto file = dir.path() / name;
-  write_file_atomic(file, text);
-  return file;
-}
+using testing::input_error_of;
+using testing::write_config;
 
 TEST(config_file, the_flag_beats_the_variable_which_beats_the_default_file) {
   temp_dir dir("kb-config");

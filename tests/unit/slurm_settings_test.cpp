@@ -4,26 +4,15 @@
 #include "common/fs.hpp"
 #include "search/executor.hpp"
 
+#include "config_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 namespace kb::search {
 namespace {
 
-// The message of the kb::input_error `f` throws ("" when it throws none).
-template <class F> std::string input_error_of(F f) {
-  try {
-    f();
-  } catch (const kb::input_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-fs::path write_config(const temp_dir& dir, const std::string& name, const std::string& text) {
-  const auto file = dir.path() / name;
-  write_file_atomic(file, text);
-  return file;
-}
+using testing::input_error_of;
+using testing::write_config;
 
 TEST(slurm_settings, every_key_of_the_table_is_read) {
   temp_dir dir("kb-config");
@@ -80,8 +69,9 @@ TEST(slurm_settings, a_bad_key_or_value_is_an_input_error_naming_the_file_and_th
   // The unknown key's message lists the known ones.
   const auto file = write_config(dir, "config.toml", "[slurm]\nqueue = \"x\"\n");
   const auto why = input_error_of([&] { slurm_settings_from_toml(file); });
-  EXPECT_NE(why.find("known: account, gres, max_jobs, partition, resubmits, sbatch_args, setup, time"),
-            std::string::npos)
+  EXPECT_NE(
+      why.find("known: account, gres, max_jobs, partition, resubmits, sbatch_args, setup, time"),
+      std::string::npos)
       << why;
 }
 
