@@ -101,6 +101,10 @@ def shape_elements(args, env):
     """The elements of torch.rand(*shape) or torch.rand((shape)), expanding starred tuples."""
     if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
         args = args[0].elts
+    if len(args) == 1 and isinstance(args[0], ast.Name) and \
+            isinstance(env.get(args[0].id), (tuple, list)):
+        # torch.rand(input_shape) with input_shape a tuple constant: as torch.rand(*input_shape).
+        args = [ast.Starred(value=args[0])]
     out = []
     for a in args:
         if isinstance(a, ast.Starred):

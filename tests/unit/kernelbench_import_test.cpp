@@ -86,6 +86,7 @@ TEST_F(imported, every_file_gets_a_result_with_its_reason) {
       {"8_Conv_BatchNorm_ReLU.py", {"imported", "L2_008"}},
       {"9_SmallMLP.py", {"imported", "L3_009"}},
       {"10_ListInputs.py", {"needs_gpu_evaluation", "L3_010"}},
+      {"12_TupleShapeCNN.py", {"imported", "L3_012"}},
   };
   EXPECT_EQ(by_file, expected);
   for (const auto& r : j) {
@@ -132,6 +133,18 @@ TEST_F(imported, contracts_carry_the_official_shapes_distributions_and_module) {
   EXPECT_EQ(mse.inputs[1].distributions[0].label, "normal");
   EXPECT_EQ(mse.inputs[0].shape, (std::vector<std::string>{"batch_size", "input_shape_0"}));
   EXPECT_EQ(mse.official().dims.at("input_shape_0"), 4096);
+}
+
+TEST_F(imported, a_shape_given_as_a_tuple_constant_becomes_its_dims) {
+  // torch.rand(input_shape), input_shape = (batch_size, 3, 32, 32): one dim per element.
+  const auto c = task("L3_012_TupleShapeCNN");
+  ASSERT_EQ(c.inputs.size(), 1u);
+  EXPECT_EQ(c.inputs[0].shape,
+            (std::vector<std::string>{"input_shape_0", "input_shape_1", "input_shape_2",
+                                      "input_shape_3"}));
+  const auto& dims = c.official().dims;
+  EXPECT_EQ(dims.at("input_shape_0"), 4);
+  EXPECT_EQ(dims.at("input_shape_3"), 32);
 }
 
 TEST_F(imported, init_args_are_dim_expressions_or_literals) {
