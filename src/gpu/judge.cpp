@@ -2078,6 +2078,68 @@ json worker::time_all() {
     }
   }
 
+  // Interference: a candidate's process can run GPU work of its own between its calls (from a
+  // thread of its own), which then shares the device with the baseline's windows and slows them,
+  // so that the candidate looks faster. With every other runner ended (its context, and whatever
+  // it queued, gone with it), the baseline is timed again on the same input sets; a baseline
+  // clearly slower beside the candidates than alone was slowed by one of them.
+  json interference = json::object();
+  candidate_lib* base = nullptr;
+  for (auto& lib : m_libs) {
+    if (lib.role == "baseline" && !lib.rejected) {
+      base = &lib;
+    }
+  }
+  const bool others = std::any_of(m_libs.begin(), m_libs.end(), [&](const candidate_lib& l) {
+    return &l != base && !l.rejected;
+  });
+  if (base != nullptr && others && samples.count("baseline") != 0 &&
+      samples["baseline"].size() >= 10) {
+    for (auto& lib : m_libs) {
+      if (&lib != base) {
+        stop_runner(lib, false);
+      }
+    }
+    // Set 0 was changed in place by the re-check above: every lane gets its verified inputs back.
+    for (auto* lb : lanes_of_set(0)) {
+      generate(*lb, set_dist[0], set_seed[0]);
+    }
+    cuda_check(cudaDeviceSynchronize(), "interference check");
+    const auto beside = [&] {
+      std::vector<double> t;
+      for (const auto& x : samples["baseline"]) {
+        t.push_back(x.at("t").get<double>());
+      }
+      return t;
+    }();
+    const int n = std::clamp(static_cast<int>(beside.size()), 10, 60);
+    std::vector<double> alone;
+    for (int i = 0; i < n + interference_warmup_calls && !base->rejected; ++i) {
+      const auto tc = timed_call(*base, static_cast<size_t>(i) % bufs.size(), "alone");
+      if (tc.bad) {
+        reject(*base, *tc.bad);
+      } else if (i >= interference_warmup_calls) {
+        alone.push_back(net_sample(tc.w.window_s, overhead_s));
+      }
+    }
+    if (!base->rejected && alone.size() >= 10) {
+      const auto cmp = compare_alone(beside, alone);
+      interference = cmp.to_json();
+      if (cmp.slowed) {
+        for (auto& lib : m_libs) {
+          if (&lib != base && !lib.rejected) {
+            reject(lib, {"timing.interference",
+                         fmt::format("the baseline ran {:.1f}% slower beside this candidate "
+                                     "(median {:.4g} ms) than alone (median {:.4g} ms): the "
+                                     "candidate's process used the device between its calls",
+                                     100 * (cmp.ratio - 1), cmp.beside_median * 1e3,
+                                     cmp.alone_median * 1e3)});
+          }
+        }
+      }
+    }
+  }
+
   if (flush != nullptr) {
     cudaFree(flush);
   }
@@ -2096,6 +2158,7 @@ json worker::time_all() {
            {"overhead_s", overhead_s},
            {"allocation", allocation},
            {"abi_calls", abi_calls},
+           {"interference", interference},
            {"flush_bytes", cold_l2 ? flush_bytes : 0},
            {"default_sm_clock_mhz", m_default_clock_mhz},
            {"wall_s", std::chrono::duration<double>(clock_type::now() - wall_start).count()},

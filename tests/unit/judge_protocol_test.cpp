@@ -201,6 +201,41 @@ TEST(JudgeRules, AbiTallyDecidesAtTheEndOverFewerCalls) {
   EXPECT_EQ(tails.finish(), abi_finding::work_after_window);
 }
 
+// Samples around `median` [s] with a relative spread of `spread`, deterministic.
+std::vector<double> around(double median, double spread, int n, uint64_t seed) {
+  std::vector<double> x;
+  uint64_t s = seed;
+  for (int i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(s >> 11) / 9007199254740992.0; // [0, 1)
+    x.push_back(median * (1 + spread * (2 * u - 1)));
+  }
+  return x;
+}
+
+TEST(JudgeRules, TheBaselineAloneShowsWhetherACandidateSlowedIt) {
+  // An honest candidate: the baseline takes as long beside it as alone.
+  const auto honest = compare_alone(around(3e-3, 0.01, 200, 1), around(3e-3, 0.01, 60, 2));
+  EXPECT_FALSE(honest.slowed) << honest.to_json().dump();
+  EXPECT_NEAR(honest.ratio, 1.0, 0.01);
+  // A candidate whose thread keeps the device busy between its calls: the baseline took 25%
+  // longer beside it.
+  const auto slowed = compare_alone(around(3.75e-3, 0.05, 200, 3), around(3e-3, 0.01, 60, 4));
+  EXPECT_TRUE(slowed.slowed) << slowed.to_json().dump();
+  EXPECT_NEAR(slowed.ratio, 1.25, 0.02);
+  // Under the effect a gate could take for a speedup, or within the noise: not a finding.
+  EXPECT_FALSE(compare_alone(around(3.06e-3, 0.005, 200, 5), around(3e-3, 0.005, 60, 6)).slowed);
+  EXPECT_FALSE(compare_alone(around(3.3e-3, 0.4, 200, 7), around(3e-3, 0.4, 12, 8)).slowed);
+  // The separation is of the bounds, not of the medians alone: a tiny kernel's 10% is a finding.
+  EXPECT_TRUE(compare_alone(around(1.43e-4, 0.01, 400, 9), around(1.3e-4, 0.01, 60, 10)).slowed);
+  EXPECT_FALSE(compare_alone({}, around(1e-3, 0.01, 20, 11)).slowed);
+  const auto b = bounds_of({5, 1, 4, 2, 3});
+  EXPECT_EQ(b.median, 3);
+  EXPECT_LE(b.low, b.median);
+  EXPECT_GE(b.high, b.median);
+  EXPECT_EQ(bounds_of({1, 2, 3, 4}).median, 2.5);
+}
+
 } // namespace
 } // namespace kb::gpu::detail
 

@@ -1,7 +1,12 @@
 // Decisions of the timing protocol that need no GPU, so that they can be tested alone.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 namespace kb::gpu::detail {
 
@@ -61,6 +66,74 @@ private:
   int m_outside = 0;
   int m_tails = 0;
 };
+
+// Interference: the baseline's samples beside the candidates (interleaved with their calls)
+// against its samples alone (every other runner ended). The candidates slowed it when the lower
+// 95% bound of its median beside them is above the upper bound of its median alone by more than
+// `min_effect`: both a separation beyond the noise and an effect a gate would take for a speedup.
+// The bounds are distribution-free (order statistics of each sample). The first calls after the
+// other runners end are not counted (`interference_warmup_calls`).
+inline constexpr int interference_warmup_calls = 3;
+
+struct alone_comparison {
+  double beside_median = 0; // [s]
+  double alone_median = 0;  // [s]
+  double beside_low = 0;    // [s] lower 95% bound of the median beside the candidates
+  double alone_high = 0;    // [s] upper 95% bound of the median alone
+  double ratio = 1;         // beside / alone medians
+  double min_effect = 0.03;
+  size_t beside_samples = 0;
+  size_t alone_samples = 0;
+  bool slowed = false;
+  nlohmann::json to_json() const {
+    return {{"beside_median_s", beside_median},
+            {"alone_median_s", alone_median},
+            {"beside_low_s", beside_low},
+            {"alone_high_s", alone_high},
+            {"ratio", ratio},
+            {"min_effect", min_effect},
+            {"beside_samples", beside_samples},
+            {"alone_samples", alone_samples},
+            {"slowed", slowed}};
+  }
+};
+
+// The median of `x` with its distribution-free 95% bounds (ranks n/2 -+ 0.98 sqrt(n)).
+struct median_bounds {
+  double median = 0;
+  double low = 0;
+  double high = 0;
+};
+inline median_bounds bounds_of(std::vector<double> x) {
+  median_bounds b;
+  if (x.empty()) {
+    return b;
+  }
+  std::sort(x.begin(), x.end());
+  const double n = static_cast<double>(x.size());
+  const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
+  b.median = x.size() % 2 == 1 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+  b.low = at(std::floor(n / 2 - 0.98 * std::sqrt(n)));
+  b.high = at(std::ceil(n / 2 + 0.98 * std::sqrt(n)));
+  return b;
+}
+
+inline alone_comparison compare_alone(const std::vector<double>& beside,
+                                      const std::vector<double>& alone, double min_effect = 0.03) {
+  alone_comparison c;
+  const auto b = bounds_of(beside);
+  const auto a = bounds_of(alone);
+  c.beside_median = b.median;
+  c.alone_median = a.median;
+  c.beside_low = b.low;
+  c.alone_high = a.high;
+  c.ratio = a.median > 0 ? b.median / a.median : 1.0;
+  c.min_effect = min_effect;
+  c.beside_samples = beside.size();
+  c.alone_samples = alone.size();
+  c.slowed = !beside.empty() && !alone.empty() && b.low > a.high * (1 + min_effect);
+  return c;
+}
 
 // A window's sample with the scheme's calibrated overhead taken off, never below 0.1 us. [s]
 inline double net_sample(double window_s, double overhead_s) {
