@@ -185,6 +185,14 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       }
       st.finish_run(run, store::run_status::finished, "blocked", report->reason);
       print_summary(results);
+      if (!json_out.empty()) {
+        json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
+        for (const auto& r : results) {
+          j["tasks"].push_back(r.to_json());
+        }
+        j["candidates_evaluated"] = 0;
+        write_file_atomic(json_out, j.dump(2) + "\n");
+      }
       fmt::print("\nGPU stages BLOCKED: {}\n", report->reason);
       *result = exit_code::blocked;
       return;

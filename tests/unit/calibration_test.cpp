@@ -208,8 +208,17 @@ TEST(calibration_cli, commands_without_a_device_exit_blocked) {
   EXPECT_NE(cal.output.find("blocked"), std::string::npos) << cal.output;
   const auto dev = kblaster(dir.path() / "store", {"calibrate", "--device"});
   EXPECT_EQ(dev.exit_code, exit_code::blocked) << dev.output;
-  const auto opt = kblaster(dir.path() / "store", {"optimize", "--task", "019", "--budget", "5s"});
+  const auto opt_json = dir.path() / "optimize.json";
+  const auto opt = kblaster(dir.path() / "store", {"optimize", "--task", "019", "--budget", "5s",
+                                                   "--json", opt_json.string()});
   EXPECT_EQ(opt.exit_code, exit_code::blocked) << opt.output;
+  // The run's JSON says so too: each task blocked, with the preflight's reason.
+  ASSERT_TRUE(fs::exists(opt_json)) << opt.output;
+  const auto j = nlohmann::json::parse(read_file(opt_json));
+  EXPECT_GT(j.at("run").get<int>(), 0);
+  ASSERT_EQ(j.at("tasks").size(), 1u);
+  EXPECT_EQ(j["tasks"][0].at("outcome"), "blocked");
+  EXPECT_EQ(j["tasks"][0].at("reason"), "blocked.preflight.device");
   const auto bench = kblaster(dir.path() / "store",
                               {"bench", "--task", "019", "--out", (dir.path() / "b").string()});
   EXPECT_EQ(bench.exit_code, exit_code::blocked) << bench.output;
