@@ -70,7 +70,9 @@ private:
 // Interference: the baseline's samples beside the candidates (interleaved with their calls)
 // against its samples alone (every other runner ended). The candidates slowed it when the lower
 // 95% bound of its median beside them is above the upper bound of its median alone by more than
-// `min_effect`: both a separation beyond the noise and an effect a gate would take for a speedup.
+// `min_effect` and `min_seconds`: a separation beyond the noise, an effect a gate would take for
+// a speedup, and more than the few microseconds a process more or less on the device can shift
+// a tiny kernel's window by.
 // The bounds are distribution-free (order statistics of each sample). The first calls after the
 // other runners end are not counted (`interference_warmup_calls`).
 inline constexpr int interference_warmup_calls = 3;
@@ -82,6 +84,7 @@ struct alone_comparison {
   double alone_high = 0;    // [s] upper 95% bound of the median alone
   double ratio = 1;         // beside / alone medians
   double min_effect = 0.03;
+  double min_seconds = 10e-6;
   size_t beside_samples = 0;
   size_t alone_samples = 0;
   bool slowed = false;
@@ -119,7 +122,8 @@ inline median_bounds bounds_of(std::vector<double> x) {
 }
 
 inline alone_comparison compare_alone(const std::vector<double>& beside,
-                                      const std::vector<double>& alone, double min_effect = 0.03) {
+                                      const std::vector<double>& alone, double min_effect = 0.03,
+                                      double min_seconds = 10e-6) {
   alone_comparison c;
   const auto b = bounds_of(beside);
   const auto a = bounds_of(alone);
@@ -129,9 +133,10 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
   c.alone_high = a.high;
   c.ratio = a.median > 0 ? b.median / a.median : 1.0;
   c.min_effect = min_effect;
+  c.min_seconds = min_seconds;
   c.beside_samples = beside.size();
   c.alone_samples = alone.size();
-  c.slowed = !beside.empty() && !alone.empty() && b.low > a.high * (1 + min_effect);
+  c.slowed = !beside.empty() && !alone.empty() && b.low > a.high * (1 + min_effect) + min_seconds;
   return c;
 }
 
