@@ -105,7 +105,8 @@ void to_json(json& j, const timing& x) {
        {"check_every", x.check_every},
        {"cold_l2", x.cold_l2},
        {"block_launches", x.block_launches},
-       {"order_seed", x.order_seed}};
+       {"order_seed", x.order_seed},
+       {"throttle_fraction", x.throttle_fraction}};
 }
 void from_json(const json& j, timing& x) {
   x.min_samples = j.at("min_samples").get<int>();
@@ -118,6 +119,7 @@ void from_json(const json& j, timing& x) {
   x.cold_l2 = j.at("cold_l2").get<bool>();
   x.block_launches = j.at("block_launches").get<bool>();
   x.order_seed = j.at("order_seed").get<uint64_t>();
+  x.throttle_fraction = j.at("throttle_fraction").get<double>();
 }
 
 void to_json(json& j, const library& x) {

@@ -59,6 +59,7 @@ struct timing {
   bool cold_l2 = true;
   bool block_launches = true;
   uint64_t order_seed = 1;
+  double throttle_fraction = 0.75; // samples below this fraction of the default SM clock drop
 };
 
 struct library {

@@ -2105,24 +2105,34 @@ json worker::time_all() {
       generate(*lb, set_dist[0], set_seed[0]);
     }
     cuda_check(cudaDeviceSynchronize(), "interference check");
+    // Throttled samples count on neither side, as in the gate.
+    const double min_clock = t.throttle_fraction * m_default_clock_mhz;
+    const auto throttled = [&](const std::optional<double>& clock) {
+      return m_default_clock_mhz > 0 && clock && *clock < min_clock;
+    };
     const auto beside = [&] {
-      std::vector<double> t;
+      std::vector<double> v;
       for (const auto& x : samples["baseline"]) {
-        t.push_back(x.at("t").get<double>());
+        const auto& c = x.at("clock_mhz");
+        if (!throttled(c.is_number() ? std::optional<double>(c.get<double>()) : std::nullopt)) {
+          v.push_back(x.at("t").get<double>());
+        }
       }
-      return t;
+      return v;
     }();
     const int n = std::clamp(static_cast<int>(beside.size()), 10, 60);
     std::vector<double> alone;
     for (int i = 0; i < n + interference_warmup_calls && !base->rejected; ++i) {
       const auto tc = timed_call(*base, static_cast<size_t>(i) % bufs.size(), "alone");
+      const auto clock = m_nvml->sm_clock_mhz();
       if (tc.bad) {
         reject(*base, *tc.bad);
-      } else if (i >= interference_warmup_calls) {
+      } else if (i >= interference_warmup_calls &&
+                 !throttled(clock ? std::optional<double>(*clock) : std::nullopt)) {
         alone.push_back(net_sample(tc.w.window_s, overhead_s));
       }
     }
-    if (!base->rejected && alone.size() >= 10) {
+    if (!base->rejected && alone.size() >= 10 && beside.size() >= 10) {
       const auto cmp = compare_alone(beside, alone);
       interference = cmp.to_json();
       if (cmp.slowed) {
