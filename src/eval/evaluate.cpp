@@ -26,7 +26,6 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <tuple>
 
 namespace kb::eval {
 
@@ -326,9 +325,8 @@ std::vector<stats::timed_sample> labelled_samples(const protocol::session_timing
   if (it == timing.samples.end()) {
     return out;
   }
-  const double def = timing.default_sm_clock_mhz;
   for (const auto& s : it->second) {
-    if (def > 0 && s.clock_mhz && *s.clock_mhz < throttle_fraction * def) {
+    if (stats::throttled(s.clock_mhz, timing.default_sm_clock_mhz, throttle_fraction)) {
       ++*dropped;
       continue;
     }
@@ -819,14 +817,6 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   co.bootstrap.seed = opt.seed_base;
   const auto structured = stats::compare_structured(a_all, b_all, co);
   const auto& cmp = structured.gate;
-  // A distribution-free 95% interval of each median from order statistics.
-  const auto median_ci = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    const double n = static_cast<double>(x.size());
-    const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
-    return std::pair<double, double>{at(std::floor(n / 2 - 0.98 * std::sqrt(n))),
-                                     at(std::ceil(n / 2 + 0.98 * std::sqrt(n)))};
-  };
   const double floor = task::floor_seconds(c, shape, ceil);
   const double limit = task::limit_seconds(c, shape, ceil);
   const auto plaus = stats::check_roofline_floor(cmp.median_b, limit);
@@ -835,8 +825,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   g.n_candidate = static_cast<int>(cmp.n_b);
   g.median_baseline_s = cmp.median_a;
   g.median_candidate_s = cmp.median_b;
-  std::tie(g.median_baseline_low_s, g.median_baseline_high_s) = median_ci(times_of(a_all));
-  std::tie(g.median_candidate_low_s, g.median_candidate_high_s) = median_ci(times_of(b_all));
+  // A distribution-free 95% interval of each median from order statistics.
+  const auto base_median = stats::median_with_interval(times_of(a_all));
+  const auto cand_median = stats::median_with_interval(times_of(b_all));
+  g.median_baseline_low_s = base_median.low;
+  g.median_baseline_high_s = base_median.high;
+  g.median_candidate_low_s = cand_median.low;
+  g.median_candidate_high_s = cand_median.high;
   g.speedup = cmp.median_a / cmp.median_b;
   g.speedup_low = 1.0 / cmp.interval.high;
   g.speedup_high = 1.0 / cmp.interval.low;

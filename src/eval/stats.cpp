@@ -192,6 +192,23 @@ double median(std::span<const double> x) {
   return median_in_place(copy);
 }
 
+median_interval median_with_interval(std::span<const double> x) {
+  require_values(x, "median_with_interval");
+  std::vector<double> sorted(x.begin(), x.end());
+  std::sort(sorted.begin(), sorted.end());
+  const double n = static_cast<double>(sorted.size());
+  const auto at = [&](double k) { return sorted[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
+  median_interval m;
+  m.median = median(sorted);
+  m.low = at(std::floor(n / 2 - 0.98 * std::sqrt(n)));
+  m.high = at(std::ceil(n / 2 + 0.98 * std::sqrt(n)));
+  return m;
+}
+
+bool throttled(std::optional<double> clock_mhz, double default_mhz, double fraction) {
+  return default_mhz > 0 && clock_mhz && *clock_mhz < fraction * default_mhz;
+}
+
 double quantile(std::span<const double> x, double q) {
   require_values(x, "quantile");
   if (!(q >= 0 && q <= 1)) {

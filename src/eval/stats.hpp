@@ -28,6 +28,17 @@ double stdev(std::span<const double> x);
 // stdev / |mean|: the "noise" of NVBench.
 double relative_stdev(std::span<const double> x);
 double median(std::span<const double> x);
+// The median with its distribution-free 95% interval: the order statistics of (0-based) ranks
+// floor(n/2 - 0.98 sqrt(n)) and ceil(n/2 + 0.98 sqrt(n)), clamped to the sample.
+struct median_interval {
+  double median = 0;
+  double low = 0;
+  double high = 0;
+};
+median_interval median_with_interval(std::span<const double> x);
+// Whether a sample timed at SM clock `clock_mhz` ran throttled: below `fraction` of the default
+// clock. An unknown clock, or an unknown default, is not throttled.
+bool throttled(std::optional<double> clock_mhz, double default_mhz, double fraction);
 // Quantile of type 7 (R's default, numpy's "linear"): with the values sorted as x[0..n-1] and
 // h = (n - 1) q, x[floor(h)] + (h - floor(h)) (x[floor(h) + 1] - x[floor(h)]). q in [0, 1].
 double quantile(std::span<const double> x, double q);

@@ -2106,9 +2106,8 @@ json worker::time_all() {
     }
     cuda_check(cudaDeviceSynchronize(), "interference check");
     // Throttled samples count on neither side, as in the gate.
-    const double min_clock = t.throttle_fraction * m_default_clock_mhz;
     const auto throttled = [&](const std::optional<double>& clock) {
-      return m_default_clock_mhz > 0 && clock && *clock < min_clock;
+      return stats::throttled(clock, m_default_clock_mhz, t.throttle_fraction);
     };
     const auto beside = [&] {
       std::vector<double> v;

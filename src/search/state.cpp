@@ -39,10 +39,27 @@ json bottleneck::to_json() const {
 
 namespace {
 
-// CUPTI's values of a counters run; none when the run produced no document.
-profile::cupti_values cupti_of(const eval::counters_run& run) {
-  return run.values.is_object() ? profile::cupti_values::from_json(run.values)
-                                : profile::cupti_values{};
+// The CUPTI values an evaluation carries that can be classified, or why there are none.
+struct counters_reading {
+  std::optional<profile::cupti_values> values;
+  std::string why_not;
+};
+
+counters_reading read_counters(const eval::result& r) {
+  if (!r.counters) {
+    return {std::nullopt, "the evaluation did not collect them"};
+  }
+  const auto& run = *r.counters;
+  if (run.outcome != eval::verdict::same) {
+    return {std::nullopt, fmt::format("the counters' run ended {} ({})",
+                                      eval::to_string(run.outcome), run.reason)};
+  }
+  auto v = run.values.is_object() ? profile::cupti_values::from_json(run.values)
+                                  : profile::cupti_values{};
+  if (v.available && !v.values.empty()) {
+    return {std::move(v), ""};
+  }
+  return {std::nullopt, "CUPTI: " + (v.reason.empty() ? std::string("no values") : v.reason)};
 }
 
 } // namespace
@@ -54,17 +71,11 @@ bottleneck assess(const task::contract& c, const task::shape_case& s, double sec
   o.events_only_reason = "analytic: the evaluation carried no counters";
   if (evaluation != nullptr) {
     // CUPTI's counters collected with the evaluation (eval::profile_mode), classified here.
-    if (const auto& run = evaluation->counters) {
-      const auto v = cupti_of(*run);
-      if (run->outcome == eval::verdict::same && v.available && !v.values.empty()) {
-        o.measured = profile::counters_from_cupti(v);
-      } else if (run->outcome == eval::verdict::same) {
-        o.events_only_reason = "analytic: CUPTI gave no counters (" +
-                               (v.reason.empty() ? std::string("no values") : v.reason) + ")";
-      } else {
-        o.events_only_reason = "analytic: the counters' run ended " +
-                               eval::to_string(run->outcome) + " (" + run->reason + ")";
-      }
+    const auto reading = read_counters(*evaluation);
+    if (reading.values) {
+      o.measured = profile::counters_from_cupti(*reading.values);
+    } else {
+      o.events_only_reason = "analytic: " + reading.why_not;
     }
     o.ceilings = evaluation->context.ceilings;
   }
@@ -86,26 +97,14 @@ bottleneck assess(const task::contract& c, const task::shape_case& s, double sec
 }
 
 bool has_counters(const eval::result& r) {
-  if (!r.counters || r.counters->outcome != eval::verdict::same) {
-    return false;
-  }
-  const auto v = cupti_of(*r.counters);
-  return v.available && !v.values.empty();
+  return read_counters(r).values.has_value();
 }
 
 std::string counters_note(const eval::result& r) {
-  if (!r.counters) {
-    return "the evaluation did not collect them";
-  }
-  if (r.counters->outcome != eval::verdict::same) {
-    return fmt::format("the counters' run ended {} ({})", eval::to_string(r.counters->outcome),
-                       r.counters->reason);
-  }
-  const auto v = cupti_of(*r.counters);
-  if (v.available && !v.values.empty()) {
-    return fmt::format("CUPTI: {} metrics in {} passes", v.values.size(), v.passes);
-  }
-  return "CUPTI: " + (v.reason.empty() ? std::string("no values") : v.reason);
+  const auto reading = read_counters(r);
+  return reading.values ? fmt::format("CUPTI: {} metrics in {} passes",
+                                      reading.values->values.size(), reading.values->passes)
+                        : reading.why_not;
 }
 
 namespace {

@@ -229,13 +229,22 @@ TEST(JudgeRules, TheBaselineAloneShowsWhetherACandidateSlowedIt) {
   // A tiny kernel: 20% (26 us) is a finding, 9 us is not (a process more or less on the device
   // shifts such a window by microseconds).
   EXPECT_TRUE(compare_alone(around(1.56e-4, 0.01, 400, 9), around(1.3e-4, 0.01, 60, 10)).slowed);
-  EXPECT_FALSE(compare_alone(around(1.39e-4, 0.002, 400, 12), around(1.3e-4, 0.002, 60, 13)).slowed);
+  EXPECT_FALSE(
+      compare_alone(around(1.39e-4, 0.002, 400, 12), around(1.3e-4, 0.002, 60, 13)).slowed);
   EXPECT_FALSE(compare_alone({}, around(1e-3, 0.01, 20, 11)).slowed);
-  const auto b = bounds_of({5, 1, 4, 2, 3});
+  const std::vector<double> five{5, 1, 4, 2, 3};
+  const auto b = stats::median_with_interval(five);
   EXPECT_EQ(b.median, 3);
   EXPECT_LE(b.low, b.median);
   EXPECT_GE(b.high, b.median);
-  EXPECT_EQ(bounds_of({1, 2, 3, 4}).median, 2.5);
+  const std::vector<double> four{1, 2, 3, 4};
+  EXPECT_EQ(stats::median_with_interval(four).median, 2.5);
+  // The gate's throttle rule, which the comparison shares: below the fraction of the default
+  // clock, and never for a clock or default that is unknown.
+  EXPECT_TRUE(stats::throttled(1400.0, 1980, 0.75));
+  EXPECT_FALSE(stats::throttled(1500.0, 1980, 0.75));
+  EXPECT_FALSE(stats::throttled(std::nullopt, 1980, 0.75));
+  EXPECT_FALSE(stats::throttled(100.0, 0, 0.75));
 }
 
 } // namespace

@@ -1,10 +1,10 @@
 // Decisions of the timing protocol that need no GPU, so that they can be tested alone.
 #pragma once
 
+#include "eval/stats.hpp"
+
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -101,42 +101,25 @@ struct alone_comparison {
   }
 };
 
-// The median of `x` with its distribution-free 95% bounds (ranks n/2 -+ 0.98 sqrt(n)).
-struct median_bounds {
-  double median = 0;
-  double low = 0;
-  double high = 0;
-};
-inline median_bounds bounds_of(std::vector<double> x) {
-  median_bounds b;
-  if (x.empty()) {
-    return b;
-  }
-  std::sort(x.begin(), x.end());
-  const double n = static_cast<double>(x.size());
-  const auto at = [&](double k) { return x[static_cast<size_t>(std::clamp(k, 0.0, n - 1))]; };
-  b.median = x.size() % 2 == 1 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
-  b.low = at(std::floor(n / 2 - 0.98 * std::sqrt(n)));
-  b.high = at(std::ceil(n / 2 + 0.98 * std::sqrt(n)));
-  return b;
-}
-
 inline alone_comparison compare_alone(const std::vector<double>& beside,
                                       const std::vector<double>& alone, double min_effect = 0.03,
                                       double min_seconds = 10e-6) {
   alone_comparison c;
-  const auto b = bounds_of(beside);
-  const auto a = bounds_of(alone);
+  c.min_effect = min_effect;
+  c.min_seconds = min_seconds;
+  c.beside_samples = beside.size();
+  c.alone_samples = alone.size();
+  if (beside.empty() || alone.empty()) {
+    return c;
+  }
+  const auto b = stats::median_with_interval(beside);
+  const auto a = stats::median_with_interval(alone);
   c.beside_median = b.median;
   c.alone_median = a.median;
   c.beside_low = b.low;
   c.alone_high = a.high;
   c.ratio = a.median > 0 ? b.median / a.median : 1.0;
-  c.min_effect = min_effect;
-  c.min_seconds = min_seconds;
-  c.beside_samples = beside.size();
-  c.alone_samples = alone.size();
-  c.slowed = !beside.empty() && !alone.empty() && b.low > a.high * (1 + min_effect) + min_seconds;
+  c.slowed = b.low > a.high * (1 + min_effect) + min_seconds;
   return c;
 }
 
