@@ -173,6 +173,24 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       run = st.begin_run("optimize", args);
     }
     std::vector<search::task_result> results;
+    // --json: the preflight, every task's result, what was evaluated and how (`extra`).
+    const auto write_json = [&](json extra) {
+      if (json_out.empty()) {
+        return;
+      }
+      json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
+      int evaluated = 0;
+      double seconds = 0;
+      for (const auto& r : results) {
+        j["tasks"].push_back(r.to_json());
+        evaluated += r.evaluations;
+        seconds += r.wall_seconds;
+      }
+      j["candidates_evaluated"] = evaluated;
+      j["candidates_per_minute"] = seconds > 0 ? 60.0 * evaluated / seconds : 0.0;
+      j.update(extra);
+      write_file_atomic(json_out, j.dump(2) + "\n");
+    };
     if (!report->usable()) {
       // Nothing can be searched here: every task ends blocked, with the reason, in the store.
       for (const auto& c : tasks) {
@@ -185,14 +203,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       }
       st.finish_run(run, store::run_status::finished, "blocked", report->reason);
       print_summary(results);
-      if (!json_out.empty()) {
-        json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
-        for (const auto& r : results) {
-          j["tasks"].push_back(r.to_json());
-        }
-        j["candidates_evaluated"] = 0;
-        write_file_atomic(json_out, j.dump(2) + "\n");
-      }
+      write_json(json::object());
       fmt::print("\nGPU stages BLOCKED: {}\n", report->reason);
       *result = exit_code::blocked;
       return;
@@ -325,22 +336,8 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     }
     st.finish_run(run, store::run_status::finished, "finished", "");
     print_summary(results);
-    if (!json_out.empty()) {
-      json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
-      for (const auto& r : results) {
-        j["tasks"].push_back(r.to_json());
-      }
-      int evaluated = 0;
-      double seconds = 0;
-      for (const auto& r : results) {
-        evaluated += r.evaluations;
-        seconds += r.wall_seconds;
-      }
-      j["candidates_evaluated"] = evaluated;
-      j["candidates_per_minute"] = seconds > 0 ? 60.0 * evaluated / seconds : 0.0;
-      j["screening"] = {{"enabled", oo.screening.enabled}, {"margin", oo.screening.margin}};
-      write_file_atomic(json_out, j.dump(2) + "\n");
-    }
+    write_json(
+        {{"screening", {{"enabled", oo.screening.enabled}, {"margin", oo.screening.margin}}}});
     fmt::print("run {} recorded in {}\n", run, st.dir().string());
     std::vector<search::outcome> outcomes;
     for (const auto& r : results) {
