@@ -66,6 +66,9 @@ struct options {
   timing_options timing;
   double delta = 0.01; // gate: max(1%, A/A spread); set from calibration
   std::string delta_source = "default 1%";
+  // The gate's absolute floor: the smallest difference of medians the judge's timing can tell
+  // apart (see stats::structured_options::resolution_s) [s].
+  double resolution_s = 2e-6;
   // The device's ceilings (resolve_ceilings); the default is the conservative one.
   task::ceilings ceilings;
   std::optional<std::string> arch; // default: the device's
@@ -107,7 +110,8 @@ struct gate_summary {
   double ratio = 1;
   double ratio_low = 1;
   double ratio_high = 1;
-  double delta = 0;
+  double delta = 0;        // the delta the gate used: at least resolution_s over the baseline
+  double resolution_s = 0; // [s] the gate's absolute floor
   std::optional<double> p_within;
   std::optional<double> p_between;
   std::optional<double> mann_whitney_p;

@@ -56,6 +56,7 @@ void to_json(json& j, const gate_summary& g) {
        {"ratio", g.ratio},
        {"ratio_ci", {g.ratio_low, g.ratio_high}},
        {"delta", g.delta},
+       {"resolution_s", g.resolution_s},
        {"p_within", g.p_within ? json(*g.p_within) : json(nullptr)},
        {"p_between", g.p_between ? json(*g.p_between) : json(nullptr)},
        {"mann_whitney_p", g.mann_whitney_p ? json(*g.mann_whitney_p) : json(nullptr)}};
@@ -82,6 +83,7 @@ void from_json(const json& j, gate_summary& g) {
   g.ratio_low = j.at("ratio_ci").at(0).get<double>();
   g.ratio_high = j.at("ratio_ci").at(1).get<double>();
   g.delta = j.at("delta").get<double>();
+  g.resolution_s = j.value("resolution_s", 0.0);
   g.p_within = maybe("p_within");
   g.p_between = maybe("p_between");
   g.mann_whitney_p = maybe("mann_whitney_p");
@@ -813,6 +815,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   stats::structured_options co;
   co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
+  co.resolution_s = opt.resolution_s;
   co.bootstrap.resamples = stats::gate_min_resamples;
   co.bootstrap.seed = opt.seed_base;
   const auto structured = stats::compare_structured(a_all, b_all, co);
@@ -841,6 +844,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   g.ratio_low = cmp.interval.low;
   g.ratio_high = cmp.interval.high;
   g.delta = cmp.delta;
+  g.resolution_s = cmp.resolution_s;
   g.p_within = structured.block.p_within;
   if (structured.block.between_available) {
     g.p_between = structured.block.p_between;

@@ -729,16 +729,28 @@ structured_comparison compare_structured(std::span<const timed_sample> a,
   c.alpha = options.alpha;
   c.aa_spread = options.aa_spread;
   c.min_delta = options.min_delta;
+  if (!(options.resolution_s >= 0)) {
+    fail("compare_structured: the resolution must be non-negative, got {}", options.resolution_s);
+  }
+  c.resolution_s = options.resolution_s;
   c.delta = gate_delta(options.aa_spread, options.min_delta);
+  const bool resolution_binds = c.median_a > 0 && options.resolution_s / c.median_a > c.delta;
+  if (resolution_binds) {
+    c.delta = options.resolution_s / c.median_a;
+  }
   auto d = classify(out.block.p, c.interval.low, c.interval.high, c.delta, c.alpha);
   c.result = d.result;
   c.reason = fmt::format(
       "{}; block test over {} blocks in {} sessions (p within {:.3g}, between {}); median ratio "
-      "{:.4f}, delta = {} (A/A spread {}, floor {})",
+      "{:.4f}, delta = {} (A/A spread {}, floor {}{})",
       d.reason, out.block.blocks, out.block.sessions, out.block.p_within,
       out.block.between_available ? fmt::format("{:.3g}", out.block.p_between)
                                   : std::string("n/a, one session"),
-      c.interval.ratio, percent(c.delta), percent(c.aa_spread), percent(c.min_delta));
+      c.interval.ratio, percent(c.delta), percent(c.aa_spread), percent(c.min_delta),
+      resolution_binds ? fmt::format(", the scheme's resolution {:.3g} us over the baseline's "
+                                     "median {:.3g} us",
+                                     options.resolution_s * 1e6, c.median_a * 1e6)
+                       : std::string());
   return out;
 }
 

@@ -155,6 +155,7 @@ struct comparison {
   double alpha = 0;
   double aa_spread = 0;
   double min_delta = 0;
+  double resolution_s = 0; // [s] the structured gate's absolute floor (0: none)
   double delta = 0;
 };
 // A is the baseline's samples, B the candidate's (times, lower is better).
@@ -196,6 +197,11 @@ struct structured_options {
   double alpha = 0.05;
   double aa_spread = 0;    // [fraction]
   double min_delta = 0.01; // [fraction]
+  // The smallest difference of medians the timing scheme can tell apart [s]: two runner
+  // processes timing the same kernel differ by up to about a microsecond (each process queues its
+  // work its own way). The gate's delta is at least this over the baseline's median, so a kernel
+  // of a few microseconds is not called faster on the scheme's own bias.
+  double resolution_s = 0;
   size_t target_blocks_per_session = 8;
   bootstrap_options bootstrap; // the gate needs at least gate_min_resamples
 };

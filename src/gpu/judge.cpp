@@ -357,7 +357,7 @@ public:
   // The reply, or nullopt when the runner died or said nothing within `timeout_ms`.
   std::optional<json> reply(int timeout_ms, bool* timed_out = nullptr) {
     frame f;
-    const auto st = receive_frame(m_sock, f, timeout_ms);
+    const auto st = receive_frame(m_sock, f, timeout_ms, message_spin_us);
     for (int fd : f.fds) {
       ::close(fd);
     }

@@ -281,7 +281,7 @@ struct runner {
   int serve() {
     while (true) {
       frame f;
-      const auto st = receive_frame(sock, f, -1);
+      const auto st = receive_frame(sock, f, -1, message_spin_us);
       if (st != recv_status::ok) {
         return 0;
       }

@@ -10,10 +10,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -85,6 +87,30 @@ TEST(JudgeChannel, TimeoutClosedAndMalformed) {
   EXPECT_EQ(receive_frame(s.b, f, 1000), recv_status::closed);
 }
 
+// The spinning wait: a frame sent while it spins, one sent after it went to sleep, and a timeout
+// shorter than the spin that still holds.
+TEST(JudgeChannel, SpinningWaitSeesFramesAndKeepsItsTimeout) {
+  using clock_type = std::chrono::steady_clock;
+  frame f;
+  socket_pair s;
+  const auto t0 = clock_type::now();
+  EXPECT_EQ(receive_frame(s.b, f, 30, 200'000), recv_status::timeout);
+  const auto waited = clock_type::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(29));
+  EXPECT_LT(waited, std::chrono::milliseconds(150)) << "the timeout bounds the spin";
+  for (const int delay_ms : {2, 60}) { // inside a 20 ms spin, and after it
+    std::thread sender([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      send_frame(s.a, static_cast<uint32_t>(message::reply), "{}");
+    });
+    EXPECT_EQ(receive_frame(s.b, f, -1, 20'000), recv_status::ok) << delay_ms;
+    EXPECT_EQ(f.payload, "{}");
+    sender.join();
+  }
+  ::shutdown(s.a, SHUT_WR);
+  EXPECT_EQ(receive_frame(s.b, f, -1, 20'000), recv_status::closed);
+}
+
 TEST(JudgeCapture, InvalidUtf8BecomesReplacementAndJsonDumps) {
   const std::string bytes = std::string("ok \xFF\xFE end \xC3\xA9 \xE2\x82", 17) + '\0' + "z";
   const std::string text = printable_text(bytes);
@@ -154,6 +180,16 @@ TEST(JudgeRules, AbiTallyWaitsOutARunnersSlowStart) {
     EXPECT_EQ(half.add(i % 2 == 0, false, false), abi_finding::none);
   }
   EXPECT_EQ(half.finish(), abi_finding::none);
+  // A stretch of slow wake-ups: 60% of the first 40 calls slow, then the runner settles. Early,
+  // 60% is not enough; at the end the slow calls are a minority of all.
+  abi_tally stretch;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_EQ(stretch.add(i % 5 < 3, true, false), abi_finding::none) << i;
+  }
+  for (int i = 0; i < 60; ++i) {
+    EXPECT_EQ(stretch.add(i % 10 == 0, true, false), abi_finding::none) << i;
+  }
+  EXPECT_EQ(stretch.finish(), abi_finding::none);
 }
 
 TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
@@ -170,7 +206,7 @@ TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
     a = tail.add(false, false, true);
     ++calls;
   }
-  EXPECT_EQ(calls, 40); // the early word comes at 40 calls
+  EXPECT_EQ(calls, 40); // the early word comes at 40 calls when (nearly) all were slow
   EXPECT_EQ(h, abi_finding::host_work);
   EXPECT_EQ(o, abi_finding::work_outside_stream);
   EXPECT_EQ(a, abi_finding::work_after_window);
@@ -180,6 +216,16 @@ TEST(JudgeRules, AbiTallyNamesWhereTheWorkWent) {
     EXPECT_EQ(both.add(true, false, true), abi_finding::none);
   }
   EXPECT_EQ(both.add(true, false, true), abi_finding::host_work);
+  // Work hidden in four of five calls is found early, once more than three quarters are slow.
+  abi_tally most;
+  abi_finding m = abi_finding::none;
+  int n = 0;
+  while (m == abi_finding::none && n < 100) {
+    m = most.add(n % 5 != 4, false, false);
+    ++n;
+  }
+  EXPECT_EQ(m, abi_finding::host_work);
+  EXPECT_EQ(n, 40);
 }
 
 TEST(JudgeRules, AbiTallyDecidesAtTheEndOverFewerCalls) {

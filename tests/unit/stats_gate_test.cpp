@@ -202,6 +202,44 @@ TEST(stats_gate, verdicts_under_aa_and_a_real_difference) {
   EXPECT_NE(compare_structured(d.a, d.b, o).gate.result, verdict::improved);
 }
 
+// Two runner processes timing the same kernel differ by up to about a microsecond. On a
+// kernel of a few microseconds that bias is a large ratio, and the noise is small enough for the
+// test to find it: the resolution floor keeps it from being called faster, while a real 2x on a
+// longer kernel still is.
+TEST(stats_gate, a_bias_below_the_resolution_is_not_a_speedup) {
+  sim_params tiny;
+  tiny.median = 1.25e-6;
+  tiny.ratio = 0.3e-6 / 1.25e-6; // 0.95 us faster: the runners' bias, not the kernel
+  tiny.sessions = 3;
+  tiny.shared_session_sd = 1e-3;
+  tiny.side_session_sd = 1e-4;
+  tiny.noise_sd = 1e-2;
+  structured_options o;
+  const auto d = simulate(5, tiny);
+  ASSERT_EQ(compare_structured(d.a, d.b, o).gate.result, verdict::improved)
+      << "without the floor the bias passes the gate";
+  o.resolution_s = 2e-6;
+  const auto c = compare_structured(d.a, d.b, o);
+  EXPECT_NE(c.gate.result, verdict::improved);
+  EXPECT_DOUBLE_EQ(c.gate.resolution_s, 2e-6);
+  EXPECT_NEAR(c.gate.delta, 2e-6 / c.gate.median_a, 1e-12);
+  EXPECT_NE(c.gate.reason.find("resolution"), std::string::npos) << c.gate.reason;
+
+  sim_params real = tiny;
+  real.median = 40e-6;
+  real.ratio = 0.5;
+  const auto r = compare_structured(simulate(6, real).a, simulate(6, real).b, o);
+  EXPECT_EQ(r.gate.result, verdict::improved) << r.gate.reason;
+  EXPECT_NEAR(r.gate.delta, 2e-6 / r.gate.median_a, 1e-12);
+  real.median = 400e-6;
+  const auto l = compare_structured(simulate(7, real).a, simulate(7, real).b, o);
+  EXPECT_EQ(l.gate.result, verdict::improved) << l.gate.reason;
+  EXPECT_DOUBLE_EQ(l.gate.delta, 0.01) << "the floor binds only where it is above delta";
+
+  o.resolution_s = -1;
+  EXPECT_THROW(compare_structured(d.a, d.b, o), kb::error);
+}
+
 TEST(stats_gate, gate_needs_enough_resamples) {
   const auto d = simulate(3, sim_params{});
   structured_options o;

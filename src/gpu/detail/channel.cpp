@@ -1,10 +1,13 @@
 #include "gpu/detail/channel.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,8 +55,37 @@ bool read_all(int sock, char* data, size_t n) {
 
 } // namespace
 
-bool readable(int sock, int timeout_ms) {
+bool readable(int sock, int timeout_ms, int spin_us) {
   pollfd p{sock, POLLIN, 0};
+  if (spin_us > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    auto until = start + std::chrono::microseconds(spin_us);
+    if (timeout_ms >= 0) {
+      until = std::min(until, start + std::chrono::milliseconds(timeout_ms));
+    }
+    while (true) {
+      const int r = ::poll(&p, 1, 0);
+      if (r > 0) {
+        return true;
+      }
+      if (r < 0 && errno != EINTR) {
+        return false;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) {
+        if (timeout_ms >= 0) {
+          const auto spent =
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+          if (spent >= timeout_ms) {
+            return false;
+          }
+          timeout_ms -= static_cast<int>(spent);
+        }
+        break;
+      }
+      ::sched_yield();
+    }
+  }
   while (true) {
     const int r = ::poll(&p, 1, timeout_ms);
     if (r < 0 && errno == EINTR) {
@@ -98,9 +130,9 @@ bool send_frame(int sock, uint32_t type, const std::string& payload, const std::
   return write_all(sock, payload.data(), payload.size());
 }
 
-recv_status receive_frame(int sock, frame& out, int timeout_ms) {
+recv_status receive_frame(int sock, frame& out, int timeout_ms, int spin_us) {
   out = frame{};
-  if (timeout_ms >= 0 && !readable(sock, timeout_ms)) {
+  if ((timeout_ms >= 0 || spin_us > 0) && !readable(sock, timeout_ms, spin_us)) {
     return recv_status::timeout;
   }
   header h{};

@@ -25,10 +25,17 @@ bool send_frame(int sock, uint32_t type, const std::string& payload,
                 const std::vector<int>& fds = {});
 
 // Receives one frame, waiting at most `timeout_ms` for its first byte (-1: forever). A frame
-// whose header is wrong or whose payload is too long is `malformed`.
-recv_status receive_frame(int sock, frame& out, int timeout_ms);
+// whose header is wrong or whose payload is too long is `malformed`. See `readable` for `spin_us`.
+recv_status receive_frame(int sock, frame& out, int timeout_ms, int spin_us = 0);
 
-// Whether a frame's first byte is ready within `timeout_ms`.
-bool readable(int sock, int timeout_ms);
+// Whether a frame's first byte is ready within `timeout_ms` (-1: forever). For its first
+// `spin_us` microseconds the wait polls without sleeping (yielding the processor between polls),
+// then it sleeps in poll(2): a process woken from sleep answers tens to hundreds of microseconds
+// late, and the judge's round trip of a call must measure the call, not the scheduler.
+bool readable(int sock, int timeout_ms, int spin_us = 0);
+
+// How long the judge and its runners spin for the next message [us]: longer than the gap between
+// two calls of one runner in a timing session, so that neither side sleeps while it is timed.
+inline constexpr int message_spin_us = 20'000;
 
 } // namespace kb::gpu::detail
