@@ -75,12 +75,17 @@ for t in tasks:
             print(f"{mode:6s} task {task['task']}: {task['outcome']} ({task['reason']}), "
                   f"{task['evaluations']} evaluations")
             for s in task.get("steps", []):
+                if "proposal_failure" in s:
+                    # Every scripted answer holds a candidate: none may be lost before its build.
+                    bad += 1
+                    print(f"         proposal failed: {s['proposal_failure']}: {s.get('message', '')} MISMATCH")
+                    continue
                 kind = kind_of.get(s["strategy"], "?")
                 ok = expected.get(kind, lambda _: False)(s)
                 bad += 0 if ok else 1
                 print(f"         {s['strategy']:26s} {kind:9s} {s['verdict']:9s} {s['reason']:36s} "
                       f"{'as expected' if ok else 'MISMATCH'}")
-    decisions = lambda d: [(s["strategy"], s["verdict"]) for t in d["tasks"] for s in t.get("steps", [])]
+    decisions = lambda d: [(s.get("strategy"), s.get("verdict")) for t in d["tasks"] for s in t.get("steps", [])]
     same = decisions(live) == decisions(replay)
     bad += 0 if same else 1
     print(f"task {t}: replay {'makes the same decisions' if same else 'DIFFERS'}")

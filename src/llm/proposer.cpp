@@ -154,7 +154,10 @@ search::proposal_result llm_proposer::ask(const std::vector<chat_message>& messa
                   fmt::format("the {} stopped at the token limit inside the code", where)));
       continue;
     }
-    if (parsed.code.find("kb_launch") == std::string::npos) {
+    // kb_launch may come from one of the project's headers (a family's or the portfolio's launch
+    // templates define it); the loader has the last word (load.missing_kb_launch).
+    if (parsed.code.find("kb_launch") == std::string::npos &&
+        parsed.code.find("<kblaster/") == std::string::npos) {
       results.push_back(failure(reason::malformed_answer,
                                 fmt::format("the code of the {} defines no kb_launch", where)));
       continue;

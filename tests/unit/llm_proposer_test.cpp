@@ -164,6 +164,27 @@ TEST(llm_proposer, a_malformed_answer_is_a_recorded_failure) {
   EXPECT_EQ(server.count(), 3);
 }
 
+// The portfolio's kernels define kb_launch in a launch template of the project's headers; an
+// answer written that way is a candidate (the loader checks the symbol), not a malformed answer.
+TEST(llm_proposer, kb_launch_from_a_project_header_is_a_candidate) {
+  const std::string code = "#include <kblaster/device/families/common.cuh>\n#include KB_TASK_MATH\n"
+                           "#define KB_EW_THREADS 256\n"
+                           "#include <kblaster/device/portfolio/elementwise_grid.cuh>\n";
+  fake_chat_server server([&code](const nlohmann::json&, int, httplib::Response& res) {
+    reply_json(res, 200,
+               completion({"```json\n{\"strategy\": \"elementwise.grid\"}\n```\n```cuda\n" + code +
+                           "```\n"},
+                          10, 10));
+  });
+  client c(test_config(server));
+  llm_proposer proposer(c, test_proposer_config());
+  softmax_context s;
+  const auto r = proposer.propose(s.context);
+  ASSERT_TRUE(r.candidate) << r.failure << ": " << r.message;
+  EXPECT_EQ(r.candidate->strategy, "elementwise.grid");
+  EXPECT_EQ(r.candidate->source, code);
+}
+
 TEST(llm_proposer, provider_failures_become_reason_codes) {
   fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
     reply_json(res, 401,
