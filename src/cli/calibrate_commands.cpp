@@ -29,6 +29,27 @@ void print_limits(const store::device_limits& x) {
              rate(x.fp16_tensor_flops), rate(x.bf16_tensor_flops), rate(x.tf32_tensor_flops));
 }
 
+void print_summary(const eval::aa_summary& summary) {
+  fmt::print("A/A over {} comparisons ({} failed): false-positive rate {:.1f}% [{:.1f}%, {:.1f}%] "
+             "(p < 0.05; pooled Mann-Whitney would say {:.1f}%), verdict not `same` in {:.1f}%\n",
+             summary.comparisons, summary.failed, 100 * summary.false_positive_rate,
+             100 * summary.false_positive_low, 100 * summary.false_positive_high,
+             100 * summary.pooled_false_positive_rate, 100 * summary.not_same_rate);
+  fmt::print("p values  uniform under A/A as a calibrated test's are: Kolmogorov-Smirnov D = "
+             "{:.3f}, p = {:.2g}{}\n",
+             summary.p_uniformity_d, summary.p_uniformity_p,
+             summary.p_uniformity_p < 0.05 ? " (NOT uniform: the gate's p is miscalibrated)" : "");
+  fmt::print("spread    p95 |ratio - 1| {:.3f}%, median interval half-width {:.3f}%, reach "
+             "{:.3f}%\n",
+             100 * summary.ratio_p95, 100 * summary.half_width_median, 100 * summary.spread);
+  if (summary.timing_overhead_median) {
+    fmt::print("overhead  timing an empty kernel: {:.2f} us (median)\n",
+               1e6 * *summary.timing_overhead_median);
+  } else {
+    fmt::print("overhead  not reported by this evaluation protocol\n");
+  }
+}
+
 } // namespace
 
 std::string_view no_gate_calibration_note() {
@@ -82,6 +103,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   static int repeats = 3;
   static std::string cal_json;
   static bool device_only = false;
+  static std::string summarize_from;
   cal->add_option("--task", cal_tasks, "only these tasks (default: every task of the suite)");
   cal->add_option("--suite", cal_suite, "suite whose baselines are compared with themselves");
   cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
@@ -89,7 +111,34 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   cal->add_option("--json", cal_json, "also write the calibration here");
   cal->add_flag("--device", device_only,
                 "measure the device's limits now (and store them); no A/A comparisons");
+  cal->add_option("--summarize", summarize_from,
+                  "summarize the A/A comparisons of a calibration's JSON again (no GPU, nothing "
+                  "stored); --json writes the new summary with them");
   cal->callback([&globals, result] {
+    if (!summarize_from.empty()) {
+      json doc;
+      try {
+        doc = json::parse(read_file(summarize_from));
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "calibrate: {}: {}\n", summarize_from, e.what());
+        *result = exit_code::input;
+        return;
+      }
+      if (!doc.is_object() || !doc.contains("tasks") || !doc["tasks"].is_array()) {
+        fmt::print(stderr, "calibrate: {} holds no calibration (no `tasks` list)\n",
+                   summarize_from);
+        *result = exit_code::input;
+        return;
+      }
+      const auto summary = eval::summarize_aa(doc["tasks"]);
+      print_summary(summary);
+      doc["summary"] = summary.to_json();
+      if (!cal_json.empty()) {
+        write_file_atomic(cal_json, doc.dump(2) + "\n");
+      }
+      *result = exit_code::ok;
+      return;
+    }
     const auto root = find_project_root(globals.root);
     const auto dev = eval::probe_device();
     if (!dev.available) {
@@ -175,19 +224,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     if (!cal_json.empty()) {
       write_file_atomic(cal_json, out.dump(2) + "\n");
     }
-    fmt::print("A/A over {} comparisons ({} failed): false-positive rate {:.1f}% (p < 0.05; pooled "
-               "Mann-Whitney would say {:.1f}%), verdict not `same` in {:.1f}%\n",
-               summary.comparisons, summary.failed, 100 * summary.false_positive_rate,
-               100 * summary.pooled_false_positive_rate, 100 * summary.not_same_rate);
-    fmt::print("spread    p95 |ratio - 1| {:.3f}%, median interval half-width {:.3f}%, reach "
-               "{:.3f}%\n",
-               100 * summary.ratio_p95, 100 * summary.half_width_median, 100 * summary.spread);
-    if (summary.timing_overhead_median) {
-      fmt::print("overhead  timing an empty kernel: {:.2f} us (median)\n",
-                 1e6 * *summary.timing_overhead_median);
-    } else {
-      fmt::print("overhead  not reported by this evaluation protocol\n");
-    }
+    print_summary(summary);
     fmt::print("gate      delta {:.3f}% for {} (stored; used by eval, optimize and bench)\n",
                100 * summary.delta, uuid);
     *result = exit_code::ok;

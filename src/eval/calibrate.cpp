@@ -57,6 +57,7 @@ aa_summary summarize_aa(const json& tasks, double alpha) {
   aa_summary s;
   std::vector<stats::ratio_interval> intervals;
   std::vector<double> overheads;
+  std::vector<double> ps;
   for (const auto& t : tasks) {
     for (const auto& e : t.at("evaluations")) {
       if (!e.contains("p")) {
@@ -64,6 +65,7 @@ aa_summary summarize_aa(const json& tasks, double alpha) {
         continue;
       }
       ++s.comparisons;
+      ps.push_back(e.at("p").get<double>());
       if (e.at("p").get<double>() < alpha) {
         ++s.significant;
       }
@@ -89,6 +91,13 @@ aa_summary summarize_aa(const json& tasks, double alpha) {
   }
   const double n = static_cast<double>(s.comparisons);
   s.false_positive_rate = s.significant / n;
+  const auto fp = stats::binomial_interval(static_cast<size_t>(s.significant),
+                                           static_cast<size_t>(s.comparisons));
+  s.false_positive_low = fp.low;
+  s.false_positive_high = fp.high;
+  const auto uniform = stats::ks_uniform(ps);
+  s.p_uniformity_d = uniform.d;
+  s.p_uniformity_p = uniform.p;
   s.pooled_false_positive_rate = s.pooled_significant / n;
   s.not_same_rate = s.not_same / n;
   const auto spread = stats::aa_spread_from_intervals(intervals);
@@ -107,6 +116,8 @@ json aa_summary::to_json() const {
           {"failed", failed},
           {"significant", significant},
           {"false_positive_rate", false_positive_rate},
+          {"false_positive_ci", {false_positive_low, false_positive_high}},
+          {"p_uniformity", {{"ks_d", p_uniformity_d}, {"p", p_uniformity_p}}},
           {"pooled_mann_whitney_false_positive_rate", pooled_false_positive_rate},
           {"not_same", not_same},
           {"not_same_rate", not_same_rate},

@@ -265,6 +265,12 @@ struct aa_summary {
   int pooled_significant = 0; // pooled Mann-Whitney p < alpha (for comparison)
   int not_same = 0;           // verdict other than `same`
   double false_positive_rate = 0;
+  double false_positive_low = 0; // its 95% interval (Clopper-Pearson)
+  double false_positive_high = 1;
+  // A calibrated test's p values are uniform under A/A: the Kolmogorov-Smirnov test of that,
+  // which says more of a few dozen comparisons than the count below alpha does.
+  double p_uniformity_d = 0;
+  double p_uniformity_p = 1;
   double pooled_false_positive_rate = 0;
   double not_same_rate = 0;
   double ratio_p95 = 0;

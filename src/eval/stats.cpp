@@ -622,6 +622,71 @@ double one_sample_t_p(std::span<const double> x) {
   return student_t_two_sided_p(t, static_cast<double>(x.size() - 1));
 }
 
+uniformity_test ks_uniform(std::span<const double> values) {
+  if (values.empty()) {
+    fail("ks_uniform: no values");
+  }
+  std::vector<double> x(values.begin(), values.end());
+  for (const double v : x) {
+    if (!(v >= 0 && v <= 1)) {
+      fail("ks_uniform: {} is not in [0, 1]", v);
+    }
+  }
+  std::sort(x.begin(), x.end());
+  uniformity_test r;
+  r.n = x.size();
+  const double n = static_cast<double>(r.n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    r.d =
+        std::max({r.d, (static_cast<double>(i) + 1) / n - x[i], x[i] - static_cast<double>(i) / n});
+  }
+  // P(D > d) ~ Q_KS((sqrt(n) + 0.12 + 0.11 / sqrt(n)) d), Q_KS(l) = 2 sum (-1)^(k-1) e^(-2 k^2
+  // l^2).
+  const double l = (std::sqrt(n) + 0.12 + 0.11 / std::sqrt(n)) * r.d;
+  if (l < 0.2) {
+    r.p = 1;
+    return r;
+  }
+  double q = 0;
+  for (int k = 1; k <= 100; ++k) {
+    const double term = std::exp(-2.0 * k * k * l * l);
+    q += (k % 2 == 1 ? 2.0 : -2.0) * term;
+    if (term < 1e-12) {
+      break;
+    }
+  }
+  r.p = std::clamp(q, 0.0, 1.0);
+  return r;
+}
+
+rate_interval binomial_interval(size_t k, size_t n, double confidence) {
+  if (n == 0 || k > n) {
+    fail("binomial_interval: {} events in {} trials", k, n);
+  }
+  if (!(confidence > 0 && confidence < 1)) {
+    fail("binomial_interval: confidence must be in (0, 1), got {}", confidence);
+  }
+  const double tail = (1 - confidence) / 2;
+  const double kd = static_cast<double>(k);
+  const double nd = static_cast<double>(n);
+  // P(X >= k | rate) = I_rate(k, n - k + 1), increasing in the rate: bisection on it.
+  const auto solve = [](const auto& f, double target) {
+    double lo = 0;
+    double hi = 1;
+    for (int i = 0; i < 100; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (f(mid) < target ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  rate_interval r;
+  r.rate = kd / nd;
+  r.low = k == 0 ? 0.0 : solve([&](double x) { return incomplete_beta(x, kd, nd - kd + 1); }, tail);
+  r.high =
+      k == n ? 1.0 : solve([&](double x) { return incomplete_beta(x, kd + 1, nd - kd); }, 1 - tail);
+  return r;
+}
+
 block_test structured_test(std::span<const timed_sample> a, std::span<const timed_sample> b,
                            size_t target_blocks_per_session) {
   const auto layout = make_blocks(a, b, target_blocks_per_session);

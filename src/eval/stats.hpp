@@ -223,6 +223,24 @@ double student_t_two_sided_p(double t, double df);
 // value is equal, p is 1 for zero and 0 otherwise.
 double one_sample_t_p(std::span<const double> x);
 
+// Whether p values are uniform on [0, 1], as a calibrated test's are under A/A: the
+// Kolmogorov-Smirnov distance to the uniform law and its p (Stephens' small-sample form of the
+// asymptotic law). Needs one value; every value must lie in [0, 1].
+struct uniformity_test {
+  size_t n = 0;
+  double d = 0; // sup |F_n(x) - x|
+  double p = 1;
+};
+uniformity_test ks_uniform(std::span<const double> values);
+
+// Clopper-Pearson interval of a binomial rate: `k` events in `n` trials [fraction].
+struct rate_interval {
+  double rate = 0;
+  double low = 0;
+  double high = 1;
+};
+rate_interval binomial_interval(size_t k, size_t n, double confidence = 0.95);
+
 block_test structured_test(std::span<const timed_sample> a, std::span<const timed_sample> b,
                            size_t target_blocks_per_session = 8);
 ratio_interval hierarchical_bootstrap_median_ratio(std::span<const timed_sample> a,

@@ -150,9 +150,14 @@ struct progress_state {
   }
 };
 
-// An evaluation's detail; empty for a result that carries none.
-json detail_of(const eval::result& r) {
-  return r.detail.is_object() ? r.detail : json::object();
+// The end of the candidate's compiler output, at most `chars` of it ("" when it did not build).
+std::string build_log_tail(const eval::result& r, size_t chars) {
+  const auto b = r.builds.find("candidate");
+  if (b == r.builds.end()) {
+    return "";
+  }
+  const std::string& log = b->second.log;
+  return log.size() > chars ? log.substr(log.size() - chars) : log;
 }
 
 double gpu_seconds_of(const eval::result& r) {
@@ -368,12 +373,7 @@ task_result optimizer::optimize(const task::contract& c) {
       // A bounded repair turn for proposers that can (the LLM); the built-in one proposes anew.
       if ((r.reason.rfind("build.", 0) == 0 || r.reason.rfind("verify.", 0) == 0) &&
           m_proposer.name() != "builtin") {
-        auto fixed = m_proposer.repair(ctx, prop,
-                                       r.message + "\n" +
-                                           detail_of(r)
-                                               .value("builds", json::object())
-                                               .value("candidate", json::object())
-                                               .value("log_tail", ""));
+        auto fixed = m_proposer.repair(ctx, prop, r.message + "\n" + build_log_tail(r, 4000));
         if (fixed.candidate) {
           m_store.record_experience({0,
                                      "",
@@ -466,6 +466,9 @@ task_result optimizer::optimize(const task::contract& c) {
                        {"predicted_speedup", prop.predicted_speedup},
                        {"why", why},
                        {"stage", staged.to_json()}};
+      if (r.reason.rfind("build.", 0) == 0) {
+        step_record["build_log_tail"] = build_log_tail(r, 1500);
+      }
       res.stages[to_string(staged.reached) +
                  (staged.stopped_because.empty() ? "" : ":" + staged.stopped_because)] += 1;
       if (e.measured_speedup) {

@@ -117,8 +117,11 @@ def handler_for(double):
                                 "finish_reason": "stop"})
             prompt_tokens = max(1, len(text) // 4)
             completion_tokens = sum(max(1, len(c["message"]["content"]) // 4) for c in choices)
+            # The end of the last message: a repair turn's compiler output or failure says why.
+            last = request.get("messages", [{}])[-1].get("content", "")
             double.log({"time": time.time(), "task": task, "n": n, "answers": given,
-                        "prompt_chars": len(text), "model": request.get("model", "")})
+                        "prompt_chars": len(text), "model": request.get("model", ""),
+                        "last_message_tail": last[-3000:] if isinstance(last, str) else ""})
             self.reply(200, {"id": f"double-{double.requests}", "object": "chat.completion",
                              "created": int(time.time()), "model": request.get("model", "double"),
                              "choices": choices,

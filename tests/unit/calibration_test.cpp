@@ -190,6 +190,11 @@ TEST(calibration, aa_summary_counts_false_positives_and_sets_delta) {
   EXPECT_DOUBLE_EQ(s.delta, 0.01); // max(1%, spread)
   ASSERT_TRUE(s.timing_overhead_median);
   EXPECT_DOUBLE_EQ(*s.timing_overhead_median, 2e-6);
+  // 1 in 20: a wide interval around 5%. Nineteen p values of 0.5 are far from uniform.
+  EXPECT_NEAR(s.false_positive_low, 0.00127, 2e-5);
+  EXPECT_NEAR(s.false_positive_high, 0.2487, 2e-4);
+  EXPECT_GT(s.p_uniformity_d, 0.4);
+  EXPECT_LT(s.p_uniformity_p, 0.01);
   EXPECT_THROW(summarize_aa(json::array()), kb::error);
 }
 
@@ -229,6 +234,42 @@ TEST(calibration_cli, commands_without_a_device_exit_blocked) {
   const auto list = kblaster(dir.path() / "store", {"tasks", "list", "--suite", "core10"});
   EXPECT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find("conservative default"), std::string::npos) << list.output;
+}
+
+// A calibration's JSON summarized again, without a device: the same counts, the rate's interval
+// and the uniformity of the p values; a file that is no calibration is an input error.
+TEST(calibration_cli, summarize_reads_a_calibration_back_without_a_device) {
+  temp_dir dir("kb-calibration-summarize");
+  json evals = json::array();
+  for (int i = 0; i < 30; ++i) {
+    evals.push_back({{"verdict", "same"},
+                     {"p", (i + 0.5) / 30},
+                     {"mann_whitney_p", 0.5},
+                     {"ratio", 1.0},
+                     {"ratio_ci", {0.999, 1.001}}});
+  }
+  json doc{{"device", {{"uuid", "GPU-x"}}},
+           {"tasks", json::array({{{"task", "019"}, {"evaluations", evals}}})}};
+  write_file_atomic(dir.path() / "cal.json", doc.dump());
+  const auto out = dir.path() / "again.json";
+  const auto r =
+      kblaster(dir.path() / "store", {"calibrate", "--summarize",
+                                      (dir.path() / "cal.json").string(), "--json", out.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("A/A over 30 comparisons (0 failed): false-positive rate 3.3% [0.1%, 17.2%]"),
+      std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Kolmogorov-Smirnov D = 0.017"), std::string::npos) << r.output;
+  const auto again = json::parse(read_file(out));
+  EXPECT_EQ(again.at("summary").at("significant"), 1);
+  EXPECT_EQ(again.at("device").at("uuid"), "GPU-x");
+  EXPECT_FALSE(fs::exists(dir.path() / "store")) << "a summary stores nothing";
+  write_file_atomic(dir.path() / "bad.json", "{\"runs\": []}");
+  EXPECT_EQ(kblaster(dir.path() / "store",
+                     {"calibrate", "--summarize", (dir.path() / "bad.json").string()})
+                .exit_code,
+            exit_code::input);
 }
 
 } // namespace

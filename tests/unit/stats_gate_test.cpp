@@ -240,6 +240,36 @@ TEST(stats_gate, a_bias_below_the_resolution_is_not_a_speedup) {
   EXPECT_THROW(compare_structured(d.a, d.b, o), kb::error);
 }
 
+// Uniform p values pass the uniformity test; p values piled up below alpha or around one half
+// (a test that is too eager, or one that never moves) do not. The rate's interval is exact.
+TEST(stats_gate, uniformity_of_p_values_and_the_rate_interval) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> uniform;
+  std::vector<double> eager;
+  for (int i = 0; i < 200; ++i) {
+    uniform.push_back(u(rng));
+    eager.push_back(u(rng) * u(rng)); // P(p < 0.05) about 20%
+  }
+  const auto ok = ks_uniform(uniform);
+  EXPECT_EQ(ok.n, 200u);
+  EXPECT_LT(ok.d, 0.1);
+  EXPECT_GT(ok.p, 0.05);
+  EXPECT_LT(ks_uniform(eager).p, 1e-6);
+  EXPECT_DOUBLE_EQ(ks_uniform(std::vector<double>{0.5}).d, 0.5);
+  EXPECT_THROW(ks_uniform(std::vector<double>{}), kb::error);
+  EXPECT_THROW(ks_uniform(std::vector<double>{1.5}), kb::error);
+  // Clopper-Pearson: 0 of 29 gives [0, 11.9%]; 5 of 100 gives [1.64%, 11.28%].
+  const auto none = binomial_interval(0, 29);
+  EXPECT_DOUBLE_EQ(none.low, 0.0);
+  EXPECT_NEAR(none.high, 0.1194, 2e-4);
+  const auto five = binomial_interval(5, 100);
+  EXPECT_NEAR(five.low, 0.0164, 2e-4);
+  EXPECT_NEAR(five.high, 0.1128, 2e-4);
+  EXPECT_DOUBLE_EQ(binomial_interval(7, 7).high, 1.0);
+  EXPECT_THROW(binomial_interval(3, 2), kb::error);
+}
+
 TEST(stats_gate, gate_needs_enough_resamples) {
   const auto d = simulate(3, sim_params{});
   structured_options o;
