@@ -2,10 +2,13 @@
 # How long one candidate's full evaluation takes on the GPU machine: every portfolio kernel of a
 # suite through `kblaster eval` at the official shape (compile with an empty compile cache,
 # verify, two timing sessions), then the median, and where each evaluation's time went (compile,
-# each session's stages, the timing loop's phases).
+# each session's stages, the timing loop's phases). Two passes: `cold`, where each evaluation
+# compiles its task's oracle and baseline too, and `new candidate`, a source never compiled (the
+# kernel with a comment added) for a task whose oracle and baseline are built, as a search meets
+# every candidate after its first.
 #   scripts/gpu-eval-time.sh [suite, default core10]
 # Output under $OUT (default out/eval-time): one JSON and log per kernel, summary.txt and
-# eval-time.json (the figures the summary prints).
+# eval-time.json (the figures the summary prints), the second pass's under $OUT/new-candidate.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SUITE=${1:-core10}
@@ -22,7 +25,19 @@ for f in portfolio/"$SUITE"/*.cu; do
   name=$(basename "$f" .cu)
   "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
 done
-python3 - "$OUT" "$SUITE" <<'PY' | tee "$OUT/summary.txt"
+mkdir -p "$OUT/new-candidate"
+nonce=$(date +%s%N)
+for f in portfolio/"$SUITE"/*.cu; do
+  name=$(basename "$f" .cu)
+  src="$OUT/new-candidate/$name.cu"
+  { cat "$f"; echo "// a source not compiled before: $nonce"; } >"$src"
+  "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$src" --json "$OUT/new-candidate/$name.json" \
+    >"$OUT/new-candidate/$name.log" 2>&1
+done
+for pass in cold new-candidate; do
+dir="$OUT"; [ "$pass" = cold ] || dir="$OUT/$pass"
+echo "== $pass"
+python3 - "$dir" "$SUITE" <<'PY'
 import glob, json, os, statistics, sys
 out = sys.argv[1]
 rows = []
@@ -54,3 +69,4 @@ print(f"median full evaluation: {median:.1f} s over {len(secs)} kernels" if secs
 json.dump({"suite": sys.argv[2], "median_seconds": median, "evaluations": rows},
           open(f"{out}/eval-time.json", "w"), indent=1)
 PY
+done | tee "$OUT/summary.txt"

@@ -2119,7 +2119,7 @@ json worker::time_all() {
       }
       return v;
     }();
-    const int n = std::clamp(static_cast<int>(beside.size()), 10, 60);
+    const int n = std::clamp(static_cast<int>(beside.size()), 10, interference_max_calls);
     std::vector<double> alone;
     for (int i = 0; i < n + interference_warmup_calls && !base->rejected; ++i) {
       const auto tc = timed_call(*base, static_cast<size_t>(i) % bufs.size(), "alone");

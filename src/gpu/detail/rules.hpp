@@ -83,6 +83,11 @@ private:
 // The bounds are distribution-free (order statistics of each sample). The first calls after the
 // other runners end are not counted (`interference_warmup_calls`).
 inline constexpr int interference_warmup_calls = 3;
+// The baseline alone gets as many calls as it had beside the candidates, 10 to this many: the
+// interval of a median of 30 samples spans well under 1% for the Core 10 baselines (their
+// spread within a session is a few tenths of a percent at most), far inside the rule's 3%, and
+// each call more adds to every evaluation's time.
+inline constexpr int interference_max_calls = 30;
 
 struct alone_comparison {
   double beside_median = 0; // [s]
