@@ -1845,6 +1845,9 @@ json worker::time_all() {
   // processes) before and after a series of calls of one candidate at a time.
   json allocation = json::object();
   const int64_t allocation_slack = 2 << 20; // [bytes] one allocation granule
+  // Calls of the probe: the warm-ups used the first two input sets, the probe's calls go round
+  // every set (there are at most a few), so an allocation per call, per set or per pointer shows.
+  const int allocation_probe_calls = 10;
   for (auto* lib : alive) {
     for (int i = 0; i < 2 && !lib->rejected; ++i) {
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "warm-up");
@@ -1860,7 +1863,7 @@ json worker::time_all() {
     size_t total = 0;
     cuda_check(cudaDeviceSynchronize(), "memory");
     cuda_check(cudaMemGetInfo(&free0, &total), "memory");
-    for (int i = 0; i < 20 && !lib->rejected; ++i) {
+    for (int i = 0; i < allocation_probe_calls && !lib->rejected; ++i) {
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "allocation probe");
       if (tc.bad) {
         reject(*lib, *tc.bad);
@@ -1874,12 +1877,12 @@ json worker::time_all() {
     cuda_check(cudaDeviceSynchronize(), "memory");
     cuda_check(cudaMemGetInfo(&free1, &total), "memory");
     const int64_t growth = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
-    allocation[lib->role] = {{"growth_bytes", growth}, {"calls", 20}};
+    allocation[lib->role] = {{"growth_bytes", growth}, {"calls", allocation_probe_calls}};
     if (growth > allocation_slack) {
       reject(*lib, {"abi.allocation",
-                    fmt::format("device memory in use grew by {} bytes over 20 calls: kb_launch "
+                    fmt::format("device memory in use grew by {} bytes over {} calls: kb_launch "
                                 "allocates (the ABI gives it a workspace instead)",
-                                growth)});
+                                growth, allocation_probe_calls)});
     }
   }
 
