@@ -84,5 +84,35 @@ TEST(llm_optimize, a_recorded_run_replayed_without_the_server_makes_the_same_dec
   EXPECT_EQ(replay_gpu.seen, live_gpu.seen);
 }
 
+// A candidate that does not compile: the repair turn shows the model the compiler's lines, and
+// the step that stays broken keeps them in the run's record.
+TEST(llm_optimize, a_broken_candidate_brings_the_compiler_output_to_the_repair_and_the_record) {
+  temp_dir dir("llm-optimize-broken");
+  search::testing::scripted_gpu gpu;
+  gpu.speed = {{"online.one_pass", 1.4}};
+  fake_chat_server server([](const json&, int index, httplib::Response& res) {
+    reply_json(res, 200,
+               completion({good_answer(index < 2 ? "broken" : "online.one_pass", 1.2,
+                                       "answer " + std::to_string(index))}));
+  });
+  client c(test_config(server));
+  const auto r = optimize_once(c, dir.path() / "store", gpu);
+  const auto seen = server.requests();
+  ASSERT_GE(seen.size(), 2u);
+  const auto repair = seen[1].body["messages"].back()["content"].get<std::string>();
+  EXPECT_NE(repair.find("error: expected a \";\""), std::string::npos) << repair.substr(0, 400);
+  bool kept = false;
+  for (const auto& s : r.steps) {
+    if (s.value("strategy", "") == "broken") {
+      EXPECT_EQ(s.value("reason", ""), "build.compile_error");
+      const auto tail = s.value("build_log_tail", std::string());
+      EXPECT_LE(tail.size(), 1500u);
+      EXPECT_NE(tail.find("error: expected a \";\""), std::string::npos) << tail;
+      kept = true;
+    }
+  }
+  EXPECT_TRUE(kept) << decisions(r).dump(2);
+}
+
 } // namespace
 } // namespace kb::llm

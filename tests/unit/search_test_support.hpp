@@ -54,6 +54,17 @@ struct scripted_gpu {
       r.reason = "verify.mismatch";
       return r;
     }
+    if (cand.strategy == "broken") { // does not compile: the compiler's output is in the build
+      build::result b;
+      b.status = build::outcome::compile_error;
+      b.reason = "build.compile_error";
+      b.log = std::string(3000, '.') + "\ncandidate.cu(3): error: expected a \";\"\n";
+      r.builds.emplace("candidate", b);
+      r.final = eval::verdict::rejected;
+      r.reason = "build.compile_error";
+      r.message = "the candidate does not compile (see builds.candidate.log_tail)";
+      return r;
+    }
     const double t_base = 1e-3 / speed_of(base);
     const double t_cand = 1e-3 / speed_of(cand);
     const double ratio = t_base / t_cand;
