@@ -66,7 +66,7 @@ aa_summary summarize_aa(const json& tasks, double alpha) {
       }
       ++s.comparisons;
       ps.push_back(e.at("p").get<double>());
-      if (e.at("p").get<double>() < alpha) {
+      if (ps.back() < alpha) {
         ++s.significant;
       }
       if (e.at("mann_whitney_p").get<double>() < alpha) {

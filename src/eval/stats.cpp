@@ -640,8 +640,8 @@ uniformity_test ks_uniform(std::span<const double> values) {
     r.d =
         std::max({r.d, (static_cast<double>(i) + 1) / n - x[i], x[i] - static_cast<double>(i) / n});
   }
-  // P(D > d) ~ Q_KS((sqrt(n) + 0.12 + 0.11 / sqrt(n)) d), Q_KS(l) = 2 sum (-1)^(k-1) e^(-2 k^2
-  // l^2).
+  // P(D > d) ~ Q((sqrt(n) + 0.12 + 0.11 / sqrt(n)) d), with Kolmogorov's
+  // Q(l) = 2 sum over k >= 1 of (-1)^(k-1) exp(-2 k^2 l^2).
   const double l = (std::sqrt(n) + 0.12 + 0.11 / std::sqrt(n)) * r.d;
   if (l < 0.2) {
     r.p = 1;
