@@ -56,16 +56,31 @@ if [ -n "$pending" ]; then
   done
 fi
 
-# 3. Self-test and A/A for every task that has a contract.
+# 3. Self-test and A/A for every task that has a contract. The self-tests (check shapes only,
+# no timing) run JOBS at a time, on the CPU, or on the GPU for a task resolved by executing its
+# file (its check shape is the official one); the A/As run one after another on the GPU. A task
+# whose result is already under $OUT is not run again, so an interrupted run can be resumed.
+STEP_TIMEOUT=${STEP_TIMEOUT:-600}
+JOBS=${JOBS:-8}
+export OUT STEP_TIMEOUT
+selftest_one() {
+  d=$1 id=$(basename "$1")
+  [ -f "$OUT/selftest/$id.json" ] && return 0
+  dev=cpu
+  grep -q '"as_official"' "$d/task.toml" && dev=cuda
+  timeout "$STEP_TIMEOUT" python3 scripts/pytorch_oracle.py selftest --task "$d" --device "$dev" \
+    --out "$OUT/selftest/$id.json" >/dev/null 2>"$OUT/selftest/$id.err" || true
+  [ -s "$OUT/selftest/$id.err" ] || rm -f "$OUT/selftest/$id.err"
+}
+export -f selftest_one
+for d in "$TASKS"/*/; do [ -f "$d/task.toml" ] && echo "${d%/}"; done | xargs -r -P "$JOBS" -I{} bash -c 'selftest_one {}'
 for d in "$TASKS"/*/; do
   [ -f "$d/task.toml" ] || continue
   id=$(basename "$d")
-  timeout 600 python3 scripts/pytorch_oracle.py selftest --task "$d" --device cuda \
-    --out "$OUT/selftest/$id.json" >/dev/null 2>"$OUT/selftest/$id.err" || true
-  timeout 600 python3 scripts/pytorch_oracle.py aa --task "$d" --out "$OUT/aa/$id.json" \
-    >/dev/null 2>"$OUT/aa/$id.err" || true
-  [ -s "$OUT/selftest/$id.err" ] || rm -f "$OUT/selftest/$id.err"
-  [ -s "$OUT/aa/$id.err" ] || rm -f "$OUT/aa/$id.err"
+  [ -f "$OUT/aa/$id.json" ] && continue
+  timeout "$STEP_TIMEOUT" python3 scripts/pytorch_oracle.py aa --task "$d" --out "$OUT/aa/$id.json" \
+    >/dev/null 2>"$OUT/aa/$id.err" || echo "timed out or failed after ${STEP_TIMEOUT} s" >>"$OUT/aa/$id.err"
+  [ -f "$OUT/aa/$id.json" ] && rm -f "$OUT/aa/$id.err"
 done
 
 # 4. One record per problem.
