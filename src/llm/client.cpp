@@ -333,8 +333,9 @@ client::client(client_config config, std::unique_ptr<detail::transport> transpor
     m_config.base_url.pop_back();
   }
   m_key = read_api_key(m_config);
-  m_redactor =
-      redactor(m_key ? std::vector<std::string>{m_key->value} : std::vector<std::string>{});
+  const auto secrets = m_key ? std::vector<std::string>{m_key->value} : std::vector<std::string>{};
+  m_redactor = redactor(secrets);
+  m_output_redactor = redactor(secrets, redactor::min_output_secret);
   m_state->transport = std::move(transport);
   m_state->recorder = recorder;
   m_state->token_param = static_cast<int>(m_config.token_param);
@@ -511,7 +512,7 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
     verdict v = judge(reply, url, param, n, m_key, m_config, timeout);
     v.message = m_redactor.apply(v.message);
     for (auto& c : v.choices) {
-      c.content = m_redactor.apply(c.content);
+      c.content = m_output_redactor.apply(c.content);
     }
     ++result.requests;
     result.http_status = reply.http_status;
@@ -543,10 +544,10 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
       if (!reply.body.empty()) {
         auto parsed = nlohmann::json::parse(reply.body, nullptr, false);
         if (!parsed.is_discarded()) {
-          response = m_redactor.apply_json(parsed);
+          response = m_output_redactor.apply_json(parsed);
           body_kind = "json";
         } else {
-          response = {{"raw", m_redactor.apply(clip(reply.body, max_recorded_raw))}};
+          response = {{"raw", m_output_redactor.apply(clip(reply.body, max_recorded_raw))}};
           body_kind = "raw";
         }
       }

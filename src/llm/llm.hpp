@@ -60,12 +60,15 @@ std::optional<token_limit_param> token_limit_param_from_string(std::string_view 
 
 // Replaces secrets in text that leaves the client: each secret wherever it occurs, any word that
 // contains a 12-character piece of a secret of 16 characters or more (servers echo keys half
-// masked), and the token after "Bearer ". Secrets shorter than 4 characters are placeholders
-// for keyless local servers and are left alone.
+// masked), and the token after "Bearer ". Secrets shorter than `min_length` characters are
+// left alone: below 4 they are placeholders for keyless local servers. What a model writes (the
+// answers' content, the recorded responses) is masked for secrets of 16 characters or more only:
+// a short local key such as "double" is also a word of the code the answer carries.
 class redactor {
 public:
   static constexpr std::string_view mask = "[redacted]";
-  explicit redactor(std::vector<std::string> secrets = {});
+  static constexpr size_t min_output_secret = 16;
+  explicit redactor(std::vector<std::string> secrets = {}, size_t min_length = 4);
   std::string apply(std::string_view text) const;
   // Every string inside (keys included), recursively.
   nlohmann::json apply_json(const nlohmann::json& value) const;
@@ -269,6 +272,7 @@ private:
   client_config m_config;
   std::optional<api_key> m_key;
   redactor m_redactor;
+  redactor m_output_redactor; // what the model wrote: long secrets only
   std::unique_ptr<state> m_state;
 };
 

@@ -29,9 +29,9 @@ void replace_all(std::string& text, std::string_view what, std::string_view with
 
 } // namespace
 
-redactor::redactor(std::vector<std::string> secrets) {
+redactor::redactor(std::vector<std::string> secrets, size_t min_length) {
   for (auto& s : secrets) {
-    if (s.size() < min_secret) {
+    if (s.size() < std::max(min_secret, min_length)) {
       continue;
     }
     if (s.size() >= min_pieced) {

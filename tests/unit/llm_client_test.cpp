@@ -483,6 +483,38 @@ TEST(llm_client, statuses_round_trip_through_strings) {
             token_limit_param::max_completion_tokens);
 }
 
+// A short key of a local server ("double" for the loopback model) is also a word of C++: the
+// answer and its record keep it, so the candidate compiles and a replay reads the same code; what
+// is sent and said about the server is still masked.
+TEST(llm_client, a_short_local_key_is_not_masked_in_what_the_model_wrote) {
+  const std::string answer = "```cuda\ndouble acc = 0; // double precision\n```";
+  fake_chat_server server([&](const nlohmann::json&, int, httplib::Response& res) {
+    reply_json(res, 200, completion({answer}));
+  });
+  kb::temp_dir dir("llm-short-key");
+  file_recorder recorder(dir.path() / "record");
+  auto config = test_config(server);
+  config.api_key_env = "KB_TEST_LLM_SHORT_KEY";
+  ::setenv(config.api_key_env.c_str(), "double", 1);
+  client c(config, &recorder);
+  const auto r = c.complete(ask("x"));
+  ASSERT_TRUE(r.ok()) << r.message;
+  ASSERT_EQ(r.choices.size(), 1u);
+  EXPECT_EQ(r.choices[0].content, answer);
+  EXPECT_EQ(server.requests()[0].authorization, "Bearer double");
+  bool recorded = false;
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path())) {
+    if (entry.is_regular_file() &&
+        read_file(entry.path()).find("double acc = 0") != std::string::npos) {
+      recorded = true;
+    }
+  }
+  EXPECT_TRUE(recorded) << "the recorded response lost the answer's code";
+  EXPECT_EQ(redactor({"double"}).apply("Bearer double"), "Bearer [redacted]");
+  EXPECT_EQ(redactor({"double"}, redactor::min_output_secret).apply("double x"), "double x");
+  ::unsetenv(config.api_key_env.c_str());
+}
+
 TEST(llm_redactor, masks_the_key_its_pieces_and_bearer_tokens) {
   const redactor r({test_key, "abc"});
   EXPECT_EQ(r.apply("key=" + test_key + "!"), "key=[redacted]!");
