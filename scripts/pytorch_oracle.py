@@ -9,8 +9,12 @@ values are bit-identical to what the judge gives a candidate), evaluates the mod
 the judge.
 
 Commands:
-  probe                        exit 0 and print "torch <version> cuda <device>" when PyTorch
-                               imports; else exit 3 and print why (reason blocked.no_pytorch)
+  probe [--json]               exit 0 and print "torch <version> cuda <device>" when PyTorch
+                               imports (--json: also the shared libpython to embed and sys.path);
+                               else exit 3 and print why (reason blocked.no_pytorch)
+  describe --task DIR          runs the module (on the meta device where it can) and writes
+                               DIR/resolved.json: per shape its outputs and its state (parameters
+                               and buffers), which the contract loader adds to the task
   reference --task DIR --shape NAME --dist D --seed S (--out FILE | --ipc HANDLE:BYTES)
                                the float64 reference of input set (D, S) at shape NAME: to FILE
                                (a JSON header line, then raw little-endian float64 values of
@@ -235,8 +239,29 @@ def cmd_probe(_args):
         print(f"no PyTorch: {type(e).__name__}: {e}")
         return 3
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    if getattr(_args, "json", False):
+        print(json.dumps({"torch": torch.__version__, "cuda": dev, "libpython": libpython(),
+                          "python": sys.version.split()[0],
+                          "sys_path": [p for p in sys.path if p and os.path.isdir(p)]}))
+        return 0
     print(f"torch {torch.__version__} cuda {dev}")
     return 0
+
+
+def libpython():
+    """The shared libpython of this interpreter ("" when there is none): the oracle module and
+    the baseline of a pytorch task embed it."""
+    import sysconfig
+    names = [sysconfig.get_config_var(v) for v in ("INSTSONAME", "LDLIBRARY")]
+    dirs = [sysconfig.get_config_var("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")]
+    arch = sysconfig.get_config_var("MULTIARCH")
+    if arch:
+        dirs.append(os.path.join("/usr/lib", arch))
+    for d in dirs:
+        for n in names:
+            if d and n and n.endswith((".so", ".so.1.0", ".so.1")) and os.path.exists(os.path.join(d, n)):
+                return os.path.realpath(os.path.join(d, n))
+    return ""
 
 
 def need_torch():
@@ -401,6 +426,220 @@ def cmd_aa(args):
     return 0 if verdict == "same" else 1
 
 
+# ---- the resolved contract: what only running the module tells -------------------------------
+
+def state_of(model):
+    """The module's parameters and persistent buffers, in state_dict order: a candidate gets them
+    as inputs after the forward's."""
+    return list(model.state_dict(keep_vars=True).items())
+
+
+def state_input_name(name):
+    return "state_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def state_distribution(torch, t):
+    """How the judge draws a state tensor: the range PyTorch's own initialisation gave it at the
+    official shape (uniform over [min, max]), or its value where every element is the same (a
+    norm's weight of ones, a running variance)."""
+    if t.numel() == 0:
+        return {"kind": "constant", "value": 0.0}
+    lo, hi = float(t.min()), float(t.max())
+    if lo == hi or not t.is_floating_point():
+        return {"kind": "constant", "value": lo}
+    return {"kind": "uniform", "low": lo, "high": hi}
+
+
+def file_digest(paths):
+    import hashlib
+    h = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def task_digest(task):
+    return file_digest([os.path.join(task.dir, "task.toml"), task.source])
+
+
+def output_shapes(torch, task, model, dims, dtype):
+    """The forward's outputs at one shape, on the meta device (no arithmetic), else computed."""
+    def run(device):
+        xs = [torch.empty([eval_dim(e, dims) for e in i["shape"]],
+                          dtype=torch_dtype(torch, i["dtype"]), device=device) for i in task.inputs]
+        if device != "meta":
+            for x in xs:
+                x.zero_() if not x.is_floating_point() else x.uniform_()
+        with torch.no_grad():
+            return as_list(model.to(device)(*xs))
+    try:
+        ys = run("meta")
+    except Exception:  # noqa: BLE001 (an op without a meta kernel: compute it instead)
+        ys = run("cuda" if torch.cuda.is_available() else "cpu")
+    return [{"shape": list(y.shape), "dtype": str(y.dtype).replace("torch.", "")} for y in ys]
+
+
+def task_dtype(torch, task):
+    return torch_dtype(torch, next((i["dtype"] for i in task.inputs
+                                    if i["dtype"].startswith(("float", "b"))), "float32"))
+
+
+def cmd_describe(args):
+    """Writes DIR/resolved.json: per shape, the forward's outputs and the module's state (names,
+    shapes, dtypes), and how the judge draws the state. The contract loader adds the state to the
+    inputs and the outputs to the contract."""
+    torch = need_torch()
+    task = Task(args.task)
+    dtype = task_dtype(torch, task)
+    shapes, state_dists = {}, None
+    for name in task.shapes:
+        dims = task.dims(name)
+        model = task.build(torch, dims, 0, dtype, "cpu")
+        state = state_of(model)
+        if name == "official" or state_dists is None:
+            state_dists = [state_distribution(torch, t.detach()) for _, t in state]
+        shapes[name] = {
+            "outputs": output_shapes(torch, task, model, dims, dtype),
+            "state": [{"name": k, "input": state_input_name(k), "shape": list(t.shape),
+                       "dtype": str(t.dtype).replace("torch.", "")} for k, t in state],
+        }
+    names = [[e["name"] for e in s["state"]] for s in shapes.values()]
+    if any(n != names[0] for n in names):
+        fail("the module's state differs between shapes (names or order)")
+    result = {"version": 1, "digest": task_digest(task), "torch": torch.__version__,
+              "state_distributions": state_dists or [], "shapes": shapes}
+    text = json.dumps(result, indent=1) + "\n"
+    with open(os.path.join(task.dir, "resolved.json"), "w", encoding="utf-8") as f:
+        f.write(text)
+    print(json.dumps({"shapes": len(shapes), "outputs": len(next(iter(shapes.values()))["outputs"]),
+                      "state": len(names[0])}))
+    return 0
+
+
+# ---- in-process calls: the oracle module and the eager baseline ------------------------------
+# The compiled oracle module of a pytorch task (run by the judge) and its baseline (run by a
+# runner) embed Python and call kb_call() with the address of their kb_args (include/kblaster/
+# candidate.h): the tensors are the harness's, in its memory, on its stream.
+
+class _KbTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 8), ("strides", ctypes.c_int64 * 8)]
+
+
+class _KbArgs(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_int32), ("num_inputs", ctypes.c_int32),
+                ("inputs", ctypes.POINTER(_KbTensor)), ("num_outputs", ctypes.c_int32),
+                ("outputs", ctypes.POINTER(_KbTensor)), ("num_scalars", ctypes.c_int32),
+                ("scalars", ctypes.POINTER(ctypes.c_double)), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_uint64), ("stream", ctypes.c_void_p)]
+
+
+class _DeviceMemory:
+    """Device bytes the harness owns, seen by torch.as_tensor (no copy, no ownership)."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 3, "stream": None}
+
+
+_ABI_NAMES = {v: k for k, v in KB_DTYPES.items()}
+_calls = {}
+
+
+def _view(torch, t, device):
+    dt = torch_dtype(torch, _ABI_NAMES[t.dtype])
+    shape = [int(t.shape[k]) for k in range(t.ndim)]
+    strides = [int(t.strides[k]) for k in range(t.ndim)]
+    item = torch.empty((), dtype=dt).element_size()
+    span = 0 if any(n == 0 for n in shape) else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    if span == 0 or not t.data:
+        return torch.empty(shape, dtype=dt, device=device)
+    if device == "cpu":
+        raw = torch.frombuffer((ctypes.c_char * (span * item)).from_address(t.data), dtype=torch.uint8)
+    else:
+        raw = torch.as_tensor(_DeviceMemory(t.data, span * item), device="cuda")
+    return raw.view(dt).as_strided(shape, strides)
+
+
+class _Call:
+    """One task's module, built once per (shape, mode, device)."""
+
+    def __init__(self, torch, task_dir):
+        self.torch = torch
+        self.task = Task(task_dir)
+        with open(os.path.join(self.task.dir, "resolved.json"), encoding="utf-8") as f:
+            self.resolved = json.load(f)
+        self.dtype = task_dtype(torch, self.task)
+        self.models = {}
+        self.by_shapes = {}
+        for name in self.task.shapes:
+            dims = self.task.dims(name)
+            key = tuple(tuple(eval_dim(e, dims) for e in i["shape"]) for i in self.task.inputs)
+            key += tuple(tuple(s["shape"]) for s in self.resolved["shapes"][name]["state"])
+            self.by_shapes.setdefault(key, name)
+        try:
+            from torch.func import functional_call
+        except ImportError:  # PyTorch < 2.0
+            from torch.nn.utils.stateless import functional_call
+        self.functional_call = functional_call
+
+    def model(self, shape, dtype, device):
+        key = (shape, dtype, device)
+        if key not in self.models:
+            self.models[key] = self.task.build(self.torch, self.task.dims(shape), 0, dtype, device)
+        return self.models[key]
+
+    def __call__(self, mode, args_address, on_device):
+        torch = self.torch
+        a = _KbArgs.from_address(args_address)
+        device = "cuda" if on_device else "cpu"
+        ins = [_view(torch, a.inputs[i], device) for i in range(a.num_inputs)]
+        outs = [_view(torch, a.outputs[i], device) for i in range(a.num_outputs)]
+        n = len(self.task.inputs)
+        shape = self.by_shapes.get(tuple(tuple(x.shape) for x in ins))
+        if shape is None:
+            raise ValueError("the tensors match none of the task's shapes")
+        reference = mode == "reference"
+        dtype = torch.float64 if reference else self.dtype
+        model = self.model(shape, dtype, device)
+        names = [s["name"] for s in self.resolved["shapes"][shape]["state"]]
+        cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
+        state = {k: cast(x) for k, x in zip(names, ins[n:])}
+        xs = [cast(x) for x in ins[:n]]
+        stream = torch.cuda.ExternalStream(a.stream) if on_device and a.stream else None
+        with torch.no_grad():
+            if stream is not None:
+                with torch.cuda.stream(stream):
+                    ys = as_list(self.functional_call(model, state, tuple(xs)))
+                    for o, y in zip(outs, ys):
+                        o.copy_(y)
+            else:
+                ys = as_list(self.functional_call(model, state, tuple(xs)))
+                for o, y in zip(outs, ys):
+                    o.copy_(y)
+        if len(ys) != len(outs):
+            raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
+        return 0
+
+
+def kb_call(task_dir, mode, args_address, on_device):
+    """The entry point of the embedded interpreter: mode "reference" (the module in float64 into
+    float64 outputs) or "eager" (the module in the task's dtype). Returns 0, or prints the error
+    and returns 1."""
+    try:
+        import torch
+        call = _calls.get(task_dir)
+        if call is None:
+            call = _calls[task_dir] = _Call(torch, task_dir)
+        return call(mode, args_address, bool(on_device))
+    except Exception:  # noqa: BLE001 (the harness gets a return code; the reason goes to stderr)
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+
+
 def cmd_resolve(args):
     torch = need_torch()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -457,7 +696,9 @@ def cmd_resolve(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("probe")
+    pr = sub.add_parser("probe")
+    pr.add_argument("--json", action="store_true",
+                    help="one JSON line: torch, cuda, libpython, python, sys_path")
     r = sub.add_parser("reference")
     for a in (r,):
         a.add_argument("--task", required=True)
@@ -475,6 +716,8 @@ def main():
     a = sub.add_parser("aa")
     a.add_argument("--task", required=True)
     a.add_argument("--out")
+    de = sub.add_parser("describe")
+    de.add_argument("--task", required=True)
     v = sub.add_parser("resolve")
     v.add_argument("files", nargs="+")
     v.add_argument("--out", required=True)
@@ -483,7 +726,7 @@ def main():
     if args.cmd == "reference" and not (args.out or args.ipc):
         fail("reference needs --out FILE or --ipc HANDLE:BYTES", 64)
     return {"probe": cmd_probe, "reference": cmd_reference, "selftest": cmd_selftest,
-            "aa": cmd_aa, "resolve": cmd_resolve}[args.cmd](args)
+            "aa": cmd_aa, "resolve": cmd_resolve, "describe": cmd_describe}[args.cmd](args)
 
 
 if __name__ == "__main__":

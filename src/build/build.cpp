@@ -273,7 +273,9 @@ std::string headers_digest(const fs::path& root, const task::contract& c) {
       }
     }
   }
-  files.push_back(c.math);
+  if (!c.math.empty()) { // a pytorch task has no math header
+    files.push_back(c.math);
+  }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   sha256_builder b;

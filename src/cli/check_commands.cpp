@@ -35,12 +35,17 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
     } else {
       all = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
     }
-    // Tasks whose reference is a PyTorch module are checked by scripts/pytorch_oracle.py on a
-    // machine with PyTorch; here they are listed with the reason they are not checked.
+    // A task whose reference is a PyTorch module is checked like a native one where PyTorch and
+    // a shared libpython are installed (its oracle module embeds the interpreter); elsewhere it
+    // is listed with the reason it is not checked.
     std::vector<task::contract> tasks;
-    std::vector<task::contract> pytorch_tasks;
+    std::vector<std::pair<task::contract, pytorch::readiness>> pytorch_tasks;
     for (auto& c : all) {
-      (c.kind == task::task_kind::native ? tasks : pytorch_tasks).push_back(std::move(c));
+      if (auto ready = pytorch::make_ready(root, c); ready.ok) {
+        tasks.push_back(std::move(c));
+      } else {
+        pytorch_tasks.emplace_back(std::move(c), std::move(ready));
+      }
     }
     bool math_error = false;
     eval::options o;
@@ -88,15 +93,16 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
       all_ok = all_ok && t.value("ok", false) && compiled == total;
       report["tasks"].push_back(t);
     }
-    for (const auto& c : pytorch_tasks) {
-      const std::string reason = pytorch::blocked_reason(root);
-      fmt::print("{:<6} {:<16} pytorch task: {} ({})\n", c.id, c.name, reason,
-                 pytorch::probe(root).detail);
+    for (const auto& [c, ready] : pytorch_tasks) {
+      const bool blocked = ready.reason.starts_with("blocked.");
+      fmt::print("{:<6} {:<16} pytorch task: {} ({})\n", c.id, c.name, ready.reason, ready.message);
       report["tasks"].push_back({{"task", c.id},
                                  {"kind", "pytorch"},
-                                 {"status", "blocked"},
-                                 {"reason", reason},
+                                 {"status", blocked ? "blocked" : "failed"},
+                                 {"reason", ready.reason},
+                                 {"message", ready.message},
                                  {"degenerate", c.degenerate}});
+      math_error = math_error || !blocked;
     }
     if (math_error) {
       if (!json_out.empty()) {

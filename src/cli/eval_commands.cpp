@@ -177,12 +177,12 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
       ->check(CLI::Range(1, 3));
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
-    const auto c = task::find_task(root, task_id);
-    if (c.kind == task::task_kind::pytorch) {
-      const std::string reason = pytorch::blocked_reason(root);
-      fmt::print("verdict   blocked ({}) task {} is a pytorch task; {}\n", reason, c.id,
-                 pytorch::probe(root).detail);
-      *result = exit_code::blocked;
+    auto c = task::find_task(root, task_id);
+    if (const auto ready = pytorch::make_ready(root, c); !ready.ok) {
+      const bool blocked = ready.reason.starts_with("blocked.");
+      fmt::print("verdict   {} ({}) task {} is a pytorch task; {}\n", blocked ? "blocked" : "error",
+                 ready.reason, c.id, ready.message);
+      *result = blocked ? exit_code::blocked : exit_code::input;
       return;
     }
     auto o = base_options(default_cache_dir());

@@ -3,10 +3,12 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
+#include "common/sha256.hpp"
 
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -334,12 +336,15 @@ const availability& probe(const fs::path& root) {
   static std::once_flag once;
   static availability a;
   std::call_once(once, [&] {
+    const char* py = std::getenv("KBLASTER_PYTHON");
+    a.python = py != nullptr && *py != '\0' ? py : "python3";
     process_spec spec;
-    spec.argv = {"python3", (root / "scripts" / "pytorch_oracle.py").string(), "probe"};
+    spec.argv = {a.python, (root / "scripts" / "pytorch_oracle.py").string(), "probe", "--json"};
     spec.timeout = std::chrono::seconds(120);
     const auto r = run_process(spec);
     if (r.spawn_failed) {
-      a = {false, "blocked.no_python", "python3 cannot be started"};
+      a.reason = "blocked.no_python";
+      a.detail = a.python + " cannot be started";
       return;
     }
     std::string last = r.output;
@@ -347,18 +352,258 @@ const availability& probe(const fs::path& root) {
       last.pop_back();
     }
     last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
-    if (r.ok()) {
-      a = {true, "", last};
-    } else {
-      a = {false, "blocked.no_pytorch", last.empty() ? r.describe() : last};
+    if (!r.ok()) {
+      a.reason = "blocked.no_pytorch";
+      a.detail = last.empty() ? r.describe() : last;
+      return;
     }
+    try {
+      const auto j = json::parse(last);
+      a.detail = fmt::format("torch {} cuda {} (Python {})", j.at("torch").get<std::string>(),
+                             j.at("cuda").get<std::string>(), j.value("python", "?"));
+      a.libpython = j.value("libpython", std::string());
+      for (const auto& p : j.value("sys_path", json::array())) {
+        a.paths.emplace_back(p.get<std::string>());
+      }
+    } catch (const json::exception& e) {
+      a.reason = "blocked.no_pytorch";
+      a.detail = "the probe printed no description: " + last;
+      return;
+    }
+    if (a.libpython.empty()) {
+      a.reason = "blocked.no_libpython";
+      a.detail += "; this Python has no shared libpython to embed (install the libpython3.X "
+                  "package of its version, or set KBLASTER_PYTHON to one that has it)";
+      return;
+    }
+    a.available = true;
   });
   return a;
 }
 
 std::string blocked_reason(const fs::path& root) {
   const auto& a = probe(root);
-  return a.available ? "blocked.pytorch_judge" : a.reason;
+  return a.available ? "" : a.reason;
+}
+
+namespace {
+
+std::string c_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u >= 0x7f) {
+      out += fmt::format("\\{:03o}", u);
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// The end of a process's output as printable ASCII (a model file may print anything).
+std::string printable_tail(const std::string& s) {
+  std::string t = s.size() > 4000 ? s.substr(s.size() - 4000) : s;
+  for (char& ch : t) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x7f || (u < 0x20 && ch != '\n')) {
+      ch = '?';
+    }
+  }
+  return t;
+}
+
+std::string py_string(const std::string& s) {
+  return json(s).dump(); // a JSON string is a valid Python string literal
+}
+
+} // namespace
+
+std::string module_source(const fs::path& root, const task::contract& c, const availability& a,
+                          const std::string& role) {
+  const bool oracle = role == "oracle";
+  std::string path_setup = "import sys; sys.path[:0] = [";
+  for (const fs::path& p : std::vector<fs::path>{root / "scripts"}) {
+    path_setup += py_string(p.string()) + ", ";
+  }
+  for (const auto& p : a.paths) {
+    path_setup += py_string(p.string()) + ", ";
+  }
+  path_setup += "]";
+  const std::string entry =
+      oracle ? "extern \"C\" KB_EXPORT int kbt_oracle(const kb_args* a, int on_device) {\n"
+               "  return kb_pytorch_call(a, on_device, \"reference\");\n}\n"
+               "extern \"C\" KB_EXPORT int kbt_oracle_workspace(const kb_args*, uint64_t* bytes) "
+               "{\n  *bytes = 0;\n  return 0;\n}\n"
+             : "// The first query of a shape builds the module and runs it once, outside any "
+               "capture and timed window.\n"
+               "extern \"C\" KB_EXPORT int kb_workspace_bytes(const kb_args* a, uint64_t* bytes) "
+               "{\n  *bytes = 0;\n  return kb_pytorch_call(a, 1, \"warmup\");\n}\n"
+               "extern \"C\" KB_EXPORT int kb_launch(const kb_args* a) {\n"
+               "  return kb_pytorch_call(a, 1, \"eager\");\n}\n"
+               "extern \"C\" KB_EXPORT const char* kb_candidate_info(void) {\n"
+               "  return \"eager PyTorch (the task's module in its dtype)\";\n}\n";
+  return fmt::format(
+      R"(// Generated by kblaster: the {role} of pytorch task {id} ({what}).
+// It embeds {lib} and calls scripts/pytorch_oracle.py's kb_call on the harness's tensors.
+#include <kblaster/candidate.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <mutex>
+
+namespace {{
+
+struct python {{
+  bool ok = false;
+  void* fn = nullptr;
+  int (*gil_ensure)() = nullptr;
+  void (*gil_release)(int) = nullptr;
+  void* (*call)(void*, const char*, ...) = nullptr;
+  long (*as_long)(void*) = nullptr;
+  void (*decref)(void*) = nullptr;
+  void (*print_error)() = nullptr;
+}};
+
+template <class F> bool bind(void* h, const char* name, F& f) {{
+  f = reinterpret_cast<F>(dlsym(h, name));
+  if (f == nullptr) {{
+    fprintf(stderr, "kblaster pytorch module: %s lacks %s\n", {lib}, name);
+  }}
+  return f != nullptr;
+}}
+
+python& interpreter() {{
+  static python p;
+  static std::once_flag once;
+  std::call_once(once, [] {{
+    void* h = dlopen({lib}, RTLD_NOW | RTLD_GLOBAL);
+    if (h == nullptr) {{
+      fprintf(stderr, "kblaster pytorch module: cannot load %s: %s\n", {lib}, dlerror());
+      return;
+    }}
+    int (*is_initialized)() = nullptr;
+    void (*initialize)(int) = nullptr;
+    int (*run)(const char*) = nullptr;
+    void* (*import)(const char*) = nullptr;
+    void* (*attr)(void*, const char*) = nullptr;
+    void* (*save_thread)() = nullptr;
+    if (!bind(h, "Py_IsInitialized", is_initialized) || !bind(h, "Py_InitializeEx", initialize) ||
+        !bind(h, "PyRun_SimpleString", run) || !bind(h, "PyImport_ImportModule", import) ||
+        !bind(h, "PyObject_GetAttrString", attr) || !bind(h, "PyEval_SaveThread", save_thread) ||
+        !bind(h, "PyGILState_Ensure", p.gil_ensure) ||
+        !bind(h, "PyGILState_Release", p.gil_release) ||
+        !bind(h, "PyObject_CallFunction", p.call) || !bind(h, "PyLong_AsLong", p.as_long) ||
+        !bind(h, "Py_DecRef", p.decref) || !bind(h, "PyErr_Print", p.print_error)) {{
+      return;
+    }}
+    const bool fresh = is_initialized() == 0;
+    int state = 0;
+    if (fresh) {{
+      initialize(0);
+    }} else {{
+      state = p.gil_ensure();
+    }}
+    if (run({setup}) == 0) {{
+      void* m = import("pytorch_oracle");
+      p.fn = m != nullptr ? attr(m, "kb_call") : nullptr;
+      if (p.fn == nullptr) {{
+        p.print_error();
+      }}
+    }}
+    if (fresh) {{
+      save_thread();
+    }} else {{
+      p.gil_release(state);
+    }}
+    p.ok = p.fn != nullptr;
+  }});
+  return p;
+}}
+
+int kb_pytorch_call(const kb_args* a, int on_device, const char* mode) {{
+  python& p = interpreter();
+  if (!p.ok) {{
+    return 90;
+  }}
+  const int state = p.gil_ensure();
+  void* r = p.call(p.fn, "ssKi", {task}, mode,
+                   static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(a)), on_device);
+  long rc = -1;
+  if (r == nullptr) {{
+    p.print_error();
+  }} else {{
+    rc = p.as_long(r);
+    p.decref(r);
+  }}
+  p.gil_release(state);
+  fflush(stderr);
+  return rc == 0 ? 0 : 91;
+}}
+
+}} // namespace
+
+{entry})",
+      fmt::arg("role", oracle ? "oracle module" : "baseline"), fmt::arg("id", c.id),
+      fmt::arg("what", oracle ? "the module in float64" : "eager PyTorch in the task's dtype"),
+      fmt::arg("lib", c_string(a.libpython.string())), fmt::arg("setup", c_string(path_setup)),
+      fmt::arg("task", c_string(c.dir.string())), fmt::arg("entry", entry));
+}
+
+readiness make_ready(const fs::path& root, task::contract& c) {
+  readiness r;
+  if (c.kind != task::task_kind::pytorch) {
+    r.ok = true;
+    return r;
+  }
+  const auto& a = probe(root);
+  if (!a.available) {
+    r.reason = a.reason;
+    r.message = a.detail;
+    return r;
+  }
+  if (!c.resolved) {
+    process_spec spec;
+    spec.argv = {a.python, (root / "scripts" / "pytorch_oracle.py").string(), "describe", "--task",
+                 c.dir.string()};
+    spec.timeout = std::chrono::minutes(10);
+    const auto out = run_process(spec);
+    if (!out.ok()) {
+      r.reason = "task.pytorch_describe_failed";
+      r.message = fmt::format("running the module to find its outputs and state failed ({}):\n{}",
+                              out.describe(), printable_tail(out.output));
+      return r;
+    }
+    c = task::load_contract(c.file);
+    if (!c.resolved) {
+      r.reason = "task.pytorch_describe_failed";
+      r.message = "pytorch_oracle.py describe wrote no resolution of this task.toml and model.py";
+      return r;
+    }
+  }
+  const std::string oracle = module_source(root, c, a, "oracle");
+  const std::string baseline = module_source(root, c, a, "baseline");
+  const fs::path gen =
+      default_cache_dir() / "generated" / sha256_builder().field(oracle).field(baseline).hex();
+  fs::create_directories(gen);
+  c.oracle = gen / ("oracle_" + c.id + ".cu");
+  c.baseline = gen / "baseline.cu";
+  for (const auto& [file, text] : {std::pair{c.oracle, oracle}, std::pair{c.baseline, baseline}}) {
+    if (!fs::is_regular_file(file) || read_file(file) != text) {
+      write_file_atomic(file, text);
+    }
+  }
+  c.runtime_paths = {root / "scripts", a.libpython.parent_path()};
+  for (const auto& p : a.paths) {
+    c.runtime_paths.push_back(p);
+  }
+  r.ok = true;
+  return r;
 }
 
 } // namespace kb::pytorch

@@ -92,15 +92,40 @@ std::string task_id_for(const parsed_problem& p);
 
 struct availability {
   bool available = false;
-  std::string reason; // stable code when not: blocked.no_python, blocked.no_pytorch
-  std::string detail; // the probe's words (torch version, CUDA, the import error)
+  std::string reason;          // stable code when not: blocked.no_python, blocked.no_pytorch,
+                               // blocked.no_libpython
+  std::string detail;          // the probe's words (torch version, CUDA, the import error)
+  std::string python;          // the interpreter: $KBLASTER_PYTHON, else python3
+  fs::path libpython;          // the shared libpython the generated modules embed
+  std::vector<fs::path> paths; // the interpreter's sys.path folders
 };
-// Runs `python3 scripts/pytorch_oracle.py probe` once per process.
+// Runs `$KBLASTER_PYTHON scripts/pytorch_oracle.py probe --json` once per process.
 const availability& probe(const fs::path& root);
 
-// The reason code a pytorch task ends with when it cannot be evaluated: blocked.no_pytorch
-// (or blocked.no_python) without PyTorch, blocked.pytorch_judge where PyTorch is present but the
-// judge does not yet take references from scripts/pytorch_oracle.py.
+// The reason code a pytorch task ends with when this machine cannot evaluate it, "" when it can.
 std::string blocked_reason(const fs::path& root);
+
+// ---- evaluating a pytorch task --------------------------------------------------------------
+// The judge verifies a pytorch task as a native one: the oracle module and the baseline are
+// generated C++ that embed the interpreter's libpython and call scripts/pytorch_oracle.py's
+// kb_call on the harness's tensors, in the judge's process (the reference: the module in float64)
+// and in the baseline's runner (eager PyTorch in the task's dtype, on the runner's stream).
+
+struct readiness {
+  bool ok = false;
+  std::string reason; // when not ok: blocked.* (no PyTorch here) or task.pytorch_describe_failed
+  std::string message;
+};
+
+// Makes `c` evaluable: describes the module where DIR/resolved.json is missing or stale (runs
+// pytorch_oracle.py describe, which executes the task's model.py), loads the contract again with
+// its state and outputs, and writes the oracle module's and the baseline's sources under the
+// compile cache (c.oracle, c.baseline, c.runtime_paths).
+readiness make_ready(const fs::path& root, task::contract& c);
+
+// The generated sources (exposed for tests): role "oracle" (kbt_oracle, the module in float64)
+// or "baseline" (kb_launch, eager in the task's dtype).
+std::string module_source(const fs::path& root, const task::contract& c, const availability& a,
+                          const std::string& role);
 
 } // namespace kb::pytorch

@@ -172,8 +172,13 @@ std::string state_words(const bottleneck& b, double floor, double seconds) {
 
 } // namespace
 
-task_result optimizer::optimize(const task::contract& c) {
+task_result optimizer::optimize(const task::contract& given) {
   const auto started = clock_type::now();
+  // A pytorch task is made evaluable first (its module described, its oracle module and eager
+  // baseline generated); a native one is used as it is.
+  task::contract ready_contract = given;
+  const auto ready = pytorch::make_ready(find_project_root(), ready_contract);
+  const task::contract& c = ready_contract;
   const auto say = [&](const std::string& line) {
     if (m_progress) {
       m_progress(line);
@@ -185,11 +190,11 @@ task_result optimizer::optimize(const task::contract& c) {
   const double floor = task::floor_seconds(c, shape, m_opt.step.ceilings);
   const int64_t task_row = m_store.record_task(c);
   outcome_inputs in;
-  if (c.kind == task::task_kind::pytorch) {
-    // The reference is a PyTorch module: scripts/pytorch_oracle.py computes it on a machine with
-    // PyTorch; the judge does not yet take references from it.
+  if (!ready.ok) {
+    // A pytorch task where PyTorch (or its shared libpython) is missing, or whose module could
+    // not be run to find its outputs.
     in.blocked = true;
-    in.blocked_reason = pytorch::blocked_reason(find_project_root());
+    in.blocked_reason = ready.reason;
     const auto [o, reason] = classify_outcome(in);
     res.final = o;
     res.reason = reason;

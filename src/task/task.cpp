@@ -583,6 +583,94 @@ std::string loss_expression(const reader& r, const std::string& field, const std
 
 } // namespace
 
+namespace {
+
+// A pytorch task's resolution (DIR/resolved.json, written by `pytorch_oracle.py describe` from
+// the module it runs): the module's state becomes inputs after the forward's, and its outputs
+// the contract's outputs, each sized by dims of its own in every shape. A resolution of another
+// task.toml or model.py (its digest differs) is ignored: the task is unresolved until described
+// again.
+void apply_resolution(contract& c) {
+  const fs::path file = c.dir / "resolved.json";
+  if (!fs::is_regular_file(file) || !c.outputs.empty()) {
+    return;
+  }
+  const std::string expected = sha256_hex(read_file(c.file) + read_file(c.module->source));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    fail_input("{}: not a resolution written by pytorch_oracle.py describe ({})", file.string(),
+               e.what());
+  }
+  if (j.value("version", 0) != 1 || j.value("digest", std::string()) != expected) {
+    return;
+  }
+  const auto& shapes = j.at("shapes");
+  const auto& dists = j.at("state_distributions");
+  const auto type_of = [&](const nlohmann::json& t) {
+    const auto d = dtype_from_string(t.at("dtype").get<std::string>());
+    if (!d) {
+      fail_input("{}: dtype {} is not one a kernel can take", file.string(), t.at("dtype").dump());
+    }
+    return *d;
+  };
+  try {
+    const auto& first = shapes.at(c.official().name);
+    const auto& state = first.at("state");
+    for (size_t i = 0; i < state.size(); ++i) {
+      tensor_spec t;
+      t.name = state[i].at("input").get<std::string>();
+      t.role = "state";
+      t.type = type_of(state[i]);
+      for (size_t k = 0; k < state[i].at("shape").size(); ++k) {
+        t.shape.push_back(fmt::format("{}_{}", t.name, k));
+      }
+      const auto& d = dists.at(i);
+      distribution dist;
+      if (d.at("kind") == "constant") {
+        dist.k = distribution::kind::constant;
+        dist.a = d.at("value").get<double>();
+        dist.b = 0;
+      } else {
+        dist.a = d.at("low").get<double>();
+        dist.b = d.at("high").get<double>();
+      }
+      dist.label = fmt::format("pytorch_init({})", state[i].at("name").get<std::string>());
+      t.distributions = {dist};
+      c.inputs.push_back(std::move(t));
+    }
+    for (size_t i = 0; i < first.at("outputs").size(); ++i) {
+      tensor_spec t;
+      t.name = fmt::format("out{}", i);
+      t.role = "y";
+      t.type = type_of(first.at("outputs")[i]);
+      for (size_t k = 0; k < first.at("outputs")[i].at("shape").size(); ++k) {
+        t.shape.push_back(fmt::format("{}_{}", t.name, k));
+      }
+      c.outputs.push_back(std::move(t));
+    }
+    for (auto& s : c.shapes) {
+      const auto& r = shapes.at(s.name);
+      for (const auto& [key, prefix] : {std::pair{"state", "input"}, std::pair{"outputs", ""}}) {
+        for (size_t i = 0; i < r.at(key).size(); ++i) {
+          const auto& e = r.at(key)[i];
+          const std::string name =
+              *prefix ? e.at(prefix).get<std::string>() : fmt::format("out{}", i);
+          for (size_t k = 0; k < e.at("shape").size(); ++k) {
+            s.dims[fmt::format("{}_{}", name, k)] = e.at("shape")[k].get<int64_t>();
+          }
+        }
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail_input("{}: not a resolution of this task's shapes ({})", file.string(), e.what());
+  }
+  c.resolved = true;
+}
+
+} // namespace
+
 contract load_contract(const fs::path& task_toml) {
   const reader r(task_toml);
   toml::table root;
@@ -855,6 +943,9 @@ contract load_contract(const fs::path& task_toml) {
     }
     c.shapes.push_back(std::move(s));
   }
+  if (c.kind == task_kind::pytorch) {
+    apply_resolution(c);
+  }
   const auto count = [&](const std::string& role) {
     return std::count_if(c.shapes.begin(), c.shapes.end(),
                          [&](const shape_case& s) { return s.role == role; });
@@ -964,14 +1055,17 @@ contract load_contract(const fs::path& task_toml) {
                                           c.degenerate.front() + ")");
     }
   }
-  c.digest =
-      c.kind == task_kind::native
-          ? sha256_builder()
-                .field(read_file(c.file))
-                .field(read_file(c.math))
-                .field(read_file(c.baseline))
-                .hex()
-          : sha256_builder().field(read_file(c.file)).field(read_file(c.module->source)).hex();
+  c.digest = c.kind == task_kind::native
+                 ? sha256_builder()
+                       .field(read_file(c.file))
+                       .field(read_file(c.math))
+                       .field(read_file(c.baseline))
+                       .hex()
+                 : sha256_builder()
+                       .field(read_file(c.file))
+                       .field(read_file(c.module->source))
+                       .field(c.resolved ? read_file(c.dir / "resolved.json") : std::string())
+                       .hex();
   return c;
 }
 
@@ -1347,8 +1441,11 @@ std::string family_config_source(const contract& c) {
 
 std::string oracle_module_source(const contract& c) {
   if (c.kind != task_kind::native) {
-    fail_input("task {} is a pytorch task: its reference is computed by "
-               "scripts/pytorch_oracle.py, not by a compiled oracle module",
+    if (!c.oracle.empty()) {
+      return read_file(c.oracle);
+    }
+    fail_input("task {} is a pytorch task whose oracle module is not generated yet (the "
+               "evaluation generates it where PyTorch is installed)",
                c.id);
   }
   const std::string fam = to_string(c.fam);

@@ -109,6 +109,13 @@ struct contract {
   fs::path math;                     // absolute path of the math header (native tasks)
   fs::path baseline;                 // absolute path of the baseline candidate (native tasks)
   std::optional<module_spec> module; // pytorch tasks
+  // pytorch tasks: whether DIR/resolved.json (pytorch_oracle.py describe) gave the module's state
+  // (inputs after the forward's, role "state") and outputs; `oracle` is the generated source of
+  // the oracle module and `runtime_paths` the folders its modules read at run time (the Python
+  // installation), both set by pytorch::make_ready.
+  bool resolved = false;
+  fs::path oracle;
+  std::vector<fs::path> runtime_paths;
   // Why the official inputs alone cannot tell a correct kernel from a trivial one (e.g. "relu is
   // the identity on uniform01 inputs"), from the contract's `degenerate` list and the checker
   // self-test's selftest.json in the task folder. Verification then relies on the other

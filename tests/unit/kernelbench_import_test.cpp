@@ -16,8 +16,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 
 namespace kb::pytorch {
 namespace {
@@ -25,12 +27,33 @@ namespace {
 const fs::path root = KBLASTER_SOURCE_DIR;
 const fs::path problems = root / "tests" / "data" / "kernelbench";
 
-process_result kblaster(std::vector<std::string> args) {
+process_result kblaster(std::vector<std::string> args,
+                        std::map<std::string, std::string> env = {}) {
   process_spec spec;
   spec.argv = {KBLASTER_BINARY};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.timeout = std::chrono::seconds(300);
+  spec.env_overrides = std::move(env);
   return run_process(spec);
+}
+
+// An interpreter with PyTorch: $KBLASTER_PYTHON, else Debian's python3 (python3-torch, which
+// scripts/install-deps.sh --tests installs). Empty when there is none.
+std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv("KBLASTER_PYTHON"); p != nullptr && *p != '\0') {
+    candidates.emplace_back(p);
+  }
+  candidates.emplace_back("/usr/bin/python3");
+  for (const auto& py : candidates) {
+    process_spec spec;
+    spec.argv = {py, "-c", "import torch"};
+    spec.timeout = std::chrono::seconds(120);
+    if (run_process(spec).ok()) {
+      return py;
+    }
+  }
+  return "";
 }
 
 std::vector<std::string> problem_files() {
@@ -139,9 +162,8 @@ TEST_F(imported, a_shape_given_as_a_tuple_constant_becomes_its_dims) {
   // torch.rand(input_shape), input_shape = (batch_size, 3, 32, 32): one dim per element.
   const auto c = task("L3_012_TupleShapeCNN");
   ASSERT_EQ(c.inputs.size(), 1u);
-  EXPECT_EQ(c.inputs[0].shape,
-            (std::vector<std::string>{"input_shape_0", "input_shape_1", "input_shape_2",
-                                      "input_shape_3"}));
+  EXPECT_EQ(c.inputs[0].shape, (std::vector<std::string>{"input_shape_0", "input_shape_1",
+                                                         "input_shape_2", "input_shape_3"}));
   const auto& dims = c.official().dims;
   EXPECT_EQ(dims.at("input_shape_0"), 4);
   EXPECT_EQ(dims.at("input_shape_3"), 32);
@@ -194,19 +216,96 @@ TEST_F(imported, the_tasks_load_through_the_tasks_flag_and_say_blocked) {
       kblaster({"--tasks", out->path().string(), "tasks", "show", "kernelbench/L1_001"});
   EXPECT_EQ(show.exit_code, 0) << show.output;
   EXPECT_NE(show.output.find("degenerate"), std::string::npos) << show.output;
-  // No judge for PyTorch references here: a stable reason, nothing else breaks.
+  // Without an interpreter, or one without PyTorch: a stable reason, nothing else breaks.
   temp_dir store("kb-import-store");
-  const auto ev = kblaster({"--tasks", out->path().string(), "--store", store.path().string(),
-                            "eval", "--task", "L1_003", "--candidate",
-                            (root / "tasks" / "core10" / "019_relu" / "baseline.cu").string()});
-  EXPECT_EQ(ev.exit_code, exit_code::blocked) << ev.output;
-  const auto& a = probe(root);
-  EXPECT_NE(ev.output.find(a.available ? "blocked.pytorch_judge" : "blocked.no_pytorch"),
-            std::string::npos)
-      << ev.output;
-  const auto check = kblaster({"--tasks", out->path().string(), "check", "--task", "L1_003"});
-  EXPECT_EQ(check.exit_code, exit_code::blocked) << check.output;
-  EXPECT_NE(check.output.find("pytorch task"), std::string::npos) << check.output;
+  for (const auto& [python, reason] :
+       {std::pair{std::string("/nonexistent/python3"), std::string("blocked.no_python")},
+        std::pair{std::string("false"), std::string("blocked.no_pytorch")}}) {
+    const std::map<std::string, std::string> env{{"KBLASTER_PYTHON", python}};
+    const auto ev = kblaster({"--tasks", out->path().string(), "--store", store.path().string(),
+                              "eval", "--task", "L1_003", "--candidate",
+                              (root / "tasks" / "core10" / "019_relu" / "baseline.cu").string()},
+                             env);
+    EXPECT_EQ(ev.exit_code, exit_code::blocked) << ev.output;
+    EXPECT_NE(ev.output.find(reason), std::string::npos) << ev.output;
+    const auto check =
+        kblaster({"--tasks", out->path().string(), "check", "--task", "L1_003"}, env);
+    EXPECT_EQ(check.exit_code, exit_code::blocked) << check.output;
+    EXPECT_NE(check.output.find("pytorch task: " + reason), std::string::npos) << check.output;
+  }
+}
+
+// Where PyTorch is installed, a pytorch task is verified like a native one: `check` describes
+// the module (resolved.json: its state and outputs join the contract), compiles the generated
+// oracle module and eager baseline, and runs the checker self-test on the CPU with the module
+// in float64 as the oracle, embedded in kblaster's process.
+TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
+  const std::string python = python_with_torch();
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch here (scripts/install-deps.sh --tests installs it)";
+  }
+  const std::map<std::string, std::string> env{{"KBLASTER_PYTHON", python}};
+  const fs::path conv = out->path() / "L1_004_Conv2dSquare";
+  fs::remove(conv / "resolved.json");
+  const auto check = kblaster({"--tasks", out->path().string(), "check", "--task", "L1_004",
+                               "--task", "L1_003", "--task", "L1_001"},
+                              env);
+  // Only the GPU stages are missing on a machine without a GPU.
+  EXPECT_TRUE(check.exit_code == exit_code::blocked || check.exit_code == exit_code::ok)
+      << check.output;
+  for (const std::string id : {"L1_004", "L1_003", "L1_001"}) {
+    const auto line = check.output.find("\n" + id + " ");
+    ASSERT_NE(line, std::string::npos) << check.output;
+    const std::string row = check.output.substr(line + 1, check.output.find('\n', line + 1) - line);
+    EXPECT_NE(row.find("ok        ok"), std::string::npos) << row;
+    EXPECT_NE(row.find("rejects zeros"), std::string::npos) << row;
+  }
+  // The conv's weight became an input after x, drawn from PyTorch's own initialisation range,
+  // and its output is sized per shape.
+  const auto c = task("L1_004_Conv2dSquare");
+  ASSERT_TRUE(c.resolved);
+  ASSERT_EQ(c.inputs.size(), 2u);
+  EXPECT_EQ(c.inputs[1].name, "state_conv_weight");
+  EXPECT_EQ(c.inputs[1].role, "state");
+  ASSERT_EQ(c.inputs[1].distributions.size(), 1u);
+  EXPECT_LT(c.inputs[1].distributions[0].a, 0.0);
+  EXPECT_GT(c.inputs[1].distributions[0].b, 0.0);
+  ASSERT_EQ(c.outputs.size(), 1u);
+  const auto& official = c.official();
+  const auto outs = task::concrete_outputs(c, official);
+  EXPECT_EQ(outs[0].shape,
+            (std::vector<int64_t>{official.dims.at("batch_size"), official.dims.at("out_channels"),
+                                  official.dims.at("height") - 2, official.dims.at("width") - 2}));
+  // A changed model.py makes the resolution stale: the task is unresolved until described again.
+  const std::string model = read_file(conv / "model.py");
+  write_file_atomic(conv / "model.py", model + "\n# changed\n");
+  EXPECT_FALSE(task("L1_004_Conv2dSquare").resolved);
+  write_file_atomic(conv / "model.py", model);
+  EXPECT_TRUE(task("L1_004_Conv2dSquare").resolved);
+}
+
+TEST(pytorch_modules, the_generated_sources_embed_the_interpreter_and_call_kb_call) {
+  task::contract c;
+  c.id = "L1_042";
+  c.dir = "/tasks/L1_042_x";
+  availability a;
+  a.available = true;
+  a.libpython = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
+  a.paths = {"/usr/lib/python3/dist-packages"};
+  const std::string oracle = module_source(root, c, a, "oracle");
+  const std::string baseline = module_source(root, c, a, "baseline");
+  for (const auto* s : {&oracle, &baseline}) {
+    EXPECT_NE(s->find("\"/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0\""), std::string::npos);
+    EXPECT_NE(s->find("/usr/lib/python3/dist-packages"), std::string::npos);
+    EXPECT_NE(s->find((root / "scripts").string()), std::string::npos);
+    EXPECT_NE(s->find("\"/tasks/L1_042_x\""), std::string::npos);
+  }
+  EXPECT_NE(oracle.find("kbt_oracle("), std::string::npos);
+  EXPECT_NE(oracle.find("\"reference\""), std::string::npos);
+  EXPECT_EQ(oracle.find("kb_launch("), std::string::npos);
+  EXPECT_NE(baseline.find("kb_launch("), std::string::npos);
+  EXPECT_NE(baseline.find("\"eager\""), std::string::npos);
+  EXPECT_NE(baseline.find("kb_workspace_bytes("), std::string::npos);
 }
 
 TEST(kernelbench_import, never_executes_the_file) {
