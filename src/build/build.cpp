@@ -188,6 +188,9 @@ result compiler::compile(const request& req) {
   // folder); the results are then staged into the cache and renamed into place atomically.
   temp_dir work("kblaster-build");
   write_file_atomic(work.path() / req.source_name, req.source);
+  for (const auto& [name, text] : req.files) {
+    write_file_atomic(work.path() / name, text);
+  }
   process_spec spec;
   spec.argv.push_back(m_tools.nvcc.string());
   for (const auto& f : res.flags) {
@@ -293,7 +296,14 @@ request candidate_request(const fs::path& project_root, const task::contract& c,
   r.source = std::move(source);
   r.source_name = std::move(source_name);
   r.include_dirs = {project_root / "include", c.dir};
-  r.defines = {fmt::format("KB_TASK_MATH=\"{}\"", c.math.string())};
+  if (!c.math.empty() && c.math.parent_path() != c.dir) {
+    // Generated math (a [loss] table) lives under the compile cache, which the sandbox does not
+    // show: it travels with the source and is included beside it.
+    r.files.emplace_back("kb_task_math.cuh", read_file(c.math));
+    r.defines = {"KB_TASK_MATH=\"kb_task_math.cuh\""};
+  } else if (!c.math.empty()) {
+    r.defines = {fmt::format("KB_TASK_MATH=\"{}\"", c.math.string())};
+  }
   r.headers_digest = headers_digest(project_root, c);
   return r;
 }

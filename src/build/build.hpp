@@ -42,6 +42,9 @@ struct request {
   std::vector<fs::path> include_dirs;
   std::vector<std::string> defines; // NAME=VALUE
   std::vector<std::string> extra_flags;
+  // Files written beside the source (name, text): a task's generated math header, which the
+  // sandboxed compiler could not read where it was generated.
+  std::vector<std::pair<std::string, std::string>> files;
   std::string headers_digest; // digest of every header the source may include
   std::chrono::seconds timeout{120};
 };

@@ -514,7 +514,7 @@ build::result compile_candidate(const fs::path& root, const task::contract& c,
                                 const candidate_input& candidate, const options& opt) {
   const auto& probe = detail::sandbox_probe();
   const detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir,
-                              detail::task_read_paths(c)};
+                              c.runtime_paths};
   if (iso.decision.level == sandbox::isolation::blocked) {
     build::result r;
     r.status = build::outcome::unavailable;

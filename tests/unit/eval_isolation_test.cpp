@@ -2,11 +2,14 @@
 // objects under /tmp, the GPU device files when present) and talks to its parent.
 #include "common/fs.hpp"
 #include "eval/detail/isolation.hpp"
+#include "eval/eval.hpp"
 #include "eval/protocol.hpp"
 #include "eval/session.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 
 namespace kb::eval::detail {
@@ -47,6 +50,27 @@ TEST(isolation, the_worker_runs_in_the_sandbox_and_reports_to_its_parent) {
   const bool reached = out.failure_detail.find("CUDA") != std::string::npos ||
                        out.failure_detail.find("oracle module") != std::string::npos;
   EXPECT_TRUE(reached) << out.failure_detail << "\nlog:\n" << out.log_tail;
+}
+
+// A task with a [loss] table has its math generated under the compile cache, which the sandbox
+// does not show: the math travels with the candidate's source (every candidate of such a task,
+// the search's included, ended build.compile_error on the H200 before).
+TEST(isolation, a_candidate_of_a_task_with_generated_math_compiles_in_the_sandbox) {
+  const auto& probe = sandbox_probe();
+  if (!probe.available) {
+    GTEST_SKIP() << probe.describe();
+  }
+  temp_dir cache("kblaster-generated-math");
+  ::setenv("KBLASTER_CACHE", cache.path().c_str(), 1);
+  const auto c = task::load_contract(root / "tests/data/tasks/910_mse_pointwise/task.toml");
+  ::unsetenv("KBLASTER_CACHE");
+  ASSERT_NE(c.math.parent_path(), c.dir);
+  options opt;
+  opt.cache_dir = cache.path();
+  opt.arch = "sm_90a";
+  const candidate_input cand{read_file(c.baseline), "candidate.cu", "candidate"};
+  const auto b = compile_candidate(root, c, cand, opt);
+  EXPECT_TRUE(b.ok()) << b.reason << "\n" << b.log;
 }
 
 } // namespace

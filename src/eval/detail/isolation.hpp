@@ -23,24 +23,14 @@ inline const sandbox::probe_result& sandbox_probe() {
   return probe;
 }
 
-// What a task's candidates read besides its folder and the project's headers: the math header
-// generated under the compile cache (a task with a [loss] table) and the folders its generated
-// modules read at run time (a pytorch task's Python installation).
-inline std::vector<fs::path> task_read_paths(const task::contract& c) {
-  std::vector<fs::path> paths = c.runtime_paths;
-  if (!c.math.empty() && c.math.parent_path() != c.dir) {
-    paths.push_back(c.math.parent_path());
-  }
-  return paths;
-}
-
 // Untrusted code (a candidate's compilation, the worker that loads it) runs through this.
 struct isolation {
   sandbox::isolation_decision decision;
   sandbox::identity who = sandbox::identity::automatic;
   fs::path root;
   fs::path task_dir;
-  std::vector<fs::path> runtime_paths; // task_read_paths of the task
+  // Folders the task's generated modules read at run time (a pytorch task's Python installation).
+  std::vector<fs::path> runtime_paths;
 
   sandbox::policy policy() const {
     sandbox::policy p = sandbox::candidate_policy(root, task_dir);
