@@ -567,6 +567,13 @@ class _Call:
 
     def __init__(self, torch, task_dir):
         self.torch = torch
+        # float32 means float32: no TF32 in convolutions or products (PyTorch allows it in cuDNN
+        # by default, 1e-3 off where the tolerance is 1e-4), and deterministic algorithms, so
+        # that the baseline gives the same bits on every call.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
         self.task = Task(task_dir)
         with open(os.path.join(self.task.dir, "resolved.json"), encoding="utf-8") as f:
             self.resolved = json.load(f)
