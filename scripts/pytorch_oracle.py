@@ -330,6 +330,7 @@ def trivial_outputs(torch, ref, xs):
 
 def cmd_selftest(args):
     torch = need_torch()
+    strict_float32(torch)
     task = Task(args.task)
     device = device_of(args, torch)
     gen = Generator()
@@ -387,6 +388,7 @@ def time_eager(torch, model, xs, samples):
 
 def cmd_aa(args):
     torch = need_torch()
+    strict_float32(torch)
     task = Task(args.task)
     if not torch.cuda.is_available():
         fail("blocked: no CUDA device", 3)
@@ -522,6 +524,16 @@ def cmd_describe(args):
 # runner) embed Python and call kb_call() with the address of their kb_args (include/kblaster/
 # candidate.h): the tensors are the harness's, in its memory, on its stream.
 
+def strict_float32(torch):
+    """float32 means float32: no TF32 in convolutions or products (PyTorch allows it in cuDNN by
+    default, 1e-3 off where the tolerance is 1e-4), and deterministic algorithms, so that eager
+    PyTorch gives the same bits on every call."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+
+
 class _KbTensor(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int32),
                 ("shape", ctypes.c_int64 * 8), ("strides", ctypes.c_int64 * 8)]
@@ -567,13 +579,7 @@ class _Call:
 
     def __init__(self, torch, task_dir):
         self.torch = torch
-        # float32 means float32: no TF32 in convolutions or products (PyTorch allows it in cuDNN
-        # by default, 1e-3 off where the tolerance is 1e-4), and deterministic algorithms, so
-        # that the baseline gives the same bits on every call.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.benchmark = False
-        torch.backends.cudnn.deterministic = True
+        strict_float32(torch)
         self.task = Task(task_dir)
         with open(os.path.join(self.task.dir, "resolved.json"), encoding="utf-8") as f:
             self.resolved = json.load(f)
