@@ -408,6 +408,18 @@ def parse_file(path):
         for e in returned_list(functions["get_init_inputs"], env):
             try:
                 init_args.append({"expr": dim_expr(e, env, init_dims_map)})
+                continue
+            except Unsupported:
+                pass
+            try:
+                # A tuple of sizes (nn.LayerNorm((features, dim1, dim2))): each a dim, so that the
+                # check shapes shrink the module with its inputs.
+                if not isinstance(e, (ast.Tuple, ast.List)) or not e.elts:
+                    raise Unsupported("not a tuple")
+                tried = dict(init_dims_map)
+                exprs = [dim_expr(x, env, tried) for x in e.elts]
+                init_dims_map.update(tried)
+                init_args.append({"exprs": exprs})
             except Unsupported:
                 v = const_eval(e, env)
                 if isinstance(v, tuple):

@@ -109,7 +109,9 @@ class Task:
         spec = importlib.util.spec_from_file_location("kb_problem", self.source)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        args = [eval_dim(a["dim"], dims) if "dim" in a else a["value"] for a in self.init_args]
+        args = [eval_dim(a["dim"], dims) if "dim" in a
+                else tuple(eval_dim(e, dims) for e in a["dims"]) if "dims" in a
+                else a["value"] for a in self.init_args]
         torch.manual_seed(seed)
         model = getattr(mod, self.class_name)(*args)
         return model.to(device=device, dtype=dtype).eval()

@@ -76,11 +76,17 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   if (c.kind == task::task_kind::pytorch) {
     std::vector<std::string> args;
     for (const auto& a : c.module->init_args) {
-      args.push_back(a.contains("dim") ? a.at("dim").get<std::string>() : a.at("value").dump());
+      if (a.contains("dims")) {
+        args.push_back(
+            fmt::format("({})", fmt::join(a.at("dims").get<std::vector<std::string>>(), ", ")));
+      } else {
+        args.push_back(a.contains("dim") ? a.at("dim").get<std::string>() : a.at("value").dump());
+      }
     }
     out << fmt::format("Reference: the PyTorch module `{}({})` of the source below, evaluated in "
-                       "float64; its parameters and buffers (PyTorch's initialisation) follow "
-                       "the forward's inputs in kb_args, in state_dict order.\n",
+                       "float64; its parameters and buffers follow the forward's inputs in "
+                       "kb_args, in state_dict order (drawn over the range of PyTorch's own "
+                       "initialisation), and its outputs are the kb_args outputs.\n",
                        c.module->class_name, fmt::join(args, ", "));
     for (const auto& d : c.degenerate) {
       out << fmt::format("Note: {}\n", d);

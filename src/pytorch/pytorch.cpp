@@ -42,6 +42,8 @@ parsed_problem parsed_problem_from_json(const json& j) {
       parsed_init_arg arg;
       if (a.contains("expr")) {
         arg.dim = a.at("expr").get<std::string>();
+      } else if (a.contains("exprs")) {
+        arg.dims = a.at("exprs").get<std::vector<std::string>>();
       } else {
         arg.value = a.at("value");
       }
@@ -200,7 +202,9 @@ std::string contract_toml(const parsed_problem& p, const std::string& suite,
   for (size_t i = 0; i < p.init_args.size(); ++i) {
     const auto& a = p.init_args[i];
     o << (i ? ", " : "")
-      << (a.dim ? "{ dim = " + quote(*a.dim) + " }" : "{ value = " + toml_value(a.value) + " }");
+      << (a.dim    ? "{ dim = " + quote(*a.dim) + " }"
+          : a.dims ? "{ dims = " + toml_value(*a.dims) + " }"
+                   : "{ value = " + toml_value(a.value) + " }");
   }
   o << "]\n";
   std::vector<std::string> bytes;

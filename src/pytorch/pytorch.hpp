@@ -27,8 +27,9 @@ struct parsed_input {
 };
 
 struct parsed_init_arg {
-  std::optional<std::string> dim; // a dim expression
-  nlohmann::json value;           // else a literal (number, bool, string, list)
+  std::optional<std::string> dim;               // a dim expression
+  std::optional<std::vector<std::string>> dims; // else a tuple of dim expressions
+  nlohmann::json value;                         // else a literal (number, bool, string, list)
 };
 
 struct parsed_shape {

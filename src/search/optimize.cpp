@@ -176,9 +176,14 @@ task_result optimizer::optimize(const task::contract& given) {
   const auto started = clock_type::now();
   // A pytorch task is made evaluable first (its module described, its oracle module and eager
   // baseline generated); a native one is used as it is.
-  task::contract ready_contract = given;
-  const auto ready = pytorch::make_ready(find_project_root(), ready_contract);
-  const task::contract& c = ready_contract;
+  task::contract ready_contract;
+  pytorch::readiness ready{true, "", ""};
+  if (given.kind == task::task_kind::pytorch) {
+    ready_contract = given;
+    ready = pytorch::make_ready(find_project_root(), ready_contract);
+  }
+  // What the proposers are handed points at the caller's contract where it is used as it is.
+  const task::contract& c = given.kind == task::task_kind::pytorch ? ready_contract : given;
   const auto say = [&](const std::string& line) {
     if (m_progress) {
       m_progress(line);

@@ -754,11 +754,24 @@ contract load_contract(const fs::path& task_toml) {
     for (size_t i = 0; i < args.size(); ++i) {
       const std::string path = "module.init_args[" + std::to_string(i) + "]";
       if (!args[i].is_table()) {
-        r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
+        r.error(path,
+                "a table { dim = \"expression\" }, { dims = [\"expression\", ...] } or { value = "
+                "literal }",
+                &args[i]);
       }
       const auto& t = *args[i].as_table();
       if (t.contains("dim")) {
         spec.init_args.push_back({{"dim", r.str(t, "dim", path + ".")}});
+      } else if (t.contains("dims")) {
+        const auto& list = r.array(t, "dims", path + ".");
+        nlohmann::json exprs = nlohmann::json::array();
+        for (size_t k = 0; k < list.size(); ++k) {
+          if (!list[k].is_string()) {
+            r.error(path + ".dims[" + std::to_string(k) + "]", "a dim expression", &list[k]);
+          }
+          exprs.push_back(list[k].as_string()->get());
+        }
+        spec.init_args.push_back({{"dims", exprs}});
       } else if (const toml::node* v = t.get("value"); v != nullptr) {
         spec.init_args.push_back({{"value", literal_json(r, *v, path + ".value")}});
       } else {
@@ -1015,10 +1028,16 @@ contract load_contract(const fs::path& task_toml) {
   }
   if (c.module) {
     for (const auto& a : c.module->init_args) {
+      std::vector<std::string> exprs;
       if (a.contains("dim")) {
+        exprs.push_back(a.at("dim").get<std::string>());
+      } else if (a.contains("dims")) {
+        exprs = a.at("dims").get<std::vector<std::string>>();
+      }
+      for (const auto& e : exprs) {
         for (const auto& s : c.shapes) {
           try {
-            eval_expr(a.at("dim").get<std::string>(), s.dims);
+            eval_expr(e, s.dims);
           } catch (const input_error& err) {
             r.error("module.init_args",
                     "dim expressions over the shape's dims (" + std::string(err.what()) + ")");

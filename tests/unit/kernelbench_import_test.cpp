@@ -110,6 +110,7 @@ TEST_F(imported, every_file_gets_a_result_with_its_reason) {
       {"9_SmallMLP.py", {"imported", "L3_009"}},
       {"10_ListInputs.py", {"needs_gpu_evaluation", "L3_010"}},
       {"12_TupleShapeCNN.py", {"imported", "L3_012"}},
+      {"13_LayerNormTuple.py", {"imported", "L1_013"}},
   };
   EXPECT_EQ(by_file, expected);
   for (const auto& r : j) {
@@ -188,6 +189,16 @@ TEST_F(imported, init_args_are_dim_expressions_or_literals) {
   const auto sum = task("L1_002_SumOverDim");
   EXPECT_EQ(sum.module->init_args[0], (nlohmann::json{{"dim", "reduce_dim"}}));
   EXPECT_EQ(sum.tol.atol, 1e-4);
+  // A tuple of sizes is a tuple of dims: the check shapes shrink the module with its input.
+  const auto ln = task("L1_013_LayerNormTuple");
+  EXPECT_EQ(ln.module->init_args,
+            nlohmann::json::parse(R"([{"dims":["features","dim1","dim2"]}])"));
+  for (const auto* s : ln.shapes_with_role("check")) {
+    EXPECT_LT(s->dims.at("dim1"), 256);
+    const auto x = task::concrete_inputs(ln, *s)[0];
+    EXPECT_EQ(x.shape[1], s->dims.at("features"));
+    EXPECT_EQ(x.shape[2], s->dims.at("dim1"));
+  }
 }
 
 TEST_F(imported, an_identity_on_the_official_inputs_is_flagged) {
@@ -248,12 +259,12 @@ TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
   const fs::path conv = out->path() / "L1_004_Conv2dSquare";
   fs::remove(conv / "resolved.json");
   const auto check = kblaster({"--tasks", out->path().string(), "check", "--task", "L1_004",
-                               "--task", "L1_003", "--task", "L1_001"},
+                               "--task", "L1_003", "--task", "L1_001", "--task", "L1_013"},
                               env);
   // Only the GPU stages are missing on a machine without a GPU.
   EXPECT_TRUE(check.exit_code == exit_code::blocked || check.exit_code == exit_code::ok)
       << check.output;
-  for (const std::string id : {"L1_004", "L1_003", "L1_001"}) {
+  for (const std::string id : {"L1_004", "L1_003", "L1_001", "L1_013"}) {
     const auto line = check.output.find("\n" + id + " ");
     ASSERT_NE(line, std::string::npos) << check.output;
     const std::string row = check.output.substr(line + 1, check.output.find('\n', line + 1) - line);
