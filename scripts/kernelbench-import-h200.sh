@@ -58,7 +58,8 @@ fi
 
 # 3. Self-test and A/A for every task that has a contract. The self-tests (check shapes only,
 # no timing) run JOBS at a time, on the CPU, or on the GPU for a task resolved by executing its
-# file (its check shape is the official one); the A/As run one after another on the GPU. A task
+# file (its check shape is the official one); the A/As run one after another on the GPU, in one
+# process. A task
 # whose result is already under $OUT is not run again, so an interrupted run can be resumed.
 STEP_TIMEOUT=${STEP_TIMEOUT:-600}
 JOBS=${JOBS:-8}
@@ -74,14 +75,16 @@ selftest_one() {
 }
 export -f selftest_one
 for d in "$TASKS"/*/; do [ -f "$d/task.toml" ] && echo "${d%/}"; done | xargs -r -P "$JOBS" -I{} bash -c 'selftest_one {}'
+# One process for all the A/As (PyTorch and CUDA start once), each task under STEP_TIMEOUT.
+pending=()
 for d in "$TASKS"/*/; do
   [ -f "$d/task.toml" ] || continue
-  id=$(basename "$d")
-  [ -f "$OUT/aa/$id.json" ] && continue
-  timeout "$STEP_TIMEOUT" python3 scripts/pytorch_oracle.py aa --task "$d" --out "$OUT/aa/$id.json" \
-    >/dev/null 2>"$OUT/aa/$id.err" || echo "timed out or failed after ${STEP_TIMEOUT} s" >>"$OUT/aa/$id.err"
-  [ -f "$OUT/aa/$id.json" ] && rm -f "$OUT/aa/$id.err"
+  [ -f "$OUT/aa/$(basename "$d").json" ] || pending+=("${d%/}")
 done
+if ((${#pending[@]})); then
+  python3 scripts/pytorch_oracle.py aa --task "${pending[@]}" --out-dir "$OUT/aa" \
+    --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/errors.log" || true
+fi
 
 # 4. One record per problem.
 python3 - "$OUT" "$TASKS" <<'EOF'

@@ -26,7 +26,8 @@ Commands:
                                or a constant pass the tolerance? Passing on the official
                                distribution marks it degenerate; writes DIR/selftest.json,
                                which the contract loader adds to the task's `degenerate` list
-  aa --task DIR [--out FILE]   the baseline's A/A on the GPU: eager PyTorch in the task's dtype
+  aa --task DIR... [--out FILE | --out-dir D] [--time-limit S]
+                               the baseline's A/A on the GPU: eager PyTorch in the task's dtype
                                verified against the float64 reference on every check shape,
                                distribution and seed, then eager timed against itself with CUDA
                                events (alternating, L2 flushed) -> verdict same / rejected
@@ -388,13 +389,7 @@ def time_eager(torch, model, xs, samples):
     return times
 
 
-def cmd_aa(args):
-    torch = need_torch()
-    strict_float32(torch)
-    task = Task(args.task)
-    if not torch.cuda.is_available():
-        fail("blocked: no CUDA device", 3)
-    gen = Generator()
+def aa_one(torch, gen, task):
     failures = []
     checks = 0
     for shape in task.check_shapes() + ["official"]:
@@ -408,26 +403,65 @@ def cmd_aa(args):
                         failures.append({"shape": shape, "distribution": d, "seed": seed, "why": why})
     dims = task.dims("official")
     xs = draw_inputs(torch, task, gen, dims, 0, seeds()[0], "cuda")
-    dtype = torch_dtype(torch, next((i["dtype"] for i in task.inputs if i["dtype"].startswith(("float", "b"))),
-                                    "float32"))
-    model = task.build(torch, dims, seeds()[0], dtype, "cuda")
+    model = task.build(torch, dims, seeds()[0], task_dtype(torch, task), "cuda")
     a, b = [], []
     for _ in range(5):  # alternating groups: A, then B, so drift hits both
         a += time_eager(torch, model, xs, 10)
         b += time_eager(torch, model, xs, 10)
     ratio = statistics.median(a) / statistics.median(b)
     verdict = "rejected" if failures else ("same" if abs(ratio - 1) < 0.05 else "unstable")
-    result = {"task": task.toml["id"], "kernelbench": task.toml.get("kernelbench", ""),
-              "verdict": verdict, "checks": checks, "failures": failures[:10],
-              "median_a_s": statistics.median(a), "median_b_s": statistics.median(b),
-              "aa_ratio": ratio, "samples": len(a) + len(b),
-              "degenerate": task.toml.get("degenerate", [])}
-    text = json.dumps(result, indent=1) + "\n"
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text)
-    print(text, end="")
-    return 0 if verdict == "same" else 1
+    return {"task": task.toml["id"], "kernelbench": task.toml.get("kernelbench", ""),
+            "verdict": verdict, "checks": checks, "failures": failures[:10],
+            "median_a_s": statistics.median(a), "median_b_s": statistics.median(b),
+            "aa_ratio": ratio, "samples": len(a) + len(b),
+            "degenerate": task.toml.get("degenerate", [])}
+
+
+class _TimeLimit(Exception):
+    pass
+
+
+def cmd_aa(args):
+    """One task (--out FILE) or many in one process (--out-dir DIR: DIR/<folder>.json each, or
+    DIR/<folder>.err with the error), each under --time-limit seconds."""
+    torch = need_torch()
+    strict_float32(torch)
+    if not torch.cuda.is_available():
+        fail("blocked: no CUDA device", 3)
+    gen = Generator()
+    import signal
+    import traceback
+
+    def alarm(_sig, _frame):
+        raise _TimeLimit()
+
+    signal.signal(signal.SIGALRM, alarm)
+    rc = 0
+    for folder in args.task:
+        name = os.path.basename(os.path.normpath(folder))
+        signal.alarm(args.time_limit)
+        try:
+            result = aa_one(torch, gen, Task(folder))
+            text = json.dumps(result, indent=1) + "\n"
+            out = args.out if len(args.task) == 1 and args.out else (
+                os.path.join(args.out_dir, name + ".json") if args.out_dir else None)
+            if out:
+                with open(out, "w", encoding="utf-8") as f:
+                    f.write(text)
+            print(text, end="")
+            rc |= 0 if result["verdict"] == "same" else 1
+        except (_TimeLimit, Exception) as e:  # noqa: BLE001 (one task's failure is its result)
+            why = (f"over the time limit of {args.time_limit} s" if isinstance(e, _TimeLimit)
+                   else traceback.format_exc())
+            if args.out_dir:
+                with open(os.path.join(args.out_dir, name + ".err"), "w", encoding="utf-8") as f:
+                    f.write(why)
+            print(f"pytorch_oracle: {name}: {why.strip().splitlines()[-1]}", file=sys.stderr)
+            rc |= 1
+        finally:
+            signal.alarm(0)
+            torch.cuda.empty_cache()
+    return rc
 
 
 # ---- the resolved contract: what only running the module tells -------------------------------
@@ -729,8 +763,10 @@ def main():
     s.add_argument("--official", action="store_true", help="also the official shape")
     s.add_argument("--device", choices=["cuda", "cpu"])
     a = sub.add_parser("aa")
-    a.add_argument("--task", required=True)
-    a.add_argument("--out")
+    a.add_argument("--task", required=True, nargs="+")
+    a.add_argument("--out", help="the result of one task")
+    a.add_argument("--out-dir", help="a result (or .err) per task, named by its folder")
+    a.add_argument("--time-limit", type=int, default=600, help="seconds per task")
     de = sub.add_parser("describe")
     de.add_argument("--task", required=True)
     v = sub.add_parser("resolve")
