@@ -196,10 +196,15 @@ task_result optimizer::optimize(const task::contract& given) {
   const int64_t task_row = m_store.record_task(c);
   outcome_inputs in;
   if (!ready.ok) {
-    // A pytorch task where PyTorch (or its shared libpython) is missing, or whose module could
-    // not be run to find its outputs.
-    in.blocked = true;
-    in.blocked_reason = ready.reason;
+    // A pytorch task where PyTorch (or its shared libpython) is missing (blocked), or whose
+    // module could not be run to find its outputs (failed: the baseline cannot exist).
+    if (ready.reason.starts_with("blocked.")) {
+      in.blocked = true;
+      in.blocked_reason = ready.reason;
+    } else {
+      in.baseline_ok = false;
+      in.baseline_reason = ready.reason;
+    }
     const auto [o, reason] = classify_outcome(in);
     res.final = o;
     res.reason = reason;
