@@ -1,12 +1,15 @@
 // The LLM proposer in the optimization loop: a run against a chat server on loopback is recorded,
 // and replaying the record with the server stopped makes the same decisions.
 #include "common/fs.hpp"
+#include "common/process.hpp"
 #include "llm_test_support.hpp"
 #include "search/optimize.hpp"
 #include "search_test_support.hpp"
 #include "task/task.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 namespace kb::llm {
 namespace {
@@ -28,7 +31,8 @@ json decisions(const search::task_result& r) {
 }
 
 search::task_result optimize_once(client& c, const fs::path& store_dir,
-                                  search::testing::scripted_gpu& gpu) {
+                                  search::testing::scripted_gpu& gpu,
+                                  const task::contract& t = task::find_task(root, "023")) {
   store::store st(store_dir);
   search::memory mem(st);
   proposer_config pc;
@@ -40,7 +44,7 @@ search::task_result optimize_once(client& c, const fs::path& store_dir,
   o.target_floor_fraction = 1e9;
   search::optimizer opt(st, st.begin_run("optimize", json::object()), mem, prop, o, "gpu",
                         std::ref(gpu), {}, {});
-  return opt.optimize(task::find_task(root, "023"));
+  return opt.optimize(t);
 }
 
 TEST(llm_optimize, a_recorded_run_replayed_without_the_server_makes_the_same_decisions) {
@@ -112,6 +116,57 @@ TEST(llm_optimize, a_broken_candidate_brings_the_compiler_output_to_the_repair_a
     }
   }
   EXPECT_TRUE(kept) << decisions(r).dump(2);
+}
+
+// An imported KernelBench problem (a pytorch task) through the LLM loop: the prompt carries the
+// module's source and the contract, the module is described into its state and outputs, and
+// the proposer's candidates are judged against the eager baseline (scripted here).
+TEST(llm_optimize, an_imported_pytorch_task_goes_through_the_loop) {
+  std::string python;
+  for (const std::string py :
+       {std::string(std::getenv("KBLASTER_PYTHON") != nullptr ? std::getenv("KBLASTER_PYTHON")
+                                                              : ""),
+        std::string("/usr/bin/python3")}) {
+    process_spec probe;
+    probe.argv = {py, "-c", "import torch"};
+    if (!py.empty() && run_process(probe).ok()) {
+      python = py;
+      break;
+    }
+  }
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch here (scripts/install-deps.sh --tests installs it)";
+  }
+  ::setenv("KBLASTER_PYTHON", python.c_str(), 1);
+  temp_dir dir("llm-optimize-pytorch");
+  process_spec import;
+  import.argv = {KBLASTER_BINARY,
+                 "tasks",
+                 "import",
+                 "--out",
+                 (dir.path() / "tasks").string(),
+                 (root / "tests/data/kernelbench/level1/4_Conv2dSquare.py").string()};
+  ASSERT_TRUE(run_process(import).ok());
+  const auto conv = task::load_contract(dir.path() / "tasks/L1_004_Conv2dSquare/task.toml");
+  ASSERT_EQ(conv.kind, task::task_kind::pytorch);
+  search::testing::scripted_gpu gpu;
+  gpu.speed = {{"pytorch.direct_conv", 1.5}};
+  fake_chat_server server([](const json&, int index, httplib::Response& res) {
+    reply_json(res, 200,
+               completion({good_answer("pytorch.direct_conv", 1.5, std::to_string(index))}));
+  });
+  client c(test_config(server));
+  const auto r = optimize_once(c, dir.path() / "store", gpu, conv);
+  EXPECT_EQ(search::to_string(r.final), "improved") << decisions(r).dump(2);
+  EXPECT_EQ(r.best_strategy, "pytorch.direct_conv");
+  // Described: the weight is an input after x, and the generated baseline is eager PyTorch.
+  EXPECT_TRUE(fs::exists(conv.dir / "resolved.json"));
+  const auto seen = server.requests();
+  ASSERT_FALSE(seen.empty());
+  const auto prompt = seen[0].body["messages"][1]["content"].get<std::string>();
+  EXPECT_NE(prompt.find("class Model(nn.Module)"), std::string::npos) << prompt.substr(0, 600);
+  EXPECT_NE(prompt.find("Reference: the PyTorch module"), std::string::npos);
+  ::unsetenv("KBLASTER_PYTHON");
 }
 
 } // namespace
