@@ -1015,6 +1015,24 @@ contract load_contract(const fs::path& task_toml) {
   c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
   c.roof.flops_expr = r.str(roof, "flops", "roofline.");
   c.roof.tensor_cores = r.boolean(roof, "tensor_cores", "roofline.", c.fam == family::matmul);
+  if (c.resolved) {
+    // The import knew only the forward's inputs; the module's state is read once too and its
+    // outputs written once.
+    const auto add_bytes = [&c](const tensor_spec& t) {
+      c.roof.bytes_expr += fmt::format(" + {}", dtype_size(t.type));
+      for (const auto& d : t.shape) {
+        c.roof.bytes_expr += "*" + d;
+      }
+    };
+    for (const auto& t : c.inputs) {
+      if (t.role == "state") {
+        add_bytes(t);
+      }
+    }
+    for (const auto& t : c.outputs) {
+      add_bytes(t);
+    }
+  }
   for (const auto& s : c.shapes) {
     for (const auto& [field, e] : {std::pair{"roofline.bytes", c.roof.bytes_expr},
                                    std::pair{"roofline.flops", c.roof.flops_expr}}) {

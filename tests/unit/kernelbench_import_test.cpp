@@ -287,6 +287,9 @@ TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
   EXPECT_EQ(outs[0].shape,
             (std::vector<int64_t>{official.dims.at("batch_size"), official.dims.at("out_channels"),
                                   official.dims.at("height") - 2, official.dims.at("width") - 2}));
+  // The roofline reads the state and writes the outputs too.
+  EXPECT_NE(c.roof.bytes_expr.find("state_conv_weight_0"), std::string::npos) << c.roof.bytes_expr;
+  EXPECT_NE(c.roof.bytes_expr.find("out0_3"), std::string::npos) << c.roof.bytes_expr;
   // A changed model.py makes the resolution stale: the task is unresolved until described again.
   const std::string model = read_file(conv / "model.py");
   write_file_atomic(conv / "model.py", model + "\n# changed\n");
