@@ -199,8 +199,7 @@ def evaluate(torch, task, gen, shape, dist_index, seed, device):
     """(inputs, float64 reference outputs, eager outputs in the task's dtype)."""
     dims = task.dims(shape)
     xs = draw_inputs(torch, task, gen, dims, dist_index, seed, device)
-    dtype = torch_dtype(torch, next((i["dtype"] for i in task.inputs if i["dtype"].startswith(("float", "b"))),
-                                    "float32"))
+    dtype = task_dtype(torch, task)
     with torch.no_grad():
         ref_model = task.build(torch, dims, seed, torch.float64, device)
         ref = [y.double() for y in as_list(ref_model(*[x.double() if x.is_floating_point() else x for x in xs]))]

@@ -34,6 +34,12 @@ void fsync_directory(const fs::path& dir) {
   close(fd);
 }
 
+void write_file_if_changed(const fs::path& path, std::string_view bytes) {
+  if (!fs::is_regular_file(path) || read_file(path) != bytes) {
+    write_file_atomic(path, bytes);
+  }
+}
+
 void write_file_atomic(const fs::path& path, std::string_view bytes, unsigned mode) {
   const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::random_device rd;

@@ -14,6 +14,9 @@ std::string read_file(const fs::path& path);
 // fsyncs the folder: after a crash the file holds either the old or the new bytes.
 void write_file_atomic(const fs::path& path, std::string_view bytes, unsigned mode = 0644);
 void fsync_directory(const fs::path& dir);
+// write_file_atomic, unless `path` already holds exactly `bytes` (generated sources under the
+// compile cache: an unchanged file keeps its time stamp).
+void write_file_if_changed(const fs::path& path, std::string_view bytes);
 
 // A fresh private folder under `parent` (or the system temporary folder), removed with the object.
 class temp_dir {

@@ -385,11 +385,6 @@ const availability& probe(const fs::path& root) {
   return a;
 }
 
-std::string blocked_reason(const fs::path& root) {
-  const auto& a = probe(root);
-  return a.available ? "" : a.reason;
-}
-
 namespace {
 
 std::string c_string(const std::string& s) {
@@ -597,11 +592,8 @@ readiness make_ready(const fs::path& root, task::contract& c) {
   fs::create_directories(gen);
   c.oracle = gen / ("oracle_" + c.id + ".cu");
   c.baseline = gen / "baseline.cu";
-  for (const auto& [file, text] : {std::pair{c.oracle, oracle}, std::pair{c.baseline, baseline}}) {
-    if (!fs::is_regular_file(file) || read_file(file) != text) {
-      write_file_atomic(file, text);
-    }
-  }
+  write_file_if_changed(c.oracle, oracle);
+  write_file_if_changed(c.baseline, baseline);
   c.runtime_paths = {root / "scripts", a.libpython.parent_path()};
   for (const auto& p : a.paths) {
     c.runtime_paths.push_back(p);

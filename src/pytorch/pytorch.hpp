@@ -103,9 +103,6 @@ struct availability {
 // Runs `$KBLASTER_PYTHON scripts/pytorch_oracle.py probe --json` once per process.
 const availability& probe(const fs::path& root);
 
-// The reason code a pytorch task ends with when this machine cannot evaluate it, "" when it can.
-std::string blocked_reason(const fs::path& root);
-
 // ---- evaluating a pytorch task --------------------------------------------------------------
 // The judge verifies a pytorch task as a native one: the oracle module and the baseline are
 // generated C++ that embed the interpreter's libpython and call scripts/pytorch_oracle.py's

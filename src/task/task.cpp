@@ -581,10 +581,6 @@ std::string loss_expression(const reader& r, const std::string& field, const std
   return out;
 }
 
-} // namespace
-
-namespace {
-
 // A pytorch task's resolution (DIR/resolved.json, written by `pytorch_oracle.py describe` from
 // the module it runs): the module's state becomes inputs after the forward's, and its outputs
 // the contract's outputs, each sized by dims of its own in every shape. A resolution of another
@@ -916,9 +912,7 @@ contract load_contract(const fs::path& task_toml) {
         default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
     fs::create_directories(gen);
     c.math = gen / "math.cuh";
-    if (!fs::is_regular_file(c.math) || read_file(c.math) != math) {
-      write_file_atomic(c.math, math);
-    }
+    write_file_if_changed(c.math, math);
     if (const toml::node* b = root.get("baseline"); b != nullptr) {
       c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
       if (!fs::is_regular_file(c.baseline)) {
@@ -926,9 +920,7 @@ contract load_contract(const fs::path& task_toml) {
       }
     } else {
       c.baseline = gen / "baseline.cu";
-      if (!fs::is_regular_file(c.baseline) || read_file(c.baseline) != baseline) {
-        write_file_atomic(c.baseline, baseline);
-      }
+      write_file_if_changed(c.baseline, baseline);
     }
   }
 
