@@ -655,17 +655,13 @@ class _Call:
         cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
         state = {k: cast(x) for k, x in zip(names, ins[n:])}
         xs = [cast(x) for x in ins[:n]]
-        stream = torch.cuda.ExternalStream(a.stream) if on_device and a.stream else None
-        with torch.no_grad():
-            if stream is not None:
-                with torch.cuda.stream(stream):
-                    ys = as_list(self.functional_call(model, state, tuple(xs)))
-                    for o, y in zip(outs, ys):
-                        o.copy_(y)
-            else:
-                ys = as_list(self.functional_call(model, state, tuple(xs)))
-                for o, y in zip(outs, ys):
-                    o.copy_(y)
+        import contextlib
+        on_stream = (torch.cuda.stream(torch.cuda.ExternalStream(a.stream))
+                     if on_device and a.stream else contextlib.nullcontext())
+        with torch.no_grad(), on_stream:
+            ys = as_list(self.functional_call(model, state, tuple(xs)))
+            for o, y in zip(outs, ys):
+                o.copy_(y)
         if len(ys) != len(outs):
             raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
         return 0
