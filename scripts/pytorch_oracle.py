@@ -642,28 +642,32 @@ class _Call:
         torch = self.torch
         a = _KbArgs.from_address(args_address)
         device = "cuda" if on_device else "cpu"
-        ins = [_view(torch, a.inputs[i], device) for i in range(a.num_inputs)]
-        outs = [_view(torch, a.outputs[i], device) for i in range(a.num_outputs)]
-        n = len(self.task.inputs)
-        shape = self.by_shapes.get(tuple(tuple(x.shape) for x in ins))
-        if shape is None:
-            raise ValueError("the tensors match none of the task's shapes")
-        reference = mode == "reference"
-        dtype = torch.float64 if reference else self.dtype
-        model = self.model(shape, dtype, device)
-        names = [s["name"] for s in self.resolved["shapes"][shape]["state"]]
-        cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
-        state = {k: cast(x) for k, x in zip(names, ins[n:])}
-        xs = [cast(x) for x in ins[:n]]
         import contextlib
+        # Every operation on the harness's tensors, the float64 casts of the reference included,
+        # is queued on the caller's stream: the inputs are written there (the judge's generator)
+        # and it reads the outputs there. PyTorch's own stream is not ordered with a
+        # non-blocking one, so a cast queued there could read inputs still being generated.
         on_stream = (torch.cuda.stream(torch.cuda.ExternalStream(a.stream))
                      if on_device and a.stream else contextlib.nullcontext())
         with torch.no_grad(), on_stream:
+            ins = [_view(torch, a.inputs[i], device) for i in range(a.num_inputs)]
+            outs = [_view(torch, a.outputs[i], device) for i in range(a.num_outputs)]
+            n = len(self.task.inputs)
+            shape = self.by_shapes.get(tuple(tuple(x.shape) for x in ins))
+            if shape is None:
+                raise ValueError("the tensors match none of the task's shapes")
+            reference = mode == "reference"
+            dtype = torch.float64 if reference else self.dtype
+            model = self.model(shape, dtype, device)
+            names = [s["name"] for s in self.resolved["shapes"][shape]["state"]]
+            cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
+            state = {k: cast(x) for k, x in zip(names, ins[n:])}
+            xs = [cast(x) for x in ins[:n]]
             ys = as_list(self.functional_call(model, state, tuple(xs)))
+            if len(ys) != len(outs):
+                raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
             for o, y in zip(outs, ys):
                 o.copy_(y)
-        if len(ys) != len(outs):
-            raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
         return 0
 
 

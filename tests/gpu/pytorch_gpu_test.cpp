@@ -1,0 +1,117 @@
+// On the GPU: problems in KernelBench's format (this project's own files under
+// tests/data/kernelbench), imported and judged against their PyTorch module. The eager baseline of
+// each passes its own verification at every shape and distribution and times as the same against
+// itself; on the imported ReLU, candidates get the verdicts they get on the native task 019.
+#include "gpu_test_support.hpp"
+
+#include "pytorch/pytorch.hpp"
+#include "task/task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+namespace kb::gpu_test {
+namespace {
+
+struct imported {
+  fs::path dir;
+  std::vector<task::contract> tasks;
+};
+
+imported import_problems(const std::vector<std::string>& files) {
+  imported out;
+  out.dir = fs::temp_directory_path() / ("kblaster-gpu-pytorch-" + std::to_string(getpid()));
+  fs::remove_all(out.dir);
+  pytorch::import_options opt;
+  opt.suite = "gpu_pytorch";
+  opt.out = out.dir;
+  opt.python = pytorch::probe(root).python;
+  std::vector<fs::path> paths;
+  for (const auto& f : files) {
+    paths.push_back(root / "tests/data/kernelbench/level1" / f);
+  }
+  for (const auto& r : pytorch::import_files(root, paths, opt)) {
+    EXPECT_EQ(r.status, pytorch::import_status::imported) << r.file << ": " << r.reason;
+    if (r.status == pytorch::import_status::imported) {
+      auto c = task::load_contract(r.task_dir / "task.toml");
+      const auto ready = pytorch::make_ready(root, c);
+      EXPECT_TRUE(ready.ok) << c.id << ": " << ready.reason << " " << ready.message;
+      if (ready.ok) {
+        out.tasks.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
+}
+
+eval::result judge(const task::contract& c, const eval::candidate_input& cand) {
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  return eval::evaluate(root, c, cand, base, base_options(), {});
+}
+
+class pytorch_tasks : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(eval::probe_device().available) << eval::probe_device().reason;
+    const auto& a = pytorch::probe(root);
+    ASSERT_TRUE(a.available) << "the GPU tests need PyTorch ($KBLASTER_PYTHON or python3): "
+                             << a.reason << " " << a.detail;
+  }
+};
+
+// The convolution's weight is state the judge draws; its float64 reference runs in the judge's
+// process on the judge's stream, after the inputs are generated there.
+TEST_F(pytorch_tasks, every_imported_baseline_verifies_and_times_as_the_same_against_itself) {
+  const auto im = import_problems({"1_ReLU.py", "4_Conv2dSquare.py", "6_SoftmaxRows.py"});
+  ASSERT_EQ(im.tasks.size(), 3U);
+  nlohmann::json record = nlohmann::json::array();
+  for (const auto& c : im.tasks) {
+    const auto r = judge(c, {read_file(c.baseline), "baseline-copy.cu", "baseline"});
+    EXPECT_EQ(r.final, eval::verdict::same) << c.id << ": " << r.reason << " " << r.message;
+    auto s = summary(r);
+    s["task"] = c.id;
+    record.push_back(s);
+  }
+  keep("pytorch_baselines", {{"evaluations", record}});
+  fs::remove_all(im.dir);
+}
+
+TEST_F(pytorch_tasks, an_imported_relu_gives_the_verdicts_of_the_native_task) {
+  const auto im = import_problems({"1_ReLU.py"});
+  ASSERT_EQ(im.tasks.size(), 1U);
+  const auto native = task::load_contract(root / "tasks/core10/019_relu/task.toml");
+  struct expectation {
+    std::string file;
+    bool accepted;
+    std::string reason;
+  };
+  const std::vector<expectation> cases{
+      {"tests/data/candidates/relu_grid_stride.cu", true, ""},
+      {"tests/adversarial/identity_relu.cu", false, "verify.mismatch"},
+      {"tests/adversarial/malloc_every_call_relu.cu", false, "abi.allocation"},
+  };
+  nlohmann::json record = nlohmann::json::array();
+  for (const auto& e : cases) {
+    const eval::candidate_input cand{read_file(root / e.file), fs::path(e.file).filename().string(),
+                                     "test"};
+    for (const auto* c : {&im.tasks.front(), &native}) {
+      const auto r = judge(*c, cand);
+      const bool accepted = r.final != eval::verdict::rejected && r.final != eval::verdict::error;
+      EXPECT_EQ(accepted, e.accepted)
+          << e.file << " on " << c->id << ": " << eval::to_string(r.final) << " " << r.reason;
+      if (!e.accepted) {
+        EXPECT_EQ(r.reason, e.reason) << e.file << " on " << c->id << ": " << r.message;
+      }
+      auto s = summary(r);
+      s["task"] = c->id;
+      s["candidate"] = e.file;
+      record.push_back(s);
+    }
+  }
+  keep("pytorch_relu_verdicts", {{"evaluations", record}});
+  fs::remove_all(im.dir);
+}
+
+} // namespace
+} // namespace kb::gpu_test
