@@ -13,9 +13,11 @@
 #include "search/strategies.hpp"
 #include "task/task.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 
 namespace kb::search {
@@ -93,6 +95,26 @@ TEST_P(strategy_on_gpu, passes_verification) {
       << candidate_info(s, cc.params) << " on " << c.suite << "/" << c.id << ": " << r.reason
       << ": " << r.message;
   EXPECT_EQ(r.reason, "verify.passed");
+  if (opt.sanitize) {
+    // Each of the four tools ran, found nothing, and its own summary line says so; the line
+    // printed here is the record of it in the test log.
+    const auto tools = r.detail.value("sanitize", nlohmann::json::object());
+    std::string line =
+        fmt::format("sanitize {}/{} {}:", c.suite, c.id, candidate_info(s, cc.params));
+    for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
+      ASSERT_TRUE(tools.contains(tool)) << tool << " did not run";
+      const auto& t = tools.at(tool);
+      EXPECT_FALSE(t.value("errors", true)) << tool << ": " << t.value("log_tail", "");
+      const bool summarized = t.contains("summary") && t.at("summary").is_object();
+      EXPECT_TRUE(summarized) << tool << " printed no summary line: " << t.value("log_tail", "");
+      line += fmt::format(" {}={}", tool,
+                          summarized ? fmt::format("{} errors/{} warnings",
+                                                   t.at("summary").value("errors", -1),
+                                                   t.at("summary").value("warnings", -1))
+                                     : std::string("no summary"));
+    }
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<gpu_case>& info) {
