@@ -13,8 +13,8 @@
 #   3. For every imported task: the checker self-test on the PyTorch references
 #      (pytorch_oracle.py selftest: do zeros, a copy or a constant pass the official inputs?)
 #      -> selftest/<task>.json, and the baseline's A/A (pytorch_oracle.py aa: eager in float32
-#      verified on every check shape, distribution and seed, then timed against itself)
-#      -> aa/<task>.json.
+#      verified on every check shape, distribution and seed -> aa/<task>.verify.json, then
+#      timed against itself) -> aa/<task>.json.
 #   4. summary.json: per problem the import status, the reason, the self-test's degenerate
 #      flags and the A/A verdict; summary.md the same as a table.
 set -uo pipefail
@@ -56,18 +56,20 @@ if [ -n "$pending" ]; then
   done
 fi
 
-# 3. Self-test and A/A for every task that has a contract. The self-tests (check shapes only,
-# no timing) run JOBS at a time, on the CPU, or on the GPU for a task resolved by executing its
-# file (its check shape is the official one); the A/As run one after another on the GPU, in one
-# process. A task
-# whose result is already under $OUT is not run again, so an interrupted run can be resumed.
+# 3. Self-test and A/A for every task that has a contract. The self-tests (no timing) run JOBS at
+# a time on the GPU (SELFTEST_DEVICE=cpu for the CPU), at the check shapes, or at the official
+# shape for a task resolved by executing its file. The A/A's verification runs in VERIFY_JOBS
+# processes at once (no timing in them), then its timing in one process, alone on the GPU. A task
+# whose result (or error) is already under $OUT is not run again, so an interrupted run resumes.
 STEP_TIMEOUT=${STEP_TIMEOUT:-600}
 JOBS=${JOBS:-8}
-export OUT STEP_TIMEOUT
+VERIFY_JOBS=${VERIFY_JOBS:-4}
+SELFTEST_DEVICE=${SELFTEST_DEVICE:-cuda}
+export OUT STEP_TIMEOUT SELFTEST_DEVICE
 selftest_one() {
   d=$1 id=$(basename "$1")
   [ -f "$OUT/selftest/$id.json" ] && return 0
-  dev=cpu
+  dev=$SELFTEST_DEVICE
   grep -q '"as_official"' "$d/task.toml" && dev=cuda
   timeout "$STEP_TIMEOUT" python3 scripts/pytorch_oracle.py selftest --task "$d" --device "$dev" \
     --out "$OUT/selftest/$id.json" >/dev/null 2>"$OUT/selftest/$id.err" || true
@@ -75,12 +77,26 @@ selftest_one() {
 }
 export -f selftest_one
 for d in "$TASKS"/*/; do [ -f "$d/task.toml" ] && echo "${d%/}"; done | xargs -r -P "$JOBS" -I{} bash -c 'selftest_one {}'
-# One process for all the A/As (PyTorch and CUDA start once), each task under STEP_TIMEOUT.
-pending=()
-for d in "$TASKS"/*/; do
-  [ -f "$d/task.toml" ] || continue
-  [ -f "$OUT/aa/$(basename "$d").json" ] || pending+=("${d%/}")
-done
+aa_pending() { # the tasks without an A/A result (or error), and with no $1 file either
+  for d in "$TASKS"/*/; do
+    [ -f "$d/task.toml" ] || continue
+    n=$(basename "$d")
+    [ -f "$OUT/aa/$n.json" ] || [ -f "$OUT/aa/$n.err" ] || { [ -n "$1" ] && [ -f "$OUT/aa/$n.$1" ]; } ||
+      echo "${d%/}"
+  done
+}
+mapfile -t pending < <(aa_pending verify.json)
+if ((${#pending[@]})); then
+  for ((w = 0; w < VERIFY_JOBS; ++w)); do
+    part=()
+    for ((i = w; i < ${#pending[@]}; i += VERIFY_JOBS)); do part+=("${pending[i]}"); done
+    ((${#part[@]})) || continue
+    python3 scripts/pytorch_oracle.py aa --verify-only --task "${part[@]}" --out-dir "$OUT/aa" \
+      --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/verify-errors-$w.log" &
+  done
+  wait
+fi
+mapfile -t pending < <(aa_pending)
 if ((${#pending[@]})); then
   python3 scripts/pytorch_oracle.py aa --task "${pending[@]}" --out-dir "$OUT/aa" \
     --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/errors.log" || true

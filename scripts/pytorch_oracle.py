@@ -26,11 +26,13 @@ Commands:
                                or a constant pass the tolerance? Passing on the official
                                distribution marks it degenerate; writes DIR/selftest.json,
                                which the contract loader adds to the task's `degenerate` list
-  aa --task DIR... [--out FILE | --out-dir D] [--time-limit S]
+  aa --task DIR... [--out FILE | --out-dir D] [--time-limit S] [--verify-only]
                                the baseline's A/A on the GPU: eager PyTorch in the task's dtype
                                verified against the float64 reference on every check shape,
                                distribution and seed, then eager timed against itself with CUDA
-                               events (alternating, L2 flushed) -> verdict same / rejected
+                               events (alternating, L2 flushed) -> verdict same / rejected.
+                               --verify-only: the verification alone (D/<folder>.verify.json,
+                               taken by a later run instead of verifying again)
   resolve FILE.py... --out FILE
                                EXECUTES problem files (on the GPU machine only) and writes the
                                problem analysis kernelbench_parse.py would have written, from
@@ -388,7 +390,9 @@ def time_eager(torch, model, xs, samples):
     return times
 
 
-def aa_one(torch, gen, task):
+def aa_verify(torch, gen, task):
+    """The baseline's verification: eager against the float64 reference on every check shape,
+    distribution and two seeds, and the official shape on every distribution."""
     failures = []
     checks = 0
     for shape in task.check_shapes() + ["official"]:
@@ -400,6 +404,13 @@ def aa_one(torch, gen, task):
                     checks += 1
                     if not ok and bool(torch.isfinite(r).all()):
                         failures.append({"shape": shape, "distribution": d, "seed": seed, "why": why})
+    return {"task": task.toml["id"], "checks": checks, "failures": failures[:10],
+            "failure_count": len(failures)}
+
+
+def aa_one(torch, gen, task, verified=None):
+    """Verification (or its earlier result, `verified`), then eager timed against itself."""
+    v = verified if verified is not None else aa_verify(torch, gen, task)
     dims = task.dims("official")
     xs = draw_inputs(torch, task, gen, dims, 0, seeds()[0], "cuda")
     model = task.build(torch, dims, seeds()[0], task_dtype(torch, task), "cuda")
@@ -408,9 +419,10 @@ def aa_one(torch, gen, task):
         a += time_eager(torch, model, xs, 10)
         b += time_eager(torch, model, xs, 10)
     ratio = statistics.median(a) / statistics.median(b)
+    failures = v["failures"]
     verdict = "rejected" if failures else ("same" if abs(ratio - 1) < 0.05 else "unstable")
     return {"task": task.toml["id"], "kernelbench": task.toml.get("kernelbench", ""),
-            "verdict": verdict, "checks": checks, "failures": failures[:10],
+            "verdict": verdict, "checks": v["checks"], "failures": failures,
             "median_a_s": statistics.median(a), "median_b_s": statistics.median(b),
             "aa_ratio": ratio, "samples": len(a) + len(b),
             "degenerate": task.toml.get("degenerate", [])}
@@ -440,15 +452,27 @@ def cmd_aa(args):
         name = os.path.basename(os.path.normpath(folder))
         signal.alarm(args.time_limit)
         try:
-            result = aa_one(torch, gen, Task(folder))
+            # --verify-only writes <folder>.verify.json, which a later run without it takes
+            # instead of verifying again: verification may run in several processes at once,
+            # the timing then in one.
+            verify_file = os.path.join(args.out_dir, name + ".verify.json") if args.out_dir else None
+            if args.verify_only:
+                result = aa_verify(torch, gen, Task(folder))
+                out = verify_file or args.out
+            else:
+                verified = None
+                if verify_file and os.path.exists(verify_file):
+                    with open(verify_file, encoding="utf-8") as f:
+                        verified = json.load(f)
+                result = aa_one(torch, gen, Task(folder), verified)
+                out = args.out if len(args.task) == 1 and args.out else (
+                    os.path.join(args.out_dir, name + ".json") if args.out_dir else None)
             text = json.dumps(result, indent=1) + "\n"
-            out = args.out if len(args.task) == 1 and args.out else (
-                os.path.join(args.out_dir, name + ".json") if args.out_dir else None)
             if out:
                 with open(out, "w", encoding="utf-8") as f:
                     f.write(text)
             print(text, end="")
-            rc |= 0 if result["verdict"] == "same" else 1
+            rc |= 0 if result.get("verdict", "same") == "same" and not result["failures"] else 1
         except (_TimeLimit, Exception) as e:  # noqa: BLE001 (one task's failure is its result)
             why = (f"over the time limit of {args.time_limit} s" if isinstance(e, _TimeLimit)
                    else traceback.format_exc())
@@ -766,6 +790,8 @@ def main():
     a.add_argument("--out", help="the result of one task")
     a.add_argument("--out-dir", help="a result (or .err) per task, named by its folder")
     a.add_argument("--time-limit", type=int, default=600, help="seconds per task")
+    a.add_argument("--verify-only", action="store_true",
+                   help="only the verification, into DIR/<folder>.verify.json with --out-dir")
     de = sub.add_parser("describe")
     de.add_argument("--task", required=True)
     v = sub.add_parser("resolve")
