@@ -81,7 +81,7 @@ aa_pending() { # the tasks without an A/A result (or error), and with no $1 file
   for d in "$TASKS"/*/; do
     [ -f "$d/task.toml" ] || continue
     n=$(basename "$d")
-    [ -f "$OUT/aa/$n.json" ] || [ -f "$OUT/aa/$n.err" ] || { [ -n "$1" ] && [ -f "$OUT/aa/$n.$1" ]; } ||
+    [ -f "$OUT/aa/$n.json" ] || [ -f "$OUT/aa/$n.err" ] || { [ -n "${1:-}" ] && [ -f "$OUT/aa/$n.${1:-}" ]; } ||
       echo "${d%/}"
   done
 }

@@ -476,6 +476,13 @@ def cmd_aa(args):
         except (_TimeLimit, Exception) as e:  # noqa: BLE001 (one task's failure is its result)
             why = (f"over the time limit of {args.time_limit} s" if isinstance(e, _TimeLimit)
                    else traceback.format_exc())
+            if args.verify_only and isinstance(e, torch.cuda.OutOfMemoryError):
+                # Out of memory beside the other verifying processes: no result, so that the
+                # run that times (alone on the GPU) verifies it.
+                print(f"pytorch_oracle: {name}: out of memory here, left to the timing run",
+                      file=sys.stderr)
+                rc |= 1
+                continue
             if args.out_dir:
                 with open(os.path.join(args.out_dir, name + ".err"), "w", encoding="utf-8") as f:
                     f.write(why)

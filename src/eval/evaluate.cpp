@@ -155,6 +155,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+// The generated eager baseline of a pytorch task, byte for byte (protocol::library::host_dispatch).
+bool is_generated_pytorch_baseline(const task::contract& c, const candidate_input& in) {
+  return c.kind == task::task_kind::pytorch && !c.baseline.empty() && fs::exists(c.baseline) &&
+         in.source == read_file(c.baseline);
+}
+
 protocol::distribution distribution_of(const task::distribution& d, const task::shape_case& s) {
   double b = d.b;
   if (!d.b_expr.empty()) {
@@ -595,6 +601,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const fs::path& oracle_so = prep.oracle_so;
   const std::vector<std::pair<std::string, fs::path>> libs = {
       {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
+  const std::map<std::string, bool> host_dispatch = {
+      {"baseline", is_generated_pytorch_baseline(c, baseline)},
+      {"candidate", is_generated_pytorch_baseline(c, candidate)}};
   const auto worker_wrap = prep.iso->worker(prep.staging->path());
   detail::event_handlers event_printer;
   event_printer.progress = [&](const protocol::progress& e) {
@@ -677,7 +686,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   // Session 1: verification of both, then interleaved timing.
   protocol::job job = base_job(c, opt, oracle_so);
   for (const auto& [role, path] : libs) {
-    job.candidates.push_back({role, path.string()});
+    job.candidates.push_back({role, path.string(), host_dispatch.at(role)});
   }
   std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
   if (!opt.verify_only) {
@@ -753,7 +762,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     protocol::job next = base_job(c, opt, oracle_so);
     next.verify = false;
     for (const auto& [role, path] : libs) {
-      next.candidates.push_back({role, path.string()});
+      next.candidates.push_back({role, path.string(), host_dispatch.at(role)});
     }
     next.expected_digests = {{"baseline", base_lib->digests}, {"candidate", cand_lib->digests}};
     next.time = timing_of(opt.timing, rng(), opt.sessions);
@@ -929,7 +938,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   job.single_check = true;
   job.profile = true;
   job.counters = counters;
-  job.candidates = {{"candidate", cand_so.string()}};
+  job.candidates = {{"candidate", cand_so.string(), is_generated_pytorch_baseline(c, candidate)}};
   // The profiler's own installation must be visible inside the sandbox too.
   std::vector<fs::path> tool_dirs;
   if (!prefix.empty()) {

@@ -123,11 +123,12 @@ void from_json(const json& j, timing& x) {
 }
 
 void to_json(json& j, const library& x) {
-  j = {{"role", x.role}, {"path", x.path}};
+  j = {{"role", x.role}, {"path", x.path}, {"host_dispatch", x.host_dispatch}};
 }
 void from_json(const json& j, library& x) {
   x.role = j.at("role").get<std::string>();
   x.path = j.at("path").get<std::string>();
+  x.host_dispatch = j.at("host_dispatch").get<bool>();
 }
 
 void to_json(json& j, const runner_command& x) {

@@ -65,6 +65,10 @@ struct timing {
 struct library {
   std::string role; // baseline | candidate
   std::string path; // the staged shared object
+  // The task's own generated eager-PyTorch baseline (byte for byte): trusted code whose
+  // kb_launch dispatches from the host (the interpreter, PyTorch's dispatcher), so the rule that
+  // a call's host time stays near the empty call's does not apply to it. Never set for other code.
+  bool host_dispatch = false;
 };
 
 // How the judge starts each runner, as the parent resolved it (sandbox, limits, user).

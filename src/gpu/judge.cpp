@@ -414,6 +414,7 @@ struct candidate_lib {
   std::unique_ptr<shared_memory> flags; // GO at offset 0, DONE at offset 4
   uint32_t seq = 0;
   bool has_workspace = false;
+  bool host_dispatch = false; // proto::library::host_dispatch: the host-time rule does not apply
   std::string info;
   std::optional<rejection> rejected;
   json checks = json::array();
@@ -453,6 +454,7 @@ public:
       candidate_lib lib;
       lib.role = c.role;
       lib.path = c.path;
+      lib.host_dispatch = c.host_dispatch;
       m_libs.push_back(std::move(lib));
     }
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
@@ -1788,7 +1790,8 @@ json worker::time_all() {
     // The judge's own clock decides: the round trip of the call (kb_launch, and the work it did
     // outside the captured stream, which the runner waits for before it replies). The runner's
     // times only say which of the two it was.
-    const bool slow_trip = host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
+    const bool slow_trip = !lib.host_dispatch &&
+                           host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
     const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
     auto& calls = abi_calls[lib.role];
