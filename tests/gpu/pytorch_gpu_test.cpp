@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include <unistd.h>
@@ -52,7 +53,15 @@ imported import_problems(const std::vector<std::string>& files) {
 
 eval::result judge(const task::contract& c, const eval::candidate_input& cand) {
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
-  return eval::evaluate(root, c, cand, base, base_options(), {});
+  // The evaluation's progress lines, timestamped, show in the log where the time went.
+  const auto started = std::chrono::steady_clock::now();
+  const eval::progress_fn say = [&](const std::string& line) {
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::printf("  [%s %6.1f s] %s\n", c.id.c_str(), t, line.c_str());
+    std::fflush(stdout);
+  };
+  return eval::evaluate(root, c, cand, base, base_options(), say);
 }
 
 class pytorch_tasks : public ::testing::Test {
