@@ -102,49 +102,6 @@ if ((${#pending[@]})); then
     --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/errors.log" || true
 fi
 
-# 4. One record per problem.
-python3 - "$OUT" "$TASKS" <<'EOF'
-import glob, json, os, sys
-out, tasks = sys.argv[1], sys.argv[2]
-static = json.load(open(os.path.join(out, "import-static.json")))
-resolved = {}
-p = os.path.join(out, "import-resolved.json")
-if os.path.exists(p):
-    resolved = {r["file"]: r for r in json.load(open(p))}
-rows = []
-for r in static:
-    r = resolved.get(r["file"], r)
-    row = {"file": os.path.basename(r["file"]), "status": r["status"], "reason": r["reason"],
-           "task": r.get("task", ""), "degenerate": r.get("degenerate", [])}
-    folder = os.path.basename(r.get("dir", "")) if r.get("dir") else ""
-    for kind in ("selftest", "aa"):
-        f = os.path.join(out, kind, folder + ".json")
-        e = os.path.join(out, kind, folder + ".err")
-        if folder and os.path.exists(f):
-            j = json.load(open(f))
-            if kind == "selftest":
-                row["selftest_degenerate"] = j.get("degenerate", [])
-                row["eager_outside_tolerance"] = len(j.get("eager_outside_tolerance", []))
-                row["nonfinite_references"] = len(j.get("nonfinite_references", []))
-                if row["selftest_degenerate"] and row["status"] == "imported":
-                    row["status"] = "flagged"
-            else:
-                row["aa"] = {k: j.get(k) for k in ("verdict", "checks", "aa_ratio", "median_a_s")}
-        elif folder and os.path.exists(e):
-            row[kind + "_error"] = open(e).read()[-500:]
-    rows.append(row)
-counts = {}
-for r in rows:
-    counts[r["status"]] = counts.get(r["status"], 0) + 1
-aa = {}
-for r in rows:
-    v = r.get("aa", {}).get("verdict", "not_run")
-    aa[v] = aa.get(v, 0) + 1
-json.dump({"problems": rows, "counts": counts, "aa_verdicts": aa}, open(os.path.join(out, "summary.json"), "w"), indent=1)
-with open(os.path.join(out, "summary.md"), "w") as f:
-    f.write(f"KernelBench import: {counts}; baseline A/A: {aa}\n\n| file | status | task | A/A | reason |\n|---|---|---|---|---|\n")
-    for r in rows:
-        f.write(f"| {r['file']} | {r['status']} | {r['task']} | {r.get('aa', {}).get('verdict', '-')} | {r['reason'][:80]} |\n")
-print(json.dumps({"counts": counts, "aa_verdicts": aa}))
-EOF
+# 4. One record per problem: summary.json and summary.md.
+python3 scripts/kernelbench_summary.py "$OUT"
 rm -rf "$TASKS"
