@@ -285,6 +285,12 @@ def static_degenerate(cls, inputs):
     fwd = forward_of(cls)
     if fwd is None:
         return []
+    # Arithmetic around the op (softsign's x / (1 + abs(x))) makes the forward another function;
+    # a sign on a constant (view(-1)) does not.
+    for node in ast.walk(fwd):
+        if isinstance(node, ast.BinOp) or (isinstance(node, ast.UnaryOp) and
+                                           not isinstance(node.operand, ast.Constant)):
+            return []
     ops = [o for o in forward_ops(fwd, submodules(cls))
            if o not in ("size", "view", "reshape", "contiguous", "dim", "flatten")]
     if len(ops) == 1 and ops[0] in IDENTITY_ON_UNIT:
