@@ -401,7 +401,18 @@ def parse_file(path):
         fwd = forward_of(cls)
         arg_names = [a.arg for a in fwd.args.args[1:]]
         for i, e in enumerate(elements):
-            t = tensor_input(e, env, dims)
+            try:
+                t = tensor_input(e, env, dims)
+            except Unsupported:
+                # A number (KernelBench's matrix-scalar product passes a float): a scalar input,
+                # written as a param of the contract in the forward's position.
+                try:
+                    v = const_eval(e, env)
+                except Unsupported:
+                    v = None
+                if not isinstance(v, (int, float)) or isinstance(v, bool):
+                    raise
+                t = {"scalar": float(v)}
             t["name"] = arg_names[i] if i < len(arg_names) else f"input{i}"
             inputs.append(t)
         input_dims = set(dims)
@@ -438,9 +449,12 @@ def parse_file(path):
     for k, v in dims.items():
         if not isinstance(v, int) or v <= 0:
             return dict(result, status="failed", reason=f"dim {k} = {v} is not a positive integer")
+    tensors = [i for i in inputs if "scalar" not in i]
+    if not tensors:
+        return dict(result, status="failed", reason="the forward takes no tensor")
     result.update(status="ok", inputs=inputs, init_args=init_args, dims=dims,
-                  check_shapes=check_shapes(dims, input_dims, set(init_dims_map), inputs),
-                  degenerate=static_degenerate(cls, inputs),
+                  check_shapes=check_shapes(dims, input_dims, set(init_dims_map), tensors),
+                  degenerate=static_degenerate(cls, tensors),
                   ops=sorted(set(forward_ops(forward_of(cls), submodules(cls)))))
     return result
 

@@ -93,9 +93,20 @@ class Task:
         self.class_name = m.get("class", "Model")
         self.init_args = m.get("init_args", [])
         self.inputs = self.toml["inputs"]
+        self.params = self.toml.get("params", [])
+        self.forward = m.get("forward") or [i["name"] for i in self.inputs]
         self.shapes = {s.get("name", s["role"] if s["role"] == "official" else f"{s['role']}-{i}"): s
                        for i, s in enumerate(self.toml["shapes"])}
         self.tol = self.toml["tolerance"]
+
+    def call_args(self, xs, scalars=None):
+        """The forward's positional arguments: the input tensors `xs` (in the contract's order)
+        and the params' numbers (`scalars` in the contract's order, else their values) where
+        [module] forward puts them."""
+        tensors = {i["name"]: x for i, x in zip(self.inputs, xs)}
+        values = {p["name"]: (scalars[k] if scalars is not None else p["value"])
+                  for k, p in enumerate(self.params)}
+        return tuple(tensors[n] if n in tensors else values[n] for n in self.forward)
 
     def dims(self, shape):
         if shape not in self.shapes:
@@ -208,7 +219,7 @@ def evaluate(torch, task, gen, shape, dist_index, seed, device):
     def reference(dev):
         ref_model = task.build(torch, dims, seed, torch.float64, dev)
         args = [(x.double() if x.is_floating_point() else x).to(dev) for x in xs]
-        return [y.double() for y in as_list(ref_model(*args))]
+        return [y.double() for y in as_list(ref_model(*task.call_args(args)))]
 
     with torch.no_grad():
         try:
@@ -218,13 +229,13 @@ def evaluate(torch, task, gen, shape, dist_index, seed, device):
             ref = reference("cpu")
         model = task.build(torch, dims, seed, dtype, device)
         try:
-            eager = as_list(model(*xs))
+            eager = as_list(model(*task.call_args(xs)))
         except torch.cuda.OutOfMemoryError:
             if device != "cuda" or all(r.device.type == "cpu" for r in ref):
                 raise
             ref = [r.cpu() for r in ref]
             torch.cuda.empty_cache()
-            eager = as_list(model(*xs))
+            eager = as_list(model(*task.call_args(xs)))
     return xs, ref, eager
 
 
@@ -448,7 +459,7 @@ def aa_one(torch, gen, task, verified=None):
     """Verification (or its earlier result, `verified`), then eager timed against itself."""
     v = verified if verified is not None else aa_verify(torch, gen, task)
     dims = task.dims("official")
-    xs = draw_inputs(torch, task, gen, dims, 0, seeds()[0], "cuda")
+    xs = task.call_args(draw_inputs(torch, task, gen, dims, 0, seeds()[0], "cuda"))
     model = task.build(torch, dims, seeds()[0], task_dtype(torch, task), "cuda")
     a, b = [], []
     time_eager(torch, model, xs, 10)  # a group to warm up the clocks and caches, not counted
@@ -578,7 +589,7 @@ def output_shapes(torch, task, model, dims, dtype):
             for x in xs:
                 x.zero_() if not x.is_floating_point() else x.uniform_()
         with torch.no_grad():
-            return as_list(model.to(device)(*xs))
+            return as_list(model.to(device)(*task.call_args(xs)))
     try:
         ys = run("meta")
     except Exception:  # noqa: BLE001 (an op without a meta kernel: compute it instead)
@@ -732,7 +743,9 @@ class _Call:
             cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
             state = {k: cast(x) for k, x in zip(names, ins[n:])}
             xs = [cast(x) for x in ins[:n]]
-            ys = as_list(self.functional_call(model, state, tuple(xs)))
+            scalars = [float(a.scalars[k]) for k in range(a.num_scalars)]
+            ys = as_list(self.functional_call(model, state,
+                                              self.task.call_args(xs, scalars or None)))
             if len(ys) != len(outs):
                 raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
             for o, y in zip(outs, ys):
@@ -784,8 +797,12 @@ def cmd_resolve(args):
         names = [p.name for p in params if p.kind != inspect.Parameter.VAR_POSITIONAL]
         star = next((p.name for p in params if p.kind == inspect.Parameter.VAR_POSITIONAL), "input")
         for i, x in enumerate(xs):
+            if isinstance(x, (int, float)) and not isinstance(x, bool):
+                inputs.append({"name": names[i] if i < len(names) else f"{star}{i}",
+                               "scalar": float(x)})
+                continue
             if not torch.is_tensor(x):
-                results.append(dict(base, status="failed", reason=f"input {i} is not a tensor ({type(x).__name__})"))
+                results.append(dict(base, status="failed", reason=f"input {i} is neither a tensor nor a number ({type(x).__name__})"))
                 break
             shape = []
             for k, n in enumerate(x.shape):

@@ -33,6 +33,11 @@ parsed_problem parsed_problem_from_json(const json& j) {
     for (const auto& i : j.at("inputs")) {
       parsed_input in;
       in.name = i.at("name").get<std::string>();
+      if (i.contains("scalar")) {
+        in.scalar = i.at("scalar").get<double>();
+        p.inputs.push_back(std::move(in));
+        continue;
+      }
       in.dtype = i.at("dtype").get<std::string>();
       in.shape = i.at("shape").get<std::vector<std::string>>();
       in.distribution = i.at("distribution");
@@ -207,8 +212,26 @@ std::string contract_toml(const parsed_problem& p, const std::string& suite,
                    : "{ value = " + toml_value(a.value) + " }");
   }
   o << "]\n";
+  // A number among the forward's arguments is a param (kb_args.scalars); `forward` gives the
+  // forward's argument order, inputs and params by name.
+  if (std::any_of(p.inputs.begin(), p.inputs.end(), [](const auto& in) { return in.scalar; })) {
+    std::vector<std::string> order;
+    for (const auto& in : p.inputs) {
+      order.push_back(in.name);
+    }
+    o << "forward = " << toml_value(order) << "\n";
+    for (const auto& in : p.inputs) {
+      if (in.scalar) {
+        o << "\n[[params]]\nname = " << quote(in.name) << "\nvalue = " << toml_value(*in.scalar)
+          << "\n";
+      }
+    }
+  }
   std::vector<std::string> bytes;
   for (const auto& in : p.inputs) {
+    if (in.scalar) {
+      continue;
+    }
     o << "\n[[inputs]]\nname = " << quote(in.name) << "\nrole = " << quote(in.name)
       << "\ndtype = " << quote(in.dtype) << "\nshape = " << toml_value(in.shape)
       << "\ndistributions = " << toml_value(distributions_for(in)) << "\n";

@@ -24,6 +24,7 @@ struct parsed_input {
   std::string dtype;              // float32, float16, bfloat16, float64, int64, int32
   std::vector<std::string> shape; // dim expressions
   nlohmann::json distribution;    // a contract distribution ("uniform01", {kind = ...})
+  std::optional<double> scalar;   // a number, not a tensor: a [[params]] entry of the contract
 };
 
 struct parsed_init_arg {

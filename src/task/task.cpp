@@ -774,6 +774,14 @@ contract load_contract(const fs::path& task_toml) {
         r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
       }
     }
+    const auto& fwd = r.array(m, "forward", "module.", false);
+    for (size_t i = 0; i < fwd.size(); ++i) {
+      if (!fwd[i].is_string()) {
+        r.error("module.forward[" + std::to_string(i) + "]", "an input's or a param's name",
+                &fwd[i]);
+      }
+      spec.forward.push_back(fwd[i].as_string()->get());
+    }
     c.module = std::move(spec);
     // The checker self-test's findings (scripts/pytorch_oracle.py selftest) join the contract's.
     if (const fs::path st = c.dir / "selftest.json"; fs::is_regular_file(st)) {
@@ -842,6 +850,25 @@ contract load_contract(const fs::path& task_toml) {
     for (const auto& t : *list) {
       if (!names.insert(t.name).second) {
         r.error("inputs/outputs", "unique tensor names ('" + t.name + "' appears twice)");
+      }
+    }
+  }
+  if (c.module && !c.module->forward.empty()) {
+    // Every forward input once, params where the forward takes numbers, nothing else.
+    std::multiset<std::string> given(c.module->forward.begin(), c.module->forward.end());
+    for (const auto& in : c.inputs) {
+      if (in.role != "state" && given.count(in.name) != 1) {
+        r.error("module.forward", "every input once ('" + in.name + "' appears " +
+                                      std::to_string(given.count(in.name)) + " times)");
+      }
+    }
+    for (const auto& n : c.module->forward) {
+      const bool input =
+          std::any_of(c.inputs.begin(), c.inputs.end(), [&](const auto& t) { return t.name == n; });
+      const bool param =
+          std::any_of(c.params.begin(), c.params.end(), [&](const auto& p) { return p.name == n; });
+      if (!input && !param) {
+        r.error("module.forward", "names of inputs or params ('" + n + "' is neither)");
       }
     }
   }
@@ -1363,7 +1390,8 @@ nlohmann::json to_json(const contract& c) {
     j["module"] = {{"source", c.module->source.string()},
                    {"class", c.module->class_name},
                    {"init_args", c.module->init_args},
-                   {"level", c.module->level}};
+                   {"level", c.module->level},
+                   {"forward", c.module->forward}};
   }
   j["degenerate"] = c.degenerate;
   j["kernelbench"] = c.kernelbench;

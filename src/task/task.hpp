@@ -92,6 +92,9 @@ struct module_spec {
   // Positional: {"dim": expression over the shape's dims} or {"value": literal}.
   nlohmann::json init_args = nlohmann::json::array();
   int level = 0; // KernelBench level, when imported from it
+  // The forward's positional arguments by name (inputs and params), when a number is among
+  // them; empty: the inputs in order.
+  std::vector<std::string> forward;
 };
 
 struct contract {

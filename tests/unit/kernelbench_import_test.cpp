@@ -112,6 +112,7 @@ TEST_F(imported, every_file_gets_a_result_with_its_reason) {
       {"12_TupleShapeCNN.py", {"imported", "L3_012"}},
       {"13_LayerNormTuple.py", {"imported", "L1_013"}},
       {"14_SoftsignArith.py", {"imported", "L1_014"}},
+      {"15_ScaleByNumber.py", {"imported", "L1_015"}},
   };
   EXPECT_EQ(by_file, expected);
   for (const auto& r : j) {
@@ -121,6 +122,37 @@ TEST_F(imported, every_file_gets_a_result_with_its_reason) {
   }
   EXPECT_NE(j.dump().find("no class Model"), std::string::npos);
   EXPECT_NE(j.dump().find("execute the file on the GPU machine"), std::string::npos);
+}
+
+// A number among get_inputs() is a param of the contract (kb_args.scalars), in the forward's
+// position: A * s takes the tensor, then the float.
+TEST_F(imported, a_number_among_the_inputs_is_a_param_in_the_forwards_position) {
+  const auto c = task("L1_015_ScaleByNumber");
+  ASSERT_EQ(c.inputs.size(), 1u);
+  EXPECT_EQ(c.inputs[0].name, "A");
+  ASSERT_EQ(c.params.size(), 1u);
+  EXPECT_EQ(c.params[0].name, "s");
+  EXPECT_DOUBLE_EQ(c.params[0].value, 2.5);
+  ASSERT_TRUE(c.module);
+  EXPECT_EQ(c.module->forward, (std::vector<std::string>{"A", "s"}));
+  // A forward order that leaves out an input, or names something unknown, does not load.
+  const fs::path dir = out->path() / "L1_015_ScaleByNumber";
+  const std::string toml = read_file(dir / "task.toml");
+  for (const auto& [bad, words] : std::vector<std::pair<std::string, std::string>>{
+           {"forward = [\"s\"]", "every input once"}, {"forward = [\"A\", \"t\"]", "neither"}}) {
+    temp_dir copy("kb-forward");
+    fs::copy(dir, copy.path() / "t", fs::copy_options::recursive);
+    std::string edited = toml;
+    edited.replace(edited.find("forward = [\"A\", \"s\"]"),
+                   std::string("forward = [\"A\", \"s\"]").size(), bad);
+    write_file_atomic(copy.path() / "t" / "task.toml", edited);
+    try {
+      task::load_contract(copy.path() / "t" / "task.toml");
+      ADD_FAILURE() << bad << " loaded";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(imported, contracts_carry_the_official_shapes_distributions_and_module) {
@@ -259,13 +291,14 @@ TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
   const std::map<std::string, std::string> env{{"KBLASTER_PYTHON", python}};
   const fs::path conv = out->path() / "L1_004_Conv2dSquare";
   fs::remove(conv / "resolved.json");
-  const auto check = kblaster({"--tasks", out->path().string(), "check", "--task", "L1_004",
-                               "--task", "L1_003", "--task", "L1_001", "--task", "L1_013"},
-                              env);
+  const auto check =
+      kblaster({"--tasks", out->path().string(), "check", "--task", "L1_004", "--task", "L1_003",
+                "--task", "L1_001", "--task", "L1_013", "--task", "L1_015"},
+               env);
   // Only the GPU stages are missing on a machine without a GPU.
   EXPECT_TRUE(check.exit_code == exit_code::blocked || check.exit_code == exit_code::ok)
       << check.output;
-  for (const std::string id : {"L1_004", "L1_003", "L1_001", "L1_013"}) {
+  for (const std::string id : {"L1_004", "L1_003", "L1_001", "L1_013", "L1_015"}) {
     const auto line = check.output.find("\n" + id + " ");
     ASSERT_NE(line, std::string::npos) << check.output;
     const std::string row = check.output.substr(line + 1, check.output.find('\n', line + 1) - line);
