@@ -4,6 +4,7 @@
 #include "common/fs.hpp"
 #include "common/process.hpp"
 #include "common/sha256.hpp"
+#include "common/text.hpp"
 
 #include <fmt/format.h>
 
@@ -427,17 +428,6 @@ std::string c_string(const std::string& s) {
 }
 
 // The end of a process's output as printable ASCII (a model file may print anything).
-std::string printable_tail(const std::string& s) {
-  std::string t = s.size() > 4000 ? s.substr(s.size() - 4000) : s;
-  for (char& ch : t) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (u >= 0x7f || (u < 0x20 && ch != '\n')) {
-      ch = '?';
-    }
-  }
-  return t;
-}
-
 std::string py_string(const std::string& s) {
   return json(s).dump(); // a JSON string is a valid Python string literal
 }
@@ -598,7 +588,7 @@ readiness make_ready(const fs::path& root, task::contract& c) {
     if (!out.ok()) {
       r.reason = "task.pytorch_describe_failed";
       r.message = fmt::format("running the module to find its outputs and state failed ({}):\n{}",
-                              out.describe(), printable_tail(out.output));
+                              out.describe(), printable_tail(out.output, 4000));
       return r;
     }
     c = task::load_contract(c.file);

@@ -4,6 +4,8 @@
 // a candidate prints can break the JSON of a result.
 #pragma once
 
+#include "common/text.hpp"
+
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -20,8 +22,7 @@ struct captured {
 };
 captured capture_tail(const std::filesystem::path& file, size_t limit = capture_bytes);
 
-// `bytes` as valid UTF-8: each invalid sequence becomes U+FFFD, NUL becomes U+FFFD too.
-std::string printable_text(std::string_view bytes);
+using kb::printable_text; // common/text.hpp
 
 std::string base64(std::string_view bytes);
 
