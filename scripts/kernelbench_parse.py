@@ -299,21 +299,51 @@ def static_degenerate(cls, inputs):
     return []
 
 
-def check_shapes(dims, input_dims, init_dims, inputs):
+def window_extent(constants):
+    """The widest window the module's constants describe: dilation * (kernel - 1) + 1 over each
+    axis of every kernel size (a dilation that is an int applies to every axis); 1 without one."""
+    def axes(v):
+        if isinstance(v, bool):
+            return []
+        if isinstance(v, int):
+            return [v]
+        if isinstance(v, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return list(v)
+        return []
+    kernels = [axes(v) for k, v in constants.items() if re.search(r"kernel", k, re.I)]
+    dilations = [axes(v) for k, v in constants.items() if re.search(r"dilation", k, re.I)] or [[1]]
+    widest = 1
+    for ks in kernels:
+        for ds in dilations:
+            for i, k in enumerate(ks):
+                if not ds:
+                    continue
+                d = ds[i] if len(ds) == len(ks) else max(ds)
+                widest = max(widest, max(1, d) * (k - 1) + 1)
+    return widest
+
+
+def check_shapes(dims, input_dims, init_dims, inputs, window=1):
     """Scaled-down dims keeping the structure: the largest input near CHECK_ELEMENTS elements.
 
     Dims that size windows or steps (kernel_size, stride, ...) keep their value; others shrink by
-    a common factor, to at least 8 (or their own value when smaller). `tail` adds 1 to each dim
-    that feeds only input shapes, so kernels meet sizes that are not multiples of anything."""
+    a common factor, to at least 8 (or their own value when smaller). A spatial extent (a trailing
+    axis, past batch and channels, of an input of rank 3 or more, fed by no init argument) keeps
+    at least `window`, the widest dilated kernel, so that the module still accepts the check shape. `tail` adds 1 to each dim that
+    feeds only input shapes, so kernels meet sizes that are not multiples of anything."""
     scalable = {k for k, v in dims.items() if not STRUCTURAL.search(k) and v > 8}
+    # PyTorch's windowed ops take (batch, channels, *spatial): the window bounds the trailing axes.
+    spatial = {n for i in inputs if len(i["shape"]) >= 3 for e in i["shape"][2:]
+               for n in re.findall(r"[A-Za-z_]\w*", str(e))} & (input_dims - init_dims)
 
     def scaled(f):
         out = {}
         for k, v in dims.items():
             if k in scalable:
-                n = max(8, -(-v // f))
+                lo = max(8, window) if k in spatial else 8
+                n = max(lo, -(-v // f))
                 if v % 8 == 0:
-                    n = max(8, n - n % 8)
+                    n = max(-(-lo // 8) * 8, n - n % 8)
                 out[k] = min(v, n)
             else:
                 out[k] = v
@@ -453,7 +483,8 @@ def parse_file(path):
     if not tensors:
         return dict(result, status="failed", reason="the forward takes no tensor")
     result.update(status="ok", inputs=inputs, init_args=init_args, dims=dims,
-                  check_shapes=check_shapes(dims, input_dims, set(init_dims_map), tensors),
+                  check_shapes=check_shapes(dims, input_dims, set(init_dims_map), tensors,
+                                               window_extent(env)),
                   degenerate=static_degenerate(cls, tensors),
                   ops=sorted(set(forward_ops(forward_of(cls), submodules(cls)))))
     return result

@@ -113,6 +113,7 @@ TEST_F(imported, every_file_gets_a_result_with_its_reason) {
       {"13_LayerNormTuple.py", {"imported", "L1_013"}},
       {"14_SoftsignArith.py", {"imported", "L1_014"}},
       {"15_ScaleByNumber.py", {"imported", "L1_015"}},
+      {"16_DilatedConv2d.py", {"imported", "L1_016"}},
   };
   EXPECT_EQ(by_file, expected);
   for (const auto& r : j) {
@@ -232,6 +233,17 @@ TEST_F(imported, init_args_are_dim_expressions_or_literals) {
     EXPECT_EQ(x.shape[1], s->dims.at("features"));
     EXPECT_EQ(x.shape[2], s->dims.at("dim1"));
   }
+  // A dilated kernel spans dilation * (kernel - 1) + 1: the spatial extents of the check shapes
+  // keep at least the widest span (25 columns), so that the module accepts them; the channels
+  // still shrink.
+  const auto dilated = task("L1_016_DilatedConv2d");
+  ASSERT_FALSE(dilated.shapes_with_role("check").empty());
+  for (const auto* s : dilated.shapes_with_role("check")) {
+    EXPECT_GE(s->dims.at("height"), 25) << s->name;
+    EXPECT_GE(s->dims.at("width"), 25) << s->name;
+    EXPECT_LT(s->dims.at("width"), 256) << s->name;
+    EXPECT_LT(s->dims.at("in_channels"), 16) << s->name;
+  }
 }
 
 TEST_F(imported, an_identity_on_the_official_inputs_is_flagged) {
@@ -293,12 +305,12 @@ TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
   fs::remove(conv / "resolved.json");
   const auto check =
       kblaster({"--tasks", out->path().string(), "check", "--task", "L1_004", "--task", "L1_003",
-                "--task", "L1_001", "--task", "L1_013", "--task", "L1_015"},
+                "--task", "L1_001", "--task", "L1_013", "--task", "L1_015", "--task", "L1_016"},
                env);
   // Only the GPU stages are missing on a machine without a GPU.
   EXPECT_TRUE(check.exit_code == exit_code::blocked || check.exit_code == exit_code::ok)
       << check.output;
-  for (const std::string id : {"L1_004", "L1_003", "L1_001", "L1_013", "L1_015"}) {
+  for (const std::string id : {"L1_004", "L1_003", "L1_001", "L1_013", "L1_015", "L1_016"}) {
     const auto line = check.output.find("\n" + id + " ");
     ASSERT_NE(line, std::string::npos) << check.output;
     const std::string row = check.output.substr(line + 1, check.output.find('\n', line + 1) - line);
