@@ -9,6 +9,8 @@
 //   KB_EW_THREADS  threads per block (default 128)
 //   KB_EW_VECS     16-byte loads per thread (default 4)
 //   KB_EW_HINTS    1: evict-first loads and streaming stores (ld.global.cs / st.global.cs);
+//                  2: read-only loads that skip L1 and ask L2 for 256-byte lines
+//                     (ld.global.nc.L1::no_allocate.L2::256B), plain stores;
 //                  0: plain loads and stores (default 0)
 #pragma once
 
@@ -34,15 +36,21 @@ __device__ __forceinline__ float4 ew_map4(float4 v) {
 }
 
 __device__ __forceinline__ float4 ew_load(const float4* p) {
-#if KB_EW_HINTS
+#if KB_EW_HINTS == 1
   return __ldcs(p);
+#elif KB_EW_HINTS == 2
+  float4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
 #else
   return *p;
 #endif
 }
 
 __device__ __forceinline__ void ew_store(float4* p, float4 v) {
-#if KB_EW_HINTS
+#if KB_EW_HINTS == 1
   __stcs(p, v);
 #else
   *p = v;
