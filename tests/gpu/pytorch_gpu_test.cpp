@@ -76,13 +76,17 @@ protected:
 
 // The convolution's weight is state the judge draws; its float64 reference runs in the judge's
 // process on the judge's stream, after the inputs are generated there.
-TEST_F(pytorch_tasks, every_imported_baseline_verifies_and_times_as_the_same_against_itself) {
+TEST_F(pytorch_tasks, every_imported_baseline_verifies_and_is_never_called_faster_than_itself) {
   const auto im = import_problems({"1_ReLU.py", "4_Conv2dSquare.py", "6_SoftmaxRows.py"});
   ASSERT_EQ(im.tasks.size(), 3U);
   nlohmann::json record = nlohmann::json::array();
   for (const auto& c : im.tasks) {
     const auto r = judge(c, {read_file(c.baseline), "baseline-copy.cu", "baseline"});
-    EXPECT_EQ(r.final, eval::verdict::same) << c.id << ": " << r.reason << " " << r.message;
+    // Against itself the gate may find no difference (same) or too little evidence either way
+    // (inconclusive, at a tiny shape where delta is the timing's resolution); it must never claim
+    // one, and the baseline must pass its own verification.
+    EXPECT_TRUE(r.final == eval::verdict::same || r.final == eval::verdict::inconclusive)
+        << c.id << ": " << eval::to_string(r.final) << " " << r.reason << " " << r.message;
     std::printf("%-40s %-8s %s\n", c.id.c_str(), eval::to_string(r.final).c_str(),
                 r.reason.c_str());
     auto s = summary(r);
