@@ -33,7 +33,7 @@ for t in "${tasks[@]}"; do
   mkdir -p "$OUT/$t"
   files=()
   for f in portfolio/*/"${t}"_*.cu; do
-    case "$f" in "$VARIANTS"/*) continue ;; esac
+    case "$f" in "$VARIANTS"/* | portfolio/variants/*) continue ;; esac
     [ -f "$f" ] && files+=("$f")
   done
   for f in "$VARIANTS/${t}"_*.cu; do
