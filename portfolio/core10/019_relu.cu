@@ -1,10 +1,10 @@
 // Portfolio candidate for 019 (relu), the elementwise family's streaming kernel: a grid sized to the
-// data, 256 threads per block, 2 independent 16-byte loads per thread, plain loads and stores (from
-// the variant 019_grid_t256v2h0 (moved here), the fastest of the variants in
-// evidence/h200/variants/table.md; the persistent grid it replaces is
-// include/kblaster/device/portfolio/elementwise_stream.cuh).
+// data, 128 threads per block, 2 independent 16-byte loads per thread, plain loads and stores: tiles
+// of 1024 floats, the size PyTorch's and Triton's elementwise kernels use (from the variant
+// 019_grid_t128v2h0 (moved here), the fastest in evidence/h200/variants/elementwise-4cb185d:
+// 3.020 ms against 3.092 ms for the 256 x 2 tile it replaces, now a variant).
 //
-// Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 256 x 2 float4 per
+// Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 128 x 2 float4 per
 // block, every load of a thread issued before the first use, kb_op<float>::map on each value; full
 // tiles run without bounds checks, the last block takes the partial tile and the n % 4 tail;
 // unaligned tensors take a scalar grid-stride kernel.
@@ -12,7 +12,7 @@
 // Bytes: 8 per element (read + write); floor = bytes / 4.3 TB/s.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
-#define KB_EW_THREADS 256
+#define KB_EW_THREADS 128
 #define KB_EW_VECS 2
 #define KB_EW_HINTS 0
 #include <kblaster/device/portfolio/elementwise_grid.cuh>
