@@ -27,6 +27,16 @@ void print_limits(const store::device_limits& x) {
              x.copy_bandwidth / 1e12, x.read_bandwidth / 1e12, x.fp32_flops / 1e12);
   fmt::print("tensor    fp16 {}, bf16 {}, tf32 {} (mma.sync, fp32 accumulate)\n",
              rate(x.fp16_tensor_flops), rate(x.bf16_tensor_flops), rate(x.tf32_tensor_flops));
+  // Each bandwidth is the best of several streaming kernels: each one's rate.
+  for (const char* kind : {"copy_methods", "read_methods"}) {
+    if (!x.detail.is_object() || !x.detail.contains(kind) || !x.detail[kind].is_array()) {
+      continue;
+    }
+    for (const auto& m : x.detail[kind]) {
+      fmt::print("  {:<5} {:.3f} TB/s  {}\n", std::string(kind).substr(0, 4),
+                 m.value("bandwidth", 0.0) / 1e12, m.value("method", std::string()));
+    }
+  }
 }
 
 void print_summary(const eval::aa_summary& summary) {

@@ -59,10 +59,23 @@ store::device_limits measure_device_limits() {
   out.fp16_tensor_flops = positive(r.fp16_tensor_flops);
   out.bf16_tensor_flops = positive(r.bf16_tensor_flops);
   out.tf32_tensor_flops = positive(r.tf32_tensor_flops);
+  json copies = json::array();
+  for (const auto& [how, bw] : r.copy_methods) {
+    copies.push_back({{"method", how}, {"bandwidth", bw}});
+  }
+  json reads = json::array();
+  for (const auto& [how, bw] : r.read_methods) {
+    reads.push_back({{"method", how}, {"bandwidth", bw}});
+  }
   out.detail = {{"buffer_bytes", r.buffer_bytes},
                 {"sm_count", r.sm_count},
-                {"method", "best of repeated runs under CUDA events; copy counts bytes read and "
-                           "written; tensor cores through wmma (mma.sync) with fp32 accumulate"}};
+                {"method_version", limits_method_version},
+                {"copy_methods", copies},
+                {"read_methods", reads},
+                {"method", "best of repeated runs under CUDA events, each bandwidth the best of "
+                           "several streaming kernels (copy_methods, read_methods); copy counts "
+                           "bytes read and written; tensor cores through wmma (mma.sync) with "
+                           "fp32 accumulate"}};
   return out;
 }
 
@@ -96,6 +109,11 @@ store::device_limits device_limits_from_json(const json& j) {
   x.created = j.value("created", "");
   x.detail = j.value("detail", json::object());
   return x;
+}
+
+bool measured_by_current_method(const store::device_limits& limits) {
+  return limits.detail.is_object() &&
+         limits.detail.value("method_version", 1) >= limits_method_version;
 }
 
 task::ceilings ceilings_from(const std::optional<store::device_limits>& limits) {
@@ -154,6 +172,11 @@ ceilings_resolution resolve_ceilings(store::store& st, const device_probe& devic
   const std::string driver = driver_key(device.info);
   const std::string toolkit = toolkit_key(device.info);
   r.limits = st.find_device_limits(uuid, driver, toolkit);
+  // A measurement by an older method (one copy kernel, below what streaming kernels reach) is
+  // taken again.
+  if (r.limits && !measured_by_current_method(*r.limits)) {
+    r.limits.reset();
+  }
   if (!r.limits && measure_when_missing) {
     if (progress) {
       progress(fmt::format("calibrate: measuring the limits of {} (once per device, driver and "

@@ -230,11 +230,16 @@ device_probe probe_device();
 inline constexpr double limit_headroom_bandwidth = 1.10;
 inline constexpr double limit_headroom_fp32 = 1.05;
 inline constexpr double limit_headroom_tensor = 2.0;
+// The version of the measuring method, kept with each measurement; one taken by an older method
+// is measured again (2: each bandwidth the best of several streaming kernels).
+inline constexpr int limits_method_version = 2;
 
 // Runs the measuring kernels on device 0 in this process (GPU).
 store::device_limits measure_device_limits();
 nlohmann::json to_json(const store::device_limits& limits);
 store::device_limits device_limits_from_json(const nlohmann::json& j);
+// Whether stored limits were measured by this version of the method (older ones are taken again).
+bool measured_by_current_method(const store::device_limits& limits);
 // The ceilings of stored limits, or the conservative default (task::ceilings) without them.
 task::ceilings ceilings_from(const std::optional<store::device_limits>& limits);
 // Runs `kblaster device-limits-probe` as a child and reads its result; nullopt with `error` set

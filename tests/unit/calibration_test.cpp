@@ -30,8 +30,23 @@ store::device_limits sample_limits(const std::string& uuid = "GPU-1234") {
   x.fp16_tensor_flops = 500e12;
   x.bf16_tensor_flops = 480e12;
   x.tf32_tensor_flops = 250e12;
-  x.detail = {{"buffer_bytes", 1 << 30}};
+  x.detail = {{"buffer_bytes", 1 << 30}, {"method_version", limits_method_version}};
   return x;
+}
+
+// A measurement without the method's version (one copy kernel, below what streaming kernels
+// reach on the H200) or by an older version is not used: the device is measured again.
+TEST(calibration, limits_of_an_older_method_are_measured_again) {
+  auto x = sample_limits();
+  EXPECT_TRUE(measured_by_current_method(x));
+  x.detail.erase("method_version");
+  EXPECT_FALSE(measured_by_current_method(x));
+  x.detail["method_version"] = limits_method_version - 1;
+  EXPECT_FALSE(measured_by_current_method(x));
+  x.detail["method_version"] = limits_method_version;
+  EXPECT_TRUE(measured_by_current_method(x));
+  x.detail = nullptr;
+  EXPECT_FALSE(measured_by_current_method(x));
 }
 
 TEST(calibration, device_limits_round_trip_through_the_store_by_uuid_driver_and_toolkit) {

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kb::eval::detail {
 
@@ -14,6 +16,9 @@ struct measured_rates {
   double fp16_tensor_flops = 0; // [FLOP/s] 0: not measured (no tensor cores for the type)
   double bf16_tensor_flops = 0;
   double tf32_tensor_flops = 0;
+  // Every way each bandwidth was measured, with its rate [bytes/s]; the ceiling is the best.
+  std::vector<std::pair<std::string, double>> copy_methods;
+  std::vector<std::pair<std::string, double>> read_methods;
   size_t buffer_bytes = 0;
   int sm_count = 0;
   std::string gpu_name;
