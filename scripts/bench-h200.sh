@@ -4,7 +4,13 @@
 # F.rms_norm for RMSNorm tasks) and then `kblaster bench` (every portfolio kernel against its
 # baseline, with those PyTorch figures beside it), on the same device in the same job.
 #   scripts/bench-h200.sh [suite ...]   (default: core10 llm)
-# Environment: OUT (default out/bench-h200), METHODS (default eager,compile,max-autotune,rms_norm).
+# Environment: OUT (default out/bench-h200), METHODS (default eager,compile,max-autotune,rms_norm),
+# TORCHINDUCTOR_CACHE_DIR (default $OUT/inductor-cache: TorchInductor's compiled kernels and
+# autotuning results), WARM=1: only compile and check PyTorch's methods (no timing, no bench) and
+# pack that cache into $OUT/inductor-cache.tar.gz. Compiling max-autotune for every task takes
+# minutes; a run whose cache was warmed (by WARM=1 on a machine of the same kind, the cache
+# unpacked and named by TORCHINDUCTOR_CACHE_DIR) compiles from it, so that PyTorch's methods and
+# the candidates are still measured in one run, within one call of the GPU machine.
 # Writes $OUT/<suite>/ (report.md, bench.json, bench.csv, speedup.svg, roofline.svg, pytorch.json,
 # pytorch.log, bench.log, tasks.json, env.txt), the layout of evidence/h200/<suite>/, and packs
 # it into $OUT/bench.tar.gz.
@@ -18,6 +24,23 @@ K=$PWD/build/release/kblaster
 [ -x "$K" ] || { echo "bench-h200: $K not built" >&2; exit 2; }
 python3 -c "import torch" 2>/dev/null || { echo "bench-h200: python3 cannot import torch" >&2; exit 2; }
 mkdir -p "$OUT"
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$OUT/inductor-cache}
+if [ "${WARM:-0}" = 1 ]; then
+  rc=0
+  for suite in "${suites[@]}"; do
+    mkdir -p "$OUT/$suite"
+    extra=()
+    [ "$suite" = llm ] && extra=(--all-shapes)
+    "$K" tasks list --suite "$suite" --json >"$OUT/$suite/tasks.json" || { rc=1; continue; }
+    PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$OUT/$suite/tasks.json" \
+      --out "$OUT/$suite/pytorch-warm.json" --methods "$METHODS" --compile-only \
+      --module-dir "$OUT/$suite/pytorch-modules" "${extra[@]}" 2>&1 | tee "$OUT/$suite/pytorch-warm.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+  done
+  tar -czf "$OUT/inductor-cache.tar.gz" -C "$(dirname "$TORCHINDUCTOR_CACHE_DIR")" "$(basename "$TORCHINDUCTOR_CACHE_DIR")"
+  echo "bench-h200: warmed $TORCHINDUCTOR_CACHE_DIR ($(du -sh "$TORCHINDUCTOR_CACHE_DIR" | cut -f1)), packed into $OUT/inductor-cache.tar.gz (exit $rc)"
+  exit $rc
+fi
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then

@@ -31,6 +31,10 @@ FILE` imports.
 
     kblaster tasks list --json > tasks.json
     python3 scripts/pytorch_baselines.py --tasks tasks.json --out pytorch.json [--methods eager,compile]
+
+--compile-only compiles and checks each method without timing it, to fill TorchInductor's caches
+(with TORCHINDUCTOR_CACHE_DIR set, a later run compiles from them in seconds); its JSON holds no
+timings and `kblaster bench` cannot use it.
 """
 import argparse
 import json
@@ -208,6 +212,9 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--all-shapes", action="store_true")
     ap.add_argument("--module-dir", default="", help="folder for the generated task modules")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile and check every method, time nothing: fills TorchInductor's caches "
+                         "(TORCHINDUCTOR_CACHE_DIR) so that a later run compiles from them")
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     for m in methods:
@@ -273,6 +280,13 @@ def main():
                             entry["compile"] = compiled
                         ok, reason, metrics = check(y, ref, task["tolerance"])
                         del y
+                        if args.compile_only:
+                            entry.update(correct=ok, reason=reason, metrics=metrics)
+                            results[method] = entry
+                            print(f"{task['id']} {shape['name']:<14} {method:<24} first call "
+                                  f"{entry['first_call_s']:.1f} s  {'ok' if ok else 'INCORRECT ' + reason}",
+                                  flush=True)
+                            continue
                         samples, unqueued, host_s, block_s, late = time_method(fn, inputs, flush, sleeper)
                         if method in COMPILE_MODES:
                             graphs_after, _, _ = cg.counters_delta(before, dynamo_counters())
