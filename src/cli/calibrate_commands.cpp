@@ -113,7 +113,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   static int repeats = 3;
   static std::string cal_json;
   static bool device_only = false;
-  static std::string summarize_from;
+  static std::vector<std::string> summarize_from;
   cal->add_option("--task", cal_tasks, "only these tasks (default: every task of the suite)");
   cal->add_option("--suite", cal_suite, "suite whose baselines are compared with themselves");
   cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
@@ -122,23 +122,50 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   cal->add_flag("--device", device_only,
                 "measure the device's limits now (and store them); no A/A comparisons");
   cal->add_option("--summarize", summarize_from,
-                  "summarize the A/A comparisons of a calibration's JSON again (no GPU, nothing "
-                  "stored); --json writes the new summary with them");
+                  "summarize the A/A comparisons of a calibration's JSON again, or of several "
+                  "pooled (no GPU, nothing stored); --json writes the new summary with them")
+      ->expected(1, -1);
   cal->callback([&globals, result] {
     if (!summarize_from.empty()) {
+      // One file, or several calibrations pooled (their comparisons counted together, each
+      // file's device named).
       json doc;
-      try {
-        doc = json::parse(read_file(summarize_from));
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "calibrate: {}: {}\n", summarize_from, e.what());
-        *result = exit_code::input;
-        return;
+      json tasks = json::array();
+      json sources = json::array();
+      for (const auto& file : summarize_from) {
+        json one;
+        try {
+          one = json::parse(read_file(file));
+        } catch (const std::exception& e) {
+          fmt::print(stderr, "calibrate: {}: {}\n", file, e.what());
+          *result = exit_code::input;
+          return;
+        }
+        if (!one.is_object() || !one.contains("tasks") || !one["tasks"].is_array()) {
+          fmt::print(stderr, "calibrate: {} holds no calibration (no `tasks` list)\n", file);
+          *result = exit_code::input;
+          return;
+        }
+        for (const auto& t : one["tasks"]) {
+          tasks.push_back(t);
+        }
+        const json dev = one.value("device", json::object());
+        sources.push_back({{"file", file},
+                           {"device", dev.is_object() ? dev.value("name", "") : ""},
+                           {"uuid", dev.is_object() ? dev.value("uuid", "") : ""},
+                           {"tasks", one["tasks"].size()}});
+        if (doc.is_null()) {
+          doc = one;
+        }
       }
-      if (!doc.is_object() || !doc.contains("tasks") || !doc["tasks"].is_array()) {
-        fmt::print(stderr, "calibrate: {} holds no calibration (no `tasks` list)\n",
-                   summarize_from);
-        *result = exit_code::input;
-        return;
+      if (summarize_from.size() > 1) {
+        for (const auto& src : sources) {
+          fmt::print("pooled    {} ({} {}, {} tasks)\n", src["file"].get<std::string>(),
+                     src["device"].get<std::string>(), src["uuid"].get<std::string>(),
+                     src["tasks"].get<size_t>());
+        }
+        doc["tasks"] = tasks;
+        doc["pooled_from"] = sources;
       }
       const auto summary = eval::summarize_aa(doc["tasks"]);
       print_summary(summary);

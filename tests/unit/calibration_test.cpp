@@ -285,6 +285,38 @@ TEST(calibration_cli, summarize_reads_a_calibration_back_without_a_device) {
                      {"calibrate", "--summarize", (dir.path() / "bad.json").string()})
                 .exit_code,
             exit_code::input);
+  // Two calibrations pooled: 30 + 10 comparisons, each file's device listed; one bad file among
+  // them is an input error.
+  json second = doc;
+  second["device"]["uuid"] = "GPU-y";
+  json few = json::array();
+  for (int i = 0; i < 10; ++i) {
+    few.push_back({{"verdict", "same"},
+                   {"p", i < 2 ? 0.01 : (i + 0.5) / 10},
+                   {"mann_whitney_p", 0.5},
+                   {"ratio", 1.0},
+                   {"ratio_ci", {0.999, 1.001}}});
+  }
+  second["tasks"] = json::array({{{"task", "088"}, {"evaluations", few}}});
+  write_file_atomic(dir.path() / "cal2.json", second.dump());
+  const auto pooled_out = dir.path() / "pooled.json";
+  const auto pooled = kblaster(
+      dir.path() / "store", {"calibrate", "--summarize", (dir.path() / "cal.json").string(),
+                             (dir.path() / "cal2.json").string(), "--json", pooled_out.string()});
+  ASSERT_EQ(pooled.exit_code, 0) << pooled.output;
+  EXPECT_NE(pooled.output.find("A/A over 40 comparisons (0 failed): false-positive rate 7.5%"),
+            std::string::npos)
+      << pooled.output;
+  EXPECT_NE(pooled.output.find("GPU-y"), std::string::npos) << pooled.output;
+  const auto p = json::parse(read_file(pooled_out));
+  EXPECT_EQ(p.at("summary").at("comparisons"), 40);
+  EXPECT_EQ(p.at("tasks").size(), 2u);
+  EXPECT_EQ(p.at("pooled_from").size(), 2u);
+  EXPECT_EQ(kblaster(dir.path() / "store",
+                     {"calibrate", "--summarize", (dir.path() / "cal.json").string(),
+                      (dir.path() / "bad.json").string()})
+                .exit_code,
+            exit_code::input);
 }
 
 } // namespace
