@@ -797,9 +797,9 @@ def cmd_resolve(args):
         names = [p.name for p in params if p.kind != inspect.Parameter.VAR_POSITIONAL]
         star = next((p.name for p in params if p.kind == inspect.Parameter.VAR_POSITIONAL), "input")
         for i, x in enumerate(xs):
+            name = names[i] if i < len(names) else f"{star}{i}"
             if isinstance(x, (int, float)) and not isinstance(x, bool):
-                inputs.append({"name": names[i] if i < len(names) else f"{star}{i}",
-                               "scalar": float(x)})
+                inputs.append({"name": name, "scalar": float(x)})
                 continue
             if not torch.is_tensor(x):
                 results.append(dict(base, status="failed", reason=f"input {i} is neither a tensor nor a number ({type(x).__name__})"))
@@ -814,8 +814,7 @@ def cmd_resolve(args):
             if not floating:
                 dist = {"kind": "randint", "low": int(x.min()), "high": int(x.max()) + 1}
             dtype = str(x.dtype).replace("torch.", "")
-            inputs.append({"name": names[i] if i < len(names) else f"{star}{i}",
-                           "shape": shape, "dtype": dtype, "distribution": dist})
+            inputs.append({"name": name, "shape": shape, "dtype": dtype, "distribution": dist})
         else:
             init_args = [{"value": v if not isinstance(v, tuple) else list(v)} for v in init]
             results.append(dict(base, status="ok", reason="resolved by executing the file",
