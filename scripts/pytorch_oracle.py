@@ -804,6 +804,9 @@ def cmd_resolve(args):
             if not torch.is_tensor(x):
                 results.append(dict(base, status="failed", reason=f"input {i} is neither a tensor nor a number ({type(x).__name__})"))
                 break
+            if x.dtype == torch.bool:
+                results.append(dict(base, status="failed", reason=f"input {i} ({name}) is a bool tensor; contracts have no bool dtype"))
+                break
             shape = []
             for k, n in enumerate(x.shape):
                 dims[f"in{i}_{k}"] = int(n)
