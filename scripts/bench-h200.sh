@@ -25,22 +25,6 @@ K=$PWD/build/release/kblaster
 python3 -c "import torch" 2>/dev/null || { echo "bench-h200: python3 cannot import torch" >&2; exit 2; }
 mkdir -p "$OUT"
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$OUT/inductor-cache}
-if [ "${WARM:-0}" = 1 ]; then
-  rc=0
-  for suite in "${suites[@]}"; do
-    mkdir -p "$OUT/$suite"
-    extra=()
-    [ "$suite" = llm ] && extra=(--all-shapes)
-    "$K" tasks list --suite "$suite" --json >"$OUT/$suite/tasks.json" || { rc=1; continue; }
-    PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$OUT/$suite/tasks.json" \
-      --out "$OUT/$suite/pytorch-warm.json" --methods "$METHODS" --compile-only \
-      --module-dir "$OUT/$suite/pytorch-modules" "${extra[@]}" 2>&1 | tee "$OUT/$suite/pytorch-warm.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
-  done
-  tar -czf "$OUT/inductor-cache.tar.gz" -C "$(dirname "$TORCHINDUCTOR_CACHE_DIR")" "$(basename "$TORCHINDUCTOR_CACHE_DIR")"
-  echo "bench-h200: warmed $TORCHINDUCTOR_CACHE_DIR ($(du -sh "$TORCHINDUCTOR_CACHE_DIR" | cut -f1)), packed into $OUT/inductor-cache.tar.gz (exit $rc)"
-  exit $rc
-fi
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
@@ -60,6 +44,13 @@ for suite in "${suites[@]}"; do
     python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   } >"$dir/env.txt" 2>&1
   "$K" tasks list --suite "$suite" --json >"$dir/tasks.json" || { rc=1; continue; }
+  if [ "${WARM:-0}" = 1 ]; then
+    PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$dir/tasks.json" --out "$dir/pytorch-warm.json" \
+      --methods "$METHODS" --compile-only --module-dir "$dir/pytorch-modules" "${extra[@]}" 2>&1 |
+      tee "$dir/pytorch-warm.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    continue
+  fi
   PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$dir/tasks.json" --out "$dir/pytorch.json" \
     --methods "$METHODS" --module-dir "$dir/pytorch-modules" "${extra[@]}" 2>&1 | tee "$dir/pytorch.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
@@ -69,6 +60,11 @@ for suite in "${suites[@]}"; do
   # The evidence layout: the report's files beside the PyTorch figures.
   [ -d "$dir/bench" ] && mv -f "$dir/bench"/* "$dir"/ && rmdir "$dir/bench"
 done
+if [ "${WARM:-0}" = 1 ]; then
+  tar -czf "$OUT/inductor-cache.tar.gz" -C "$(dirname "$TORCHINDUCTOR_CACHE_DIR")" "$(basename "$TORCHINDUCTOR_CACHE_DIR")"
+  echo "bench-h200: warmed $TORCHINDUCTOR_CACHE_DIR ($(du -sh "$TORCHINDUCTOR_CACHE_DIR" | cut -f1)), packed into $OUT/inductor-cache.tar.gz (exit $rc)"
+  exit $rc
+fi
 tar -czf "$OUT/bench.tar.gz" -C "$OUT" --exclude=store "${suites[@]}"
 echo "bench-h200: wrote ${suites[*]} under $OUT (exit $rc)"
 exit $rc
