@@ -1,0 +1,336 @@
+// Softmax over dim 1 of a contiguous [M, N] float32 tensor with the row kept on chip (one read and
+// one write of x), and the next row's slice loaded while this one waits for its statistics.
+// Include it after the task's math (KB_TASK_MATH); it defines the candidate's entry points.
+//
+// Design. A cooperative grid (every block resident) of KB_SOFTMAX_BLOCKS_PER_SM blocks per SM is
+// cut into g groups of S blocks; a row is cut into S slices, and group j walks rows j, j + g, ...
+// with block c of the group owning slice c. S is the smallest slice count whose slice fits half
+// of a block's shared memory, widened so that g * S fills the resident blocks. Each block holds
+// two slice buffers: while it waits for the 16-byte aligned bulk copy (cp.async.bulk, the TMA
+// engine, completing on an mbarrier) of its current slice, the copy of the next row's slice is
+// already in flight, and it stays in flight through the current row's reduction, the exchange of
+// the S partial (max, sum) states (workspace plus an arrival counter per row, release/acquire)
+// and the streaming stores of the output from shared memory. Every block of a row combines the S
+// states in slice order, so each gets bitwise the same statistics (deterministic).
+// Rows whose slice does not fit, N % 4 != 0 or unaligned tensors run a one-block-per-row
+// two-pass kernel (correct, not fast).
+//
+// Knobs (macros, set before the include):
+//   KB_SOFTMAX_BLOCKS_PER_SM  resident blocks per SM (default 2)
+//   KB_SOFTMAX_THREADS        threads per block (default 512)
+#pragma once
+
+#include <algorithm>
+
+#ifndef KB_SOFTMAX_BLOCKS_PER_SM
+#define KB_SOFTMAX_BLOCKS_PER_SM 2
+#endif
+#ifndef KB_SOFTMAX_THREADS
+#define KB_SOFTMAX_THREADS 512
+#endif
+
+namespace {
+
+using op = kb_op<float>;
+using state = op::state;
+using stats = op::stats;
+
+constexpr int threads = KB_SOFTMAX_THREADS;
+constexpr int blocks_per_sm = KB_SOFTMAX_BLOCKS_PER_SM;
+constexpr int max_slices = 128;
+
+struct workspace_layout {
+  size_t states_bytes;
+  size_t total;
+};
+
+workspace_layout layout(int64_t rows) {
+  const size_t states = static_cast<size_t>(rows) * max_slices * sizeof(state);
+  const size_t aligned = (states + 255) / 256 * 256;
+  return {aligned, aligned + static_cast<size_t>(rows) * sizeof(unsigned)};
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// A state written by another block, read from L2 (L1 is not coherent across blocks).
+__device__ __forceinline__ state load_state_cg(const state* p) {
+  static_assert(sizeof(state) % 4 == 0, "state must be whole 32-bit words");
+  unsigned words[sizeof(state) / 4];
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(state) / 4); ++i) {
+    words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
+  }
+  state out;
+  memcpy(&out, words, sizeof(state));
+  return out;
+}
+
+// Thread 0: the slice [src, src + bytes) into shared memory at dst, completing on `bar`.
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  if (bytes == 0) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+    return;
+  }
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
+  asm volatile("{\n"
+               ".reg .pred done;\n"
+               "WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT;\n"
+               "}\n" ::"r"(smem_addr(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+__global__ void __launch_bounds__(threads, blocks_per_sm)
+    softmax_pipeline(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
+                     int slices, int64_t chunk, state* __restrict__ partial,
+                     unsigned* __restrict__ arrived, kb::scalars p) {
+  extern __shared__ float4 buf4[]; // two buffers of `chunk` floats
+  __shared__ alignas(8) uint64_t full[2];
+  __shared__ stats row_stats;
+  const int c = static_cast<int>(blockIdx.x % slices);
+  const int64_t first = blockIdx.x / slices;
+  const int64_t step = gridDim.x / slices;
+  const int64_t lo = c * chunk;
+  const int64_t cnt = n - lo < chunk ? (n - lo > 0 ? n - lo : 0) : chunk;
+  const uint32_t bytes = static_cast<uint32_t>(cnt * sizeof(float));
+  float* const stage = reinterpret_cast<float*>(buf4);
+  const auto buf = [&](int b) { return stage + b * chunk; };
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[0])) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[1])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (first < rows) {
+      bulk_load(buf(0), x + first * n + lo, bytes, &full[0]);
+    }
+  }
+  __syncthreads();
+  const int64_t n4 = cnt / 4;
+  int k = 0;
+  for (int64_t row = first; row < rows; row += step, ++k) {
+    const int b = k & 1;
+    // The other buffer was last read by the stores of the previous row, which every thread
+    // finished before the barrier that ended it.
+    if (threadIdx.x == 0 && row + step < rows) {
+      bulk_load(buf(b ^ 1), x + (row + step) * n + lo, bytes, &full[b ^ 1]);
+    }
+    wait_parity(&full[b], static_cast<uint32_t>((k >> 1) & 1));
+    const float4* s4 = reinterpret_cast<const float4*>(buf(b));
+    state s[4] = {op::init(), op::init(), op::init(), op::init()};
+    for (int64_t i = threadIdx.x; i < n4; i += threads) {
+      const float4 v = s4[i];
+      s[0] = op::accumulate(s[0], v.x);
+      s[1] = op::accumulate(s[1], v.y);
+      s[2] = op::accumulate(s[2], v.z);
+      s[3] = op::accumulate(s[3], v.w);
+    }
+    state t = op::combine(op::combine(s[0], s[1]), op::combine(s[2], s[3]));
+    t = kb::block_reduce(t, [](const state& a, const state& b2) { return op::combine(a, b2); });
+    if (threadIdx.x == 0) {
+      partial[row * slices + c] = t;
+      __threadfence();
+      atomicAdd(arrived + row, 1u);
+      while (load_acquire(arrived + row) < static_cast<unsigned>(slices)) {
+        __nanosleep(32);
+      }
+      state total = load_state_cg(partial + row * slices);
+      for (int r = 1; r < slices; ++r) {
+        total = op::combine(total, load_state_cg(partial + row * slices + r));
+      }
+      row_stats = op::finalize(total, n, p.v);
+    }
+    __syncthreads();
+    const stats st = row_stats;
+    float4* y4 = reinterpret_cast<float4*>(y + row * n + lo);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n4; i += threads) {
+      const float4 v = s4[i];
+      __stcs(y4 + i, make_float4(op::apply(v.x, st, 1.0f, 0.0f), op::apply(v.y, st, 1.0f, 0.0f),
+                                 op::apply(v.z, st, 1.0f, 0.0f), op::apply(v.w, st, 1.0f, 0.0f)));
+    }
+    __syncthreads(); // buffer b is free and row_stats may be rewritten
+  }
+}
+
+// Any row: one block per row (grid-stride over rows), statistics then output from global memory.
+__global__ void __launch_bounds__(256)
+    softmax_rows(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
+                 kb::scalars p) {
+  __shared__ stats row_stats;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float* xr = x + row * n;
+    state s = op::init();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      s = op::accumulate(s, xr[i]);
+    }
+    s = kb::block_reduce(s, [](const state& a, const state& b) { return op::combine(a, b); });
+    if (threadIdx.x == 0) {
+      row_stats = op::finalize(s, n, p.v);
+    }
+    __syncthreads();
+    const stats st = row_stats;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      y[row * n + i] = op::apply(xr[i], st, 1.0f, 0.0f);
+    }
+    __syncthreads();
+  }
+}
+
+// The pipeline's launch plan for rows of n floats on the current device; slices == 0 if it does
+// not apply.
+struct plan {
+  int slices = 0;
+  int64_t chunk = 0;
+  int grid = 0;
+  size_t smem = 0;
+};
+
+plan plan_for(int64_t rows, int64_t n) {
+  plan out;
+  int dev = 0;
+  int optin = 0;
+  int per_sm = 0;
+  int sms = 0;
+  int reserved = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
+          cudaSuccess) {
+    return out;
+  }
+  cudaFuncAttributes fa{};
+  if (cudaFuncGetAttributes(&fa, softmax_pipeline) != cudaSuccess) {
+    return out;
+  }
+  const int64_t per_block = static_cast<int64_t>(per_sm) / blocks_per_sm - reserved -
+                            static_cast<int64_t>(fa.sharedSizeBytes) - 128;
+  const int64_t dynamic = std::min<int64_t>(
+      per_block, static_cast<int64_t>(optin) - static_cast<int64_t>(fa.sharedSizeBytes));
+  const int64_t buffer_floats = dynamic / 2 / 16 * 4; // one buffer, a whole number of float4
+  if (buffer_floats < 4) {
+    return out;
+  }
+  const int64_t resident = static_cast<int64_t>(blocks_per_sm) * sms;
+  const int64_t needed = (n + buffer_floats - 1) / buffer_floats;
+  if (needed > max_slices || needed > resident) {
+    return out;
+  }
+  const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(rows, resident / needed));
+  const int64_t slices = std::min<int64_t>(max_slices, resident / groups);
+  int64_t chunk = (n + slices - 1) / slices;
+  chunk = (chunk + 3) / 4 * 4;
+  if (chunk > buffer_floats) {
+    return out;
+  }
+  out.slices = static_cast<int>(slices);
+  out.chunk = chunk;
+  out.grid = static_cast<int>(groups * slices);
+  out.smem = static_cast<size_t>(2 * chunk) * sizeof(float);
+  if (cudaFuncSetAttribute(softmax_pipeline, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(out.smem)) != cudaSuccess) {
+    return plan{};
+  }
+  int occupancy = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, softmax_pipeline, threads,
+                                                    out.smem) != cudaSuccess ||
+      static_cast<int64_t>(occupancy) * sms < out.grid) {
+    return plan{};
+  }
+  return out;
+}
+
+bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
+  if (args->num_inputs < 1 || args->num_outputs < 1) {
+    return false;
+  }
+  const kb_tensor& xt = args->inputs[0];
+  const kb_tensor& yt = args->outputs[0];
+  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
+      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt) ||
+      kb::product(xt, 2, xt.ndim) != 1) {
+    return false;
+  }
+  rows = kb::product(xt, 0, 1);
+  n = xt.shape[1];
+  return true;
+}
+
+} // namespace
+
+extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {
+  int64_t rows = 0;
+  int64_t n = 0;
+  if (!softmax_shape(args, rows, n)) {
+    return -1;
+  }
+  *bytes = layout(rows).total;
+  return 0;
+}
+
+extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
+  int64_t rows = 0;
+  int64_t n = 0;
+  if (!softmax_shape(args, rows, n)) {
+    return -1;
+  }
+  if (rows == 0 || n == 0) {
+    return 0;
+  }
+  const float* x = static_cast<const float*>(args->inputs[0].data);
+  float* y = static_cast<float*>(args->outputs[0].data);
+  const cudaStream_t stream = kb::stream_of(args);
+  kb::scalars p = kb::scalars_of(args);
+  const bool aligned = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const plan pl = aligned ? plan_for(rows, n) : plan{};
+  if (pl.slices == 0) {
+    softmax_rows<<<kb::grid_for(rows, 1), 256, 0, stream>>>(x, y, rows, n, p);
+    return static_cast<int>(cudaGetLastError());
+  }
+  const workspace_layout w = layout(rows);
+  if (args->workspace == nullptr || args->workspace_bytes < w.total) {
+    return -1;
+  }
+  auto* base = static_cast<unsigned char*>(args->workspace);
+  state* partial = reinterpret_cast<state*>(base);
+  unsigned* arrived = reinterpret_cast<unsigned*>(base + w.states_bytes);
+  KB_RETURN_IF_CUDA_ERROR(
+      cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
+  int slices = pl.slices;
+  int64_t chunk = pl.chunk;
+  void* params[] = {&x, &y, &rows, &n, &slices, &chunk, &partial, &arrived, &p};
+  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(softmax_pipeline), dim3(static_cast<unsigned>(pl.grid)),
+      dim3(threads), params, pl.smem, stream));
+  return static_cast<int>(cudaGetLastError());
+}
+
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "softmax: the row in shared memory across a group of resident blocks (cooperative grid), "
+         "each slice "
+         "loaded by a bulk copy (TMA, mbarrier) one row ahead, states exchanged through the "
+         "workspace";
+}
