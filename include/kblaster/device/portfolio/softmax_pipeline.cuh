@@ -4,20 +4,22 @@
 //
 // Design. A cooperative grid (every block resident) of KB_SOFTMAX_BLOCKS_PER_SM blocks per SM is
 // cut into g groups of S blocks; a row is cut into S slices, and group j walks rows j, j + g, ...
-// with block c of the group owning slice c. S is the smallest slice count whose slice fits half
-// of a block's shared memory, widened so that g * S fills the resident blocks. Each block holds
-// two slice buffers: while it waits for the 16-byte aligned bulk copy (cp.async.bulk, the TMA
-// engine, completing on an mbarrier) of its current slice, the copy of the next row's slice is
-// already in flight, and it stays in flight through the current row's reduction, the exchange of
-// the S partial (max, sum) states (workspace plus an arrival counter per row, release/acquire)
-// and the streaming stores of the output from shared memory. Every block of a row combines the S
-// states in slice order, so each gets bitwise the same statistics (deterministic).
-// Rows whose slice does not fit, N % 4 != 0 or unaligned tensors run a one-block-per-row
-// two-pass kernel (correct, not fast).
+// with block c of the group owning slice c. S is the smallest slice count whose slice fits one
+// buffer (a block's shared memory over its buffers), widened so that g * S fills the resident
+// blocks. Each block holds two slice buffers (KB_SOFTMAX_BUFFERS 2; with 1, the next load starts
+// after the stores and twice as many rows fit on chip): while it waits for the 16-byte aligned bulk
+// copy (cp.async.bulk, the TMA engine, completing on an mbarrier) of its current slice, the copy of
+// the next row's slice is already in flight, and it stays in flight through the current row's
+// reduction, the exchange of the S partial (max, sum) states (workspace plus an arrival counter per
+// row, release/acquire; one warp reads the S states at once) and the streaming stores of the output
+// from shared memory. Every block of a row combines the S states in the same fixed order, so each
+// gets bitwise the same statistics (deterministic). Rows whose slice does not fit, N % 4 != 0 or
+// unaligned tensors run a one-block-per-row two-pass kernel (correct, not fast).
 //
 // Knobs (macros, set before the include):
 //   KB_SOFTMAX_BLOCKS_PER_SM  resident blocks per SM (default 2)
 //   KB_SOFTMAX_THREADS        threads per block (default 512)
+//   KB_SOFTMAX_BUFFERS        slice buffers per block, 1 or 2 (default 2)
 #pragma once
 
 #include <algorithm>
@@ -28,6 +30,9 @@
 #ifndef KB_SOFTMAX_THREADS
 #define KB_SOFTMAX_THREADS 512
 #endif
+#ifndef KB_SOFTMAX_BUFFERS
+#define KB_SOFTMAX_BUFFERS 2
+#endif
 
 namespace {
 
@@ -37,6 +42,8 @@ using stats = op::stats;
 
 constexpr int threads = KB_SOFTMAX_THREADS;
 constexpr int blocks_per_sm = KB_SOFTMAX_BLOCKS_PER_SM;
+constexpr int buffers = KB_SOFTMAX_BUFFERS;
+static_assert(buffers == 1 || buffers == 2, "one slice buffer, or two (the next row's load ahead)");
 constexpr int max_slices = 128;
 
 struct workspace_layout {
@@ -105,7 +112,7 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     softmax_pipeline(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
                      int slices, int64_t chunk, state* __restrict__ partial,
                      unsigned* __restrict__ arrived, kb::scalars p) {
-  extern __shared__ float4 buf4[]; // two buffers of `chunk` floats
+  extern __shared__ float4 buf4[]; // `buffers` buffers of `chunk` floats
   __shared__ alignas(8) uint64_t full[2];
   __shared__ stats row_stats;
   const int c = static_cast<int>(blockIdx.x % slices);
@@ -128,13 +135,13 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
   const int64_t n4 = cnt / 4;
   int k = 0;
   for (int64_t row = first; row < rows; row += step, ++k) {
-    const int b = k & 1;
+    const int b = k % buffers;
     // The other buffer was last read by the stores of the previous row, which every thread
     // finished before the barrier that ended it.
-    if (threadIdx.x == 0 && row + step < rows) {
+    if (buffers == 2 && threadIdx.x == 0 && row + step < rows) {
       bulk_load(buf(b ^ 1), x + (row + step) * n + lo, bytes, &full[b ^ 1]);
     }
-    wait_parity(&full[b], static_cast<uint32_t>((k >> 1) & 1));
+    wait_parity(&full[b], static_cast<uint32_t>((k / buffers) & 1));
     const float4* s4 = reinterpret_cast<const float4*>(buf(b));
     state s[4] = {op::init(), op::init(), op::init(), op::init()};
     for (int64_t i = threadIdx.x; i < n4; i += threads) {
@@ -146,18 +153,27 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     }
     state t = op::combine(op::combine(s[0], s[1]), op::combine(s[2], s[3]));
     t = kb::block_reduce(t, [](const state& a, const state& b2) { return op::combine(a, b2); });
-    if (threadIdx.x == 0) {
-      partial[row * slices + c] = t;
-      __threadfence();
-      atomicAdd(arrived + row, 1u);
+    if (threadIdx.x < 32) {
+      const int lane = static_cast<int>(threadIdx.x);
+      if (lane == 0) {
+        partial[row * slices + c] = t;
+        __threadfence();
+        atomicAdd(arrived + row, 1u);
+      }
       while (load_acquire(arrived + row) < static_cast<unsigned>(slices)) {
         __nanosleep(32);
       }
-      state total = load_state_cg(partial + row * slices);
-      for (int r = 1; r < slices; ++r) {
+      // The S states are read by the warp at once (lane l: states l, l + 32, ...) and combined
+      // in a fixed order: every block of the row computes bitwise the same total.
+      state total = op::init();
+      for (int r = lane; r < slices; r += 32) {
         total = op::combine(total, load_state_cg(partial + row * slices + r));
       }
-      row_stats = op::finalize(total, n, p.v);
+      total = kb::warp_reduce(total,
+                              [](const state& a, const state& b2) { return op::combine(a, b2); });
+      if (lane == 0) {
+        row_stats = op::finalize(total, n, p.v);
+      }
     }
     __syncthreads();
     const stats st = row_stats;
@@ -169,6 +185,9 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
                                  op::apply(v.z, st, 1.0f, 0.0f), op::apply(v.w, st, 1.0f, 0.0f)));
     }
     __syncthreads(); // buffer b is free and row_stats may be rewritten
+    if (buffers == 1 && threadIdx.x == 0 && row + step < rows) {
+      bulk_load(buf(0), x + (row + step) * n + lo, bytes, &full[0]);
+    }
   }
 }
 
@@ -229,7 +248,7 @@ plan plan_for(int64_t rows, int64_t n) {
                             static_cast<int64_t>(fa.sharedSizeBytes) - 128;
   const int64_t dynamic = std::min<int64_t>(
       per_block, static_cast<int64_t>(optin) - static_cast<int64_t>(fa.sharedSizeBytes));
-  const int64_t buffer_floats = dynamic / 2 / 16 * 4; // one buffer, a whole number of float4
+  const int64_t buffer_floats = dynamic / buffers / 16 * 4; // one buffer, a whole number of float4
   if (buffer_floats < 4) {
     return out;
   }
@@ -248,7 +267,7 @@ plan plan_for(int64_t rows, int64_t n) {
   out.slices = static_cast<int>(slices);
   out.chunk = chunk;
   out.grid = static_cast<int>(groups * slices);
-  out.smem = static_cast<size_t>(2 * chunk) * sizeof(float);
+  out.smem = static_cast<size_t>(buffers * chunk) * sizeof(float);
   if (cudaFuncSetAttribute(softmax_pipeline, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(out.smem)) != cudaSuccess) {
     return plan{};
