@@ -10,6 +10,7 @@
 # calibrated delta.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-calibrate}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
@@ -50,5 +51,5 @@ check("A/A calibration" in ev["protocol"]["delta_source"], "eval's delta from th
 check("test" in ev.get("statistics", {}), "eval records the block and session test")
 sys.exit(0 if ok else 1)
 PY
-tar -czf "$OUT/calibrate.tar.gz" -C "$OUT" --exclude calibrate.tar.gz --exclude store .
+pack "$OUT" calibrate --exclude=store
 exit $status

@@ -6,6 +6,7 @@
 # into $OUT/gpu-check.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-check}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
@@ -27,5 +28,5 @@ for run in $($K runs list --json 2>/dev/null | python3 -c 'import json,sys; prin
   $K runs show "$run" >"$OUT/run-$run.txt" 2>&1
   $K evidence export "$run" --out "$OUT/evidence-run-$run" >/dev/null 2>&1
 done
-tar -czf "$OUT/gpu-check.tar.gz" -C "$OUT" --exclude gpu-check.tar.gz . 2>/dev/null
+pack "$OUT" gpu-check
 exit "$status"

@@ -9,6 +9,7 @@
 # into judge-evidence.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/judge-evidence}
 PART2=${1:-240}
 K=$PWD/build/release/kblaster
@@ -46,4 +47,4 @@ ms = lambda v: f"{v*1e3:.4f} ms" if isinstance(v, (int, float)) else "-"
 print(f"{name}: {r.get('verdict')} ({r.get('reason')}) candidate {ms(med)} baseline {ms(base)} speedup {s.get('speedup')} p {s.get('p')} exit {rc}")
 PY
 done
-tar -czf "$OUT/judge-evidence.tar.gz" -C "$OUT" --exclude=store --exclude=judge-evidence.tar.gz .
+pack "$OUT" judge-evidence --exclude=store

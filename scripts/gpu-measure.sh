@@ -5,6 +5,7 @@
 # Everything lands in $OUT (default out/gpu-measure), packed into $OUT/measure.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-measure}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
@@ -32,4 +33,4 @@ for t in "${ts[@]}"; do
 done | tee "$OUT/optimize.txt"
 $K memory show | tee "$OUT/memory.txt"
 $K runs list >"$OUT/runs.txt"
-tar -czf "$OUT/measure.tar.gz" -C "$OUT" --exclude measure.tar.gz --exclude store .
+pack "$OUT" measure --exclude=store

@@ -6,10 +6,13 @@
 # not rejected. A kernel whose JSON is
 # already under $OUT is skipped, so a second call with the same $OUT goes on where one stopped.
 #   scripts/gpu-sanitize-portfolio.sh [suite, default core10] [seconds, default 540]
+# Environment: EXTRA, more candidate files (portfolio/variants/<task>_<idea>.cu) to check after
+# the portfolio.
 # Output under $OUT (default out/sanitize-portfolio): one JSON and log per kernel, summary.txt,
 # the store, packed into sanitize-portfolio.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 SUITE=${1:-core10}
 BUDGET=${2:-540}
 OUT=${OUT:-$PWD/out/sanitize-portfolio}
@@ -25,6 +28,11 @@ status=0
 # name task file, one line each: the portfolio kernels, then the strategies' default points.
 kernels=()
 for f in portfolio/"$SUITE"/*.cu; do
+  name=$(basename "$f" .cu)
+  kernels+=("$name ${name%%_*} $f")
+done
+# EXTRA: more candidate files (<task>_<idea>.cu, variants), checked right after the portfolio.
+for f in ${EXTRA:-}; do
   name=$(basename "$f" .cu)
   kernels+=("$name ${name%%_*} $f")
 done
@@ -59,5 +67,5 @@ print(f"{name}: {r.get('verdict')} ({r.get('reason')}) {tools_text} {'as expecte
 PY
 done
 grep -q MISMATCH "$OUT/summary.txt" && status=1
-tar -czf "$OUT/sanitize-portfolio.tar.gz" -C "$OUT" --exclude=sanitize-portfolio.tar.gz .
+pack "$OUT" sanitize-portfolio
 exit $status

@@ -8,6 +8,7 @@
 # summary.txt (each answer kind and what the harness made of it), llm.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/llm-h200}
 TASKS=${1:-019 095}
 mkdir -p "$OUT"
@@ -91,5 +92,5 @@ for t in tasks:
     print(f"task {t}: replay {'makes the same decisions' if same else 'DIFFERS'}")
 print("all as expected" if bad == 0 else f"{bad} MISMATCH(ES)")
 PY
-tar -czf "$OUT/llm.tar.gz" -C "$OUT" --exclude llm.tar.gz --exclude store . 2>/dev/null
+pack "$OUT" llm --exclude=store
 exit "$rc"

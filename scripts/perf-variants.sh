@@ -9,6 +9,7 @@
 # $OUT/eval.log, packed into $OUT/perf-variants.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/perf-variants}
 SHAPE=${SHAPE:-official}
 VARIANTS=${VARIANTS:-portfolio/variants}
@@ -96,4 +97,4 @@ print("\nbest per task (lowest median among verified kernels):")
 for task, r in sorted(best.items()):
     print(f"  {task}: {r[1]} {r[2]} {ms(r[3])} ms")
 EOF
-tar -czf "$OUT/perf-variants.tar.gz" -C "$OUT" --exclude=store --exclude=perf-variants.tar.gz .
+pack "$OUT" perf-variants --exclude=store

@@ -11,6 +11,7 @@
 # TASKS (core10 ids), NOSCREEN_BUDGET (3m).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/search-h200}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
@@ -62,5 +63,5 @@ if [ "$step" = noscreen ] || [ "$step" = all ]; then
   done
 fi
 
-tar -czf "$OUT/search.tar.gz" -C "$OUT" --exclude=store --exclude=search.tar.gz . 2>/dev/null
+pack "$OUT" search --exclude=store
 exit "$rc"
