@@ -16,6 +16,7 @@
 # it into $OUT/bench.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/provenance.sh
 OUT=${OUT:-$PWD/out/bench-h200}
 METHODS=${METHODS:-eager,compile,max-autotune,rms_norm}
 suites=("$@")
@@ -38,7 +39,7 @@ for suite in "${suites[@]}"; do
   [ "$suite" = llm ] && extra=(--all-shapes)
   {
     date -u +%FT%TZ
-    git rev-parse HEAD 2>/dev/null
+    echo "build $(build_commit)"
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader
     nvcc --version 2>/dev/null | tail -n 2
     python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"

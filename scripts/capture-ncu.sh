@@ -13,6 +13,7 @@
 # Usage: OUT=... scripts/capture-ncu.sh   (after building build/release here)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/provenance.sh
 OUT=${OUT:-$PWD/out/ncu}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
@@ -40,7 +41,7 @@ baseline() { ls tasks/*/"$1"_*/baseline.cu; }
 {
   ncu --version
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-  git rev-parse HEAD
+  echo "build $(build_commit)"
 } >"$WORK/environment.txt" 2>&1
 
 capture relu_019 019 official "$(baseline 019)"

@@ -9,6 +9,7 @@
 # into judge-evidence.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/provenance.sh
 . scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/judge-evidence}
 PART2=${1:-240}
@@ -21,7 +22,7 @@ if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/loca
 fi
 {
   date -u +%FT%TZ
-  git rev-parse HEAD 2>/dev/null
+  echo "build $(build_commit)"
   nvidia-smi --query-gpu=name,driver_version,uuid --format=csv,noheader
   nvcc --version 2>/dev/null | tail -n 2
 } >"$OUT/env.txt" 2>&1

@@ -18,5 +18,10 @@ for f in $B/tests/*_include.cmake; do
   n=$(basename "$f")
   case "$n" in kblaster_gpu_tests*) ;; *) : >"$DEST/tests/$n" ;; esac
 done
+# What was built: the commit (and whether the tree had changes), for the evidence's provenance.
+{
+  echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include portfolio tasks scripts tests CMakeLists.txt 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "staged $(date -u +%FT%TZ)"
+} >"$DEST/SOURCE"
 du -sh "$DEST"
 echo "on the GPU machine: mkdir -p build && rm -rf $B && cp -a $DEST $B"
