@@ -180,7 +180,7 @@ result evaluate(const fs::path& project_root, const task::contract& c,
 // as compute-sanitizer does for --sanitize.
 struct instrumented_run {
   result outcome;         // verdict `same` when the candidate ran and passed its check
-  nlohmann::json profile; // the worker's "profile" object
+  protocol::profile_calls profile; // the profiler's calls as the runner reported them
   std::string log;        // the worker's whole stdout and stderr: Nsight Compute prints there
 };
 instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c,

@@ -503,12 +503,10 @@ counters_run counters_of(const fs::path& root, const task::contract& c,
   out.message = run.outcome.message;
   out.seconds = run.outcome.seconds;
   if (run.outcome.final == verdict::same) {
-    out.values = run.profile.value("counters", json::object());
-    if (run.profile.contains("event_median_s") && run.profile["event_median_s"].is_number()) {
-      out.event_median_s = run.profile["event_median_s"].get<double>();
-    }
-    if (run.profile.contains("failed")) {
-      out.message = run.profile["failed"].get<std::string>();
+    out.values = run.profile.counters.value_or(json::object());
+    out.event_median_s = run.profile.event_median_s;
+    if (run.profile.failed) {
+      out.message = *run.profile.failed;
     }
   }
   return out;
@@ -988,7 +986,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   if (!lib->accepted) {
     return finish(verdict::rejected, lib->reason, lib->message);
   }
-  run.profile = w.result->profile.value_or(json::object());
+  run.profile = w.result->profile.value_or(protocol::profile_calls{});
   return finish(verdict::same, "verify.passed",
                 "the candidate passed its check and ran instrumented");
 }

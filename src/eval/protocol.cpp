@@ -331,6 +331,43 @@ void from_json(const json& j, session_timing& x) {
   x.record = j;
 }
 
+void to_json(json& j, const profile_calls& x) {
+  j = json::object();
+  if (x.failed) {
+    j["failed"] = *x.failed;
+    j["context_lost"] = x.context_lost;
+  }
+  if (!x.event_times_s.empty()) {
+    j["event_times_s"] = x.event_times_s;
+  }
+  if (x.event_median_s) {
+    j["event_median_s"] = *x.event_median_s;
+  }
+  if (!x.nvtx_range.empty()) {
+    j["nvtx_range"] = x.nvtx_range;
+  }
+  if (x.counters) {
+    j["counters"] = *x.counters;
+  }
+}
+void from_json(const json& j, profile_calls& x) {
+  x = profile_calls{};
+  if (j.contains("failed")) {
+    x.failed = j.at("failed").get<std::string>();
+    x.context_lost = j.value("context_lost", false);
+  }
+  if (j.contains("event_times_s")) {
+    x.event_times_s = j.at("event_times_s").get<std::vector<double>>();
+  }
+  if (j.contains("event_median_s")) {
+    x.event_median_s = j.at("event_median_s").get<double>();
+  }
+  x.nvtx_range = j.value("nvtx_range", std::string());
+  if (j.contains("counters")) {
+    x.counters = json(j.at("counters").get<json::object_t>()); // an object, or a type error
+  }
+}
+
 void to_json(json& j, const selftest& x) {
   j = with_record(x.record, {{"sound", x.sound}});
 }
@@ -379,7 +416,7 @@ void from_json(const json& j, result& x) {
   }
   x.profile.reset();
   if (j.contains("profile")) {
-    x.profile = j.at("profile");
+    x.profile = j.at("profile").get<profile_calls>();
   }
   x.stage_seconds = j.at("stage_seconds");
   x.context_lost = j.at("context_lost").get<bool>();

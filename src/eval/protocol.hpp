@@ -196,7 +196,21 @@ struct selftest {
   nlohmann::json record = nlohmann::json::object();
 };
 
+// The profiler's calls in the runner (profile::worker_calls): CUDA-event times of the call,
+// the call inside the NVTX range Nsight Compute selects and, when asked, CUPTI's counters. A
+// failed call ends them: `failed` says what went wrong.
+struct profile_calls {
+  std::optional<std::string> failed;
+  bool context_lost = false;          // the failure left the CUDA context unusable
+  std::vector<double> event_times_s;  // [s] cold L2
+  std::optional<double> event_median_s;
+  std::string nvtx_range;             // set when the ranged call ran
+  std::optional<nlohmann::json> counters; // CUPTI's values (profile::cupti_values' mapping)
+};
+
 // The mappings of the result's parts.
+void to_json(nlohmann::json& j, const profile_calls& x);
+void from_json(const nlohmann::json& j, profile_calls& x);
 void to_json(nlohmann::json& j, const device& x);
 void from_json(const nlohmann::json& j, device& x);
 void to_json(nlohmann::json& j, const runner_end& x);
@@ -217,7 +231,7 @@ struct result {
   std::vector<library_result> candidates;
   std::optional<session_timing> time;
   std::optional<selftest> checker_selftest;
-  std::optional<nlohmann::json> profile; // the profiler's calls (profile::worker_calls)
+  std::optional<profile_calls> profile; // the profiler's calls, when the job asked for them
   nlohmann::json stage_seconds = nlohmann::json::object();
   bool context_lost = false;
   std::string lanes;                                // "per library" | "shared (device memory)"

@@ -96,6 +96,15 @@ struct rejection {
   bool context_lost = false; // the CUDA context is unusable afterwards (sticky error)
 };
 
+// A runner's reply read as the message T, or nullopt when it is not one.
+template <class T> std::optional<T> reply_as(const json& j) {
+  try {
+    return j.get<T>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 // ---- memory with guard bands
 // ---------------------------------------------------------------------
 
@@ -573,7 +582,11 @@ private:
     if (!r) {
       return runner_failure(lib, timed_out, "load");
     }
-    const auto l = r->get<load_reply>();
+    const auto parsed = reply_as<load_reply>(*r);
+    if (!parsed) {
+      return malformed_reply(lib, "load");
+    }
+    const load_reply& l = *parsed;
     lib.info = l.info;
     lib.has_workspace = l.has_workspace;
     if (!l.ok) {
@@ -610,6 +623,15 @@ private:
     }
     return rejection{"crash.exit",
                      fmt::format("the runner ended ({}) during {}", end.status, what)};
+  }
+
+  // A reply that is not the message the protocol expects: the runner process (the candidate's
+  // process) wrote something else on its socket. The candidate's rejection, never the judge's
+  // error; its runner is stopped and nothing of it is called again.
+  rejection malformed_reply(candidate_lib& lib, const std::string& what) {
+    stop_runner(lib, true);
+    return rejection{"crash.bad_reply",
+                     fmt::format("the runner's reply to {} is not the protocol's answer", what)};
   }
 
   tensor_ref ref(candidate_lib& lib, const guarded_buffer& b, const tensor_desc& t) {
@@ -720,7 +742,12 @@ private:
       w.failed = runner_failure(lib, timed_out, what);
       return w;
     }
-    const auto reply = r->get<call_reply>();
+    const auto parsed = reply_as<call_reply>(*r);
+    if (!parsed) {
+      w.failed = malformed_reply(lib, what);
+      return w;
+    }
+    const call_reply& reply = *parsed;
     w.rc = reply.rc;
     w.launch_error = reply.launch_error;
     w.host_ns = reply.host_ns;
@@ -793,7 +820,14 @@ private:
       cudaStreamSynchronize(m_stream);
       return w;
     }
-    const auto sync = sr->get<sync_reply>();
+    const auto synced = reply_as<sync_reply>(*sr);
+    if (!synced) {
+      w.failed = malformed_reply(lib, what);
+      unblock();
+      cudaStreamSynchronize(m_stream);
+      return w;
+    }
+    const sync_reply& sync = *synced;
     if (!sync.error.empty()) {
       stop_runner(lib, true);
       unblock();
@@ -945,7 +979,12 @@ private:
         lib.rejected = runner_failure(lib, hung, "kb_workspace_bytes");
         continue;
       }
-      const auto w = wr->get<workspace_reply>();
+      const auto parsed = reply_as<workspace_reply>(*wr);
+      if (!parsed) {
+        lib.rejected = malformed_reply(lib, "kb_workspace_bytes");
+        continue;
+      }
+      const workspace_reply& w = *parsed;
       const int rc = w.rc;
       const uint64_t bytes = w.bytes;
       if (rc != 0) {
@@ -1491,7 +1530,7 @@ private:
 
   // ---- the profiler's calls (profile/) ----
   // At the timing shape on the first seed, L2 flushed before each call.
-  json profile_calls() {
+  proto::profile_calls profile_calls() {
     auto& lib = *std::find_if(m_libs.begin(), m_libs.end(),
                               [](const candidate_lib& l) { return !l.rejected; });
     const shape_desc& s = timing_shape();
@@ -1511,14 +1550,17 @@ private:
     }
     if (!r) {
       reject(lib, runner_failure(lib, hung, "profile"));
-      return json::object();
+      return {};
     }
-    json out = *r;
-    if (out.contains("failed")) {
-      reject(lib, {"launch.cuda_error", out["failed"].get<std::string>(),
-                   out.value("context_lost", false)});
+    const auto out = reply_as<proto::profile_calls>(*r);
+    if (!out) {
+      reject(lib, malformed_reply(lib, "profile"));
+      return {};
     }
-    return out;
+    if (out->failed) {
+      reject(lib, {"launch.cuda_error", *out->failed, out->context_lost});
+    }
+    return *out;
   }
 
   // ---- timing ----

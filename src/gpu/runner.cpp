@@ -333,14 +333,14 @@ struct runner {
         if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {
           die("cannot allocate the L2 flush buffer");
         }
-        json out = profile::worker_calls(
+        const auto out = profile::worker_calls(
             [&] {
               cudaMemsetAsync(flush, 0, flush_bytes, stream);
               cudaStreamSynchronize(stream);
             },
             [&] { return invoke(a); }, stream, c.counters);
         cudaFree(flush);
-        reply(out);
+        reply(json(out));
         break;
       }
       case message::exit:

@@ -161,10 +161,10 @@ counters counters_from_cupti(const cupti_values& v);
 // calls timed with CUDA events, one call inside the NVTX range Nsight Compute selects and, with
 // `counters`, CUPTI's counters around one more. `prepare` flushes L2 and waits; `launch` enqueues
 // one call on `stream` (a cudaStream_t) and returns kb_launch's code. A failed call ends it: the
-// result then holds "failed" and "context_lost".
-nlohmann::json worker_calls(const std::function<void()>& prepare,
-                            const std::function<int()>& launch, void* stream, bool counters,
-                            int samples = 5);
+// result then holds `failed` and `context_lost`.
+eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
+                                           const std::function<int()>& launch, void* stream,
+                                           bool counters, int samples = 5);
 
 // ---- Bottleneck classifier
 // -------------------------------------------------------------------------
@@ -219,7 +219,7 @@ struct access {
 // Whether counters can be read, from a tiny profile of a built-in kernel (in a child process).
 // Probed once per process, source and ncu binary.
 access probe_access(counter_source source);
-// `kblaster profile-probe [--cupti]`: the probe's target. Prints the worker_calls JSON.
+// `kblaster profile-probe [--cupti]`: the probe's target. Prints its profile_calls as one JSON line.
 int probe_target_main(bool cupti);
 
 // ---- Profiling a candidate

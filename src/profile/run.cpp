@@ -168,12 +168,12 @@ access probe_cupti() {
   probe.timeout = std::chrono::seconds(120);
   const auto r = run_process(probe);
   // The probe prints one JSON line last; the CUDA runtime may print before it.
-  std::optional<json> result;
+  std::optional<eval::protocol::profile_calls> result;
   std::stringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) {
     if (!line.empty() && line.front() == '{') {
       try {
-        result = json::parse(line);
+        result = json::parse(line).get<eval::protocol::profile_calls>();
       } catch (const std::exception&) {
       }
     }
@@ -183,23 +183,17 @@ access probe_cupti() {
                            last_lines(r.output, 3));
     return a;
   }
-  if (result->contains("failed")) {
-    a.reason = "the CUPTI probe's kernel failed: " + result->value("failed", std::string());
+  if (result->failed) {
+    a.reason = "the CUPTI probe's kernel failed: " + *result->failed;
     return a;
   }
-  const auto v = cupti_values::from_json(result->value("counters", json::object()));
+  const auto v = cupti_values::from_json(result->counters.value_or(json::object()));
   a.available = v.available;
   a.reason = v.available ? "" : v.reason;
   a.tool = "libcupti (range profiler)";
   return a;
 }
 
-std::optional<double> event_median(const json& profile) {
-  if (profile.contains("event_median_s") && profile["event_median_s"].is_number()) {
-    return profile["event_median_s"].get<double>();
-  }
-  return std::nullopt;
-}
 
 status status_of(eval::verdict v) {
   switch (v) {
@@ -243,14 +237,14 @@ int probe_target_main(bool cupti) {
   }
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  const json out =
+  const auto out =
       worker_calls([&] { cudaStreamSynchronize(stream); },
                    [&] { return detail::launch_probe_kernel(y, n, stream); }, stream, cupti, 1);
-  std::printf("%s\n", out.dump().c_str());
+  std::printf("%s\n", json(out).dump().c_str());
   std::fflush(stdout);
   cudaStreamDestroy(stream);
   cudaFree(y);
-  return out.contains("failed") ? exit_code::tool : exit_code::ok;
+  return out.failed ? exit_code::tool : exit_code::ok;
 }
 
 report run(const fs::path& root, const task::contract& c, const eval::candidate_input& candidate,
@@ -328,7 +322,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
       return finish();
     }
     if (!obs.seconds) {
-      obs.seconds = event_median(run.profile);
+      obs.seconds = run.profile.event_median_s;
     }
     if (under_ncu) {
       const auto out = parse_ncu_output(run.log);
@@ -347,7 +341,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
         }
       }
     } else if (cupti) {
-      const auto v = cupti_values::from_json(run.profile.value("counters", json::object()));
+      const auto v = cupti_values::from_json(run.profile.counters.value_or(json::object()));
       entry["cupti"] = v.to_json();
       if (v.available) {
         measured = counters_from_cupti(v);

@@ -12,18 +12,19 @@ namespace kb::profile {
 
 using nlohmann::json;
 
-json worker_calls(const std::function<void()>& prepare, const std::function<int()>& launch,
-                  void* stream_handle, bool counters, int samples) {
+eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
+                                           const std::function<int()>& launch, void* stream_handle,
+                                           bool counters, int samples) {
   const auto stream = static_cast<cudaStream_t>(stream_handle);
-  json out = json::object();
+  eval::protocol::profile_calls out;
   // A failed call ends the profile; whether the context survived decides what the worker can
   // still do.
   // A failed synchronisation leaves the context unusable (sticky errors); a launch error does not.
   const auto failed = [&](const std::string& what, int rc, cudaError_t e, bool sync_failed) {
-    out["failed"] = e != cudaSuccess ? fmt::format("{}: {} ({})", what, cudaGetErrorName(e),
-                                                   cudaGetErrorString(e))
-                                     : fmt::format("{}: kb_launch returned {}", what, rc);
-    out["context_lost"] = sync_failed;
+    out.failed = e != cudaSuccess ? fmt::format("{}: {} ({})", what, cudaGetErrorName(e),
+                                                cudaGetErrorString(e))
+                                  : fmt::format("{}: kb_launch returned {}", what, rc);
+    out.context_lost = sync_failed;
     return out;
   };
 
@@ -54,8 +55,8 @@ json worker_calls(const std::function<void()>& prepare, const std::function<int(
   if (!times.empty()) {
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
-    out["event_times_s"] = times;
-    out["event_median_s"] = sorted[sorted.size() / 2];
+    out.event_times_s = times;
+    out.event_median_s = sorted[sorted.size() / 2];
   }
 
   // The call Nsight Compute profiles, when it is attached: every kernel it launches and only
@@ -69,7 +70,7 @@ json worker_calls(const std::function<void()>& prepare, const std::function<int(
   if (rc != 0 || e != cudaSuccess) {
     return failed("the call in the NVTX range", rc, e, synced != cudaSuccess);
   }
-  out["nvtx_range"] = nvtx_range;
+  out.nvtx_range = nvtx_range;
 
   if (counters) {
     const auto v = collect_cupti(prepare, [&]() -> std::string {
@@ -83,7 +84,7 @@ json worker_calls(const std::function<void()>& prepare, const std::function<int(
       }
       return code != 0 ? fmt::format("kb_launch returned {}", code) : "";
     });
-    out["counters"] = v.to_json();
+    out.counters = v.to_json();
   }
   return out;
 }

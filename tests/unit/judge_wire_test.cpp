@@ -168,5 +168,44 @@ TEST(judge_wire, a_rejected_library_carries_its_reason_and_an_accepted_one_none)
   EXPECT_EQ(json(l).get<library_result>().reason, "");
 }
 
+TEST(judge_wire, the_profilers_calls_round_trip_and_a_reply_of_another_shape_is_refused) {
+  profile_calls ok;
+  ok.event_times_s = {1.5e-3, 1.4e-3, 1.6e-3};
+  ok.event_median_s = 1.5e-3;
+  ok.nvtx_range = "kblaster.profile";
+  ok.counters = json{{"available", true}, {"values", json::object()}};
+  const json j = ok;
+  EXPECT_FALSE(j.contains("failed")); // a call that did not fail says nothing of failing
+  const auto back = j.get<profile_calls>();
+  EXPECT_EQ(back.event_times_s, ok.event_times_s);
+  EXPECT_EQ(back.event_median_s, ok.event_median_s);
+  EXPECT_EQ(back.nvtx_range, ok.nvtx_range);
+  EXPECT_EQ(back.counters, ok.counters);
+  EXPECT_FALSE(back.failed);
+  EXPECT_EQ(json(back), j);
+
+  profile_calls failed;
+  failed.failed = "event-timed call 1: cudaErrorIllegalAddress (an illegal memory access)";
+  failed.context_lost = true;
+  const auto f = json(failed).get<profile_calls>();
+  EXPECT_EQ(f.failed, failed.failed);
+  EXPECT_TRUE(f.context_lost);
+  EXPECT_FALSE(f.event_median_s);
+
+  // What a candidate could write on the runner's socket instead: the judge's typed read fails
+  // (and the judge rejects the candidate, crash.bad_reply), it does not read fields by guess.
+  EXPECT_THROW(json({{"event_median_s", "fast"}}).get<profile_calls>(), json::exception);
+  EXPECT_THROW(json({{"counters", 7}}).get<profile_calls>(), json::exception);
+  EXPECT_THROW(json({{"failed", 1}}).get<profile_calls>(), json::exception);
+
+  // Inside the judge's result, the profile is the same typed record.
+  result r;
+  r.profile = ok;
+  json rj = r;
+  EXPECT_EQ(rj.at("profile"), j);
+  rj["device"] = json(device{});
+  EXPECT_EQ(rj.get<result>().profile->event_median_s, ok.event_median_s);
+}
+
 } // namespace
 } // namespace kb::eval::protocol
