@@ -474,4 +474,11 @@ std::filesystem::path self_executable() {
   return std::filesystem::read_symlink("/proc/self/exe");
 }
 
+std::filesystem::path worker_executable() {
+  if (const char* env = std::getenv("KBLASTER_WORKER_EXE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return self_executable();
+}
+
 } // namespace kb

@@ -103,6 +103,10 @@ private:
 // Path of the running executable (/proc/self/exe).
 std::filesystem::path self_executable();
 
+// The kblaster executable that runs workers and probes: $KBLASTER_WORKER_EXE when set (a test
+// binary sets it to the kblaster it was built with), else the running executable.
+std::filesystem::path worker_executable();
+
 // Human name of a signal ("SIGSEGV").
 std::string signal_name(int sig);
 

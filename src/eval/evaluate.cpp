@@ -240,7 +240,7 @@ protocol::runner_command runner_of(const std::function<process_spec(const proces
                                    const std::vector<std::string>& prefix, bool exact) {
   process_spec spec;
   spec.argv = prefix;
-  spec.argv.push_back(detail::worker_executable().string());
+  spec.argv.push_back(kb::worker_executable().string());
   spec.argv.push_back("runner");
   // Modules load with the candidate, not at its first launch (which waits for the judge's GO).
   spec.env_overrides["CUDA_MODULE_LOADING"] = "EAGER";

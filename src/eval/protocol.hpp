@@ -201,10 +201,10 @@ struct selftest {
 // failed call ends them: `failed` says what went wrong.
 struct profile_calls {
   std::optional<std::string> failed;
-  bool context_lost = false;          // the failure left the CUDA context unusable
-  std::vector<double> event_times_s;  // [s] cold L2
+  bool context_lost = false;         // the failure left the CUDA context unusable
+  std::vector<double> event_times_s; // [s] cold L2
   std::optional<double> event_median_s;
-  std::string nvtx_range;             // set when the ranged call ran
+  std::string nvtx_range;                 // set when the ranged call ran
   std::optional<nlohmann::json> counters; // CUPTI's values (profile::cupti_values' mapping)
 };
 

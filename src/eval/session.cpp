@@ -19,13 +19,6 @@ std::string tail(const std::string& s, size_t n) {
 
 } // namespace
 
-std::filesystem::path worker_executable() {
-  if (const char* env = std::getenv("KBLASTER_WORKER_EXE"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return self_executable();
-}
-
 std::string to_string(worker_failure f) {
   switch (f) {
   case worker_failure::none:

@@ -51,10 +51,6 @@ struct event_handlers {
   std::function<void(const protocol::rejected&)> rejected;
 };
 
-// The program that runs workers: $KBLASTER_WORKER_EXE (for programs that embed the library, such
-// as the test binaries), else this executable.
-std::filesystem::path worker_executable();
-
 worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
                               const event_handlers& on_event);
 

@@ -219,7 +219,8 @@ struct access {
 // Whether counters can be read, from a tiny profile of a built-in kernel (in a child process).
 // Probed once per process, source and ncu binary.
 access probe_access(counter_source source);
-// `kblaster profile-probe [--cupti]`: the probe's target. Prints its profile_calls as one JSON line.
+// `kblaster profile-probe [--cupti]`: the probe's target. Prints its profile_calls as one JSON
+// line.
 int probe_target_main(bool cupti);
 
 // ---- Profiling a candidate

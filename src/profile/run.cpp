@@ -143,7 +143,8 @@ access probe_ncu() {
   }
   process_spec probe;
   probe.argv = ncu_probe_command(*ncu);
-  probe.argv.push_back(self_executable().string());
+  // The kblaster executable, also under a test binary: the probe is its `profile-probe` command.
+  probe.argv.push_back(worker_executable().string());
   probe.argv.push_back("profile-probe");
   probe.timeout = std::chrono::seconds(180);
   const auto r = run_process(probe);
@@ -164,7 +165,7 @@ access probe_cupti() {
   access a;
   a.source = counter_source::cupti;
   process_spec probe;
-  probe.argv = {self_executable().string(), "profile-probe", "--cupti"};
+  probe.argv = {worker_executable().string(), "profile-probe", "--cupti"};
   probe.timeout = std::chrono::seconds(120);
   const auto r = run_process(probe);
   // The probe prints one JSON line last; the CUDA runtime may print before it.
@@ -193,7 +194,6 @@ access probe_cupti() {
   a.tool = "libcupti (range profiler)";
   return a;
 }
-
 
 status status_of(eval::verdict v) {
   switch (v) {

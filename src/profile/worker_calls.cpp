@@ -21,9 +21,9 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
   // still do.
   // A failed synchronisation leaves the context unusable (sticky errors); a launch error does not.
   const auto failed = [&](const std::string& what, int rc, cudaError_t e, bool sync_failed) {
-    out.failed = e != cudaSuccess ? fmt::format("{}: {} ({})", what, cudaGetErrorName(e),
-                                                cudaGetErrorString(e))
-                                  : fmt::format("{}: kb_launch returned {}", what, rc);
+    out.failed = e != cudaSuccess
+                     ? fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e))
+                     : fmt::format("{}: kb_launch returned {}", what, rc);
     out.context_lost = sync_failed;
     return out;
   };

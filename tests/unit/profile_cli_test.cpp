@@ -1,7 +1,9 @@
 // `kblaster profile` end to end where counters cannot be read: the run goes on without them and
-// says why (events only with a GPU, blocked without one); a bad plan is a usage error.
+// says why (events only with a GPU, blocked without one); a bad plan is a usage error. The
+// counter probe starts kblaster's own probe, also from a program that embeds the library.
 #include "common/fs.hpp"
 #include "common/process.hpp"
+#include "profile/profile.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,20 @@ process_result run_profile(const std::vector<std::string>& args,
   spec.env_overrides = env;
   spec.timeout = std::chrono::seconds(600);
   return run_process(spec);
+}
+
+TEST(profile_cli, the_cupti_probe_runs_kblaster_not_the_program_that_asks) {
+  // This test binary sets KBLASTER_WORKER_EXE to kblaster. Started with `profile-probe`, the test
+  // binary itself would run its whole suite again (and probe again from there).
+  ASSERT_EQ(worker_executable(), fs::path(KBLASTER_BINARY));
+  const auto a = profile::probe_access(profile::counter_source::cupti);
+  EXPECT_LT(a.seconds, 60.0);
+  if (!a.available) {
+    // kblaster's probe answered: on a machine without a usable GPU its kernel cannot run, and
+    // the reason says so (not "the probe gave no answer").
+    EXPECT_NE(a.reason.find("the CUPTI probe"), std::string::npos) << a.reason;
+    EXPECT_EQ(a.reason.find("gave no answer"), std::string::npos) << a.reason;
+  }
 }
 
 TEST(profile_cli, without_ncu_the_run_falls_back_and_says_why) {
