@@ -162,15 +162,10 @@ struct plan {
 };
 
 bool plan_of(const kb_args* a, plan* pl) {
-  if (a->num_inputs < 3 || a->num_outputs < 1) {
+  if (a->num_inputs < 3 || !kb::float32_map_args(a, 2)) {
     return false;
   }
   const kb_tensor& xt = a->inputs[0];
-  const kb_tensor& yt = a->outputs[0];
-  if (xt.ndim < 2 || xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || !kb::is_contiguous(xt) || !kb::is_contiguous(yt) ||
-      kb::numel(xt) != kb::numel(yt)) {
-    return false;
-  }
   const int64_t d = kb::product(xt, 1, xt.ndim);
   for (int i = 1; i <= 2; ++i) {
     const kb_tensor& t = a->inputs[i];

@@ -189,15 +189,10 @@ int launch(const float* x, float* y, int64_t rows, int64_t n, const kb_args* a) 
 } // namespace
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args, 2)) {
     return -1;
   }
   const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) || !kb::is_contiguous(yt) ||
-      kb::numel(xt) != kb::numel(yt)) {
-    return -1;
-  }
   // Softmax over dim 1 of [outer, N, inner] with inner == 1 (the task's 2-D case).
   const int64_t rows = kb::product(xt, 0, 1);
   const int64_t n = xt.shape[1];
@@ -208,7 +203,7 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
     return 0;
   }
   const float* x = static_cast<const float*>(xt.data);
-  float* y = static_cast<float*>(yt.data);
+  float* y = static_cast<float*>(args->outputs[0].data);
   const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   return vec ? launch<softmax_vec4<true>, softmax_vec4<false>>(x, y, rows, n, args)
              : launch<softmax_scalar<true>, softmax_scalar<false>>(x, y, rows, n, args);

@@ -42,25 +42,6 @@ workspace_layout layout(int64_t rows) {
   return {states_aligned, states_aligned + static_cast<size_t>(rows) * sizeof(unsigned)};
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// A state written by another block, read from L2 (L1 is not coherent across blocks).
-__device__ __forceinline__ state load_state_cg(const state* p) {
-  static_assert(sizeof(state) % 4 == 0, "state must be whole 32-bit words");
-  state out;
-  unsigned words[sizeof(state) / 4];
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(state) / 4); ++i) {
-    words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
-  }
-  memcpy(&out, words, sizeof(state));
-  return out;
-}
-
 template <bool Vec>
 __global__ void __launch_bounds__(threads, 2)
     softmax_coop(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n, int64_t chunk,
@@ -113,12 +94,12 @@ __global__ void __launch_bounds__(threads, 2)
       partial[row * slices + c] = t;
       __threadfence();
       atomicAdd(arrived + row, 1u);
-      while (load_acquire(arrived + row) < static_cast<unsigned>(slices)) {
+      while (kb::load_acquire_gpu(arrived + row) < static_cast<unsigned>(slices)) {
         __nanosleep(64);
       }
-      state total = load_state_cg(partial + row * slices);
+      state total = kb::load_cg_any(partial + row * slices);
       for (int r = 1; r < slices; ++r) {
-        total = op::combine(total, load_state_cg(partial + row * slices + r));
+        total = op::combine(total, kb::load_cg_any(partial + row * slices + r));
       }
       row_stats = op::finalize(total, n, p.v);
     }
@@ -197,17 +178,11 @@ template <bool Vec> int launch(const float* x, float* y, int64_t rows, int64_t n
 }
 
 bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args, 2) || kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
     return false;
   }
-  const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt) || kb::product(xt, 2, xt.ndim) != 1) {
-    return false;
-  }
-  rows = kb::product(xt, 0, 1);
-  n = xt.shape[1];
+  rows = kb::product(args->inputs[0], 0, 1);
+  n = args->inputs[0].shape[1];
   return true;
 }
 

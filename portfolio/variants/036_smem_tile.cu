@@ -111,15 +111,10 @@ template <bool Vec> size_t prepare() {
 } // namespace
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args, 2)) {
     return -1;
   }
   const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt)) {
-    return -1;
-  }
   const int64_t outer = xt.shape[0];
   const int64_t C = xt.shape[1];
   const int64_t inner = kb::product(xt, 2, xt.ndim);
@@ -130,7 +125,7 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   static const size_t budget_vec = prepare<true>();
   static const size_t budget_scalar = prepare<false>();
   const float* x = static_cast<const float*>(xt.data);
-  float* y = static_cast<float*>(yt.data);
+  float* y = static_cast<float*>(args->outputs[0].data);
   const bool vec = inner % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   if (C == 0 || smem > (vec ? budget_vec : budget_scalar)) {
     return -1;

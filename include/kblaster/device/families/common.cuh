@@ -29,6 +29,19 @@ inline scalars scalars_of(const kb_args* a) {
 
 inline cudaStream_t stream_of(const kb_args* a) { return reinterpret_cast<cudaStream_t>(a->stream); }
 
+// Whether the call's first input and first output are float32, contiguous and of the same number
+// of elements, the input with at least `min_ndim` dimensions: the arguments a kernel mapping one
+// float32 tensor onto another of its size checks before any device work.
+inline bool float32_map_args(const kb_args* a, int min_ndim = 0) {
+  if (a->num_inputs < 1 || a->num_outputs < 1) {
+    return false;
+  }
+  const kb_tensor& x = a->inputs[0];
+  const kb_tensor& y = a->outputs[0];
+  return x.dtype == KB_FLOAT32 && y.dtype == KB_FLOAT32 && x.ndim >= min_ndim && is_contiguous(x) &&
+         is_contiguous(y) && numel(x) == numel(y);
+}
+
 // Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.
 inline unsigned grid_for(int64_t n, unsigned block, unsigned max_blocks = 132u * 32u) {
   const int64_t blocks = (n + block - 1) / block;
@@ -43,6 +56,27 @@ template <class S> __device__ __forceinline__ S shfl_down_any(const S& v, int of
 #pragma unroll
   for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
     words[i] = __shfl_down_sync(0xffffffffu, words[i], offset);
+  }
+  S out;
+  memcpy(&out, words, sizeof(S));
+  return out;
+}
+
+// A 32-bit flag or counter another block releases, read with acquire semantics at GPU scope.
+__device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// A value another block wrote, read from L2 (L1 is not coherent across blocks), whole 32-bit
+// words at a time.
+template <class S> __device__ __forceinline__ S load_cg_any(const S* p) {
+  static_assert(sizeof(S) % 4 == 0, "the value must be whole 32-bit words");
+  uint32_t words[sizeof(S) / 4];
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
+    words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
   }
   S out;
   memcpy(&out, words, sizeof(S));

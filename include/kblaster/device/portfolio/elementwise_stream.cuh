@@ -69,21 +69,16 @@ __global__ void __launch_bounds__(threads) map_scalar(const float* __restrict__ 
 } // namespace
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args)) {
     return -1;
   }
   const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || kb::numel(xt) != kb::numel(yt) || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(yt)) {
-    return -1;
-  }
   const int64_t n = kb::numel(xt);
   if (n == 0) {
     return 0;
   }
   const float* x = static_cast<const float*>(xt.data);
-  float* y = static_cast<float*>(yt.data);
+  float* y = static_cast<float*>(args->outputs[0].data);
   const cudaStream_t stream = kb::stream_of(args);
   const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
   if (aligned) {

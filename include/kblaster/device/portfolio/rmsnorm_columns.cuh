@@ -146,15 +146,10 @@ __global__ void __launch_bounds__(256)
 } // namespace
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args, 2)) {
     return -1;
   }
   const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt)) {
-    return -1;
-  }
   const int64_t outer = kb::product(xt, 0, 1);
   const int64_t c = xt.shape[1];
   const int64_t inner = kb::product(xt, 2, xt.ndim);
@@ -162,7 +157,7 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
     return 0;
   }
   const float* x = static_cast<const float*>(xt.data);
-  float* y = static_cast<float*>(yt.data);
+  float* y = static_cast<float*>(args->outputs[0].data);
   const cudaStream_t stream = kb::stream_of(args);
   const kb::scalars p = kb::scalars_of(args);
   const int64_t blocks_limit = 0x7fffffffLL;

@@ -61,25 +61,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// A state written by another block, read from L2 (L1 is not coherent across blocks).
-__device__ __forceinline__ state load_state_cg(const state* p) {
-  static_assert(sizeof(state) % 4 == 0, "state must be whole 32-bit words");
-  unsigned words[sizeof(state) / 4];
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(state) / 4); ++i) {
-    words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
-  }
-  state out;
-  memcpy(&out, words, sizeof(state));
-  return out;
-}
-
 // Thread 0: the slice [src, src + bytes) into shared memory at dst, completing on `bar`.
 __device__ __forceinline__ void bulk_load(float* dst, const float* src, uint32_t bytes,
                                           uint64_t* bar) {
@@ -160,14 +141,14 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
         __threadfence();
         atomicAdd(arrived + row, 1u);
       }
-      while (load_acquire(arrived + row) < static_cast<unsigned>(slices)) {
+      while (kb::load_acquire_gpu(arrived + row) < static_cast<unsigned>(slices)) {
         __nanosleep(32);
       }
       // The S states are read by the warp at once (lane l: states l, l + 32, ...) and combined
       // in a fixed order: every block of the row computes bitwise the same total.
       state total = op::init();
       for (int r = lane; r < slices; r += 32) {
-        total = op::combine(total, load_state_cg(partial + row * slices + r));
+        total = op::combine(total, kb::load_cg_any(partial + row * slices + r));
       }
       total = kb::warp_reduce(total,
                               [](const state& a, const state& b2) { return op::combine(a, b2); });
@@ -282,18 +263,12 @@ plan plan_for(int64_t rows, int64_t n) {
 }
 
 bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
-  if (args->num_inputs < 1 || args->num_outputs < 1) {
+  if (!kb::float32_map_args(args, 2) ||
+      kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
     return false;
   }
-  const kb_tensor& xt = args->inputs[0];
-  const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt) ||
-      kb::product(xt, 2, xt.ndim) != 1) {
-    return false;
-  }
-  rows = kb::product(xt, 0, 1);
-  n = xt.shape[1];
+  rows = kb::product(args->inputs[0], 0, 1);
+  n = args->inputs[0].shape[1];
   return true;
 }
 
