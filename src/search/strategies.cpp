@@ -399,6 +399,29 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::matvec",
        true});
+  add({"matmul.tensor_core",
+       family::matmul,
+       "Tensor cores at fp32 accuracy: fp32 operands split into big = tf32(v) and small = "
+       "tf32(v - big), three mma.sync m16n8k8 per product (a_small*b_big + a_big*b_small + "
+       "a_big*b_big, fp32 accumulation; fp16 and bf16 are exact in TF32 and take one), a 128 x "
+       "128 tile per block of 8 warps, K in bk-deep chunks in shared memory, pairs of outputs per "
+       "store.",
+       "products with N > 4 in fp32, fp16 or bf16 storage (for the FMA-bound ones: large M and N)",
+       "The SIMT kernels are bound by the fp32 FMA rate; the split keeps fp32 accuracy (error "
+       "about 2^-22 of each product) while the tensor cores run several times that rate, so the "
+       "product moves toward the output-write bound.",
+       [](const shape_features& f) { return f.n > 4; },
+       {ints("bk", {32, 64}, "depth of the K chunks held in shared memory"),
+        ints("min_blocks", {1, 2},
+             "blocks per SM the register budget is sized for (2: one block's stores overlap the "
+             "other's math)"),
+        ints("k_unroll", {1, 2}, "8-deep k-steps unrolled in the inner loop"),
+        names("store_hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
+              "cache policy of the stores of C")},
+       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "streaming"}},
+       "kblaster/device/strategies/matmul.cuh",
+       "kb::strategies::matmul::tensor_core",
+       false});
   add({"matmul.register_tiled",
        family::matmul,
        "Register-tiled fp32 SIMT product: a bm x bn tile per block, tm x tn outputs per thread "
@@ -695,6 +718,8 @@ std::vector<profile::state> addressed_states(const strategy& st) {
       {"loss.columns", {state::memory_bound, state::latency_bound, state::unknown}},
       {"matmul.matvec", {state::memory_bound, state::small_grid, state::unknown}},
       {"matmul.register_tiled",
+       {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
+      {"matmul.tensor_core",
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
   };
   const auto it = table.find(st.name);

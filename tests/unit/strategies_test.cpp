@@ -110,7 +110,7 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"047", {"reduce.columns", "reduce.split_columns"}},       // inner 4095
       {"095", {"loss.warp_row", "loss.block_row"}},              // 4096 classes
       {"004", {"matmul.matvec"}},
-      {"007", {"matmul.register_tiled"}},
+      {"007", {"matmul.register_tiled", "matmul.tensor_core"}},
       {"101", {"normalize.warp_row", "normalize.block_row"}}, // LLM rows of 4096
       {"102", {"normalize.warp_row", "normalize.block_row"}},
       {"103", {"normalize.warp_row", "normalize.block_row"}},
@@ -120,7 +120,7 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"904", {"reduce.columns", "reduce.split_columns"}},
       {"905", {"loss.columns"}},
       {"906", {"loss.warp_row", "loss.block_row"}},
-      {"907", {"matmul.register_tiled"}},
+      {"907", {"matmul.register_tiled", "matmul.tensor_core"}},
       {"908", {"matmul.matvec"}},
       {"909", {"reduce.split_row"}},
       {"910", {"loss.pointwise"}},

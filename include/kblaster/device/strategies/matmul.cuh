@@ -11,6 +11,14 @@
 // tm x tn sub-tile (float4 reads of A and B from shared memory), bk-deep slices of A (transposed)
 // and B staged in double-buffered shared memory, the next slice loaded into registers while the
 // current one is multiplied; 16-byte stores of C where N allows. P: bm, bn, bk, tm, tn, store_hint.
+//
+// matmul::tensor_core<Op, P>: tensor cores at fp32 accuracy. fp32 operands are split into
+// big = tf32(v) and small = tf32(v - big) and each product is a_small * b_big + a_big * b_small +
+// a_big * b_big (3xTF32, mma.sync m16n8k8, fp32 accumulation; the dropped a_small * b_small is
+// about 2^-22 of the product). fp16 and bf16 values are exact in TF32, so their products take one
+// mma each. A 128 x 128 tile per block of 8 warps (2 x 4, 64 x 32 each), K in bk-deep chunks held
+// in shared memory with bank-conflict-free pitches, the accumulation order fixed (reproducible).
+// P: bk, min_blocks (blocks per SM the register budget is sized for), k_unroll, store_hint.
 #pragma once
 
 #include "kblaster/device/families/matmul.cuh"
@@ -250,6 +258,200 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
   }
 }
 
+
+// ---- tensor_core ------------------------------------------------------------------------------
+
+namespace tc {
+
+constexpr int bm = 128;
+constexpr int bn = 128;
+constexpr int threads = 256;
+constexpr int b_pitch = bn + 8; // floats: fragment reads of B hit 32 distinct banks
+
+template <int Bk> struct tile {
+  static constexpr int a_pitch = Bk + 4; // floats: fragment reads of A hit 32 distinct banks
+  static constexpr size_t smem_bytes = (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk) * b_pitch) * sizeof(float);
+};
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// big = tf32(v); small = tf32(v - big), left unset when the storage type is exact in TF32.
+template <bool Split> __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
+  big = to_tf32(v);
+  if constexpr (Split) {
+    small = to_tf32(v - __uint_as_float(big));
+  }
+}
+
+// 16 bytes from global to shared memory without passing through registers; `bytes` = 0 writes
+// zeros (nothing is read).
+__device__ __forceinline__ void copy16(float* smem, const void* gmem, int bytes) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void copies_done() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+} // namespace tc
+
+// VecLoad: fp32 storage, K and N multiples of 4 and A, B 16-byte aligned (float4 tile loads);
+// VecStore: N even and C aligned to two elements (pairs of outputs per store).
+template <template <class> class Op, class P, class T, bool VecLoad, bool VecStore>
+__global__ void __launch_bounds__(tc::threads, P::min_blocks)
+    tensor_core_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d) {
+  constexpr int bk = P::bk;
+  constexpr int a_pitch = tc::tile<bk>::a_pitch;
+  constexpr int b_pitch = tc::b_pitch;
+  constexpr bool split = sizeof(T) == 4; // fp16 and bf16 values are exact in TF32
+  extern __shared__ float4 tc_smem[];
+  float* as = reinterpret_cast<float*>(tc_smem);
+  float* bs = as + tc::bm * a_pitch;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int wm = (warp / 4) * 64;
+  const int wn = (warp % 4) * 32;
+  const int64_t tiles_n = ceil_div(d.n, tc::bn);
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) / tiles_n * tc::bm;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) % tiles_n * tc::bn;
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        acc[i][j][r] = 0.0f;
+      }
+    }
+  }
+
+  for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
+    // The chunk into shared memory as fp32, zero past M, N and K.
+    if constexpr (VecLoad) {
+      // Asynchronous 16-byte copies (no staging registers beside the 64 accumulators); past M,
+      // N or K a copy of 0 bytes writes zeros. A thread's copies are a fixed number of rows
+      // apart, so one pointer per operand walks them.
+      constexpr int a_quads = bk / 4;                  // 16-byte pieces per row of the A chunk
+      constexpr int a_rows_per_step = tc::threads / a_quads;
+      constexpr int b_quads = tc::bn / 4;
+      constexpr int b_rows_per_step = tc::threads / b_quads;
+      {
+        const int r0 = tid / a_quads;
+        const int c4 = tid % a_quads;
+        const bool k_in = k0 + c4 * 4 < d.k;
+        const float* src = reinterpret_cast<const float*>(a) + (m0 + r0) * d.k + k0 + c4 * 4;
+#pragma unroll
+        for (int it = 0; it < tc::bm / a_rows_per_step; ++it) {
+          const int r = r0 + it * a_rows_per_step;
+          const bool in = k_in && m0 + r < d.m;
+          tc::copy16(as + r * a_pitch + c4 * 4, in ? src : a, in ? 16 : 0);
+          src += a_rows_per_step * d.k;
+        }
+      }
+      {
+        const int r0 = tid / b_quads;
+        const int c4 = tid % b_quads;
+        const bool n_in = n0 + c4 * 4 < d.n;
+        const float* src = reinterpret_cast<const float*>(b) + (k0 + r0) * d.n + n0 + c4 * 4;
+#pragma unroll
+        for (int it = 0; it < bk / b_rows_per_step; ++it) {
+          const int r = r0 + it * b_rows_per_step;
+          const bool in = n_in && k0 + r < d.k;
+          tc::copy16(bs + r * b_pitch + c4 * 4, in ? src : b, in ? 16 : 0);
+          src += b_rows_per_step * d.n;
+        }
+      }
+      tc::copies_done();
+    } else {
+      for (int idx = tid; idx < tc::bm * bk; idx += tc::threads) {
+        const int r = idx / bk;
+        const int kc = idx % bk;
+        as[r * a_pitch + kc] = (m0 + r < d.m && k0 + kc < d.k) ? cvt<float>(a[(m0 + r) * d.k + k0 + kc]) : 0.0f;
+      }
+      for (int idx = tid; idx < bk * tc::bn; idx += tc::threads) {
+        const int r = idx / tc::bn;
+        const int nc = idx % tc::bn;
+        bs[r * b_pitch + nc] = (k0 + r < d.k && n0 + nc < d.n) ? cvt<float>(b[(k0 + r) * d.n + n0 + nc]) : 0.0f;
+      }
+    }
+    __syncthreads();
+
+#pragma unroll P::k_unroll
+    for (int kk = 0; kk < bk; kk += 8) {
+      uint32_t bb[4][2];
+      uint32_t bsm[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = wn + j * 8 + g;
+        tc::split<split>(bs[(kk + t) * b_pitch + n], bb[j][0], bsm[j][0]);
+        tc::split<split>(bs[(kk + t + 4) * b_pitch + n], bb[j][1], bsm[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int m = wm + i * 16 + g;
+        uint32_t ab[4];
+        uint32_t asm_[4];
+        tc::split<split>(as[m * a_pitch + kk + t], ab[0], asm_[0]);
+        tc::split<split>(as[(m + 8) * a_pitch + kk + t], ab[1], asm_[1]);
+        tc::split<split>(as[m * a_pitch + kk + t + 4], ab[2], asm_[2]);
+        tc::split<split>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (split) {
+            tc::mma(acc[i][j], asm_, bb[j]);
+            tc::mma(acc[i][j], ab, bsm[j]);
+          }
+          tc::mma(acc[i][j], ab, bb[j]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = m0 + wm + i * 16 + g + h * 8;
+      if (row >= d.m) {
+        continue;
+      }
+      T* crow = c + row * d.n;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t col = n0 + wn + j * 8 + 2 * t;
+        const float out[2] = {Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1])};
+        if (VecStore && col + 1 < d.n) {
+          store_vec<T, float, 2, P::store_hint>(crow + col, out);
+        } else {
+          if (col < d.n) {
+            crow[col] = cvt<T>(out[0]);
+          }
+          if (col + 1 < d.n) {
+            crow[col + 1] = cvt<T>(out[1]);
+          }
+        }
+      }
+    }
+  }
+}
+
 #endif
 
 inline bool operands_of(const kb_args* a, const config& c, dims* d) {
@@ -341,6 +543,47 @@ template <template <class> class Op, class P> struct tiled {
         return go(std::true_type{});
       }
       return go(std::false_type{});
+    });
+  }
+};
+
+template <template <class> class Op, class P> struct tensor_core {
+  static_assert(P::bk == 16 || P::bk == 32 || P::bk == 64, "bk: 16, 32 or 64");
+  static_assert(P::min_blocks >= 1 && P::min_blocks <= 2, "min_blocks: 1 or 2");
+  static_assert(P::k_unroll >= 1, "k_unroll: at least 1");
+
+  static int launch(const kb_args* a, const config& c) {
+    dims d{};
+    if (!operands_of(a, c, &d)) {
+      return -1;
+    }
+    const int64_t blocks = ceil_div(d.m, tc::bm) * ceil_div(d.n, tc::bn);
+    if (blocks > (int64_t{1} << 31) - 1) {
+      return -1;
+    }
+    if (blocks == 0) {
+      return 0; // an empty C (K = 0 still writes the epilogue of an empty sum)
+    }
+    return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
+      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      T* C_ = static_cast<T*>(a->outputs[0].data);
+      const auto go = [&](auto vec_load, auto vec_store) {
+        const auto kernel = tensor_core_kernel<Op, P, T, decltype(vec_load)::value, decltype(vec_store)::value>;
+        if (const int rc = allow_dynamic_smem(kernel, tc::tile<P::bk>::smem_bytes); rc != 0) {
+          return rc;
+        }
+        kernel<<<static_cast<unsigned>(blocks), tc::threads, tc::tile<P::bk>::smem_bytes, stream_of(a)>>>(A_, B_, C_, d);
+        return static_cast<int>(cudaGetLastError());
+      };
+      const bool vec_store = d.n % 2 == 0 && aligned_to(C_, sizeof(T) * 2);
+      if constexpr (sizeof(T) == 4) {
+        if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16)) {
+          return vec_store ? go(std::true_type{}, std::true_type{}) : go(std::true_type{}, std::false_type{});
+        }
+      }
+      return vec_store ? go(std::false_type{}, std::true_type{}) : go(std::false_type{}, std::false_type{});
     });
   }
 };
