@@ -1,18 +1,14 @@
-// Portfolio candidate for 019 (relu), the elementwise family's streaming kernel: a grid sized to the
-// data, 128 threads per block, 2 independent 16-byte loads per thread, plain loads and stores: tiles
-// of 1024 floats, the size PyTorch's and Triton's elementwise kernels use (from the variant
-// 019_grid_t128v2h0 (moved here), the fastest in evidence/h200/variants/elementwise-4cb185d:
-// 3.020 ms against 3.092 ms for the 256 x 2 tile it replaces, now a variant).
-//
-// Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 128 x 2 float4 per
-// block, every load of a thread issued before the first use, kb_op<float>::map on each value; full
-// tiles run without bounds checks, the last block takes the partial tile and the n % 4 tail;
-// unaligned tensors take a scalar grid-stride kernel.
-//
-// Bytes: 8 per element (read + write); floor = bytes / 4.3 TB/s.
+// Portfolio kernel, promoted from the variant 019_grid_t64v2h0 (moved here): the fastest verified
+// kernel of its task in evidence/h200/variants/d20297b (scripts/perf-variants.sh on the H200: 3.0271 ms,
+// against 3.0368 for the 128 x 2 tile before it, now the variant 019_grid_t128v2h0; speedups over
+// the baseline 1.166x [1.166, 1.167] and 1.163x [1.162, 1.163]). Elementwise relu, grid sized to
+// the data: 64 threads per block (Triton's num_warps = 2), 2 independent 16-byte loads per thread,
+// plain loads and stores, full tiles unguarded (header
+// include/kblaster/device/portfolio/elementwise_grid.cuh). Bytes: 8 per element (read + write);
+// floor = bytes / 4.3 TB/s.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
-#define KB_EW_THREADS 128
+#define KB_EW_THREADS 64
 #define KB_EW_VECS 2
 #define KB_EW_HINTS 0
 #include <kblaster/device/portfolio/elementwise_grid.cuh>

@@ -418,7 +418,7 @@ std::vector<strategy> make_library() {
         ints("k_unroll", {1, 2}, "8-deep k-steps unrolled in the inner loop"),
         names("store_hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
               "cache policy of the stores of C")},
-       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "streaming"}},
+       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "normal"}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
        false});
