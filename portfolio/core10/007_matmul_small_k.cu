@@ -11,7 +11,7 @@
 // matmul.tensor_core bk=64 min_blocks=2 k_unroll=1 store_hint=normal
 // Tensor cores at fp32 accuracy: fp32 operands split into big = tf32(v) and small = tf32(v -
 // big), three mma.sync m16n8k8 per product (a_small*b_big + a_big*b_small + a_big*b_big, fp32
-// accumulation; fp16 and bf16 are exact in TF32 and take one), a 128 x 128 tile per block of 8
+// accumulation; fp16 and bf16 are exact in TF32 and take one), a square tile of C per block of 8
 // warps, K in bk-deep chunks in shared memory, pairs of outputs per store.
 #include <kblaster/device/strategies/matmul.cuh>
 #include KB_TASK_MATH
