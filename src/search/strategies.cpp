@@ -167,7 +167,9 @@ std::vector<strategy> make_library() {
        family::normalize,
        "Several blocks per row: a first kernel writes each chunk's partial state to the workspace, "
        "a second combines the "
-       "row's partials in a fixed order and writes its chunk; rows go in groups of l2_group_mb so "
+       "row's partials in a fixed order and writes its chunk (or, with a weight or bias and "
+       "columns_apply, the row's statistics go to the workspace and the output pass walks the "
+       "rows by columns, weight and bias held in registers); rows go in groups of l2_group_mb so "
        "the second read hits L2.",
        "contiguous rows (inner < 32) of at least 64Ki elements, or long rows that are fewer than "
        "the SMs",
@@ -180,10 +182,17 @@ std::vector<strategy> make_library() {
        {ints("block", {256, 512, 1024}, "threads per block"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
         ints("chunk", {16384, 65536, 262144}, "row elements per block"),
-        ints("l2_group_mb", {0, 16, 32, 48},
-             "MiB of rows (plus the weight and bias) per pair of launches, so the second read hits "
-             "L2 (0: all rows at once)")},
-       {{"block", 512}, {"vector_bytes", 16}, {"chunk", 16384}, {"l2_group_mb", 48}},
+        ints("l2_group_mb", {16, 32, 48, 0},
+             "MiB of rows (plus the weight and bias when applied by rows) per group of launches, "
+             "so the second read hits L2 (0, the largest: all rows at once)"),
+        ints("columns_apply", {0, 1},
+             "with a weight or bias, 1 applies by columns: each thread keeps its weight and bias "
+             "in registers and walks every row of the group, tiles from the end of the row")},
+       {{"block", 512},
+        {"vector_bytes", 16},
+        {"chunk", 16384},
+        {"l2_group_mb", 48},
+        {"columns_apply", 1}},
        "kblaster/device/strategies/normalize.cuh",
        "kb::strategies::normalize::split_row",
        true});

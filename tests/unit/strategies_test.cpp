@@ -532,14 +532,17 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   // loss.warp_row: one double per rows_per_block rows; 32768 rows.
   EXPECT_EQ(bytes_for("095", "loss.warp_row", find_strategy("loss.warp_row").defaults, "official"),
             32768 / 32 * 8);
-  // normalize.split_row: one Welford state (3 floats) per row and 65536-element chunk; 16 rows of
-  // 4Mi.
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults,
-                      "official"),
-            16 * 256 * 12);
-  EXPECT_EQ(
-      bytes_for("040", "normalize.split_row", find_strategy("normalize.split_row").defaults, "odd"),
-      3 * 1 * 12);
+  // normalize.split_row: one Welford state (3 floats) per row and 16384-element chunk; 16 rows of
+  // 4Mi. Applied by columns (the default, 040 has a weight and bias) each row's statistics
+  // (mean, rstd) follow, 16-byte aligned; applied by rows there are none.
+  const auto& split_row = find_strategy("normalize.split_row");
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "official"),
+            16 * 256 * 12 + 16 * 8);
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "odd"), 48 + 3 * 8);
+  auto by_rows = split_row.defaults;
+  by_rows["columns_apply"] = 0;
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "official"), 16 * 256 * 12);
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "odd"), 3 * 1 * 12);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
             2048 * 16 * 4);

@@ -16,8 +16,14 @@
 // normalize::split_row<Op, P>: several blocks per row; the first kernel writes each chunk's partial
 // state to the workspace, the second combines a row's partials in a fixed order and writes the
 // chunk's output. Rows are processed in groups of about l2_group_mb megabytes so that the second
-// read of a chunk comes from L2 (the weight and bias count against the budget). P: block,
-// vector_bytes, chunk (elements per block), l2_group_mb (0: all rows at once).
+// read of a chunk comes from L2 (the weight and bias count against the budget). With
+// columns_apply = 1 and a weight or bias, the output pass goes by columns instead: a third small
+// kernel turns each row's partials into its statistics, and each thread of the apply kernel loads
+// its U vectors of weight and bias once and walks every row of the group, tiles taken from the
+// end of the row (the last chunks the first kernel read are still in L2); the weight and bias are
+// then read once per group rather than once per row and do not count against the group's budget.
+// P: block, vector_bytes, chunk (elements per block), l2_group_mb (0: all rows at once),
+// columns_apply (0 or 1).
 //
 // normalize::columns<Op, P>: strided rows (inner > 1): each thread owns V adjacent columns
 // (vector loads along the inner dimension, coalesced across the warp) and walks the extent; a
@@ -318,6 +324,76 @@ __global__ void __launch_bounds__(P::block) split_apply_kernel(const T* __restri
   }
 }
 
+// One warp per row of the group: the row's partials in a fixed order, then its statistics.
+template <template <class> class Op>
+__global__ void __launch_bounds__(256) split_stats_kernel(layout L, scalars p, int64_t row_begin, int64_t group_rows, int64_t splits,
+                                                          const typename Op<float>::state* __restrict__ partials,
+                                                          typename Op<float>::stats* __restrict__ out) {
+  using op = Op<float>;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  if (r >= group_rows) {
+    return; // whole warps only
+  }
+  const int64_t row = row_begin + r;
+  const auto s = rows::combine_partials<op>(partials + row * splits, splits);
+  if (threadIdx.x % 32 == 0) {
+    out[row] = op::finalize(s, L.extent, p.v);
+  }
+}
+
+// The output pass by columns: a tile of block x U vectors per block, tiles from the end of the
+// row; each thread's weight and bias vectors stay in registers while it walks the group's rows.
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) split_apply_columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                                       const T* __restrict__ b, T* __restrict__ y, layout L,
+                                                                       int64_t row_begin, int64_t group_rows,
+                                                                       const typename Op<float>::stats* __restrict__ st) {
+  using op = Op<float>;
+  constexpr int U = 4;
+  const int64_t nvec = L.extent / V;
+  const int64_t tile = int64_t{P::block} * U;
+  const int64_t tiles = ceil_div(nvec, tile);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t first = (tiles - 1 - t) * tile + threadIdx.x;
+    float wv[U][V];
+    float bv[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = first + int64_t{u} * P::block;
+      if (j < nvec) {
+        rows::load_param<float, T, V>(w, j, 1.0f, wv[u]);
+        rows::load_param<float, T, V>(b, j, 0.0f, bv[u]);
+      }
+    }
+    for (int64_t r = 0; r < group_rows; ++r) {
+      const int64_t row = row_begin + r;
+      const auto s = st[row];
+      const int64_t off = rows::base(L, row);
+      vec_word<T, V> xv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t j = first + int64_t{u} * P::block;
+        if (j < nvec) {
+          xv[u] = rows::load_word<T, V>(x + off, L.inner, j);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t j = first + int64_t{u} * P::block;
+        if (j < nvec) {
+          float v[V];
+          unpack<float, T, V>(xv[u], v);
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            v[k] = op::apply(v[k], s, wv[u][k], bv[u][k]);
+          }
+          rows::store<T, float, V>(y + off, L.inner, j, v);
+        }
+      }
+    }
+  }
+}
+
 template <template <class> class Op, class P, class T, int V>
 __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                                            const T* __restrict__ b, T* __restrict__ y, layout L,
@@ -560,17 +636,27 @@ template <template <class> class Op, class P> struct cluster_row {
 
 template <template <class> class Op, class P> struct split_row {
   static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  static_assert(P::columns_apply == 0 || P::columns_apply == 1, "columns_apply: 0 or 1");
   using S = typename Op<float>::state;
+  using stats = typename Op<float>::stats;
 
   // Chunks per row; the same for both vector widths, so the workspace does not depend on alignment.
   static int64_t splits(const layout& L) { return max64(1, ceil_div(L.extent, P::chunk)); }
+
+  // The partial states, then (column-wise apply) each row's statistics, 16-byte aligned.
+  static uint64_t stats_offset(const layout& L) {
+    return (static_cast<uint64_t>(rows::count(L) * splits(L)) * sizeof(S) + 15) / 16 * 16;
+  }
+
+  static bool by_columns(const operands& o) { return P::columns_apply == 1 && (o.w != nullptr || o.b != nullptr); }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     operands o;
     if (!operands_of(a, c, &o)) {
       return -1;
     }
-    *bytes = static_cast<uint64_t>(rows::count(o.L) * splits(o.L)) * sizeof(S);
+    *bytes = by_columns(o) ? stats_offset(o.L) + static_cast<uint64_t>(rows::count(o.L)) * sizeof(stats)
+                           : static_cast<uint64_t>(rows::count(o.L) * splits(o.L)) * sizeof(S);
     return 0;
   }
 
@@ -586,19 +672,31 @@ template <template <class> class Op, class P> struct split_row {
       const int64_t nsplit = splits(o.L);
       const int64_t chunk_vecs = ceil_div(ceil_div(o.L.extent, nsplit), V);
       const int64_t nrows = rows::count(o.L);
-      // Rows per group: the group's rows and the weight and bias (read by every row) within the budget.
+      // Rows per group: the group's rows and the weight and bias (read by every row, unless the
+      // output pass goes by columns) within the budget.
+      const bool columns = by_columns(o);
       const int64_t row_bytes = o.L.extent * static_cast<int64_t>(sizeof(T));
-      const int64_t param_bytes = (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
+      const int64_t param_bytes = columns ? 0 : (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
       const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
       S* partials = static_cast<S*>(a->workspace);
+      stats* row_stats = reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) + stats_offset(o.L));
       const T* x = static_cast<const T*>(o.x->data);
+      const T* w = static_cast<const T*>(o.w);
+      const T* b = static_cast<const T*>(o.b);
+      T* y = static_cast<T*>(o.y);
+      const int64_t tiles = ceil_div(o.L.extent / V, int64_t{P::block} * 4);
       for (int64_t r0 = 0; r0 < nrows; r0 += group) {
         const int64_t n = min64(group, nrows - r0);
         const unsigned grid = capped_grid(n * nsplit);
         split_partial_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, o.L, r0, n, nsplit, chunk_vecs, partials);
-        split_apply_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, static_cast<const T*>(o.w), static_cast<const T*>(o.b),
-                                                                             static_cast<T*>(o.y), o.L, scalars_of(a), r0, n, nsplit,
-                                                                             chunk_vecs, partials);
+        if (columns) {
+          split_stats_kernel<Op><<<capped_grid(ceil_div(n, 8)), 256, 0, stream_of(a)>>>(o.L, scalars_of(a), r0, n, nsplit, partials,
+                                                                                    row_stats);
+          split_apply_columns_kernel<Op, P, T, V><<<capped_grid(tiles), P::block, 0, stream_of(a)>>>(x, w, b, y, o.L, r0, n, row_stats);
+        } else {
+          split_apply_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, w, b, y, o.L, scalars_of(a), r0, n, nsplit, chunk_vecs,
+                                                                               partials);
+        }
       }
       return static_cast<int>(cudaGetLastError());
     });
