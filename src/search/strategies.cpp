@@ -271,8 +271,9 @@ std::vector<strategy> make_library() {
        family::reduce,
        "A thread per V adjacent output columns walking the reduced axis with `unroll` lines in "
        "flight and independent "
-       "accumulators; vector loads, or pairs of aligned vectors when the inner size breaks their "
-       "alignment.",
+       "accumulators; vector loads, or, when the inner size breaks their alignment, V lines read "
+       "as whole vectors (V states per thread, combined per output by a second kernel) or pairs "
+       "of aligned vectors.",
        "strided reductions (inner >= 32)",
        "The baseline's one scalar load chain per thread limits the loads in flight; unrolled "
        "independent accumulators "
@@ -286,7 +287,7 @@ std::vector<strategy> make_library() {
         {"accumulators", 1}},
        "kblaster/device/strategies/reduce.cuh",
        "kb::strategies::reduce::columns",
-       false});
+       true});
   std::vector<param_axis> split_axes = column_axes;
   split_axes.push_back(
       ints("splits", {0, 2, 4, 8, 16},

@@ -543,6 +543,13 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   by_rows["columns_apply"] = 0;
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "official"), 16 * 256 * 12);
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "odd"), 3 * 1 * 12);
+  // reduce.columns on 047 (inner 4095, 4096 lines): the grouped read, 4 states (one float each)
+  // per output; with 4-byte vectors there are no groups and no workspace.
+  const auto& columns = find_strategy("reduce.columns");
+  EXPECT_EQ(bytes_for("047", "reduce.columns", columns.defaults, "official"), 128u * 4095 * 4 * 4);
+  auto scalar = columns.defaults;
+  scalar["vector_bytes"] = 4;
+  EXPECT_EQ(bytes_for("047", "reduce.columns", scalar, "official"), 0u);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
             2048 * 16 * 4);

@@ -14,9 +14,13 @@
 // extent and meet in shared memory; split_columns further splits the extent over `splits` blocks
 // (0: enough to fill the device) with partial states in the workspace and a fixed-order second
 // pass. Vector loads when every line is aligned; when the inner size breaks the alignment of the
-// lines (4095 floats), each line is read with two aligned vectors and the thread's V columns are
-// picked out of them ("shifted" loads). P: block_cols, split, vector_bytes, unroll, accumulators
-// (+ splits for split_columns).
+// lines (4095 floats), reduce::columns reads V consecutive lines as `inner` whole vectors if the
+// extent is a multiple of V ("grouped": vector q of a group holds the V flattened positions
+// V q + k, each of line (V q + k) / inner and column (V q + k) % inner; a thread sums its vector
+// position over the groups into V states, written to the workspace, and a second kernel combines
+// the V states of each output in line order), else (and in split_columns) each line is read with
+// two aligned vectors and the thread's V columns are picked out of them ("shifted" loads).
+// P: block_cols, split, vector_bytes, unroll, accumulators (+ splits for split_columns).
 #pragma once
 
 #include "kblaster/device/families/reduce.cuh"
@@ -282,6 +286,117 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
   }
 }
 
+// Grouped lines: slab o is extent / V groups of `inner` vectors of V (V consecutive lines); the
+// thread of vector position q sums it over the groups (split threads of a block take every
+// split-th group and meet in shared memory) and writes partial[(o * inner + q) * V + k].
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block_cols * P::split) grouped_columns_kernel(const T* __restrict__ x, layout L,
+                                                                                   typename Op<float>::state* __restrict__ partials) {
+  using A = float;
+  using op = Op<A>;
+  using S = typename op::state;
+  constexpr int U = P::unroll;
+  constexpr int acc_count = P::accumulators;
+  static_assert(U % acc_count == 0, "unroll: a multiple of the accumulators");
+  __shared__ alignas(16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * P::block_cols * V : 1];
+  S* part = reinterpret_cast<S*>(part_raw);
+  const int tx = threadIdx.x % P::block_cols;
+  const int ty = threadIdx.x / P::block_cols;
+  const int64_t per_outer = ceil_div(L.inner, int64_t{P::block_cols});
+  const int64_t groups = L.extent / V;
+  for (int64_t blk = blockIdx.x; blk < L.outer * per_outer; blk += gridDim.x) {
+    const int64_t o = blk / per_outer;
+    const int64_t q = (blk % per_outer) * P::block_cols + tx;
+    const bool active = q < L.inner;
+    const int64_t steps = ty < groups ? ceil_div(groups - ty, P::split) : 0;
+    const T* first = x + (o * groups + ty) * L.inner * V + q * V; // the thread's vector in its first group
+    const int64_t step = int64_t{P::split} * L.inner * V;
+    S s[acc_count][V];
+#pragma unroll
+    for (int a = 0; a < acc_count; ++a) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        s[a][k] = op::init();
+      }
+    }
+    if (active) {
+      int64_t t = 0;
+      for (; t + U <= steps; t += U) {
+        A v[U][V];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          load_vec<A, T, V>(first + (t + u) * step, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            s[u % acc_count][k] = op::accumulate(s[u % acc_count][k], v[u][k]);
+          }
+        }
+      }
+      for (; t < steps; ++t) {
+        A v[V];
+        load_vec<A, T, V>(first + t * step, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          s[0][k] = op::accumulate(s[0][k], v[k]);
+        }
+      }
+#pragma unroll
+      for (int a = 1; a < acc_count; ++a) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          s[0][k] = op::combine(s[0][k], s[a][k]);
+        }
+      }
+    }
+    if constexpr (P::split > 1) {
+      if (active && ty > 0) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          part[((ty - 1) * P::block_cols + tx) * V + k] = s[0][k];
+        }
+      }
+      __syncthreads();
+      if (active && ty == 0) {
+        for (int w = 1; w < P::split; ++w) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            s[0][k] = op::combine(s[0][k], part[((w - 1) * P::block_cols + tx) * V + k]);
+          }
+        }
+      }
+      __syncthreads(); // the partials are reused by the next block of columns
+    }
+    if (active && ty == 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        partials[(o * L.inner + q) * V + k] = s[0][k];
+      }
+    }
+  }
+}
+
+// Grouped lines, second pass: output (o, i) combines, for line offsets rr = 0 .. V - 1 in order,
+// the partial of flattened position rr * inner + i of slab o.
+template <template <class> class Op, class T, int V>
+__global__ void __launch_bounds__(256) finish_grouped_kernel(const typename Op<float>::state* __restrict__ partials, layout L,
+                                                             T* __restrict__ y, scalars p) {
+  using op = Op<float>;
+  const int64_t outputs = L.outer * L.inner;
+  for (int64_t out = int64_t{blockIdx.x} * 256 + threadIdx.x; out < outputs; out += int64_t{gridDim.x} * 256) {
+    const int64_t o = out / L.inner;
+    const int64_t i = out % L.inner;
+    const auto* slab = partials + o * L.inner * V;
+    typename op::state s = slab[i];
+    for (int rr = 1; rr < V; ++rr) {
+      s = op::combine(s, slab[rr * L.inner + i]);
+    }
+    y[out] = cvt<T>(op::finalize(s, L.extent, p.v));
+  }
+}
+
 // A thread per output: combines the output's partial states (one per split, `outputs` apart).
 template <template <class> class Op, class T>
 __global__ void __launch_bounds__(256) finish_columns_kernel(const typename Op<float>::state* __restrict__ partials, int64_t outputs,
@@ -391,6 +506,20 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
     }
   }
 
+  // Vector elements of the storage type (at least 1).
+  static int vector_elems(kb_dtype d) {
+    const int size = d == KB_FLOAT32 ? 4 : 2;
+    return P::vector_bytes / size > 0 ? P::vector_bytes / size : 1;
+  }
+
+  // Whether the grouped read applies (reduce::columns only): vectors wider than one element, an
+  // inner size that breaks their alignment, and an extent of whole groups. Decided from the shape
+  // (the workspace is sized before the tensors exist); an unaligned tensor falls back to shifted.
+  static bool grouped_shape(const operands& o) {
+    const int v = vector_elems(o.x->dtype);
+    return !Split && v > 1 && o.L.inner > 1 && o.L.inner % v != 0 && o.L.extent % v == 0 && o.L.extent >= v;
+  }
+
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     operands o;
     int64_t n = 1;
@@ -399,6 +528,10 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
     }
     if (const int rc = splits(o.L, &n); rc != 0) {
       return rc;
+    }
+    if (grouped_shape(o)) {
+      *bytes = static_cast<uint64_t>(rows::count(o.L) * vector_elems(o.x->dtype)) * sizeof(S);
+      return 0;
     }
     *bytes = n > 1 ? static_cast<uint64_t>(n * rows::count(o.L)) * sizeof(S) : 0;
     return 0;
@@ -436,6 +569,18 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
       };
       using aligned = std::integral_constant<line_mode, line_mode::aligned>;
       using shifted = std::integral_constant<line_mode, line_mode::shifted>;
+      if constexpr (!Split && V > 1) {
+        const uint64_t need = static_cast<uint64_t>(rows::count(o.L) * V) * sizeof(S);
+        if (grouped_shape(o) && aligned_to(o.x->data, sizeof(T) * V) && a->workspace_bytes >= need) {
+          S* partials = static_cast<S*>(a->workspace);
+          const int64_t blocks = o.L.outer * ceil_div(o.L.inner, int64_t{P::block_cols});
+          grouped_columns_kernel<Op, P, T, V><<<capped_grid(blocks), P::block_cols * P::split, 0, stream_of(a)>>>(
+              static_cast<const T*>(o.x->data), o.L, partials);
+          finish_grouped_kernel<Op, T, V><<<capped_grid(ceil_div(rows::count(o.L), 256), 65535), 256, 0, stream_of(a)>>>(
+              partials, o.L, static_cast<T*>(o.y), scalars_of(a));
+          return static_cast<int>(cudaGetLastError());
+        }
+      }
       if (V > 1 && aligned_to(o.x->data, sizeof(T) * V) && o.L.inner >= V) {
         if (o.L.inner % V == 0) {
           return go(std::integral_constant<int, V>{}, aligned{});
