@@ -184,6 +184,69 @@ __device__ __forceinline__ void load_line(const T* __restrict__ x, int64_t e, in
   }
 }
 
+// Folds `steps` lines into Acc x V states, U lines in flight (load(t, v) reads the V values of
+// line t; line u of a batch goes to accumulator u % Acc), then the accumulators into s[0] in a
+// fixed order.
+template <class Op, int U, int Acc, int V, class Load>
+__device__ __forceinline__ void fold_lines(int64_t steps, Load&& load, typename Op::state (&s)[Acc][V]) {
+  static_assert(U % Acc == 0, "unroll: a multiple of the accumulators");
+  int64_t t = 0;
+  for (; t + U <= steps; t += U) {
+    float v[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      load(t + u, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        s[u % Acc][k] = Op::accumulate(s[u % Acc][k], v[u][k]);
+      }
+    }
+  }
+  for (; t < steps; ++t) {
+    float v[V];
+    load(t, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      s[0][k] = Op::accumulate(s[0][k], v[k]);
+    }
+  }
+#pragma unroll
+  for (int a = 1; a < Acc; ++a) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      s[0][k] = Op::combine(s[0][k], s[a][k]);
+    }
+  }
+}
+
+// The `Split` threads (rows ty of the block) that share BlockCols x V columns meet in shared
+// memory (`part`: (Split - 1) x BlockCols x V states): row 0 combines rows 1 .. Split - 1 in
+// order. Called by the whole block.
+template <class Op, int Split, int BlockCols, int V>
+__device__ __forceinline__ void combine_split(typename Op::state* part, int tx, int ty, bool active, typename Op::state (&s)[V]) {
+  if constexpr (Split > 1) {
+    if (active && ty > 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        part[((ty - 1) * BlockCols + tx) * V + k] = s[k];
+      }
+    }
+    __syncthreads();
+    if (active && ty == 0) {
+      for (int w = 1; w < Split; ++w) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          s[k] = Op::combine(s[k], part[((w - 1) * BlockCols + tx) * V + k]);
+        }
+      }
+    }
+    __syncthreads(); // the partials are reused by the block's next columns
+  }
+}
+
 template <template <class> class Op, class P, class T, int V, line_mode M>
 __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const T* __restrict__ x, T* __restrict__ y, layout L,
                                                                            scalars p, int64_t splits, int64_t chunk,
@@ -194,7 +257,6 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
   constexpr int cols = P::block_cols * V;
   constexpr int U = P::unroll;
   constexpr int acc_count = P::accumulators;
-  static_assert(U % acc_count == 0, "unroll: a multiple of the accumulators");
   __shared__ alignas(16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * cols : 1];
   S* part = reinterpret_cast<S*>(part_raw);
   const int tx = threadIdx.x % P::block_cols;
@@ -221,55 +283,9 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
       }
     }
     if (active) {
-      int64_t t = 0;
-      for (; t + U <= steps; t += U) {
-        A v[U][V];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          load_line<M, T, V>(x, first + (t + u) * step, total, v[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            s[u % acc_count][k] = op::accumulate(s[u % acc_count][k], v[u][k]);
-          }
-        }
-      }
-      for (; t < steps; ++t) {
-        A v[V];
-        load_line<M, T, V>(x, first + t * step, total, v);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          s[0][k] = op::accumulate(s[0][k], v[k]);
-        }
-      }
-#pragma unroll
-      for (int a = 1; a < acc_count; ++a) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          s[0][k] = op::combine(s[0][k], s[a][k]);
-        }
-      }
+      fold_lines<op, U>(steps, [&](int64_t t, A(&v)[V]) { load_line<M, T, V>(x, first + t * step, total, v); }, s);
     }
-    if constexpr (P::split > 1) {
-      if (active && ty > 0) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          part[(ty - 1) * cols + tx * V + k] = s[0][k];
-        }
-      }
-      __syncthreads();
-      if (active && ty == 0) {
-        for (int w = 1; w < P::split; ++w) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            s[0][k] = op::combine(s[0][k], part[(w - 1) * cols + tx * V + k]);
-          }
-        }
-      }
-      __syncthreads(); // the partials are reused by the next column chunk
-    }
+    combine_split<op, P::split, P::block_cols>(part, tx, ty, active, s[0]);
     if (active && ty == 0) {
 #pragma unroll
       for (int k = 0; k < V; ++k) {
@@ -297,7 +313,6 @@ __global__ void __launch_bounds__(P::block_cols * P::split) grouped_columns_kern
   using S = typename op::state;
   constexpr int U = P::unroll;
   constexpr int acc_count = P::accumulators;
-  static_assert(U % acc_count == 0, "unroll: a multiple of the accumulators");
   __shared__ alignas(16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * P::block_cols * V : 1];
   S* part = reinterpret_cast<S*>(part_raw);
   const int tx = threadIdx.x % P::block_cols;
@@ -320,55 +335,9 @@ __global__ void __launch_bounds__(P::block_cols * P::split) grouped_columns_kern
       }
     }
     if (active) {
-      int64_t t = 0;
-      for (; t + U <= steps; t += U) {
-        A v[U][V];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          load_vec<A, T, V>(first + (t + u) * step, v[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            s[u % acc_count][k] = op::accumulate(s[u % acc_count][k], v[u][k]);
-          }
-        }
-      }
-      for (; t < steps; ++t) {
-        A v[V];
-        load_vec<A, T, V>(first + t * step, v);
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          s[0][k] = op::accumulate(s[0][k], v[k]);
-        }
-      }
-#pragma unroll
-      for (int a = 1; a < acc_count; ++a) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          s[0][k] = op::combine(s[0][k], s[a][k]);
-        }
-      }
+      fold_lines<op, U>(steps, [&](int64_t t, A(&v)[V]) { load_vec<A, T, V>(first + t * step, v); }, s);
     }
-    if constexpr (P::split > 1) {
-      if (active && ty > 0) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          part[((ty - 1) * P::block_cols + tx) * V + k] = s[0][k];
-        }
-      }
-      __syncthreads();
-      if (active && ty == 0) {
-        for (int w = 1; w < P::split; ++w) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            s[0][k] = op::combine(s[0][k], part[((w - 1) * P::block_cols + tx) * V + k]);
-          }
-        }
-      }
-      __syncthreads(); // the partials are reused by the next block of columns
-    }
+    combine_split<op, P::split, P::block_cols>(part, tx, ty, active, s[0]);
     if (active && ty == 0) {
 #pragma unroll
       for (int k = 0; k < V; ++k) {
