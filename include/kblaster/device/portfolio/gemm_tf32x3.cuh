@@ -23,6 +23,8 @@
 // is sized for, default 2), KB_MMA_KUNROLL (k-steps of 8 unrolled, default 1).
 #pragma once
 
+#include "kblaster/device/strategies/matmul.cuh"
+
 #ifndef KB_MMA_MIN_BLOCKS
 #define KB_MMA_MIN_BLOCKS 2
 #endif
@@ -41,23 +43,11 @@ constexpr int a_pitch = bk + 4; // floats
 constexpr int b_pitch = bn + 8; // floats
 constexpr size_t smem_bytes = (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(bk) * b_pitch) * sizeof(float);
 
-__device__ __forceinline__ uint32_t to_tf32(float v) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-
+// The split and the mma of the strategy matmul.tensor_core (the portfolio's 007 kernel since).
 __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  big = to_tf32(v);
-  small = to_tf32(v - __uint_as_float(big));
+  kb::strategies::matmul::tc::split<true>(v, big, small);
 }
-
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using kb::strategies::matmul::tc::mma;
 
 // A [M, K] and B [K, N] row-major (leading dimensions lda, ldb), C [M, N] (ldc).
 template <bool Vec>
