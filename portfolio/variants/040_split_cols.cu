@@ -1,4 +1,4 @@
-// Variant of 040: the search's strategy normalize.split_row with the output pass by columns
+// Variant of 040: the search's strategy normalize.split_row at columns_apply=1, the output pass by columns
 // (include/kblaster/device/strategies/normalize.cuh), as `kblaster strategies generate` writes it:
 // partial Welford states per chunk, each row's statistics, then each thread's weight and bias held in
 // registers while it walks the group's rows (the portfolio kernel's shape, one group of all rows).

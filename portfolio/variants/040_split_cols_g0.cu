@@ -1,4 +1,4 @@
-// Variant of 040: the search's strategy normalize.split_row at l2_group_mb=0 with the output pass by columns
+// Variant of 040: the search's strategy normalize.split_row at columns_apply=1 and l2_group_mb=0, by columns
 // (include/kblaster/device/strategies/normalize.cuh), as `kblaster strategies generate` writes it:
 // partial Welford states per chunk, each row's statistics, then each thread's weight and bias held in
 // registers while it walks the group's rows (the portfolio kernel's shape, one group of all rows).

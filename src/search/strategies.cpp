@@ -192,7 +192,7 @@ std::vector<strategy> make_library() {
         {"vector_bytes", 16},
         {"chunk", 16384},
         {"l2_group_mb", 48},
-        {"columns_apply", 1}},
+        {"columns_apply", 0}},
        "kblaster/device/strategies/normalize.cuh",
        "kb::strategies::normalize::split_row",
        true});
@@ -267,24 +267,31 @@ std::vector<strategy> make_library() {
            "inner size breaks alignment)"),
       ints("unroll", {4, 8}, "lines in flight per thread"),
       ints("accumulators", {1, 2, 4}, "independent states per column")};
+  std::vector<param_axis> grouped_axes = column_axes;
+  grouped_axes.push_back(
+      ints("grouped", {0, 1},
+           "1: when the inner size breaks vector alignment and the extent is a multiple of the "
+           "vector, read V consecutive lines as whole vectors (V states per thread in the "
+           "workspace, combined per output by a second kernel)"));
   add({"reduce.columns",
        family::reduce,
        "A thread per V adjacent output columns walking the reduced axis with `unroll` lines in "
        "flight and independent "
-       "accumulators; vector loads, or, when the inner size breaks their alignment, V lines read "
-       "as whole vectors (V states per thread, combined per output by a second kernel) or pairs "
-       "of aligned vectors.",
+       "accumulators; vector loads, or, when the inner size breaks their alignment, pairs of "
+       "aligned vectors or (grouped) V lines read as whole vectors, V states per thread combined "
+       "per output by a second kernel.",
        "strided reductions (inner >= 32)",
        "The baseline's one scalar load chain per thread limits the loads in flight; unrolled "
        "independent accumulators "
        "and wider loads raise memory-level parallelism while staying coalesced.",
        [](const shape_features& f) { return f.inner >= 32; },
-       column_axes,
+       grouped_axes,
        {{"block_cols", 128},
         {"split", 2},
         {"vector_bytes", 16},
         {"unroll", 4},
-        {"accumulators", 1}},
+        {"accumulators", 1},
+        {"grouped", 0}},
        "kblaster/device/strategies/reduce.cuh",
        "kb::strategies::reduce::columns",
        true});

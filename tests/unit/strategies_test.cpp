@@ -533,23 +533,25 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("095", "loss.warp_row", find_strategy("loss.warp_row").defaults, "official"),
             32768 / 32 * 8);
   // normalize.split_row: one Welford state (3 floats) per row and 16384-element chunk; 16 rows of
-  // 4Mi. Applied by columns (the default, 040 has a weight and bias) each row's statistics
-  // (mean, rstd) follow, 16-byte aligned; applied by rows there are none.
+  // 4Mi. Applied by columns (040 has a weight and bias) each row's statistics (mean, rstd)
+  // follow, 16-byte aligned; applied by rows (the default) there are none.
   const auto& split_row = find_strategy("normalize.split_row");
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "official"),
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "official"), 16 * 256 * 12);
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "odd"), 3 * 1 * 12);
+  auto by_columns = split_row.defaults;
+  by_columns["columns_apply"] = 1;
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "official"),
             16 * 256 * 12 + 16 * 8);
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", split_row.defaults, "odd"), 48 + 3 * 8);
-  auto by_rows = split_row.defaults;
-  by_rows["columns_apply"] = 0;
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "official"), 16 * 256 * 12);
-  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_rows, "odd"), 3 * 1 * 12);
-  // reduce.columns on 047 (inner 4095, 4096 lines): the grouped read, 4 states (one float each)
-  // per output; with 4-byte vectors there are no groups and no workspace.
+  EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "odd"), 48 + 3 * 8);
+  // reduce.columns on 047 (inner 4095, 4096 lines): grouped, 4 states (one float each) per
+  // output; not grouped (the default), or with 4-byte vectors (no groups), no workspace.
   const auto& columns = find_strategy("reduce.columns");
-  EXPECT_EQ(bytes_for("047", "reduce.columns", columns.defaults, "official"), 128u * 4095 * 4 * 4);
-  auto scalar = columns.defaults;
-  scalar["vector_bytes"] = 4;
-  EXPECT_EQ(bytes_for("047", "reduce.columns", scalar, "official"), 0u);
+  EXPECT_EQ(bytes_for("047", "reduce.columns", columns.defaults, "official"), 0u);
+  auto grouped = columns.defaults;
+  grouped["grouped"] = 1;
+  EXPECT_EQ(bytes_for("047", "reduce.columns", grouped, "official"), 128u * 4095 * 4 * 4);
+  grouped["vector_bytes"] = 4;
+  EXPECT_EQ(bytes_for("047", "reduce.columns", grouped, "official"), 0u);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
             2048 * 16 * 4);

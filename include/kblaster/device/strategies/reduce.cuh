@@ -14,13 +14,14 @@
 // extent and meet in shared memory; split_columns further splits the extent over `splits` blocks
 // (0: enough to fill the device) with partial states in the workspace and a fixed-order second
 // pass. Vector loads when every line is aligned; when the inner size breaks the alignment of the
-// lines (4095 floats), reduce::columns reads V consecutive lines as `inner` whole vectors if the
-// extent is a multiple of V ("grouped": vector q of a group holds the V flattened positions
+// lines (4095 floats), reduce::columns with grouped = 1 reads V consecutive lines as `inner` whole
+// vectors if the extent is a multiple of V ("grouped": vector q of a group holds the V flattened positions
 // V q + k, each of line (V q + k) / inner and column (V q + k) % inner; a thread sums its vector
 // position over the groups into V states, written to the workspace, and a second kernel combines
 // the V states of each output in line order), else (and in split_columns) each line is read with
 // two aligned vectors and the thread's V columns are picked out of them ("shifted" loads).
-// P: block_cols, split, vector_bytes, unroll, accumulators (+ splits for split_columns).
+// P: block_cols, split, vector_bytes, unroll, accumulators (+ grouped for columns, splits for
+// split_columns).
 #pragma once
 
 #include "kblaster/device/families/reduce.cuh"
@@ -481,12 +482,18 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
     return P::vector_bytes / size > 0 ? P::vector_bytes / size : 1;
   }
 
-  // Whether the grouped read applies (reduce::columns only): vectors wider than one element, an
-  // inner size that breaks their alignment, and an extent of whole groups. Decided from the shape
-  // (the workspace is sized before the tensors exist); an unaligned tensor falls back to shifted.
+  // P::grouped where the strategy has the axis (reduce::columns), else 0.
+  template <class Q, class = void> struct grouped_of : std::integral_constant<int, 0> {};
+  template <class Q> struct grouped_of<Q, std::void_t<decltype(Q::grouped)>> : std::integral_constant<int, Q::grouped> {};
+
+  // Whether the grouped read applies (reduce::columns with grouped = 1): vectors wider than one
+  // element, an inner size that breaks their alignment, and an extent of whole groups. Decided
+  // from the shape (the workspace is sized before the tensors exist); an unaligned tensor falls
+  // back to the shifted pairs.
   static bool grouped_shape(const operands& o) {
     const int v = vector_elems(o.x->dtype);
-    return !Split && v > 1 && o.L.inner > 1 && o.L.inner % v != 0 && o.L.extent % v == 0 && o.L.extent >= v;
+    return !Split && grouped_of<P>::value == 1 && v > 1 && o.L.inner > 1 && o.L.inner % v != 0 && o.L.extent % v == 0 &&
+           o.L.extent >= v;
   }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
@@ -538,7 +545,7 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
       };
       using aligned = std::integral_constant<line_mode, line_mode::aligned>;
       using shifted = std::integral_constant<line_mode, line_mode::shifted>;
-      if constexpr (!Split && V > 1) {
+      if constexpr (!Split && V > 1 && grouped_of<P>::value == 1) {
         const uint64_t need = static_cast<uint64_t>(rows::count(o.L) * V) * sizeof(S);
         if (grouped_shape(o) && aligned_to(o.x->data, sizeof(T) * V) && a->workspace_bytes >= need) {
           S* partials = static_cast<S*>(a->workspace);
