@@ -679,7 +679,7 @@ template <template <class> class Op, class P> struct split_row {
       const int64_t param_bytes = columns ? 0 : (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
       const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
       S* partials = static_cast<S*>(a->workspace);
-      stats* row_stats = reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) + stats_offset(o.L));
+      stats* row_stats = columns ? reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) + stats_offset(o.L)) : nullptr;
       const T* x = static_cast<const T*>(o.x->data);
       const T* w = static_cast<const T*>(o.w);
       const T* b = static_cast<const T*>(o.b);
