@@ -185,12 +185,19 @@ __device__ __forceinline__ void load_line(const T* __restrict__ x, int64_t e, in
   }
 }
 
-// Folds `steps` lines into Acc x V states, U lines in flight (load(t, v) reads the V values of
+// Folds `steps` lines into Acc x V fresh states, U lines in flight (load(t, v) reads the V values of
 // line t; line u of a batch goes to accumulator u % Acc), then the accumulators into s[0] in a
 // fixed order.
 template <class Op, int U, int Acc, int V, class Load>
 __device__ __forceinline__ void fold_lines(int64_t steps, Load&& load, typename Op::state (&s)[Acc][V]) {
   static_assert(U % Acc == 0, "unroll: a multiple of the accumulators");
+#pragma unroll
+  for (int a = 0; a < Acc; ++a) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      s[a][k] = Op::init();
+    }
+  }
   int64_t t = 0;
   for (; t + U <= steps; t += U) {
     float v[U][V];
@@ -276,13 +283,6 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
     const int64_t first = (o * L.extent + r_begin) * L.inner + i0; // element of the thread's first line
     const int64_t step = int64_t{P::split} * L.inner;
     S s[acc_count][V];
-#pragma unroll
-    for (int a = 0; a < acc_count; ++a) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s[a][k] = op::init();
-      }
-    }
     if (active) {
       fold_lines<op, U>(steps, [&](int64_t t, A(&v)[V]) { load_line<M, T, V>(x, first + t * step, total, v); }, s);
     }
@@ -328,13 +328,6 @@ __global__ void __launch_bounds__(P::block_cols * P::split) grouped_columns_kern
     const T* first = x + (o * groups + ty) * L.inner * V + q * V; // the thread's vector in its first group
     const int64_t step = int64_t{P::split} * L.inner * V;
     S s[acc_count][V];
-#pragma unroll
-    for (int a = 0; a < acc_count; ++a) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s[a][k] = op::init();
-      }
-    }
     if (active) {
       fold_lines<op, U>(steps, [&](int64_t t, A(&v)[V]) { load_vec<A, T, V>(first + t * step, v); }, s);
     }
@@ -477,9 +470,9 @@ template <template <class> class Op, class P, bool Split> struct columns_strateg
   }
 
   // Vector elements of the storage type (at least 1).
+  // Vector elements of the storage type (vec_elems; -1 for a type the strategies refuse).
   static int vector_elems(kb_dtype d) {
-    const int size = d == KB_FLOAT32 ? 4 : 2;
-    return P::vector_bytes / size > 0 ? P::vector_bytes / size : 1;
+    return dispatch_storage(d, [](auto tag) { return vec_elems<typename decltype(tag)::type, P::vector_bytes>(); });
   }
 
   // P::grouped where the strategy has the axis (reduce::columns), else 0.
