@@ -727,6 +727,27 @@ private:
     call_request c = base;
     c.seq = seq;
     m_out.step(stage, lib.role, what);
+    // The runner is woken first, off the clock: one that slept while the other runners' calls
+    // ran (a baseline's window of several milliseconds outlasts its spin on the socket) answers,
+    // and the call then finds it reading its socket as the calibration's empty call does, so
+    // the round trip holds the call and not the scheduler's wake-up. What the call is (its
+    // inputs, outputs, sequence number) is sent only after, on the clock.
+    {
+      bool wake_timed_out = false;
+      if (!lib.runner->send(message::wake, json::object())) {
+        w.failed = runner_failure(lib, false, what);
+        return w;
+      }
+      const auto woke = lib.runner->reply(m_hang_ms, &wake_timed_out);
+      if (!woke) {
+        w.failed = runner_failure(lib, wake_timed_out, what);
+        return w;
+      }
+      if (!reply_as<wake_reply>(*woke)) {
+        w.failed = malformed_reply(lib, what);
+        return w;
+      }
+    }
     // The judge's context stays idle while the runner prepares the call, so that the round trip
     // measures the runner alone.
     const auto t0 = clock_type::now();

@@ -343,6 +343,9 @@ struct runner {
         reply(json(out));
         break;
       }
+      case message::wake:
+        reply(wake_reply{});
+        break;
       case message::exit:
         return 0;
       default:

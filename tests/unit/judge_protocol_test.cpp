@@ -111,6 +111,26 @@ TEST(JudgeChannel, SpinningWaitSeesFramesAndKeepsItsTimeout) {
   EXPECT_EQ(receive_frame(s.b, f, -1, 20'000), recv_status::closed);
 }
 
+TEST(JudgeChannel, WakeUpIsATypedExchangeOfItsOwn) {
+  // The judge wakes a runner before each call it times; the answer is a message of its own, so
+  // a frame forged on the socket (a reply of another kind, or an empty object) is not taken for
+  // it.
+  for (const message m : {message::map, message::load, message::workspace, message::call,
+                          message::sync, message::profile, message::exit}) {
+    EXPECT_NE(static_cast<uint32_t>(m), static_cast<uint32_t>(message::wake));
+  }
+  socket_pair s;
+  ASSERT_TRUE(send_frame(s.a, static_cast<uint32_t>(message::wake), "{}"));
+  frame f;
+  ASSERT_EQ(receive_frame(s.b, f, 1000), recv_status::ok);
+  EXPECT_EQ(f.type, static_cast<uint32_t>(message::wake));
+  ASSERT_TRUE(send_frame(s.b, static_cast<uint32_t>(message::reply), nlohmann::json(wake_reply{}).dump()));
+  ASSERT_EQ(receive_frame(s.a, f, 1000), recv_status::ok);
+  EXPECT_TRUE(nlohmann::json::parse(f.payload).get<wake_reply>().awake);
+  EXPECT_THROW((void)nlohmann::json::object().get<wake_reply>(), nlohmann::json::exception);
+  EXPECT_THROW((void)nlohmann::json(call_reply{}).get<wake_reply>(), nlohmann::json::exception);
+}
+
 TEST(JudgeCapture, InvalidUtf8BecomesReplacementAndJsonDumps) {
   const std::string bytes = std::string("ok \xFF\xFE end \xC3\xA9 \xE2\x82", 17) + '\0' + "z";
   const std::string text = printable_text(bytes);

@@ -19,6 +19,7 @@ enum class message : uint32_t {
   sync = 5,      // judge -> runner: {}                       reply: {sync_reply}
   profile = 6,   // judge -> runner: {call_request}          reply: the profiler's JSON
   exit = 7,      // judge -> runner: {}
+  wake = 8,      // judge -> runner: {}                       reply: {wake_reply}
   reply = 100,
 };
 
@@ -83,6 +84,14 @@ struct workspace_reply {
   int rc = 0;
   uint64_t bytes = 0;
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(workspace_reply, rc, bytes)
+};
+
+// The answer to `wake`: the runner is awake and reading its socket. The judge wakes a runner
+// before each call it times, so that the call's round trip holds the call and not the
+// scheduler's wake-up of a runner that slept while other runners' calls ran.
+struct wake_reply {
+  bool awake = true;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(wake_reply, awake)
 };
 
 struct sync_reply {
