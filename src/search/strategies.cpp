@@ -291,7 +291,7 @@ std::vector<strategy> make_library() {
         {"vector_bytes", 16},
         {"unroll", 4},
         {"accumulators", 1},
-        {"grouped", 0}},
+        {"grouped", 1}},
        "kblaster/device/strategies/reduce.cuh",
        "kb::strategies::reduce::columns",
        true});

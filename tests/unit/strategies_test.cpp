@@ -543,15 +543,17 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "official"),
             16 * 256 * 12 + 16 * 8);
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "odd"), 48 + 3 * 8);
-  // reduce.columns on 047 (inner 4095, 4096 lines): grouped, 4 states (one float each) per
-  // output; not grouped (the default), or with 4-byte vectors (no groups), no workspace.
+  // reduce.columns on 047 (inner 4095, 4096 lines): grouped (the default), 4 states (one float
+  // each) per output; not grouped, or with 4-byte vectors (no groups), no workspace.
   const auto& columns = find_strategy("reduce.columns");
-  EXPECT_EQ(bytes_for("047", "reduce.columns", columns.defaults, "official"), 0u);
-  auto grouped = columns.defaults;
-  grouped["grouped"] = 1;
-  EXPECT_EQ(bytes_for("047", "reduce.columns", grouped, "official"), 128u * 4095 * 4 * 4);
-  grouped["vector_bytes"] = 4;
-  EXPECT_EQ(bytes_for("047", "reduce.columns", grouped, "official"), 0u);
+  EXPECT_EQ(columns.defaults.at("grouped"), 1);
+  EXPECT_EQ(bytes_for("047", "reduce.columns", columns.defaults, "official"), 128u * 4095 * 4 * 4);
+  auto ungrouped = columns.defaults;
+  ungrouped["grouped"] = 0;
+  EXPECT_EQ(bytes_for("047", "reduce.columns", ungrouped, "official"), 0u);
+  auto scalar = columns.defaults;
+  scalar["vector_bytes"] = 4;
+  EXPECT_EQ(bytes_for("047", "reduce.columns", scalar, "official"), 0u);
   // matmul.matvec: one float per output and K chunk; no workspace with k_chunk = 0.
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
             2048 * 16 * 4);
