@@ -78,13 +78,27 @@ template <class T, int E> __device__ __forceinline__ uint4 make_pack(const float
 }
 template <class T, int E> __device__ __forceinline__ T make_pack(const float (&o)[E], T*) { return kb::cvt<T>(o[0]); }
 
+// KB_RMSNORM_ROWS_PLAIN = 1: plain loads and stores of x and y instead of evict-first loads and
+// streaming stores (on the H200 the plain forms were faster for the elementwise and the Core 10
+// RMSNorm kernels; the variants 10x_rows_plain measure it here).
+#ifndef KB_RMSNORM_ROWS_PLAIN
+#define KB_RMSNORM_ROWS_PLAIN 0
+#endif
+#if KB_RMSNORM_ROWS_PLAIN
+template <class P> __device__ __forceinline__ P load_stream(const P* p) { return *p; }
+#else
 template <class P> __device__ __forceinline__ P load_stream(const P* p) { return __ldcs(p); }
+#endif
 template <class P> __device__ __forceinline__ P load_cached(const P* p) { return __ldg(p); }
 template <> __device__ __forceinline__ __half load_stream(const __half* p) { return *p; }
 template <> __device__ __forceinline__ __half load_cached(const __half* p) { return *p; }
 template <> __device__ __forceinline__ __nv_bfloat16 load_stream(const __nv_bfloat16* p) { return *p; }
 template <> __device__ __forceinline__ __nv_bfloat16 load_cached(const __nv_bfloat16* p) { return *p; }
+#if KB_RMSNORM_ROWS_PLAIN
+template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) { *p = v; }
+#else
 template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) { __stcs(p, v); }
+#endif
 template <> __device__ __forceinline__ void store_stream(__half* p, const __half& v) { *p = v; }
 template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const __nv_bfloat16& v) { *p = v; }
 
