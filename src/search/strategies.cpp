@@ -434,8 +434,11 @@ std::vector<strategy> make_library() {
              "other's math)"),
         ints("k_unroll", {1, 2}, "8-deep k-steps unrolled in the inner loop"),
         names("store_hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
-              "cache policy of the stores of C")},
-       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "normal"}},
+              "cache policy of the stores of C"),
+        ints("staged", {0, 1},
+             "1: fp32 C goes through shared memory and out in 16-byte row stores (whole lines, "
+             "a quarter of the L2 requests of the fragments' 8-byte stores)")},
+       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "normal"}, {"staged", 0}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
        false});

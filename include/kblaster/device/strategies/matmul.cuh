@@ -273,6 +273,21 @@ template <int Bk> struct tile {
   static constexpr size_t smem_bytes = (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk) * b_pitch) * sizeof(float);
 };
 
+// The staged epilogue's C tile in shared memory: pitch bn + 8 floats (8 banks on per row), so
+// that a half-warp's 8-byte fragment pairs (rows g = 0..3, columns 2t) cover the 32 banks once,
+// and each row stays 16-byte aligned for the row reads.
+constexpr int c_pitch = bn + 8;
+constexpr size_t c_tile_bytes = static_cast<size_t>(bm) * c_pitch * sizeof(float);
+
+// P::staged where the parameters name it (0 otherwise: sources written before the axis).
+template <class Q, class = void> struct staged_of : std::integral_constant<int, 0> {};
+template <class Q> struct staged_of<Q, std::void_t<decltype(Q::staged)>> : std::integral_constant<int, Q::staged> {};
+
+// Dynamic shared memory of a block: the operand chunks, or the C tile where that is larger.
+template <class P> constexpr size_t smem_bytes_of() {
+  return staged_of<P>::value != 0 && c_tile_bytes > tile<P::bk>::smem_bytes ? c_tile_bytes : tile<P::bk>::smem_bytes;
+}
+
 __device__ __forceinline__ uint32_t to_tf32(float v) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
@@ -424,27 +439,68 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   }
 
   // Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
+  if constexpr (tc::staged_of<P>::value != 0 && sizeof(T) == 4) {
+    // Staged: the block's C tile goes through shared memory (free after the last chunk's
+    // barrier), then each warp writes whole rows with 16-byte stores: a warp's store covers
+    // 512 contiguous bytes (4 full lines) where a fragment store covers 8 rows x 32 bytes, a
+    // quarter of the L2 requests per byte written.
+    float* cs = reinterpret_cast<float*>(tc_smem);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4; ++i) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = m0 + wm + i * 16 + g + h * 8;
-      if (row >= d.m) {
-        continue;
+      for (int h = 0; h < 2; ++h) {
+        float* srow = cs + (wm + i * 16 + g + h * 8) * tc::c_pitch + wn + 2 * t;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          *reinterpret_cast<float2*>(srow + j * 8) =
+              make_float2(Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1]));
+        }
       }
+    }
+    __syncthreads();
+    const int64_t col = n0 + 4 * lane;
+    const bool quad = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+    for (int r = warp; r < tc::bm; r += tc::threads / 32) {
+      const int64_t row = m0 + r;
+      if (row >= d.m) {
+        break;
+      }
+      const float4 v = *reinterpret_cast<const float4*>(cs + r * tc::c_pitch + 4 * lane);
       T* crow = c + row * d.n;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t col = n0 + wn + j * 8 + 2 * t;
-        const float out[2] = {Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1])};
-        if (VecStore && col + 1 < d.n) {
-          store_vec<T, float, 2, P::store_hint>(crow + col, out);
-        } else {
-          if (col < d.n) {
-            crow[col] = cvt<T>(out[0]);
+      const float out[4] = {v.x, v.y, v.z, v.w};
+      if (quad && col + 3 < d.n) {
+        store_vec<T, float, 4, P::store_hint>(crow + col, out);
+      } else {
+        for (int e = 0; e < 4; ++e) {
+          if (col + e < d.n) {
+            crow[col + e] = cvt<T>(out[e]);
           }
-          if (col + 1 < d.n) {
-            crow[col + 1] = cvt<T>(out[1]);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + wm + i * 16 + g + h * 8;
+        if (row >= d.m) {
+          continue;
+        }
+        T* crow = c + row * d.n;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int64_t col = n0 + wn + j * 8 + 2 * t;
+          const float out[2] = {Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1])};
+          if (VecStore && col + 1 < d.n) {
+            store_vec<T, float, 2, P::store_hint>(crow + col, out);
+          } else {
+            if (col < d.n) {
+              crow[col] = cvt<T>(out[0]);
+            }
+            if (col + 1 < d.n) {
+              crow[col + 1] = cvt<T>(out[1]);
+            }
           }
         }
       }
@@ -571,10 +627,11 @@ template <template <class> class Op, class P> struct tensor_core {
       T* C_ = static_cast<T*>(a->outputs[0].data);
       const auto go = [&](auto vec_load, auto vec_store) {
         const auto kernel = tensor_core_kernel<Op, P, T, decltype(vec_load)::value, decltype(vec_store)::value>;
-        if (const int rc = allow_dynamic_smem(kernel, tc::tile<P::bk>::smem_bytes); rc != 0) {
+        constexpr size_t smem = tc::smem_bytes_of<P>();
+        if (const int rc = allow_dynamic_smem(kernel, smem); rc != 0) {
           return rc;
         }
-        kernel<<<static_cast<unsigned>(blocks), tc::threads, tc::tile<P::bk>::smem_bytes, stream_of(a)>>>(A_, B_, C_, d);
+        kernel<<<static_cast<unsigned>(blocks), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
         return static_cast<int>(cudaGetLastError());
       };
       const bool vec_store = d.n % 2 == 0 && aligned_to(C_, sizeof(T) * 2);
