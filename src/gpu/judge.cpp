@@ -728,8 +728,8 @@ private:
     c.seq = seq;
     m_out.step(stage, lib.role, what);
     // The runner is woken first, off the clock: one that slept while the other runners' calls
-    // ran (a baseline's window of several milliseconds outlasts its spin on the socket) answers,
-    // and the call then finds it reading its socket as the calibration's empty call does, so
+    // ran (a round of a baseline's multi-millisecond calls outlasts the 20 ms it polls its
+    // socket) answers, and the call then finds it polling as the calibration's empty call does, so
     // the round trip holds the call and not the scheduler's wake-up. What the call is (its
     // inputs, outputs, sequence number) is sent only after, on the clock.
     {
