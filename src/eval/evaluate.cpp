@@ -401,8 +401,7 @@ prepared prepare(const fs::path& root, const task::contract& c,
   d["device_probe"] =
       p.dev.available ? p.dev.info : json{{"available", false}, {"reason", p.dev.reason}};
   const auto& probe = detail::sandbox_probe();
-  p.iso = std::make_unique<detail::isolation>(detail::isolation{
-      sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir, c.runtime_paths});
+  p.iso = std::make_unique<detail::isolation>(detail::isolation_for(root, c, opt.no_sandbox));
   res.context.isolation = sandbox::to_string(p.iso->decision.level);
   res.context.isolation_detail = p.iso->decision.detail;
   d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)},
@@ -516,9 +515,7 @@ counters_run counters_of(const fs::path& root, const task::contract& c,
 
 build::result compile_candidate(const fs::path& root, const task::contract& c,
                                 const candidate_input& candidate, const options& opt) {
-  const auto& probe = detail::sandbox_probe();
-  const detail::isolation iso{sandbox::decide(probe, opt.no_sandbox), probe.who, root, c.dir,
-                              c.runtime_paths};
+  const detail::isolation iso = detail::isolation_for(root, c, opt.no_sandbox);
   if (iso.decision.level == sandbox::isolation::blocked) {
     build::result r;
     r.status = build::outcome::unavailable;

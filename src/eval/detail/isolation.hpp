@@ -7,6 +7,7 @@
 #include "common/process.hpp"
 #include "eval/session.hpp"
 #include "sandbox/sandbox.hpp"
+#include "task/task.hpp"
 
 #include <filesystem>
 #include <functional>
@@ -78,6 +79,14 @@ struct isolation {
     };
   }
 };
+
+// How a task's untrusted code runs in this process: through the sandbox when the probe found it
+// (its decision says `blocked` when it did not and no_sandbox was not given, or `unprotected`
+// with no_sandbox), with the repository, the task's folder and its run-time paths visible.
+inline isolation isolation_for(const fs::path& root, const task::contract& c, bool no_sandbox) {
+  const auto& probe = sandbox_probe();
+  return isolation{sandbox::decide(probe, no_sandbox), probe.who, root, c.dir, c.runtime_paths};
+}
 
 // The shared objects a worker loads, copied where the sandbox user can read them.
 inline fs::path stage_binary(const fs::path& staging, const fs::path& binary,
