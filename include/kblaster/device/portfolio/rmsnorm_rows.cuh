@@ -151,6 +151,79 @@ __global__ void __launch_bounds__(row_threads) rmsnorm_rows(const T* __restrict_
   }
 }
 
+// KB_RMSNORM_ROWS_PERSIST = 1: as rmsnorm_rows, but a grid of as many blocks as fit on the
+// device at once, each walking rows blockIdx.x, + gridDim.x, ...: the weight is loaded once per
+// block, and the next row's loads are issued before this row's reduction and stores, so a block
+// keeps its loads in flight through the phases where the one-row block has none (at 4096 tokens
+// the one-row grid is about two waves, each paying a load round trip, a block reduction and the
+// stores in turn). Each row is reduced by the same threads in the same order as rmsnorm_rows,
+// so the results are the same bits.
+#ifndef KB_RMSNORM_ROWS_PERSIST
+#define KB_RMSNORM_ROWS_PERSIST 0
+#endif
+template <class T, bool Vec, int VPT>
+__global__ void __launch_bounds__(row_threads) rmsnorm_rows_persist(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                                                                    int64_t h, int64_t rows, kb::scalars p) {
+  using P = typename pack_of<T, Vec>::type;
+  constexpr int E = pack_of<T, Vec>::elems;
+  const int64_t nv = h / E;
+  const P* wr = reinterpret_cast<const P*>(w);
+  P xv[VPT];
+  P nx[VPT];
+  P wv[VPT];
+  int64_t row = blockIdx.x;
+#pragma unroll
+  for (int u = 0; u < VPT; ++u) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (j < nv) {
+      wv[u] = load_cached(wr + j);
+      xv[u] = load_stream(reinterpret_cast<const P*>(x) + row * nv + j);
+    }
+  }
+  for (; row < rows; row += gridDim.x) {
+    const int64_t next = row + gridDim.x;
+    if (next < rows) {
+#pragma unroll
+      for (int u = 0; u < VPT; ++u) {
+        const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+        if (j < nv) {
+          nx[u] = load_stream(reinterpret_cast<const P*>(x) + next * nv + j);
+        }
+      }
+    }
+    state s[4] = {op::init(), op::init(), op::init(), op::init()};
+#pragma unroll
+    for (int u = 0; u < VPT; ++u) {
+      if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < nv) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          s[e % 4] = op::accumulate(s[e % 4], element<T>(xv[u], e));
+        }
+      }
+    }
+    state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
+    t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
+    const op::stats inv_rms = op::finalize(t, h, p.v);
+    P* yr = reinterpret_cast<P*>(y) + row * nv;
+#pragma unroll
+    for (int u = 0; u < VPT; ++u) {
+      const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+      if (j < nv) {
+        float o[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
+        }
+        store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < VPT; ++u) {
+      xv[u] = nx[u];
+    }
+  }
+}
+
 // Rows too long for registers: statistics, then a second pass over the row (from L1/L2).
 template <class T>
 __global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
@@ -178,7 +251,19 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
   const kb::scalars p = kb::scalars_of(a);
   const int64_t nv = h / pack_of<T, Vec>::elems;
   const auto grid = static_cast<unsigned>(rows);
-  if (nv <= 4LL * row_threads) {
+  if (KB_RMSNORM_ROWS_PERSIST && nv <= 4LL * row_threads) {
+    const auto kernel = rmsnorm_rows_persist<T, Vec, 4>;
+    const unsigned threads = warps_for(nv, 4);
+    int per_sm = 0;
+    int dev = 0;
+    int sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads), 0) != cudaSuccess || per_sm < 1) {
+      return -1;
+    }
+    const int64_t resident = static_cast<int64_t>(per_sm) * sms;
+    kernel<<<static_cast<unsigned>(rows < resident ? rows : resident), threads, 0, stream>>>(x, w, y, h, rows, p);
+  } else if (nv <= 4LL * row_threads) {
     rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), 0, stream>>>(x, w, y, h, p);
   } else if (nv <= 8LL * row_threads) {
     rmsnorm_rows<T, Vec, 8><<<grid, warps_for(nv, 8), 0, stream>>>(x, w, y, h, p);
