@@ -104,26 +104,14 @@ template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const
 
 __device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
 
-// One row per block; thread t owns the packs t, t + blockDim.x, ... (at most VPT of them).
+// A row held in registers (thread t owns the packs t, t + blockDim.x, ..., at most VPT of them)
+// normalised and written: the sum of squares over 4 interleaved states combined in a fixed order,
+// a fixed-order block reduction, 1/rms, the weight applied per element, one rounding to T.
 template <class T, bool Vec, int VPT>
-__global__ void __launch_bounds__(row_threads) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
-                                                            kb::scalars p) {
+__device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT], const typename pack_of<T, Vec>::type (&wv)[VPT],
+                                              typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h, const kb::scalars& p) {
   using P = typename pack_of<T, Vec>::type;
   constexpr int E = pack_of<T, Vec>::elems;
-  const int64_t nv = h / E; // h % E == 0 here
-  const P* xr = reinterpret_cast<const P*>(x) + blockIdx.x * nv;
-  const P* wr = reinterpret_cast<const P*>(w);
-  P* yr = reinterpret_cast<P*>(y) + blockIdx.x * nv;
-  P xv[VPT];
-  P wv[VPT];
-#pragma unroll
-  for (int u = 0; u < VPT; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    if (j < nv) {
-      xv[u] = load_stream(xr + j);
-      wv[u] = load_cached(wr + j);
-    }
-  }
   state s[4] = {op::init(), op::init(), op::init(), op::init()};
 #pragma unroll
   for (int u = 0; u < VPT; ++u) {
@@ -149,6 +137,29 @@ __global__ void __launch_bounds__(row_threads) rmsnorm_rows(const T* __restrict_
       store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
     }
   }
+}
+
+// One row per block; thread t owns the packs t, t + blockDim.x, ... (at most VPT of them).
+template <class T, bool Vec, int VPT>
+__global__ void __launch_bounds__(row_threads) rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
+                                                            kb::scalars p) {
+  using P = typename pack_of<T, Vec>::type;
+  constexpr int E = pack_of<T, Vec>::elems;
+  const int64_t nv = h / E; // h % E == 0 here
+  const P* xr = reinterpret_cast<const P*>(x) + blockIdx.x * nv;
+  const P* wr = reinterpret_cast<const P*>(w);
+  P* yr = reinterpret_cast<P*>(y) + blockIdx.x * nv;
+  P xv[VPT];
+  P wv[VPT];
+#pragma unroll
+  for (int u = 0; u < VPT; ++u) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (j < nv) {
+      xv[u] = load_stream(xr + j);
+      wv[u] = load_cached(wr + j);
+    }
+  }
+  normalize_row<T, Vec, VPT>(xv, wv, yr, nv, h, p);
 }
 
 // KB_RMSNORM_ROWS_PERSIST = 1: as rmsnorm_rows, but a grid of as many blocks as fit on the
@@ -191,32 +202,7 @@ __global__ void __launch_bounds__(row_threads) rmsnorm_rows_persist(const T* __r
         }
       }
     }
-    state s[4] = {op::init(), op::init(), op::init(), op::init()};
-#pragma unroll
-    for (int u = 0; u < VPT; ++u) {
-      if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < nv) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          s[e % 4] = op::accumulate(s[e % 4], element<T>(xv[u], e));
-        }
-      }
-    }
-    state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
-    t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
-    const op::stats inv_rms = op::finalize(t, h, p.v);
-    P* yr = reinterpret_cast<P*>(y) + row * nv;
-#pragma unroll
-    for (int u = 0; u < VPT; ++u) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-      if (j < nv) {
-        float o[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
-        }
-        store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
-      }
-    }
+    normalize_row<T, Vec, VPT>(xv, wv, reinterpret_cast<P*>(y) + row * nv, nv, h, p);
 #pragma unroll
     for (int u = 0; u < VPT; ++u) {
       xv[u] = nx[u];
