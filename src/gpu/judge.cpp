@@ -1841,6 +1841,17 @@ json worker::time_all() {
   const host_work_rule host_rule;
   json abi_calls = json::object(); // the first calls the ABI rules saw, per candidate
   std::map<std::string, abi_tally> slow_calls;
+  // A candidate's round trip is held against an honest call's under the same conditions: the
+  // baseline's calls, interleaved with the candidates' (a runner woken after other runners' long
+  // windows answers slower on every part of the call than the calibration's, which ran back to
+  // back), or the empty call's where that is longer or the baseline has too few calls yet.
+  std::vector<double> baseline_trips;
+  const auto reference_trip_ns = [&](const candidate_lib& lib) -> int64_t {
+    if (lib.role == "baseline" || baseline_trips.size() < 5) {
+      return empty_round_trip_ns;
+    }
+    return std::max(empty_round_trip_ns, static_cast<int64_t>(stats::median(baseline_trips)));
+  };
 
   // The window holds the call's stream work only; these rules catch a call that did work
   // elsewhere (on the host, on another stream) and so broke the ABI (kb_launch only enqueues, on
@@ -1853,13 +1864,18 @@ json worker::time_all() {
     // The judge's own clock decides: the round trip of the call (kb_launch, and the work it did
     // outside the captured stream, which the runner waits for before it replies). The runner's
     // times only say which of the two it was.
+    const int64_t reference_ns = reference_trip_ns(lib);
     const bool slow_trip = !lib.host_dispatch &&
-                           host_rule.violated(w.round_trip_ns, empty_round_trip_ns, net_window_ns);
+                           host_rule.violated(w.round_trip_ns, reference_ns, net_window_ns);
+    if (lib.role == "baseline" && !lib.host_dispatch) {
+      baseline_trips.push_back(static_cast<double>(w.round_trip_ns));
+    }
     const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
     auto& calls = abi_calls[lib.role];
     if (calls.size() < 64) {
       calls.push_back({{"round_trip_s", w.round_trip_ns * 1e-9},
+                       {"reference_round_trip_s", reference_ns * 1e-9},
                        {"host_s", w.host_ns * 1e-9},
                        {"outside_s", w.outside_ns * 1e-9},
                        {"prepare_s", w.prepare_ns * 1e-9},
@@ -1882,12 +1898,12 @@ json worker::time_all() {
       const bool named_outside = found == abi_finding::work_outside_stream;
       return rejection{
           named_outside ? "timing.work_outside_stream" : "timing.host_work",
-          fmt::format("{} of {} calls took longer before their window than the empty call "
+          fmt::format("{} of {} calls took longer before their window than an honest call "
                       "({:.3g} ms) allows; the last took {:.3g} ms of the judge's time ({:.3g} ms "
                       "inside kb_launch, {:.3g} ms of work outside the given stream) for a "
                       "device window of {:.3g} ms: {}",
                       slow_calls[lib.role].slow_calls(), slow_calls[lib.role].calls(),
-                      empty_round_trip_ns * 1e-6, w.round_trip_ns * 1e-6, w.host_ns * 1e-6,
+                      reference_ns * 1e-6, w.round_trip_ns * 1e-6, w.host_ns * 1e-6,
                       w.outside_ns * 1e-6, (w.window_s - overhead_s) * 1e3,
                       named_outside ? "work on another stream" : "work on the host's time")};
     }
@@ -2043,9 +2059,9 @@ json worker::time_all() {
       const bool named_outside = found == abi_finding::work_outside_stream;
       reject(lib,
              {named_outside ? "timing.work_outside_stream" : "timing.host_work",
-              fmt::format("{} of {} calls took longer before their window than the empty "
+              fmt::format("{} of {} calls took longer before their window than an honest "
                           "call ({:.3g} ms) allows: {}",
-                          tally.slow_calls(), tally.calls(), empty_round_trip_ns * 1e-6,
+                          tally.slow_calls(), tally.calls(), reference_trip_ns(lib) * 1e-6,
                           named_outside ? "work on another stream" : "work on the host's time")});
     } else if (found == abi_finding::work_after_window) {
       reject(lib, {"timing.work_outside_stream",
