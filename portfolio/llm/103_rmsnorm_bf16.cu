@@ -3,12 +3,16 @@
 // kblaster/device/portfolio/rmsnorm_rows.cuh; it dispatches on the dtype.
 // y = x / sqrt(mean(x^2) + eps) * weight over the last dim, fp32 accumulation.
 //
+// Plain loads and stores of x and y since the variant 103_rows_plain won (the header's default
+// KB_RMSNORM_ROWS_PLAIN = 1; the evict-first and streaming forms are now the variant 103_rows_hints):
+// 32768 x 4096 0.1350 ms against 0.1431, 4096 x 4096 0.0203 against 0.0207 (evidence/h200/variants/0343fe1/).
+//
 // Design: one block per token row, the row held in registers: each thread loads up to 4 16-byte
-// vectors of x (evict-first) and the matching 4 vectors of weight (kept in L2/L1: every row
+// vectors of x (plain loads) and the matching 4 vectors of weight (kept in L2/L1: every row
 // reads them) before any arithmetic, so a row costs one round trip to memory. The sum of squares
 // runs in fp32 over 4 interleaved states (kb_op::accumulate, combined in a fixed order), then a
 // fixed-order block reduction, kb_op::finalize (1/rms) and kb_op::apply per element, rounded once
-// to the storage type and written with 16-byte streaming stores. Block size = the row's vector
+// to the storage type and written with 16-byte plain stores. Block size = the row's vector
 // count / 4 rounded up to a warp (hidden 4096: 128 threads at 16 bits, 256 at fp32; hidden 8192:
 // 256 and 512), so a small hidden size still gets a full-width row and a large token count gets
 // many resident rows (about 1150 threads at 53 registers, 72 KB of loads in flight per SM). Rows
