@@ -236,7 +236,12 @@ struct runner {
     // have the same shape (every honest call after the first): an update costs a fraction of an
     // instantiation, which grows with the graph's nodes and falls on the round trip. Any other
     // capture is instantiated anew. Either way the launch runs exactly this call's capture.
+    // Under a sanitizer every capture is instantiated anew: nothing is timed there, and a
+    // refused update (the check shapes' graphs differ) is an API error that memcheck counts.
     bool updated = false;
+    if (graph != nullptr && exact) {
+      release_graph();
+    }
     if (graph != nullptr) {
       cudaGraphExecUpdateResultInfo info{};
       updated = cudaGraphExecUpdate(graph, g, &info) == cudaSuccess &&
@@ -323,8 +328,12 @@ struct runner {
         reply(call(body.get<call_request>()));
         break;
       case message::sync: {
-        // The executable graph stays (idle now) for the next call to update.
+        // The executable graph stays (idle now) for the next call to update; under a sanitizer
+        // it goes with the exact allocations it was captured on.
         const cudaError_t e = cudaDeviceSynchronize();
+        if (exact) {
+          release_graph();
+        }
         exact_release();
         sync_reply r;
         if (e != cudaSuccess) {
