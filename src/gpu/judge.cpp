@@ -1841,16 +1841,9 @@ json worker::time_all() {
   const host_work_rule host_rule;
   json abi_calls = json::object(); // the first calls the ABI rules saw, per candidate
   std::map<std::string, abi_tally> slow_calls;
-  // A candidate's round trip is held against an honest call's under the same conditions: the
-  // baseline's calls, interleaved with the candidates' (a runner woken after other runners' long
-  // windows answers slower on every part of the call than the calibration's, which ran back to
-  // back), or the empty call's where that is longer or the baseline has too few calls yet.
-  std::vector<double> baseline_trips;
-  const auto reference_trip_ns = [&](const candidate_lib& lib) -> int64_t {
-    if (lib.role == "baseline" || baseline_trips.size() < 5) {
-      return empty_round_trip_ns;
-    }
-    return std::max(empty_round_trip_ns, static_cast<int64_t>(stats::median(baseline_trips)));
+  reference_trip reference(empty_round_trip_ns);
+  const auto reference_trip_ns = [&](const candidate_lib& lib) {
+    return lib.role == "baseline" ? reference.for_baseline() : reference.for_candidate();
   };
 
   // The window holds the call's stream work only; these rules catch a call that did work
@@ -1868,7 +1861,7 @@ json worker::time_all() {
     const bool slow_trip = !lib.host_dispatch &&
                            host_rule.violated(w.round_trip_ns, reference_ns, net_window_ns);
     if (lib.role == "baseline" && !lib.host_dispatch) {
-      baseline_trips.push_back(static_cast<double>(w.round_trip_ns));
+      reference.add_baseline(w.round_trip_ns);
     }
     const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;

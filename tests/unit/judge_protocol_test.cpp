@@ -179,6 +179,31 @@ TEST(JudgeRules, HostWork) {
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
 
+TEST(JudgeRules, ReferenceTripIsTheBaselinesUnderTheSameConditions) {
+  reference_trip r(55'000);
+  // Too few baseline calls yet: the empty call's.
+  for (int i = 0; i < 4; ++i) {
+    r.add_baseline(135'000);
+    EXPECT_EQ(r.for_candidate(), 55'000);
+  }
+  r.add_baseline(140'000);
+  EXPECT_EQ(r.for_candidate(), 135'000); // median of 135, 135, 135, 135, 140 us
+  EXPECT_EQ(r.for_baseline(), 55'000);   // the baseline itself is held against the empty call
+  // A candidate of 18 kernels per call measured at 300 us against the empty call's 55: held
+  // against the baseline's 135 us it is within the rule at a 0.34 ms window; a 5 ms synchronous
+  // computation is not.
+  const host_work_rule rule;
+  EXPECT_TRUE(rule.violated(300'000, 55'000, 340'000));
+  EXPECT_FALSE(rule.violated(300'000, r.for_candidate(), 340'000));
+  EXPECT_TRUE(rule.violated(5'100'000, r.for_candidate(), 340'000));
+  // Never below the empty call's: baseline calls faster than it do not lower the reference.
+  reference_trip fast(80'000);
+  for (int i = 0; i < 9; ++i) {
+    fast.add_baseline(60'000);
+  }
+  EXPECT_EQ(fast.for_candidate(), 80'000);
+}
+
 TEST(JudgeRules, AbiTallyWaitsOutARunnersSlowStart) {
   // A runner's first calls are slow: a dozen slow round trips at the start reject nothing, early
   // or at the end.

@@ -24,6 +24,31 @@ struct host_work_rule {
   }
 };
 
+// The honest call a candidate's round trip is held against: the median round trip of the
+// baseline's calls so far in the session (interleaved with the candidates', so under the same
+// conditions: a runner woken after other runners' long windows answers slower on every part of the
+// call than the calibration's back-to-back empty calls), never below the empty call's, which is
+// also the reference for the baseline itself and until `min_baseline_calls` baseline calls were
+// seen. [ns]
+class reference_trip {
+public:
+  static constexpr size_t min_baseline_calls = 5;
+  explicit reference_trip(int64_t empty_round_trip_ns) : m_empty(empty_round_trip_ns) {}
+  void add_baseline(int64_t round_trip_ns) { m_baseline.push_back(static_cast<double>(round_trip_ns)); }
+  int64_t for_candidate() const {
+    if (m_baseline.size() < min_baseline_calls) {
+      return m_empty;
+    }
+    const auto b = static_cast<int64_t>(stats::median(m_baseline));
+    return b > m_empty ? b : m_empty;
+  }
+  int64_t for_baseline() const { return m_empty; }
+
+private:
+  int64_t m_empty;
+  std::vector<double> m_baseline;
+};
+
 // What a candidate's calls say about the ABI. One slow call is the host's hiccup (scheduling, a
 // page fault), and a runner's first calls are slow (buffers mapped, modules loaded, graphs
 // instantiated for the first time; on the H200 a run of them can reach a dozen calls, and a
