@@ -16,7 +16,8 @@
 // slice of sample s + 1 into the shared-memory slots just consumed (each thread refills only its
 // own slots), accumulating its states; publish, next sample. Reads of x[s + 1] and writes of y[s]
 // share one pass, so DRAM reads and writes overlap; the cost is one grid-wide wait per sample.
-// The counters are zeroed on the stream before the kernel. D % 4 != 0 or unaligned tensors use the
+// The shared parts are in include/kblaster/device/portfolio/rows_on_chip.cuh. The counters are
+// zeroed on the stream before the kernel. D % 4 != 0 or unaligned tensors use the
 // same kernel with one float per slot. A sample larger than the grid's shared memory is refused.
 //
 // Bytes at 16 x 64 x 256 x 256: x once (256 MB), y once (256 MB) from DRAM; weight and bias (32 MB)
@@ -24,11 +25,11 @@
 // sample 32 MB of DRAM traffic (about 8 us) plus the wait (a few us).
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
-
-#include <algorithm>
+#include <kblaster/device/portfolio/rows_on_chip.cuh>
 
 namespace {
 
+namespace oc = kb::on_chip;
 using op = kb_op<float>;
 using state = op::state;
 using stats = op::stats;
@@ -37,75 +38,12 @@ constexpr int threads = 512;
 constexpr int blocks_per_sm = 2;
 constexpr int batch = 2; // slots per thread per step: the next sample's loads in flight
 
-template <int V> struct vec;
-template <> struct vec<4> {
-  using type = float4;
-  static __device__ __forceinline__ void split(float4 v, float (&o)[4]) {
-    o[0] = v.x;
-    o[1] = v.y;
-    o[2] = v.z;
-    o[3] = v.w;
-  }
-  static __device__ __forceinline__ float4 join(const float (&o)[4]) { return make_float4(o[0], o[1], o[2], o[3]); }
-};
-template <> struct vec<1> {
-  using type = float;
-  static __device__ __forceinline__ void split(float v, float (&o)[1]) { o[0] = v; }
-  static __device__ __forceinline__ float join(const float (&o)[1]) { return o[0]; }
-};
-
-template <int V> __device__ __forceinline__ void accumulate(state (&s)[4], const typename vec<V>::type& v) {
-  float e[V];
-  vec<V>::split(v, e);
-#pragma unroll
-  for (int j = 0; j < V; ++j) {
-    s[j] = op::accumulate(s[j], e[j]);
-  }
-}
-
-// The block's states of one sample, reduced in a fixed order, published, counted (release).
-__device__ __forceinline__ void publish(state (&s)[4], state* __restrict__ partial, unsigned* __restrict__ arrived,
-                                        int64_t sample) {
-  state t = op::combine(op::combine(s[0], s[1]), op::combine(s[2], s[3]));
-  t = kb::block_reduce(t, [](const state& a, const state& b) { return op::combine(a, b); });
-  if (threadIdx.x == 0) {
-    partial[sample * gridDim.x + blockIdx.x] = t;
-    __threadfence();
-    atomicAdd(arrived + sample, 1u);
-  }
-}
-
-// Every block's state of one sample, once all arrived, combined by warp 0 in a fixed order.
-__device__ __forceinline__ stats gather(const state* __restrict__ partial, const unsigned* __restrict__ arrived,
-                                        int64_t sample, int64_t d, const kb::scalars& p, stats* shared_stats) {
-  if (threadIdx.x == 0) {
-    while (kb::load_acquire_gpu(arrived + sample) < gridDim.x) {
-      __nanosleep(32);
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    state s = op::init();
-    for (unsigned g = threadIdx.x; g < gridDim.x; g += 32) {
-      s = op::combine(s, kb::load_cg_any(partial + sample * gridDim.x + g));
-    }
-    s = kb::warp_reduce(s, [](const state& a, const state& b) { return op::combine(a, b); });
-    if (threadIdx.x == 0) {
-      *shared_stats = op::finalize(s, d, p.v);
-    }
-  }
-  __syncthreads();
-  const stats st = *shared_stats;
-  __syncthreads(); // shared_stats is rewritten for the next sample
-  return st;
-}
-
 template <int V>
 __global__ void __launch_bounds__(threads, blocks_per_sm)
     layernorm_coop(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, float* __restrict__ y,
                    int64_t samples, int64_t d, int64_t chunk, state* __restrict__ partial, unsigned* __restrict__ arrived,
                    kb::scalars p) {
-  using T = typename vec<V>::type;
+  using T = typename oc::vec<V>::type;
   extern __shared__ float4 stage4[];
   T* stage = reinterpret_cast<T*>(stage4);
   __shared__ stats row_stats;
@@ -116,78 +54,28 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
   const T* wv = reinterpret_cast<const T*>(w) + lo;
   const T* bv = reinterpret_cast<const T*>(b) + lo;
   T* yv = reinterpret_cast<T*>(y) + lo;
-
-  // Prologue: sample 0 into shared memory.
   {
     state s[4] = {op::init(), op::init(), op::init(), op::init()};
-    for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(threads) * batch) {
-      T v[batch];
-#pragma unroll
-      for (int k = 0; k < batch; ++k) {
-        const int64_t i = base + k * threads;
-        if (i < cnt) {
-          v[k] = __ldcs(xv + i);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < batch; ++k) {
-        const int64_t i = base + k * threads;
-        if (i < cnt) {
-          stage[i] = v[k];
-          accumulate<V>(s, v[k]);
-        }
-      }
-    }
-    publish(s, partial, arrived, 0);
+    oc::load_slice<op, V, threads, batch>(xv, stage, cnt, s);
+    oc::publish<op>(s, partial + blockIdx.x, arrived);
   }
-
   for (int64_t sample = 0; sample < samples; ++sample) {
-    const stats st = gather(partial, arrived, sample, d, p, &row_stats);
+    const stats st = oc::gather<op>(partial + sample * gridDim.x, arrived + sample, gridDim.x, d, p, &row_stats);
     const bool next = sample + 1 < samples;
-    const T* xn = xv + (sample + 1) * dv;
-    T* ys = yv + sample * dv;
     state s[4] = {op::init(), op::init(), op::init(), op::init()};
-    for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(threads) * batch) {
-      T v[batch];
-      if (next) {
+    oc::store_and_refill<op, V, threads, batch>(stage, cnt, yv + sample * dv, next ? xv + (sample + 1) * dv : nullptr, s,
+                                                [&](float (&e)[V], int64_t i) {
+                                                  float we[V];
+                                                  float be[V];
+                                                  oc::vec<V>::split(__ldg(wv + i), we);
+                                                  oc::vec<V>::split(__ldg(bv + i), be);
 #pragma unroll
-        for (int k = 0; k < batch; ++k) {
-          const int64_t i = base + k * threads;
-          if (i < cnt) {
-            v[k] = __ldcs(xn + i);
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < batch; ++k) {
-        const int64_t i = base + k * threads;
-        if (i < cnt) {
-          float e[V];
-          float we[V];
-          float be[V];
-          vec<V>::split(stage[i], e);
-          vec<V>::split(__ldg(wv + i), we);
-          vec<V>::split(__ldg(bv + i), be);
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            e[j] = op::apply(e[j], st, we[j], be[j]);
-          }
-          __stcs(ys + i, vec<V>::join(e));
-        }
-      }
-      if (next) {
-#pragma unroll
-        for (int k = 0; k < batch; ++k) {
-          const int64_t i = base + k * threads;
-          if (i < cnt) {
-            stage[i] = v[k]; // this thread's own slot, read above
-            accumulate<V>(s, v[k]);
-          }
-        }
-      }
-    }
+                                                  for (int j = 0; j < V; ++j) {
+                                                    e[j] = op::apply(e[j], st, we[j], be[j]);
+                                                  }
+                                                });
     if (next) {
-      publish(s, partial, arrived, sample + 1);
+      oc::publish<op>(s, partial + (sample + 1) * gridDim.x + blockIdx.x, arrived + sample + 1);
     }
   }
 }
@@ -210,50 +98,26 @@ bool plan_of(const kb_args* a, plan* pl) {
       return false;
     }
   }
-  int dev = 0;
-  int sms = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   pl->samples = xt.shape[0];
   pl->d = d;
-  pl->grid = sms * blocks_per_sm;
+  pl->grid = oc::resident_grid(blocks_per_sm);
   return pl->grid > 0;
 }
 
-struct workspace_layout {
-  size_t states_bytes;
-  size_t total;
-};
-
-workspace_layout layout(const plan& pl) {
-  const size_t states = static_cast<size_t>(pl.samples) * static_cast<size_t>(pl.grid) * sizeof(state);
-  const size_t states_aligned = (states + 255) / 256 * 256;
-  return {states_aligned, states_aligned + static_cast<size_t>(pl.samples) * sizeof(unsigned)};
-}
+oc::workspace_layout<state> layout(const plan& pl) { return {pl.samples, pl.grid}; }
 
 template <int V> int run(const kb_args* a, const plan& pl) {
-  using T = typename vec<V>::type;
-  const int64_t dv = pl.d / V;
-  const int64_t chunk = (dv + pl.grid - 1) / pl.grid;
-  const size_t bytes = static_cast<size_t>(chunk) * sizeof(T);
-  int dev = 0;
-  int per_sm = 0;
-  int optin = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  const size_t half = static_cast<size_t>(per_sm) / blocks_per_sm;
-  const size_t limit = std::min(static_cast<size_t>(optin), half > 1024 + sizeof(stats) + 256 ? half - 1024 - sizeof(stats) - 256 : 0);
+  using T = typename oc::vec<V>::type;
+  const int64_t chunk = (pl.d / V + pl.grid - 1) / pl.grid;
+  const size_t bytes = std::max<size_t>(static_cast<size_t>(chunk) * sizeof(T), sizeof(T));
+  const size_t limit = oc::slice_limit(blocks_per_sm, 2048); // static: the statistics, the reduction's scratch
   if (bytes > limit) {
     return -1; // the sample does not fit the grid's shared memory
   }
-  KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(layernorm_coop<V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit)));
-  int resident = 0;
-  KB_RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, layernorm_coop<V>, threads, bytes));
-  if (resident < blocks_per_sm) {
-    return -1;
+  if (const int e = oc::prepare(layernorm_coop<V>, threads, blocks_per_sm, limit, bytes); e != 0) {
+    return e;
   }
-  const workspace_layout wl = layout(pl);
+  const auto wl = layout(pl);
   if (a->workspace == nullptr || a->workspace_bytes < wl.total) {
     return -1;
   }
