@@ -35,22 +35,7 @@ constexpr int finalize_warps = 8;
 
 __device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
 
-template <int V> struct vec;
-template <> struct vec<4> {
-  using type = float4;
-  static __device__ __forceinline__ void split(float4 v, float (&o)[4]) {
-    o[0] = v.x;
-    o[1] = v.y;
-    o[2] = v.z;
-    o[3] = v.w;
-  }
-  static __device__ __forceinline__ float4 join(const float (&o)[4]) { return make_float4(o[0], o[1], o[2], o[3]); }
-};
-template <> struct vec<1> {
-  using type = float;
-  static __device__ __forceinline__ void split(float v, float (&o)[1]) { o[0] = v; }
-  static __device__ __forceinline__ float join(const float (&o)[1]) { return o[0]; }
-};
+template <int V> using vec = kb::floats<V>;
 
 template <int V>
 __global__ void __launch_bounds__(threads) partial_stats(const float* __restrict__ x, state* __restrict__ partial, int64_t samples,

@@ -118,15 +118,12 @@ template <int V> int run(const kb_args* a, const plan& pl) {
   if (const int e = oc::prepare(softmax_inplace<V>, threads, blocks_per_sm, limit, bytes); e != 0) {
     return e;
   }
-  const auto wl = layout(pl);
-  if (a->workspace == nullptr || a->workspace_bytes < wl.total) {
-    return -1;
+  state* partial = nullptr;
+  unsigned* arrived = nullptr;
+  if (const int e = layout(pl).carve(a, &partial, &arrived); e != 0) {
+    return e;
   }
-  auto* base = static_cast<unsigned char*>(a->workspace);
-  state* partial = reinterpret_cast<state*>(base);
-  unsigned* arrived = reinterpret_cast<unsigned*>(base + wl.states_bytes);
   const cudaStream_t stream = kb::stream_of(a);
-  KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(arrived, 0, static_cast<size_t>(pl.rows) * sizeof(unsigned), stream));
   const float* x = static_cast<const float*>(a->inputs[0].data);
   float* y = static_cast<float*>(a->outputs[0].data);
   int64_t rows = pl.rows;

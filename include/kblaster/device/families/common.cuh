@@ -62,6 +62,33 @@ template <class S> __device__ __forceinline__ S shfl_down_any(const S& v, int of
   return out;
 }
 
+// V consecutive floats as one vector word (float, float2, float4): its type, its components
+// split into an array and joined back.
+template <int V> struct floats;
+template <> struct floats<1> {
+  using type = float;
+  static __device__ __forceinline__ void split(float v, float (&o)[1]) { o[0] = v; }
+  static __device__ __forceinline__ float join(const float (&o)[1]) { return o[0]; }
+};
+template <> struct floats<2> {
+  using type = float2;
+  static __device__ __forceinline__ void split(float2 v, float (&o)[2]) {
+    o[0] = v.x;
+    o[1] = v.y;
+  }
+  static __device__ __forceinline__ float2 join(const float (&o)[2]) { return make_float2(o[0], o[1]); }
+};
+template <> struct floats<4> {
+  using type = float4;
+  static __device__ __forceinline__ void split(float4 v, float (&o)[4]) {
+    o[0] = v.x;
+    o[1] = v.y;
+    o[2] = v.z;
+    o[3] = v.w;
+  }
+  static __device__ __forceinline__ float4 join(const float (&o)[4]) { return make_float4(o[0], o[1], o[2], o[3]); }
+};
+
 // A 32-bit flag or counter another block releases, read with acquire semantics at GPU scope.
 __device__ __forceinline__ unsigned load_acquire_gpu(const unsigned* p) {
   unsigned v;

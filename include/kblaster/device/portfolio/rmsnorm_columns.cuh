@@ -15,6 +15,8 @@
 //   KB_RMS_STORE_HINT  1: streaming stores (st.global.cs), 0: plain stores (default 1)
 #pragma once
 
+#include <kblaster/device/families/common.cuh>
+
 #ifndef KB_RMS_LOAD_HINT
 #define KB_RMS_LOAD_HINT 1
 #endif
@@ -28,22 +30,7 @@ using op = kb_op<float>;
 
 constexpr int max_channels = 64;
 
-template <int V> struct vec;
-template <> struct vec<1> {
-  using type = float;
-  static __device__ __forceinline__ void split(type v, float (&o)[1]) { o[0] = v; }
-  static __device__ __forceinline__ type join(const float (&o)[1]) { return o[0]; }
-};
-template <> struct vec<2> {
-  using type = float2;
-  static __device__ __forceinline__ void split(type v, float (&o)[2]) {
-    o[0] = v.x;
-    o[1] = v.y;
-  }
-  static __device__ __forceinline__ type join(const float (&o)[2]) {
-    return make_float2(o[0], o[1]);
-  }
-};
+template <int V> using vec = kb::floats<V>;
 
 // Threads per block and the minimum resident blocks, so that the register file holds the
 // 64 x V values of every resident thread.

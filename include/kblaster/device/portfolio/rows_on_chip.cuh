@@ -16,22 +16,7 @@
 
 namespace kb::on_chip {
 
-template <int V> struct vec;
-template <> struct vec<4> {
-  using type = float4;
-  static __device__ __forceinline__ void split(float4 v, float (&o)[4]) {
-    o[0] = v.x;
-    o[1] = v.y;
-    o[2] = v.z;
-    o[3] = v.w;
-  }
-  static __device__ __forceinline__ float4 join(const float (&o)[4]) { return make_float4(o[0], o[1], o[2], o[3]); }
-};
-template <> struct vec<1> {
-  using type = float;
-  static __device__ __forceinline__ void split(float v, float (&o)[1]) { o[0] = v; }
-  static __device__ __forceinline__ float join(const float (&o)[1]) { return o[0]; }
-};
+template <int V> using vec = kb::floats<V>;
 
 // Four interleaved states: component j of a vector goes to state j.
 template <class Op, int V>
@@ -186,12 +171,25 @@ template <class Kernel> int prepare(Kernel kernel, int threads, int blocks_per_s
 
 // Host side: the workspace of `rows` rows of up to `slots` states each, then a counter per row.
 template <class State> struct workspace_layout {
+  int64_t rows = 0;
   size_t states_bytes = 0;
   size_t total = 0;
-  workspace_layout(int64_t rows, int64_t slots) {
+  workspace_layout(int64_t rows_, int64_t slots) : rows(rows_) {
     const size_t states = static_cast<size_t>(rows) * static_cast<size_t>(slots) * sizeof(State);
     states_bytes = (states + 255) / 256 * 256;
     total = states_bytes + static_cast<size_t>(rows) * sizeof(unsigned);
+  }
+  // The call's workspace cut into the states and the counters, the counters zeroed on the call's
+  // stream (0, a CUDA error, or -1 when the workspace is missing or short).
+  int carve(const kb_args* a, State** states, unsigned** arrived) const {
+    if (a->workspace == nullptr || a->workspace_bytes < total) {
+      return -1;
+    }
+    auto* base = static_cast<unsigned char*>(a->workspace);
+    *states = reinterpret_cast<State*>(base);
+    *arrived = reinterpret_cast<unsigned*>(base + states_bytes);
+    KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), kb::stream_of(a)));
+    return 0;
   }
 };
 
