@@ -239,17 +239,16 @@ struct runner {
     // Under a sanitizer every capture is instantiated anew: nothing is timed there, and a
     // refused update (the check shapes' graphs differ) is an API error that memcheck counts.
     bool updated = false;
-    if (graph != nullptr && exact) {
-      release_graph();
-    }
-    if (graph != nullptr) {
+    if (graph != nullptr && !exact) {
       cudaGraphExecUpdateResultInfo info{};
       updated = cudaGraphExecUpdate(graph, g, &info) == cudaSuccess &&
                 info.result == cudaGraphExecUpdateSuccess;
       if (!updated) {
         cudaGetLastError();
-        release_graph();
       }
+    }
+    if (!updated) {
+      release_graph();
     }
     const cudaError_t ie = updated ? cudaSuccess : cudaGraphInstantiate(&graph, g, 0);
     cudaGraphDestroy(g);
