@@ -150,6 +150,10 @@ void add_profile_commands(CLI::App& app, const global_options& globals, int* res
     req.options.shape = c.shape(shape).name;
     req.options.no_sandbox = no_sandbox;
     req.options.hang_timeout = std::chrono::seconds(hang_timeout);
+    // The roofline fractions are against this device's measured ceilings (measured once and
+    // stored when the store has none), as in eval and bench.
+    auto st = open_store(globals);
+    apply_device_calibration(req.options, st, globals);
     req.source = *profile::counter_source_from_string(source);
     req.plans.clear();
     for (const auto& p : plans) {

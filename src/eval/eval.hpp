@@ -177,7 +177,8 @@ result evaluate(const fs::path& project_root, const task::contract& c,
 // official distribution, the first seed), then called inside the worker as profile::worker_calls
 // does: timed under CUDA events, once inside the NVTX range Nsight Compute selects and, with
 // `counters`, under CUPTI. `prefix` goes in front of the worker (Nsight Compute and its flags),
-// as compute-sanitizer does for --sanitize.
+// as compute-sanitizer does for --sanitize; `tool_dirs` are the folders that tool reads (its
+// installation), bound read-only into the sandbox.
 struct instrumented_run {
   result outcome;         // verdict `same` when the candidate ran and passed its check
   protocol::profile_calls profile; // the profiler's calls as the runner reported them
@@ -185,7 +186,8 @@ struct instrumented_run {
 };
 instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c,
                                   const candidate_input& candidate, const options& opt,
-                                  const std::vector<std::string>& prefix, bool counters,
+                                  const std::vector<std::string>& prefix,
+                                  const std::vector<fs::path>& tool_dirs, bool counters,
                                   const progress_fn& progress);
 
 // Builds the task's oracle module (cached) and returns the shared object.

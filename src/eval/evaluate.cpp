@@ -495,7 +495,7 @@ counters_run counters_of(const fs::path& root, const task::contract& c,
   options p = opt;
   p.sanitize = false;
   p.profile = profile_mode::none;
-  const auto run = run_instrumented(root, c, candidate, p, {}, /*counters=*/true, {});
+  const auto run = run_instrumented(root, c, candidate, p, {}, {}, /*counters=*/true, {});
   counters_run out;
   out.outcome = run.outcome.final;
   out.reason = run.outcome.reason;
@@ -891,7 +891,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
 
 instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
                                   const candidate_input& candidate, const options& opt,
-                                  const std::vector<std::string>& prefix, bool counters,
+                                  const std::vector<std::string>& prefix,
+                                  const std::vector<fs::path>& tool_dirs, bool counters,
                                   const progress_fn& progress) {
   const auto started = clock_type::now();
   instrumented_run run;
@@ -934,15 +935,6 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   job.profile = true;
   job.counters = counters;
   job.candidates = {{"candidate", cand_so.string(), is_generated_pytorch_baseline(c, candidate)}};
-  // The profiler's own installation must be visible inside the sandbox too.
-  std::vector<fs::path> tool_dirs;
-  if (!prefix.empty()) {
-    std::error_code ec;
-    const fs::path real = fs::canonical(prefix[0], ec);
-    if (!ec) {
-      tool_dirs.push_back(real.parent_path());
-    }
-  }
   detail::worker_launch launch;
   add_runner(job, prep.iso->worker(prep.staging->path(), tool_dirs), prefix, logs.path(),
              prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4);

@@ -1,6 +1,7 @@
 // The fixed Nsight Compute plans and where ncu is.
 #include "profile/profile.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -102,6 +103,32 @@ std::optional<std::string> find_ncu() {
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::filesystem::path> ncu_installation(const std::string& ncu) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  const auto add = [&dirs](const fs::path& p) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(p, ec);
+    if (!ec && fs::is_directory(real, ec) &&
+        std::find(dirs.begin(), dirs.end(), real) == dirs.end()) {
+      dirs.push_back(real);
+    }
+  };
+  std::error_code ec;
+  const fs::path tool = fs::canonical(ncu, ec);
+  if (ec) {
+    return dirs;
+  }
+  add(tool.parent_path());
+  for (const auto& entry : fs::directory_iterator(tool.parent_path().parent_path(), ec)) {
+    if (entry.path().filename().string().starts_with("nsight-compute")) {
+      add(entry.path());
+    }
+  }
+  add("/opt/nvidia/nsight-compute");
+  return dirs;
 }
 
 } // namespace kb::profile

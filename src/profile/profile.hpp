@@ -54,6 +54,10 @@ std::vector<std::string> ncu_command(const std::string& ncu, plan p);
 std::vector<std::string> ncu_probe_command(const std::string& ncu);
 // $KBLASTER_NCU, else /usr/local/cuda/bin/ncu, else ncu on PATH.
 std::optional<std::string> find_ncu();
+// The folders Nsight Compute reads when started as `ncu`, for the sandbox: the folder of the
+// file itself (links resolved) and the installation CUDA's `bin/ncu` script hands over to,
+// nsight-compute* beside the toolkit's bin/ or /opt/nvidia/nsight-compute (links resolved).
+std::vector<std::filesystem::path> ncu_installation(const std::string& ncu);
 
 // ---- Nsight Compute output (--csv --page raw --print-units base)
 // ---------------------------------
@@ -157,11 +161,13 @@ cupti_values collect_cupti(const std::function<void()>& prepare,
 
 counters counters_from_cupti(const cupti_values& v);
 
-// What the evaluation worker runs for the profiler once the candidate passed its check: `samples`
-// calls timed with CUDA events, one call inside the NVTX range Nsight Compute selects and, with
-// `counters`, CUPTI's counters around one more. `prepare` flushes L2 and waits; `launch` enqueues
-// one call on `stream` (a cudaStream_t) and returns kb_launch's code. A failed call ends it: the
-// result then holds `failed` and `context_lost`.
+// What the evaluation worker runs for the profiler once the candidate passed its check:
+// `warmup_calls` untimed calls, `samples` calls timed with CUDA events (each enqueued behind its
+// flush, so no launch latency or idle gap is timed), one call inside the NVTX range Nsight Compute
+// selects and, with `counters`, CUPTI's counters around one more. `prepare` enqueues the L2 flush
+// on `stream` (a cudaStream_t) without waiting; `launch` enqueues one call there and returns
+// kb_launch's code. A failed call ends it: the result then holds `failed` and `context_lost`.
+inline constexpr int warmup_calls = 2;
 eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
                                            const std::function<int()>& launch, void* stream,
                                            bool counters, int samples = 5);
@@ -229,8 +235,7 @@ int probe_target_main(bool cupti);
 struct request {
   std::vector<plan> plans{plan::triage}; // each runs in its own worker under Nsight Compute
   counter_source source = counter_source::ncu;
-  eval::options options; // shape, cache, sandbox and timeouts
-  task::ceilings ceilings;
+  eval::options options; // shape, cache, sandbox, timeouts and the device's ceilings
 };
 
 // Stored, so names round-trip through strings.

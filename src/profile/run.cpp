@@ -238,7 +238,7 @@ int probe_target_main(bool cupti) {
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   const auto out =
-      worker_calls([&] { cudaStreamSynchronize(stream); },
+      worker_calls([] {},
                    [&] { return detail::launch_probe_kernel(y, n, stream); }, stream, cupti, 1);
   std::printf("%s\n", json(out).dump().c_str());
   std::fflush(stdout);
@@ -255,7 +255,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
   observation obs;
   obs.bytes = task::roofline_bytes(c, shape);
   obs.flops = task::roofline_flops(c, shape);
-  obs.ceilings = r.ceilings;
+  obs.ceilings = r.options.ceilings;
   rep.detail["task"] = {{"id", c.id}, {"name", c.name}, {"suite", c.suite}, {"digest", c.digest}};
   rep.detail["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
   rep.detail["candidate"] = {{"name", candidate.name},
@@ -300,7 +300,10 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
     }
     say(under_ncu ? "profile: plan " + to_string(*p)
                   : (cupti ? "profile: CUPTI counters" : "profile: events only"));
-    auto run = eval::run_instrumented(root, c, candidate, r.options, prefix, cupti, progress);
+    auto run = eval::run_instrumented(root, c, candidate, r.options, prefix,
+                                      under_ncu ? ncu_installation(ncu_path)
+                                                : std::vector<std::filesystem::path>{},
+                                      cupti, progress);
     json entry{{"plan", p ? json(to_string(*p)) : json(nullptr)},
                {"verdict", eval::to_string(run.outcome.final)},
                {"reason", run.outcome.reason},

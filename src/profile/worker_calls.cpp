@@ -33,9 +33,28 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
   if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
     return failed("creating CUDA events", 0, cudaGetLastError(), false);
   }
-  std::vector<double> times; // [s]
-  for (int i = 0; i < samples; ++i) {
+  // `prepare` only enqueues the flush: whatever waits for it here says so.
+  const auto prepared = [&] {
     prepare();
+    cudaStreamSynchronize(stream);
+  };
+  // Untimed calls first: the module's lazy loading, the first launch's set-up and the clocks'
+  // climb out of idle belong to no call. Each timed call is then enqueued behind its own flush
+  // while the GPU still runs it, so the events hold the call and not the host's launch latency.
+  std::vector<double> times; // [s]
+  for (int i = 0; i < warmup_calls + samples; ++i) {
+    prepare();
+    if (i < warmup_calls) {
+      const int rc = launch();
+      const cudaError_t synced = cudaStreamSynchronize(stream);
+      const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
+      if (rc != 0 || e != cudaSuccess) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return failed(fmt::format("warm-up call {}", i + 1), rc, e, synced != cudaSuccess);
+      }
+      continue;
+    }
     cudaEventRecord(start, stream);
     const int rc = launch();
     cudaEventRecord(stop, stream);
@@ -44,7 +63,8 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
     if (rc != 0 || e != cudaSuccess) {
       cudaEventDestroy(start);
       cudaEventDestroy(stop);
-      return failed(fmt::format("event-timed call {}", i + 1), rc, e, synced != cudaSuccess);
+      return failed(fmt::format("event-timed call {}", i + 1 - warmup_calls), rc, e,
+                    synced != cudaSuccess);
     }
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
@@ -61,7 +81,7 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
 
   // The call Nsight Compute profiles, when it is attached: every kernel it launches and only
   // those are inside the range.
-  prepare();
+  prepared();
   nvtxRangePushA(nvtx_range);
   const int rc = launch();
   const cudaError_t synced = cudaStreamSynchronize(stream);
@@ -73,7 +93,7 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
   out.nvtx_range = nvtx_range;
 
   if (counters) {
-    const auto v = collect_cupti(prepare, [&]() -> std::string {
+    const auto v = collect_cupti(prepared, [&]() -> std::string {
       const int code = launch();
       cudaError_t err = cudaStreamSynchronize(stream);
       if (err == cudaSuccess) {

@@ -31,6 +31,17 @@ inline eval::options base_options() {
   return o;
 }
 
+// This device's measured ceilings, as `kblaster calibrate --device` stores them: read from the
+// tests' store, or measured there once when it has none (a fresh store on a fresh machine).
+inline const task::ceilings& device_ceilings() {
+  static const task::ceilings measured = [] {
+    auto st = open_store();
+    return eval::resolve_ceilings(st, eval::probe_device(), /*measure_when_missing=*/true, {})
+        .ceilings;
+  }();
+  return measured;
+}
+
 // Writes `j` to $KBLASTER_EVIDENCE_DIR/<name>.json when that variable is set.
 inline void keep(const std::string& name, const nlohmann::json& j) {
   const char* dir = std::getenv("KBLASTER_EVIDENCE_DIR");

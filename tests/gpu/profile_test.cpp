@@ -29,6 +29,7 @@ profile::report profile_of(const std::string& task_id, const fs::path& source,
   const auto c = task::find_task(root, task_id);
   profile::request r;
   r.options = base_options();
+  r.options.ceilings = device_ceilings();
   r.options.shape = shape;
   r.options.no_sandbox = !sandboxed;
   r.plans = std::move(plans);
@@ -54,6 +55,9 @@ TEST(profile, streaming_copy_is_memory_bound_near_the_ceiling) {
   const auto r = profile_of("019", relu_stream, "official", {plan::triage, plan::memory});
   keep("profile_streaming_copy", r.to_json());
   ASSERT_EQ(r.outcome, profile::status::profiled) << why(r);
+  // Against the device's measured ceilings, never the conservative default.
+  ASSERT_TRUE(device_ceilings().measured) << device_ceilings().source;
+  EXPECT_EQ(r.bottleneck.numbers.value("ceilings_source", ""), device_ceilings().source);
   EXPECT_EQ(r.bottleneck.result, state::memory_bound) << why(r);
   EXPECT_GE(number(r, "bandwidth_fraction"), 0.85) << why(r);
   ASSERT_TRUE(r.measured && r.measured->memory_throughput);
