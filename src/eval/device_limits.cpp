@@ -145,7 +145,7 @@ std::optional<store::device_limits> run_limits_probe(std::string* error) {
   temp_dir dir("kblaster-limits");
   const fs::path out = dir.path() / "limits.json";
   process_spec spec;
-  spec.argv = {self_executable().string(), "device-limits-probe", "--out", out.string()};
+  spec.argv = {worker_executable().string(), "device-limits-probe", "--out", out.string()};
   spec.timeout = std::chrono::minutes(5);
   const auto r = run_process(spec);
   if (!r.ok() || !fs::exists(out)) {

@@ -278,13 +278,16 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
   std::optional<counters> measured;
   std::optional<eval::protocol::device> device;
   json runs = json::array();
-  // One worker per plan under Nsight Compute; a single one otherwise.
+  // Under Nsight Compute: first a worker with no profiler attached, whose CUDA events time the
+  // call (ncu intercepts every launch, so events taken under it hold its overhead), then one
+  // worker per plan for the counters. A single worker otherwise.
   std::vector<std::optional<plan>> passes;
   if (unavailable.empty() && r.source == counter_source::ncu) {
+    passes.emplace_back(std::nullopt);
     for (plan p : r.plans) {
       passes.emplace_back(p);
     }
-    if (passes.empty()) {
+    if (passes.size() == 1) {
       passes.emplace_back(plan::triage);
     }
   } else {
