@@ -4,6 +4,9 @@
 // this row's stores and ran at 4.607 ms, 65% of the 3.00 ms floor (evidence/h200/variants/
 // 023-8b33036, evidence/h200/core10).
 //
+// Measured at 9af7530: 5.0804 ms against the portfolio kernel's 4.6295 (evidence/h200/variants/
+// 9af7530/): verified and clean under the sanitizers, but slower; not promoted.
+//
 // Design: a cooperative grid (all blocks resident) of two 512-thread blocks per SM, cut into g
 // groups of S blocks (S the smallest divisor of the grid whose slice fits half an SM's shared
 // memory: official shape 264 blocks, S = 22, slices of 4469 float4 = 70 KB, 12 groups). Group j

@@ -3,6 +3,9 @@
 // DRAM traffic against the floor's 570 MB, and ran at 0.2405 ms, 55% of the 0.133 ms floor
 // (evidence/h200/variants/0343fe1/).
 //
+// Measured at 9af7530: 0.3866 ms against the portfolio kernel's 0.2399 (evidence/h200/variants/
+// 9af7530/): verified and clean under the sanitizers, but slower; not promoted.
+//
 // Design: a cooperative grid (all blocks resident) of two 512-thread blocks per SM; block g owns
 // the same slice of every sample, at most half an SM's shared memory (official shape: 264 blocks,
 // 3972 float4 = 63.5 KB each, so one whole 16 MB sample lives in shared memory across the GPU).
