@@ -342,5 +342,30 @@ TEST(cupti, without_a_device_the_collection_says_why) {
   EXPECT_TRUE(v.values.empty());
 }
 
+// CUDA's bin/ncu is a script that hands over to the Nsight Compute installation beside the
+// toolkit; inside the sandbox both folders must be visible, reached through links as installed.
+TEST(ncu_installation, is_the_tools_folder_and_the_installation_it_hands_over_to) {
+  kb::temp_dir t("ncu-installation");
+  const fs::path real = fs::canonical(t.path());
+  const fs::path toolkit = real / "cuda-13.0";
+  fs::create_directories(toolkit / "bin");
+  write_file_atomic(toolkit / "bin" / "ncu", "#!/bin/sh\n");
+  fs::create_directories(real / "opt" / "nsight-compute" / "2025.3.1");
+  // The installation as a link beside the toolkit's bin/, and the toolkit itself through a link.
+  fs::create_directory_symlink(real / "opt" / "nsight-compute" / "2025.3.1",
+                               toolkit / "nsight-compute-2025.3.1");
+  fs::create_directory_symlink(toolkit, real / "cuda");
+  fs::create_directories(toolkit / "nvvm"); // not Nsight Compute's: not bound
+  const auto dirs = ncu_installation((real / "cuda" / "bin" / "ncu").string());
+  const auto holds = [&](const fs::path& p) {
+    return std::find(dirs.begin(), dirs.end(), p) != dirs.end();
+  };
+  EXPECT_TRUE(holds(toolkit / "bin"));
+  EXPECT_TRUE(holds(real / "opt" / "nsight-compute" / "2025.3.1"));
+  EXPECT_FALSE(holds(toolkit / "nvvm"));
+  EXPECT_FALSE(holds(toolkit));
+  EXPECT_TRUE(ncu_installation((real / "missing" / "ncu").string()).empty());
+}
+
 } // namespace
 } // namespace kb::profile
