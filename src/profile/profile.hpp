@@ -162,12 +162,15 @@ cupti_values collect_cupti(const std::function<void()>& prepare,
 counters counters_from_cupti(const cupti_values& v);
 
 // What the evaluation worker runs for the profiler once the candidate passed its check:
-// `warmup_calls` untimed calls, `samples` calls timed with CUDA events (each enqueued behind its
+// untimed calls for at least `warmup_seconds` and `min_warmup_calls` (at most
+// `max_warmup_calls`), `samples` calls timed with CUDA events (each enqueued behind its
 // flush, so no launch latency or idle gap is timed), one call inside the NVTX range Nsight Compute
 // selects and, with `counters`, CUPTI's counters around one more. `prepare` enqueues the L2 flush
 // on `stream` (a cudaStream_t) without waiting; `launch` enqueues one call there and returns
 // kb_launch's code. A failed call ends it: the result then holds `failed` and `context_lost`.
-inline constexpr int warmup_calls = 2;
+inline constexpr double warmup_seconds = 0.2;
+inline constexpr int min_warmup_calls = 2;
+inline constexpr int max_warmup_calls = 10000;
 eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
                                            const std::function<int()>& launch, void* stream,
                                            bool counters, int samples = 5);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace kb::profile {
 
@@ -38,23 +39,31 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
     prepare();
     cudaStreamSynchronize(stream);
   };
-  // Untimed calls first: the module's lazy loading, the first launch's set-up and the clocks'
-  // climb out of idle belong to no call. Each timed call is then enqueued behind its own flush
-  // while the GPU still runs it, so the events hold the call and not the host's launch latency.
-  std::vector<double> times; // [s]
-  for (int i = 0; i < warmup_calls + samples; ++i) {
-    prepare();
-    if (i < warmup_calls) {
-      const int rc = launch();
-      const cudaError_t synced = cudaStreamSynchronize(stream);
-      const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
-      if (rc != 0 || e != cudaSuccess) {
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
-        return failed(fmt::format("warm-up call {}", i + 1), rc, e, synced != cudaSuccess);
-      }
-      continue;
+  // Untimed calls first, for at least `warmup_seconds` and `min_warmup_calls`: the module's lazy
+  // loading, the first launch's set-up and the clocks' climb out of idle (on the H200 a kernel's
+  // events settled only after some 20 ms of calls) belong to no call. Each timed call is then
+  // enqueued behind its own flush while the GPU still runs it, so the events hold the call and
+  // not the host's launch latency.
+  const auto warmup_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < max_warmup_calls; ++i) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count();
+    if (i >= min_warmup_calls && elapsed >= warmup_seconds) {
+      break;
     }
+    prepare();
+    const int rc = launch();
+    const cudaError_t synced = cudaStreamSynchronize(stream);
+    const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
+    if (rc != 0 || e != cudaSuccess) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      return failed(fmt::format("warm-up call {}", i + 1), rc, e, synced != cudaSuccess);
+    }
+  }
+  std::vector<double> times; // [s]
+  for (int i = 0; i < samples; ++i) {
+    prepare();
     cudaEventRecord(start, stream);
     const int rc = launch();
     cudaEventRecord(stop, stream);
@@ -63,8 +72,7 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
     if (rc != 0 || e != cudaSuccess) {
       cudaEventDestroy(start);
       cudaEventDestroy(stop);
-      return failed(fmt::format("event-timed call {}", i + 1 - warmup_calls), rc, e,
-                    synced != cudaSuccess);
+      return failed(fmt::format("event-timed call {}", i + 1), rc, e, synced != cudaSuccess);
     }
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
