@@ -316,6 +316,21 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
       device = run.outcome.context.device;
       rep.detail["device"] = *device;
     }
+    // The candidate already passed its check and ran in the first worker, with no profiler
+    // attached. A worker that then dies or stops answering under Nsight Compute was ended by the
+    // tool (an installation the sandbox cannot reach, a device it does not support), not by the
+    // candidate: the events stand, and the report says why there are no counters.
+    if (under_ncu && obs.seconds && run.outcome.final == eval::verdict::rejected &&
+        (run.outcome.reason.starts_with("crash.") || run.outcome.reason.starts_with("hang."))) {
+      unavailable = fmt::format("Nsight Compute ended the worker that ran cleanly without it "
+                                "({}: {})",
+                                run.outcome.reason, run.outcome.message);
+      if (!run.log.empty()) {
+        unavailable += ": " + last_lines(run.log, 3);
+      }
+      runs.push_back(entry);
+      continue;
+    }
     if (run.outcome.final != eval::verdict::same) {
       runs.push_back(entry);
       rep.detail["runs"] = runs;
