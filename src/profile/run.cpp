@@ -237,9 +237,8 @@ int probe_target_main(bool cupti) {
   }
   cudaStream_t stream = nullptr;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  const auto out =
-      worker_calls([] {},
-                   [&] { return detail::launch_probe_kernel(y, n, stream); }, stream, cupti, 1);
+  const auto out = worker_calls([] {}, [&] { return detail::launch_probe_kernel(y, n, stream); },
+                                stream, cupti, 1);
   std::printf("%s\n", json(out).dump().c_str());
   std::fflush(stdout);
   cudaStreamDestroy(stream);
