@@ -228,6 +228,17 @@ __global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __
   }
 }
 
+// KB_RMSNORM_ROWS_VPT (1, 2 or 4; default 4): the packs per thread of rows that fit that many per
+// thread in one block of row_threads (fp32 hidden 4096 at 2: 512 threads of 2 packs instead of 256
+// of 4); longer rows take 4, then 8 per thread as before. The variants 10x_rows_vpt1 and
+// 10x_rows_vpt2 measure fewer packs per thread: shorter per-thread chains and fewer registers per
+// thread, against more threads and a wider block reduction per row.
+#ifndef KB_RMSNORM_ROWS_VPT
+#define KB_RMSNORM_ROWS_VPT 4
+#endif
+static_assert(KB_RMSNORM_ROWS_VPT == 1 || KB_RMSNORM_ROWS_VPT == 2 || KB_RMSNORM_ROWS_VPT == 4,
+              "KB_RMSNORM_ROWS_VPT is 1, 2 or 4");
+
 unsigned warps_for(int64_t packs, int per_thread) {
   const int64_t t = (packs + per_thread - 1) / per_thread;
   return static_cast<unsigned>((t + 31) / 32 * 32);
@@ -250,6 +261,8 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
     }
     const int64_t resident = static_cast<int64_t>(per_sm) * sms;
     kernel<<<static_cast<unsigned>(rows < resident ? rows : resident), threads, 0, stream>>>(x, w, y, h, rows, p);
+  } else if (KB_RMSNORM_ROWS_VPT < 4 && nv <= static_cast<int64_t>(KB_RMSNORM_ROWS_VPT) * row_threads) {
+    rmsnorm_rows<T, Vec, KB_RMSNORM_ROWS_VPT><<<grid, warps_for(nv, KB_RMSNORM_ROWS_VPT), 0, stream>>>(x, w, y, h, p);
   } else if (nv <= 4LL * row_threads) {
     rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), 0, stream>>>(x, w, y, h, p);
   } else if (nv <= 8LL * row_threads) {
