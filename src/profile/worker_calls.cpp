@@ -39,6 +39,30 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
     prepare();
     cudaStreamSynchronize(stream);
   };
+  // One call behind its flush, between the two events when `timed`; false when it failed (`out`
+  // then says how).
+  const auto call = [&](bool timed, const std::string& what) {
+    prepare();
+    if (timed) {
+      cudaEventRecord(start, stream);
+    }
+    const int rc = launch();
+    if (timed) {
+      cudaEventRecord(stop, stream);
+    }
+    const cudaError_t synced = cudaStreamSynchronize(stream);
+    const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
+    if (rc != 0 || e != cudaSuccess) {
+      failed(what, rc, e, synced != cudaSuccess);
+      return false;
+    }
+    return true;
+  };
+  const auto give_up = [&] {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return out;
+  };
   // Untimed calls first, for at least `warmup_seconds` and `min_warmup_calls`: the module's lazy
   // loading, the first launch's set-up and the clocks' climb out of idle (on the H200 a kernel's
   // events settled only after some 20 ms of calls) belong to no call. Each timed call is then
@@ -51,28 +75,14 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
     if (i >= min_warmup_calls && elapsed >= warmup_seconds) {
       break;
     }
-    prepare();
-    const int rc = launch();
-    const cudaError_t synced = cudaStreamSynchronize(stream);
-    const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
-    if (rc != 0 || e != cudaSuccess) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      return failed(fmt::format("warm-up call {}", i + 1), rc, e, synced != cudaSuccess);
+    if (!call(false, fmt::format("warm-up call {}", i + 1))) {
+      return give_up();
     }
   }
   std::vector<double> times; // [s]
   for (int i = 0; i < samples; ++i) {
-    prepare();
-    cudaEventRecord(start, stream);
-    const int rc = launch();
-    cudaEventRecord(stop, stream);
-    const cudaError_t synced = cudaEventSynchronize(stop);
-    const cudaError_t e = synced != cudaSuccess ? synced : cudaGetLastError();
-    if (rc != 0 || e != cudaSuccess) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      return failed(fmt::format("event-timed call {}", i + 1), rc, e, synced != cudaSuccess);
+    if (!call(true, fmt::format("event-timed call {}", i + 1))) {
+      return give_up();
     }
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
