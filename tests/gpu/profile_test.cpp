@@ -221,6 +221,34 @@ TEST(profile, without_ncu_it_falls_back_to_events_only) {
   EXPECT_TRUE(r.raw.empty());
 }
 
+TEST(profile, a_profiler_that_fails_in_the_sandbox_is_the_tools_failure) {
+  // The candidate passes and runs without a profiler; Nsight Compute (a stand-in that works for
+  // the counter probe outside the sandbox and exits 1 inside it) then ends the worker. That is
+  // the tool's failure: events only, with the tool's words, never the candidate's rejection.
+  const auto ncu = profile::find_ncu();
+  if (!ncu) {
+    GTEST_SKIP() << "no Nsight Compute here";
+  }
+  const fs::path stand_in = root / "tests" / "data" / "profile" / "ncu_outside_the_sandbox.sh";
+  ::setenv("KBLASTER_PROFILE_TEST_NCU", ncu->c_str(), 1);
+  ::setenv("KBLASTER_NCU", stand_in.c_str(), 1);
+  const auto r = profile_of("019", relu_stream, "official", {plan::triage},
+                            profile::counter_source::ncu, true);
+  ::unsetenv("KBLASTER_NCU");
+  ::unsetenv("KBLASTER_PROFILE_TEST_NCU");
+  keep("profile_tool_fails_in_sandbox", r.to_json());
+  ASSERT_TRUE(r.counter_access.available) << r.counter_access.reason;
+  ASSERT_EQ(r.outcome, profile::status::events_only) << why(r);
+  EXPECT_NE(r.bottleneck.events_only_reason.find("Nsight Compute ended the worker"),
+            std::string::npos)
+      << r.bottleneck.events_only_reason;
+  EXPECT_NE(r.bottleneck.events_only_reason.find("nsight-compute directory is not found"),
+            std::string::npos)
+      << r.bottleneck.events_only_reason;
+  EXPECT_GT(number(r, "seconds"), 0.0);
+  EXPECT_EQ(r.bottleneck.result, state::memory_bound) << why(r);
+}
+
 TEST(profile, sandboxed_profiles_read_counters_or_say_why) {
   const auto r = profile_of("019", relu_stream, "official", {plan::triage},
                             profile::counter_source::ncu, true);
