@@ -485,15 +485,11 @@ int64_t store::record_environment(const environment& env) {
 
 int64_t store::begin_run(const std::string& kind, const nlohmann::json& args) {
   require(!kind.empty(), "a run needs a kind");
-  auto& db = m_impl->db;
-  detail::transaction tx(db);
-  const int64_t id = detail::insert_returning_id(
-      db,
+  return detail::insert_one(
+      m_impl->db,
       "INSERT INTO runs (kind, args_json, started, status, tool_version, owner) "
       "VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
       kind, dump(args), detail::now_utc(), std::string(KBLASTER_VERSION), detail::process_owner());
-  tx.commit();
-  return id;
 }
 
 void store::finish_run(int64_t run, run_status status, const std::string& outcome,
@@ -530,17 +526,13 @@ int64_t store::record_candidate(const candidate_record& candidate) {
 int64_t store::record_build(const build_record& build) {
   require(!build.key.source_digest.empty(), "a build needs its source digest");
   require(!build.outcome.empty(), "a build needs an outcome");
-  auto& db = m_impl->db;
-  detail::transaction tx(db);
-  const int64_t id = detail::insert_returning_id(
-      db,
+  return detail::insert_one(
+      m_impl->db,
       "INSERT INTO builds (source_digest, flags, toolkit, arch, binary_digest, log_digest, "
       "outcome, reason, seconds, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
       build.key.source_digest, build.key.flags, build.key.toolkit, build.key.arch,
       build.binary_digest, build.log_digest, build.outcome, build.reason, build.seconds,
       detail::now_utc());
-  tx.commit();
-  return id;
 }
 
 int64_t store::record_evaluation(const evaluation_record& e) {
@@ -582,10 +574,8 @@ void store::record_outcome(const outcome_record& o) {
 int64_t store::record_experience(const experience& x) {
   require(!x.family.empty() && !x.gpu.empty() && !x.strategy.empty(),
           "an experience needs a family, a GPU and a strategy");
-  auto& db = m_impl->db;
-  detail::transaction tx(db);
-  const int64_t id = detail::insert_returning_id(
-      db,
+  return detail::insert_one(
+      m_impl->db,
       "INSERT INTO experiences (run, task_id, family, op_features_json, shape, dtype, gpu, "
       "environment, state_before, strategy, params_json, predicted_speedup, measured_speedup, "
       "correct, failure_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -593,43 +583,33 @@ int64_t store::record_experience(const experience& x) {
       x.run, x.task_id, x.family, dump(x.op_features), x.shape, x.dtype, x.gpu, x.environment,
       x.state_before, x.strategy, dump(x.params), x.predicted_speedup, x.measured_speedup,
       x.correct, x.failure_reason, detail::now_utc());
-  tx.commit();
-  return id;
 }
 
 int64_t store::record_device_limits(const device_limits& x) {
   require(!x.gpu_uuid.empty(), "device limits need the device's UUID");
   require(x.copy_bandwidth > 0 && x.read_bandwidth > 0 && x.fp32_flops > 0,
           "device limits need positive bandwidths and fp32 rate");
-  auto& db = m_impl->db;
-  detail::transaction tx(db);
-  const int64_t id = detail::insert_returning_id(
-      db,
+  return detail::insert_one(
+      m_impl->db,
       "INSERT INTO device_limits (gpu_uuid, gpu_name, driver, toolkit, copy_bandwidth, "
       "read_bandwidth, fp32_flops, fp16_tensor_flops, bf16_tensor_flops, tf32_tensor_flops, "
       "detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
       x.gpu_uuid, x.gpu_name, x.driver, x.toolkit, x.copy_bandwidth, x.read_bandwidth, x.fp32_flops,
       x.fp16_tensor_flops, x.bf16_tensor_flops, x.tf32_tensor_flops, dump(x.detail),
       detail::now_utc());
-  tx.commit();
-  return id;
 }
 
 int64_t store::record_gate_calibration(const gate_calibration& x) {
   require(!x.gpu_uuid.empty(), "a gate calibration needs the device's UUID");
   require(x.comparisons > 0 && x.delta > 0 && x.spread >= 0,
           "a gate calibration needs comparisons, a positive delta and a spread");
-  auto& db = m_impl->db;
-  detail::transaction tx(db);
-  const int64_t id = detail::insert_returning_id(
-      db,
+  return detail::insert_one(
+      m_impl->db,
       "INSERT INTO gate_calibrations (gpu_uuid, run, comparisons, false_positive_rate, "
       "not_same_rate, spread, delta, detail_json, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
       "RETURNING id",
       x.gpu_uuid, x.run, x.comparisons, x.false_positive_rate, x.not_same_rate, x.spread, x.delta,
       dump(x.detail), detail::now_utc());
-  tx.commit();
-  return id;
 }
 
 std::optional<device_limits> store::find_device_limits(const std::string& gpu_uuid,

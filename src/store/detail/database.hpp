@@ -187,4 +187,13 @@ int64_t insert_returning_id(connection& db, std::string_view sql, const Args&...
   return id;
 }
 
+// One INSERT ... RETURNING id in a transaction of its own; returns the id.
+template <class... Args>
+int64_t insert_one(connection& db, std::string_view sql, const Args&... args) {
+  transaction tx(db);
+  const int64_t id = insert_returning_id(db, sql, args...);
+  tx.commit();
+  return id;
+}
+
 } // namespace kb::store::detail
