@@ -71,6 +71,33 @@ __device__ __forceinline__ typename Op::stats gather(const typename Op::state* s
   return st;
 }
 
+// This thread's batch of the slice from `base`: up to Batch evict-first loads in flight.
+template <int V, int Threads, int Batch>
+__device__ __forceinline__ void load_batch(const typename vec<V>::type* src, int64_t base, int64_t cnt,
+                                           typename vec<V>::type (&v)[Batch]) {
+#pragma unroll
+  for (int k = 0; k < Batch; ++k) {
+    const int64_t i = base + k * Threads;
+    if (i < cnt) {
+      v[k] = __ldcs(src + i);
+    }
+  }
+}
+
+// The batch into this thread's own slots of `stage`, folded into `s`.
+template <class Op, int V, int Threads, int Batch>
+__device__ __forceinline__ void stage_batch(const typename vec<V>::type (&v)[Batch], typename vec<V>::type* stage, int64_t base,
+                                            int64_t cnt, typename Op::state (&s)[4]) {
+#pragma unroll
+  for (int k = 0; k < Batch; ++k) {
+    const int64_t i = base + k * Threads;
+    if (i < cnt) {
+      stage[i] = v[k];
+      accumulate<Op, V>(s, v[k]);
+    }
+  }
+}
+
 // The block's slice `src[0, cnt)` into `stage`, folded into `s` (evict-first loads, Batch per
 // thread in flight).
 template <class Op, int V, int Threads, int Batch>
@@ -79,26 +106,14 @@ __device__ __forceinline__ void load_slice(const typename vec<V>::type* src, typ
   using T = typename vec<V>::type;
   for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(Threads) * Batch) {
     T v[Batch];
-#pragma unroll
-    for (int k = 0; k < Batch; ++k) {
-      const int64_t i = base + k * Threads;
-      if (i < cnt) {
-        v[k] = __ldcs(src + i);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < Batch; ++k) {
-      const int64_t i = base + k * Threads;
-      if (i < cnt) {
-        stage[i] = v[k];
-        accumulate<Op, V>(s, v[k]);
-      }
-    }
+    load_batch<V, Threads, Batch>(src, base, cnt, v);
+    stage_batch<Op, V, Threads, Batch>(v, stage, base, cnt, s);
   }
 }
 
 // One pass over the slice: dst[i] = out(stage[i], i) with streaming stores and, when `next` is
-// not null, stage[i] = next[i] folded into `s`. out(float (&e)[V], int64_t i) rewrites e in place.
+// not null, stage[i] = next[i] folded into `s` (each thread refills only the slots it just read).
+// out(float (&e)[V], int64_t i) rewrites e in place.
 template <class Op, int V, int Threads, int Batch, class Out>
 __device__ __forceinline__ void store_and_refill(typename vec<V>::type* stage, int64_t cnt, typename vec<V>::type* dst,
                                                  const typename vec<V>::type* next, typename Op::state (&s)[4], Out out) {
@@ -106,13 +121,7 @@ __device__ __forceinline__ void store_and_refill(typename vec<V>::type* stage, i
   for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(Threads) * Batch) {
     T v[Batch];
     if (next != nullptr) {
-#pragma unroll
-      for (int k = 0; k < Batch; ++k) {
-        const int64_t i = base + k * Threads;
-        if (i < cnt) {
-          v[k] = __ldcs(next + i);
-        }
-      }
+      load_batch<V, Threads, Batch>(next, base, cnt, v);
     }
 #pragma unroll
     for (int k = 0; k < Batch; ++k) {
@@ -125,14 +134,7 @@ __device__ __forceinline__ void store_and_refill(typename vec<V>::type* stage, i
       }
     }
     if (next != nullptr) {
-#pragma unroll
-      for (int k = 0; k < Batch; ++k) {
-        const int64_t i = base + k * Threads;
-        if (i < cnt) {
-          stage[i] = v[k]; // this thread's own slot, read above
-          accumulate<Op, V>(s, v[k]);
-        }
-      }
+      stage_batch<Op, V, Threads, Batch>(v, stage, base, cnt, s);
     }
   }
 }
