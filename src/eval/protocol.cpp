@@ -302,13 +302,14 @@ void from_json(const json& j, library_result& x) {
 }
 
 void to_json(json& j, const timing_sample& x) {
-  j = {{"t", x.t}, {"set", x.set}, {"round", x.round}};
+  j = {{"t", x.t}, {"set", x.set}, {"round", x.round}, {"fresh", x.fresh}};
   put_optional(j, "clock_mhz", x.clock_mhz);
 }
 void from_json(const json& j, timing_sample& x) {
   x.t = j.at("t").get<double>();
   x.set = j.at("set").get<int>();
   x.round = j.at("round").get<int>();
+  x.fresh = j.value("fresh", false); // records written before fresh rounds have none
   get_optional(j, "clock_mhz", x.clock_mhz);
 }
 

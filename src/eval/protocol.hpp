@@ -176,9 +176,10 @@ struct library_result {
 
 struct timing_sample {
   double t = 0; // [s] the window less the scheme's overhead
-  int set = 0;  // input set
+  int set = 0;  // input set (the input sets' count for a fresh round's slot)
   int round = 0;
   std::optional<double> clock_mhz; // SM clock when the window closed
+  bool fresh = false; // contents drawn anew for this round (the judge's check of reused results)
 };
 
 // One session's timing: the samples per role, and the judge's whole record of it (calibration,

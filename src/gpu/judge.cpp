@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -1703,17 +1704,25 @@ json worker::time_all() {
     }
     return h;
   };
-  const auto inputs_intact = [&](shape_buffers& b, size_t k) {
+  const auto inputs_intact = [&](shape_buffers& b, const std::vector<uint64_t>& digests) {
     for (size_t i = 0; i < s.inputs.size(); ++i) {
-      if (digest(b.inputs[i], s.inputs[i].bytes()) != input_digests[k][i]) {
+      if (digest(b.inputs[i], s.inputs[i].bytes()) != digests[i]) {
         return false;
       }
     }
     return true;
   };
-  const auto restore_inputs = [&](shape_buffers& b, size_t k) {
-    generate(b, set_dist[k], set_seed[k]);
-    cuda_check(cudaStreamSynchronize(m_stream), "inputs");
+  // What a call's inputs must hold afterwards, and how they are put back when a call changed them.
+  struct call_inputs {
+    const std::vector<uint64_t>* digests = nullptr;
+    int key = -1; // the verified set whose output digest the call must reproduce; -1: none
+    std::function<void(shape_buffers&)> restore;
+  };
+  const auto set_inputs = [&](size_t k) {
+    return call_inputs{&input_digests[k], set_key[k], [&, k](shape_buffers& b) {
+                         generate(b, set_dist[k], set_seed[k]);
+                         cuda_check(cudaStreamSynchronize(m_stream), "inputs");
+                       }};
   };
   // One call as timing makes it: poison, flush, window, then the checks outside the window.
   struct timed {
@@ -1731,9 +1740,9 @@ json worker::time_all() {
   const auto since = [](clock_type::time_point t) {
     return std::chrono::duration<double>(clock_type::now() - t).count();
   };
-  const auto timed_call = [&](candidate_lib& lib, size_t k, const std::string& what) {
+  const auto timed_call_on = [&](candidate_lib& lib, shape_buffers& b, const call_inputs& in,
+                                 const std::string& what) {
     timed out;
-    auto& b = buf(lib, k);
     ++phases.calls;
     auto t = clock_type::now();
     for (size_t o = 0; o < s.outputs.size(); ++o) {
@@ -1769,21 +1778,26 @@ json worker::time_all() {
       clock_type::time_point from;
       ~add_on_exit() { to += std::chrono::duration<double>(clock_type::now() - from).count(); }
     } checking{phases.check_s, t};
-    if (!inputs_intact(b, k)) {
-      restore_inputs(b, k);
+    if (!inputs_intact(b, *in.digests)) {
+      in.restore(b);
       out.bad = rejection{"verify.inputs_modified",
                           fmt::format("inputs changed by a timed call ({})", what)};
       return out;
     }
+    if (in.key < 0) {
+      return out;
+    }
     const uint64_t h = output_digest(b);
-    const int key = set_key[k];
-    if (m_deterministic && lib.set_digests.count(key) != 0 && lib.set_digests[key] != h) {
+    if (m_deterministic && lib.set_digests.count(in.key) != 0 && lib.set_digests[in.key] != h) {
       out.bad = rejection{"timing.stale_output",
                           fmt::format("output of a timed call ({}) differs from the verified one "
                                       "on the same inputs",
                                       what)};
     }
     return out;
+  };
+  const auto timed_call = [&](candidate_lib& lib, size_t k, const std::string& what) {
+    return timed_call_on(lib, buf(lib, k), set_inputs(k), what);
   };
 
   // The scheme's overhead: the empty kernel, launched by a runner of its own through the same
@@ -1858,8 +1872,8 @@ json worker::time_all() {
     // outside the captured stream, which the runner waits for before it replies). The runner's
     // times only say which of the two it was.
     const int64_t reference_ns = reference_trip_ns(lib);
-    const bool slow_trip = !lib.host_dispatch &&
-                           host_rule.violated(w.round_trip_ns, reference_ns, net_window_ns);
+    const bool slow_trip =
+        !lib.host_dispatch && host_rule.violated(w.round_trip_ns, reference_ns, net_window_ns);
     if (lib.role == "baseline" && !lib.host_dispatch) {
       reference.add_baseline(w.round_trip_ns);
     }
@@ -1983,20 +1997,67 @@ json worker::time_all() {
   auto last_beat = wall_start;
   int round = 0;
   int checked_calls = 0;
+  // Fresh rounds. A cache of results keyed by the inputs' contents (all of them, or a sample)
+  // passes every check made on the input sets: the timed calls go round inputs the candidate has
+  // seen, and its answers for them are the verified ones. So some rounds, alike in everything
+  // else, run every library on contents drawn anew for that round, in place of the round's set
+  // (the same bits in every lane, from the set's distribution; the set is drawn again
+  // afterwards). A candidate slower on
+  // those than on the others reuses results (`timing.cache`, below); one whose answer there
+  // strays from the baseline's beyond twice the tolerance reused a stale result or answered a
+  // call it took for unchecked (`timing.stale_after_input_change`). They come from the judge's
+  // generator (seeded from the system's CSPRNG, not replayed), so neither their place nor their
+  // contents can be known in advance.
+  std::map<std::string, int> fresh_calls;
+  int fresh_rounds = 0;
+  int fresh_checked = 0;
+  int extra_rounds = 0;
+  const auto fresh_wanted = [&] {
+    return std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
+      return l->role != "baseline" && fresh_calls[l->role] < fresh_min_calls;
+    });
+  };
   while (!alive.empty()) {
-    if (std::all_of(alive.begin(), alive.end(),
-                    [&](candidate_lib* l) { return rules.at(l->role).stopped(); })) {
+    const bool stopped = std::all_of(alive.begin(), alive.end(),
+                                     [&](candidate_lib* l) { return rules.at(l->role).stopped(); });
+    // After the stopping rule, rounds go on (fresh ones in half of them) until every candidate
+    // has enough fresh calls for the comparison, within a bound.
+    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds)) {
       break;
     }
+    extra_rounds += stopped ? 1 : 0;
     std::vector<candidate_lib*> order = alive;
     std::shuffle(order.begin(), order.end(), rng);
     const int set = round % n_sets;
+    const bool fresh_round = m_rng() % (stopped ? 2 : fresh_round_every) == 0;
+    call_inputs in = set_inputs(static_cast<size_t>(set));
+    std::vector<uint64_t> fresh_digests;
+    if (fresh_round) {
+      // The set's own distribution: fresh and seen calls then cover the distributions alike.
+      const uint64_t seed = m_rng();
+      const int dist = set_dist[static_cast<size_t>(set)];
+      ++fresh_rounds;
+      for (auto* lb : lanes_of_set(static_cast<size_t>(set))) {
+        generate(*lb, dist, seed);
+      }
+      cuda_check(cudaStreamSynchronize(m_stream), "fresh inputs");
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        fresh_digests.push_back(
+            digest(bufs[static_cast<size_t>(set)]->inputs[i], s.inputs[i].bytes()));
+      }
+      in = call_inputs{&fresh_digests, -1, [&, dist, seed](shape_buffers& b) {
+                         generate(b, dist, seed);
+                         cuda_check(cudaStreamSynchronize(m_stream), "inputs");
+                       }};
+    }
+    std::vector<candidate_lib*> answered; // this round's calls that passed their checks
     for (auto* lib : order) {
       if (lib->rejected) {
         continue;
       }
-      const auto tc =
-          timed_call(*lib, static_cast<size_t>(set), fmt::format("round {} set {}", round, set));
+      const auto what = fresh_round ? fmt::format("round {} fresh contents", round)
+                                    : fmt::format("round {} set {}", round, set);
+      const auto tc = timed_call_on(*lib, buf(*lib, static_cast<size_t>(set)), in, what);
       ++checked_calls;
       if (tc.bad) {
         reject(*lib, *tc.bad);
@@ -2019,11 +2080,65 @@ json worker::time_all() {
                                     {"tail_s", w.tail_ns * 1e-9},
                                     {"clock_mhz", clock ? json(*clock) : json(nullptr)},
                                     {"set", set},
-                                    {"round", round}});
+                                    {"round", round},
+                                    {"fresh", fresh_round}});
       auto& rule = rules.at(lib->role);
       if (!rule.stopped()) {
         rule.add(sample, std::chrono::duration<double>(clock_type::now() - wall_start).count());
       }
+      if (fresh_round) {
+        ++fresh_calls[lib->role];
+        answered.push_back(lib);
+      }
+    }
+    // A fresh round's answers against the baseline's on the same contents (there is no oracle
+    // run for them: it would cost more than the round), where each library has outputs of its
+    // own. The baseline's answer goes, in float64, to set 0's reference buffers (lane 0): nothing
+    // reads them during timing, and the re-check after it computes its own.
+    const auto base_it = std::find_if(answered.begin(), answered.end(),
+                                      [](candidate_lib* l) { return l->role == "baseline"; });
+    if (fresh_round && m_separate_lanes && base_it != answered.end()) {
+      ++fresh_checked;
+      auto& bb = buf(**base_it, static_cast<size_t>(set));
+      const auto& refs = bufs[0]->refs;
+      std::vector<double> scales;
+      std::vector<tolerance_spec> tols;
+      std::vector<std::string> names;
+      for (size_t o = 0; o < s.outputs.size(); ++o) {
+        const auto& x = s.outputs[o];
+        gpu_copy_cyclic(bb.outputs[o].data(), x.dtype, x.numel(), refs[o], KB_FLOAT64, x.numel(),
+                        m_stream);
+        const auto mo = gpu_moments(refs[o], x.numel(), m_stream);
+        scales.push_back(std::sqrt(mo.sum_sq / std::max<int64_t>(1, x.numel())));
+        tols.push_back({2 * m_atol, 2 * m_rtol, scales.back()});
+        names.push_back(x.name);
+      }
+      for (auto* lib : answered) {
+        if (lib == *base_it || lib->rejected) {
+          continue;
+        }
+        auto& lb = buf(*lib, static_cast<size_t>(set));
+        std::vector<error_metrics> ms;
+        for (size_t o = 0; o < s.outputs.size(); ++o) {
+          const auto& x = s.outputs[o];
+          ms.push_back(gpu_compare(lb.outputs[o].data(), x.dtype, refs[o], x.numel(), tols[o],
+                                   m_poison, m_stream));
+        }
+        const auto outcome = eval::detail::judge(ms, scales, names, 2 * m_rel_l2);
+        if (!outcome.passed) {
+          reject(*lib, {"timing.stale_after_input_change",
+                        fmt::format("round {}: on input contents drawn for that call the answer "
+                                    "strays from the baseline's beyond twice the tolerance "
+                                    "(results reused across calls?): {}",
+                                    round, outcome.message)});
+        }
+      }
+    }
+    if (fresh_round) {
+      for (auto* lb : lanes_of_set(static_cast<size_t>(set))) {
+        generate(*lb, set_dist[static_cast<size_t>(set)], set_seed[static_cast<size_t>(set)]);
+      }
+      cuda_check(cudaStreamSynchronize(m_stream), "inputs");
     }
     alive.erase(std::remove_if(alive.begin(), alive.end(),
                                [](candidate_lib* l) { return l->rejected.has_value(); }),
@@ -2060,6 +2175,35 @@ json worker::time_all() {
       reject(lib, {"timing.work_outside_stream",
                    fmt::format("in {} of {} calls device work went on after the window closed",
                                tally.slow_tails(), tally.calls())});
+    }
+  }
+
+  // Reuse of results: each candidate's fresh calls against its calls on the seen sets.
+  json reuse = json::object();
+  reuse["fresh_rounds"] = fresh_rounds;
+  reuse["answers_checked_rounds"] = fresh_checked;
+  for (auto& lib : m_libs) {
+    if (lib.rejected || lib.role == "baseline" || samples.count(lib.role) == 0) {
+      continue;
+    }
+    std::vector<double> fresh_t;
+    std::vector<double> seen_t;
+    for (const auto& x : samples[lib.role]) {
+      (x.value("fresh", false) ? fresh_t : seen_t).push_back(x.at("t").get<double>());
+    }
+    if (fresh_t.size() < static_cast<size_t>(fresh_min_calls) || seen_t.size() < 10) {
+      reuse[lib.role] = {{"fresh_samples", fresh_t.size()}, {"seen_samples", seen_t.size()}};
+      continue;
+    }
+    const auto cmp = compare_fresh(fresh_t, seen_t);
+    reuse[lib.role] = cmp.to_json();
+    if (cmp.c.slowed) {
+      reject(lib, {"timing.cache",
+                   fmt::format("calls on input contents drawn anew for the call took {:.1f}% "
+                               "longer (median {:.4g} ms over {}) than calls on the input sets it "
+                               "had seen (median {:.4g} ms over {}): results reused across calls",
+                               100 * (cmp.c.ratio - 1), cmp.c.beside_median * 1e3, fresh_t.size(),
+                               cmp.c.alone_median * 1e3, seen_t.size())});
     }
   }
 
@@ -2246,6 +2390,7 @@ json worker::time_all() {
            {"allocation", allocation},
            {"abi_calls", abi_calls},
            {"interference", interference},
+           {"reuse", reuse},
            {"flush_bytes", cold_l2 ? flush_bytes : 0},
            {"default_sm_clock_mhz", m_default_clock_mhz},
            {"wall_s", std::chrono::duration<double>(clock_type::now() - wall_start).count()},

@@ -34,7 +34,9 @@ class reference_trip {
 public:
   static constexpr size_t min_baseline_calls = 5;
   explicit reference_trip(int64_t empty_round_trip_ns) : m_empty(empty_round_trip_ns) {}
-  void add_baseline(int64_t round_trip_ns) { m_baseline.push_back(static_cast<double>(round_trip_ns)); }
+  void add_baseline(int64_t round_trip_ns) {
+    m_baseline.push_back(static_cast<double>(round_trip_ns));
+  }
   int64_t for_candidate() const {
     if (m_baseline.size() < min_baseline_calls) {
       return m_empty;
@@ -158,6 +160,38 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
   c.ratio = a.median > 0 ? b.median / a.median : 1.0;
   c.slowed = b.low > a.high * (1 + min_effect) + min_seconds;
   return c;
+}
+
+// Reuse of results across calls: a candidate's calls on contents drawn anew for the call (fresh
+// rounds, one round in `fresh_round_every` at random) against its calls on the input sets it has
+// seen. An honest kernel takes as long on either; a cache of results keyed by the inputs (their
+// pointers, a sample of their values or all of them) answers the seen sets from the cache and
+// must compute the fresh ones. Reused when the lower 95% bound of the fresh calls' median is
+// above the upper bound of the others' by more than 3% and 10 us, as in the interference rule.
+inline constexpr int fresh_round_every = 4;
+// Fresh calls a candidate needs for the comparison; after the stopping rule, rounds go on (half
+// of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds.
+inline constexpr int fresh_min_calls = 10;
+inline constexpr int fresh_max_extra_rounds = 40;
+
+struct fresh_comparison {
+  alone_comparison c; // beside: the fresh calls; alone: the calls on the seen sets
+  nlohmann::json to_json() const {
+    return {{"fresh_median_s", c.beside_median},
+            {"seen_median_s", c.alone_median},
+            {"fresh_low_s", c.beside_low},
+            {"seen_high_s", c.alone_high},
+            {"ratio", c.ratio},
+            {"min_effect", c.min_effect},
+            {"fresh_samples", c.beside_samples},
+            {"seen_samples", c.alone_samples},
+            {"reused", c.slowed}};
+  }
+};
+
+inline fresh_comparison compare_fresh(const std::vector<double>& fresh,
+                                      const std::vector<double>& seen) {
+  return {compare_alone(fresh, seen)};
 }
 
 // A window's sample with the scheme's calibrated overhead taken off, never below 0.1 us. [s]
