@@ -437,8 +437,20 @@ std::vector<strategy> make_library() {
               "cache policy of the stores of C"),
         ints("staged", {0, 1},
              "1: fp32 C goes through shared memory and out in 16-byte row stores (whole lines, "
-             "a quarter of the L2 requests of the fragments' 8-byte stores)")},
-       {{"bk", 64}, {"min_blocks", 2}, {"k_unroll", 1}, {"store_hint", "normal"}, {"staged", 0}},
+             "a quarter of the L2 requests of the fragments' 8-byte stores)"),
+        ints("split", {0, 1},
+             "1: big = v with its low 13 bits cleared (one LOP) and small = v - big as raw fp32 "
+             "bits, no cvt (0: both rounded by cvt.rna.tf32)"),
+        ints("presplit", {0, 1},
+             "1: each chunk split once per block into (big, small) pairs in shared memory, the "
+             "inner loop only loads and mma (twice the bytes: bk = 32 keeps two blocks per SM)")},
+       {{"bk", 64},
+        {"min_blocks", 2},
+        {"k_unroll", 1},
+        {"store_hint", "normal"},
+        {"staged", 0},
+        {"split", 0},
+        {"presplit", 0}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
        false});

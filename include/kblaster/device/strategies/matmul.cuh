@@ -18,7 +18,10 @@
 // about 2^-22 of the product). fp16 and bf16 values are exact in TF32, so their products take one
 // mma each. A 128 x 128 tile per block of 8 warps (2 x 4, 64 x 32 each), K in bk-deep chunks held
 // in shared memory with bank-conflict-free pitches, the accumulation order fixed (reproducible).
-// P: bk, min_blocks (blocks per SM the register budget is sized for), k_unroll, store_hint.
+// P: bk, min_blocks (blocks per SM the register budget is sized for), k_unroll, store_hint, and
+// optionally staged (C through shared memory), split (0: big and small rounded by cvt.rna;
+// 1: big by masking, small passed as raw fp32 bits) and presplit (each chunk split once per
+// block into (big, small) pairs in shared memory instead of once per warp at every k-step).
 #pragma once
 
 #include "kblaster/device/families/matmul.cuh"
@@ -283,9 +286,33 @@ constexpr size_t c_tile_bytes = static_cast<size_t>(bm) * c_pitch * sizeof(float
 template <class Q, class = void> struct staged_of : std::integral_constant<int, 0> {};
 template <class Q> struct staged_of<Q, std::void_t<decltype(Q::staged)>> : std::integral_constant<int, Q::staged> {};
 
+// P::split and P::presplit where the parameters name them (0 otherwise, as staged_of).
+template <class Q, class = void> struct split_of : std::integral_constant<int, 0> {};
+template <class Q> struct split_of<Q, std::void_t<decltype(Q::split)>> : std::integral_constant<int, Q::split> {};
+template <class Q, class = void> struct presplit_of : std::integral_constant<int, 0> {};
+template <class Q> struct presplit_of<Q, std::void_t<decltype(Q::presplit)>> : std::integral_constant<int, Q::presplit> {};
+
+// The presplit chunks: each element as its (big, small) pair, the elements k and k + 4 of one
+// 8-deep step side by side in a float4 (big_k, small_k, big_k+4, small_k+4), so that one 16-byte
+// read yields two registers of a fragment (a0 and a2, a1 and a3, b0 and b1) with their smalls.
+// A: row m holds bk / 2 float4 (slot (k / 8) * 4 + k % 4), pitch bk / 2 + 4 = 4 mod 8: a quarter
+// warp (rows g and g + 1, slots t = 0..3) reads 8 distinct 16-byte bank groups. B: bk / 2 rows
+// (the same slots) of bn float4 (column n), pitch bn + 2 = 2 mod 8: the quarter warp lands on
+// 2t + g, distinct again. Twice the bytes of the fp32 chunks, so bk = 32 keeps two blocks per SM.
+template <int Bk> struct pair_tile {
+  static constexpr int a_pitch = Bk / 2 + 4; // float4
+  static constexpr int b_pitch = bn + 2;     // float4
+  static constexpr size_t smem_bytes =
+      (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk / 2) * b_pitch) * sizeof(float4);
+};
+
+template <class P> constexpr size_t operand_bytes_of() {
+  return presplit_of<P>::value != 0 ? pair_tile<P::bk>::smem_bytes : tile<P::bk>::smem_bytes;
+}
+
 // Dynamic shared memory of a block: the operand chunks, or the C tile where that is larger.
 template <class P> constexpr size_t smem_bytes_of() {
-  return staged_of<P>::value != 0 && c_tile_bytes > tile<P::bk>::smem_bytes ? c_tile_bytes : tile<P::bk>::smem_bytes;
+  return staged_of<P>::value != 0 && c_tile_bytes > operand_bytes_of<P>() ? c_tile_bytes : operand_bytes_of<P>();
 }
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
@@ -295,10 +322,25 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
 }
 
 // big = tf32(v); small = tf32(v - big), left unset when the storage type is exact in TF32.
-template <bool Split> __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  big = to_tf32(v);
-  if constexpr (Split) {
-    small = to_tf32(v - __uint_as_float(big));
+// Mode 1 (the integer split) has no cvt: big = v with its low 13 significand bits cleared (one
+// LOP; the TF32 mma reads only the top 19 bits of a register) and small = v - big, exact in fp32
+// (the cleared bits), passed as raw fp32 bits, of which the tensor core again reads the top 19.
+// Error: truncating big leaves |small| < 2^-10 |v| (rounding: 2^-11); the mma's truncation of
+// small costs < 2^-10 |small| < 2^-20 |v|; the dropped a_small * b_small is < 2^-20 |a b|. So
+// about 3 x 2^-20 of |a b| per product at worst against 3 x 2^-22 for the rounded split, the same
+// order as the fp32 accumulation's own rounding over K = 64 (up to 64 x 2^-24 of sum |a b|), and
+// both far inside a tolerance of 1e-4.
+template <bool Split, int Mode = 0> __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
+  if constexpr (Mode == 1) {
+    big = __float_as_uint(v) & 0xffffe000u;
+    if constexpr (Split) {
+      small = __float_as_uint(v - __uint_as_float(big));
+    }
+  } else {
+    big = to_tf32(v);
+    if constexpr (Split) {
+      small = to_tf32(v - __uint_as_float(big));
+    }
   }
 }
 
@@ -311,11 +353,32 @@ __device__ __forceinline__ void copy16(float* smem, const void* gmem, int bytes)
 
 __device__ __forceinline__ void copies_done() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
 
+// The presplit tiles' entry for elements k (lo) and k + 4 (hi).
+template <int Mode> __device__ __forceinline__ void store_pair(uint4* dst, float lo, float hi) {
+  uint4 e;
+  split<true, Mode>(lo, e.x, e.y);
+  split<true, Mode>(hi, e.z, e.w);
+  *dst = e;
+}
+
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                "{%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One tile's product: a_small * b_big + a_big * b_small + a_big * b_big in that order (the small
+// terms first, so they are not lost against the big one), or a_big * b_big alone where the
+// operands are exact in TF32.
+template <bool Split>
+__device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
+                                        const uint32_t (&b_big)[2], const uint32_t (&b_small)[2]) {
+  if constexpr (Split) {
+    mma(c, a_small, b_big);
+    mma(c, a_big, b_small);
+  }
+  mma(c, a_big, b_big);
 }
 
 } // namespace tc
@@ -329,6 +392,8 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   constexpr int a_pitch = tc::tile<bk>::a_pitch;
   constexpr int b_pitch = tc::b_pitch;
   constexpr bool split = sizeof(T) == 4; // fp16 and bf16 values are exact in TF32
+  constexpr int split_mode = tc::split_of<P>::value;
+  constexpr bool presplit = tc::presplit_of<P>::value != 0;
   extern __shared__ float4 tc_smem[];
   float* as = reinterpret_cast<float*>(tc_smem);
   float* bs = as + tc::bm * a_pitch;
@@ -356,8 +421,59 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   }
 
   for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
-    // The chunk into shared memory as fp32, zero past M, N and K.
-    if constexpr (VecLoad) {
+    // The chunk into shared memory, zero past M, N and K: as fp32, or split (presplit).
+    if constexpr (presplit) {
+      // The chunk split once per block on its way in, as (big, small) pairs (tc::pair_tile),
+      // zero past M, N and K: the inner loop is then shared-memory reads and mma only, where
+      // the per-warp split repeats each A element in the 4 warps of its rows and each B element
+      // in the 2 warps of its columns. Scalar loads of the pair (k, k + 4), so that a lane's
+      // 16-byte store is whole; consecutive lanes take consecutive slots of a row: the stores
+      // are conflict-free, B's loads coalesced, A's in 16-byte runs (the k + 4 loads read the
+      // other half of each sector).
+      uint4* ap = reinterpret_cast<uint4*>(tc_smem);
+      uint4* bp = ap + tc::bm * tc::pair_tile<bk>::a_pitch;
+      constexpr int a_slots = bk / 2;
+      constexpr int a_step = tc::threads / a_slots; // rows between a thread's pairs
+      constexpr int a_pairs = tc::bm / a_step;
+      constexpr int b_pairs = a_slots / 2;          // rows of pairs per thread (2 per column of B)
+      static_assert(tc::threads == 2 * tc::bn, "two threads per column of B");
+      float alo[a_pairs], ahi[a_pairs], blo[b_pairs], bhi[b_pairs];
+      const int a_row = tid / a_slots;
+      const int a_slot = tid % a_slots;
+      {
+        const int64_t k = k0 + (a_slot / 4) * 8 + a_slot % 4;
+        const T* src = a + (m0 + a_row) * d.k + k;
+#pragma unroll
+        for (int it = 0; it < a_pairs; ++it) {
+          const bool m_in = m0 + a_row + it * a_step < d.m;
+          alo[it] = m_in && k < d.k ? cvt<float>(src[0]) : 0.0f;
+          ahi[it] = m_in && k + 4 < d.k ? cvt<float>(src[4]) : 0.0f;
+          src += a_step * d.k;
+        }
+      }
+      // Thread (b_row, b_col) takes the rows of pairs b_row + 2 it; row q: k = (q / 4) * 8 + q % 4.
+      const int b_col = tid % tc::bn;
+      const int b_row = tid / tc::bn;
+      {
+        const bool n_in = n0 + b_col < d.n;
+        const T* src = b + (k0 + b_row) * d.n + n0 + b_col;
+#pragma unroll
+        for (int it = 0; it < b_pairs; ++it) {
+          const int dk = (it / 2) * 8 + (it % 2) * 2; // k - k0 - b_row
+          const int64_t k = k0 + b_row + dk;
+          blo[it] = n_in && k < d.k ? cvt<float>(src[dk * d.n]) : 0.0f;
+          bhi[it] = n_in && k + 4 < d.k ? cvt<float>(src[(dk + 4) * d.n]) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < a_pairs; ++it) {
+        tc::store_pair<split_mode>(ap + (a_row + it * a_step) * tc::pair_tile<bk>::a_pitch + a_slot, alo[it], ahi[it]);
+      }
+#pragma unroll
+      for (int it = 0; it < b_pairs; ++it) {
+        tc::store_pair<split_mode>(bp + (b_row + 2 * it) * tc::pair_tile<bk>::b_pitch + b_col, blo[it], bhi[it]);
+      }
+    } else if constexpr (VecLoad) {
       // Asynchronous 16-byte copies (no staging registers beside the 64 accumulators); past M,
       // N or K a copy of 0 bytes writes zeros. A thread's copies are a fixed number of rows
       // apart, so one pointer per operand walks them.
@@ -406,32 +522,59 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
     }
     __syncthreads();
 
+    if constexpr (presplit) {
+      const uint4* ap = reinterpret_cast<const uint4*>(tc_smem);
+      const uint4* bp = ap + tc::bm * tc::pair_tile<bk>::a_pitch;
 #pragma unroll P::k_unroll
-    for (int kk = 0; kk < bk; kk += 8) {
-      uint32_t bb[4][2];
-      uint32_t bsm[4][2];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int n = wn + j * 8 + g;
-        tc::split<split>(bs[(kk + t) * b_pitch + n], bb[j][0], bsm[j][0]);
-        tc::split<split>(bs[(kk + t + 4) * b_pitch + n], bb[j][1], bsm[j][1]);
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int m = wm + i * 16 + g;
-        uint32_t ab[4];
-        uint32_t asm_[4];
-        tc::split<split>(as[m * a_pitch + kk + t], ab[0], asm_[0]);
-        tc::split<split>(as[(m + 8) * a_pitch + kk + t], ab[1], asm_[1]);
-        tc::split<split>(as[m * a_pitch + kk + t + 4], ab[2], asm_[2]);
-        tc::split<split>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
+      for (int kk = 0; kk < bk; kk += 8) {
+        const int slot = kk / 2 + t; // elements kk + t and kk + t + 4
+        uint32_t bb[4][2];
+        uint32_t bsm[4][2];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          if constexpr (split) {
-            tc::mma(acc[i][j], asm_, bb[j]);
-            tc::mma(acc[i][j], ab, bsm[j]);
+          const uint4 v = bp[slot * tc::pair_tile<bk>::b_pitch + wn + j * 8 + g];
+          bb[j][0] = v.x;
+          bsm[j][0] = v.y;
+          bb[j][1] = v.z;
+          bsm[j][1] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int m = wm + i * 16 + g;
+          const uint4 lo = ap[m * tc::pair_tile<bk>::a_pitch + slot];
+          const uint4 hi = ap[(m + 8) * tc::pair_tile<bk>::a_pitch + slot];
+          const uint32_t ab[4] = {lo.x, hi.x, lo.z, hi.z};
+          const uint32_t asm_[4] = {lo.y, hi.y, lo.w, hi.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
           }
-          tc::mma(acc[i][j], ab, bb[j]);
+        }
+      }
+    } else {
+#pragma unroll P::k_unroll
+      for (int kk = 0; kk < bk; kk += 8) {
+        uint32_t bb[4][2];
+        uint32_t bsm[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int n = wn + j * 8 + g;
+          tc::split<split, split_mode>(bs[(kk + t) * b_pitch + n], bb[j][0], bsm[j][0]);
+          tc::split<split, split_mode>(bs[(kk + t + 4) * b_pitch + n], bb[j][1], bsm[j][1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int m = wm + i * 16 + g;
+          uint32_t ab[4];
+          uint32_t asm_[4];
+          tc::split<split, split_mode>(as[m * a_pitch + kk + t], ab[0], asm_[0]);
+          tc::split<split, split_mode>(as[(m + 8) * a_pitch + kk + t], ab[1], asm_[1]);
+          tc::split<split, split_mode>(as[m * a_pitch + kk + t + 4], ab[2], asm_[2]);
+          tc::split<split, split_mode>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+          }
         }
       }
     }
@@ -607,6 +750,8 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(P::bk == 16 || P::bk == 32 || P::bk == 64, "bk: 16, 32 or 64");
   static_assert(P::min_blocks >= 1 && P::min_blocks <= 2, "min_blocks: 1 or 2");
   static_assert(P::k_unroll >= 1, "k_unroll: at least 1");
+  static_assert(tc::split_of<P>::value == 0 || tc::split_of<P>::value == 1, "split: 0 or 1");
+  static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
 
   static int launch(const kb_args* a, const config& c) {
     dims d{};
