@@ -7,6 +7,7 @@
 # kernel with a comment added) for a task whose oracle and baseline are built, as a search meets
 # every candidate after its first.
 #   scripts/gpu-eval-time.sh [suite, default core10]
+# Environment: PASSES (default "cold new-candidate"): which passes to run.
 # Output under $OUT (default out/eval-time): one JSON and log per kernel, summary.txt and
 # eval-time.json (the figures the summary prints), the second pass's under $OUT/new-candidate.
 set -uo pipefail
@@ -21,20 +22,25 @@ export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
   install -m 0755 build/release/bwrap /usr/local/bin/bwrap
 fi
-for f in portfolio/"$SUITE"/*.cu; do
-  name=$(basename "$f" .cu)
-  "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
-done
-mkdir -p "$OUT/new-candidate"
-nonce=$(date +%s%N)
-for f in portfolio/"$SUITE"/*.cu; do
-  name=$(basename "$f" .cu)
-  src="$OUT/new-candidate/$name.cu"
-  { cat "$f"; echo "// a source not compiled before: $nonce"; } >"$src"
-  "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$src" --json "$OUT/new-candidate/$name.json" \
-    >"$OUT/new-candidate/$name.log" 2>&1
-done
-for pass in cold new-candidate; do
+PASSES=${PASSES:-cold new-candidate}
+if [[ " $PASSES " == *" cold "* ]]; then
+  for f in portfolio/"$SUITE"/*.cu; do
+    name=$(basename "$f" .cu)
+    "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$f" --json "$OUT/$name.json" >"$OUT/$name.log" 2>&1
+  done
+fi
+if [[ " $PASSES " == *" new-candidate "* ]]; then
+  mkdir -p "$OUT/new-candidate"
+  nonce=$(date +%s%N)
+  for f in portfolio/"$SUITE"/*.cu; do
+    name=$(basename "$f" .cu)
+    src="$OUT/new-candidate/$name.cu"
+    { cat "$f"; echo "// a source not compiled before: $nonce"; } >"$src"
+    "$K" -q eval --task "$SUITE/${name%%_*}" --candidate "$src" --json "$OUT/new-candidate/$name.json" \
+      >"$OUT/new-candidate/$name.log" 2>&1
+  done
+fi
+for pass in $PASSES; do
 dir="$OUT"; [ "$pass" = cold ] || dir="$OUT/$pass"
 echo "== $pass"
 python3 - "$dir" "$SUITE" <<'PY'

@@ -2093,8 +2093,11 @@ json worker::time_all() {
     }
     // A fresh round's answers against the baseline's on the same contents (there is no oracle
     // run for them: it would cost more than the round), where each library has outputs of its
-    // own. The baseline's answer goes, in float64, to set 0's reference buffers (lane 0): nothing
-    // reads them during timing, and the re-check after it computes its own.
+    // own: a window of each output at a place drawn from the judge's generator (the whole output
+    // up to `fresh_window` elements), so that the check costs the same at every size while a
+    // stale or made-up answer, wrong wherever it is looked at, cannot know where that is. The
+    // baseline's answer goes, in float64, to set 0's reference buffers (lane 0): nothing reads
+    // them during timing, and the re-check after it computes its own.
     const auto base_it = std::find_if(answered.begin(), answered.end(),
                                       [](candidate_lib* l) { return l->role == "baseline"; });
     if (fresh_round && m_separate_lanes && base_it != answered.end()) {
@@ -2104,12 +2107,19 @@ json worker::time_all() {
       std::vector<double> scales;
       std::vector<tolerance_spec> tols;
       std::vector<std::string> names;
+      std::vector<std::pair<int64_t, int64_t>> windows; // [elements] offset, length
       for (size_t o = 0; o < s.outputs.size(); ++o) {
         const auto& x = s.outputs[o];
-        gpu_copy_cyclic(bb.outputs[o].data(), x.dtype, x.numel(), refs[o], KB_FLOAT64, x.numel(),
-                        m_stream);
-        const auto mo = gpu_moments(refs[o], x.numel(), m_stream);
-        scales.push_back(std::sqrt(mo.sum_sq / std::max<int64_t>(1, x.numel())));
+        const int64_t n = std::min<int64_t>(x.numel(), fresh_window);
+        const int64_t at =
+            n < x.numel() ? static_cast<int64_t>(m_rng() % static_cast<uint64_t>(x.numel() - n + 1))
+                          : 0;
+        windows.emplace_back(at, n);
+        const auto* from = static_cast<const unsigned char*>(bb.outputs[o].data()) +
+                           static_cast<size_t>(at) * dtype_bytes(x.dtype);
+        gpu_copy_cyclic(from, x.dtype, n, refs[o], KB_FLOAT64, n, m_stream);
+        const auto mo = gpu_moments(refs[o], n, m_stream);
+        scales.push_back(std::sqrt(mo.sum_sq / std::max<int64_t>(1, n)));
         tols.push_back({2 * m_atol, 2 * m_rtol, scales.back()});
         names.push_back(x.name);
       }
@@ -2121,8 +2131,10 @@ json worker::time_all() {
         std::vector<error_metrics> ms;
         for (size_t o = 0; o < s.outputs.size(); ++o) {
           const auto& x = s.outputs[o];
-          ms.push_back(gpu_compare(lb.outputs[o].data(), x.dtype, refs[o], x.numel(), tols[o],
-                                   m_poison, m_stream));
+          const auto* y = static_cast<const unsigned char*>(lb.outputs[o].data()) +
+                          static_cast<size_t>(windows[o].first) * dtype_bytes(x.dtype);
+          ms.push_back(
+              gpu_compare(y, x.dtype, refs[o], windows[o].second, tols[o], m_poison, m_stream));
         }
         const auto outcome = eval::detail::judge(ms, scales, names, 2 * m_rel_l2);
         if (!outcome.passed) {

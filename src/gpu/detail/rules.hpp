@@ -173,6 +173,9 @@ inline constexpr int fresh_round_every = 4;
 // of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds.
 inline constexpr int fresh_min_calls = 10;
 inline constexpr int fresh_max_extra_rounds = 40;
+// A fresh round's answers are compared with the baseline's on a window of each output this long
+// at most (elements): 64 Mi elements, a fraction of a millisecond on an H200.
+inline constexpr int64_t fresh_window = int64_t{1} << 26;
 
 struct fresh_comparison {
   alone_comparison c; // beside: the fresh calls; alone: the calls on the seen sets
