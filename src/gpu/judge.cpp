@@ -2021,8 +2021,11 @@ json worker::time_all() {
     const bool stopped = std::all_of(alive.begin(), alive.end(),
                                      [&](candidate_lib* l) { return rules.at(l->role).stopped(); });
     // After the stopping rule, rounds go on (fresh ones in half of them) until every candidate
-    // has enough fresh calls for the comparison, within a bound.
-    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds)) {
+    // has enough fresh calls for the comparison, within a bound of rounds and the session's
+    // wall-time limit.
+    const bool out_of_time =
+        std::chrono::duration<double>(clock_type::now() - wall_start).count() > max_wall;
+    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds || out_of_time)) {
       break;
     }
     extra_rounds += stopped ? 1 : 0;
