@@ -57,4 +57,19 @@ std::string printable_tail(std::string_view bytes, size_t limit) {
   return printable_text(bytes.size() > limit ? bytes.substr(bytes.size() - limit) : bytes);
 }
 
+std::string last_line(std::string_view text) {
+  while (!text.empty()) {
+    const size_t cut = text.find_last_of('\n');
+    const std::string_view line = cut == std::string_view::npos ? text : text.substr(cut + 1);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      return std::string(line);
+    }
+    if (cut == std::string_view::npos) {
+      break;
+    }
+    text = text.substr(0, cut);
+  }
+  return {};
+}
+
 } // namespace kb

@@ -26,6 +26,7 @@
 
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/text.hpp"
 #include "sandbox/sandbox.hpp"
 
 #include "gpu/detail/driver.hpp"
@@ -571,14 +572,28 @@ private:
     lib.runner = std::make_unique<runner_client>(m_runner_spec, log);
     if (!lib.runner->map(*lib.flags) ||
         !lib.runner->send(message::load, json(load_request{lib.path, lib.flags->id()}))) {
-      return runner_failure(lib, false, "load");
+      not_started(lib, false); // its socket closed before it read anything
     }
     return std::nullopt;
   }
 
-  // The runner's answer to its load request.
+  [[noreturn]] void not_started(candidate_lib& lib, bool timed_out) {
+    stop_runner(lib, true);
+    const std::string said = lib.runner->output_text();
+    fail("the {} runner did not start ({}{}): {}", lib.role,
+         timed_out ? fmt::format("no word for {} ms, ", m_hang_ms) : std::string(),
+         lib.runner_exit ? lib.runner_exit->status : std::string("no exit status"),
+         said.empty() ? std::string("it printed nothing") : last_line(said));
+  }
+
+  // The runner's ready frame, then its answer to its load request. A runner that ends or stays
+  // silent before it is ready never loaded the candidate: the judge fails with its last words.
   std::optional<rejection> await_runner(candidate_lib& lib) {
     bool timed_out = false;
+    const auto ready = lib.runner->reply(m_hang_ms, &timed_out);
+    if (!ready || !reply_as<ready_reply>(*ready)) {
+      not_started(lib, timed_out);
+    }
     const auto r = lib.runner->reply(m_hang_ms, &timed_out);
     if (!r) {
       return runner_failure(lib, timed_out, "load");

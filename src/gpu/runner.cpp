@@ -354,9 +354,9 @@ struct runner {
         if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {
           die("cannot allocate the L2 flush buffer");
         }
-        const auto out = profile::worker_calls(
-            [&] { cudaMemsetAsync(flush, 0, flush_bytes, stream); },
-            [&] { return invoke(a); }, stream, c.counters);
+        const auto out =
+            profile::worker_calls([&] { cudaMemsetAsync(flush, 0, flush_bytes, stream); },
+                                  [&] { return invoke(a); }, stream, c.counters);
         cudaFree(flush);
         reply(json(out));
         break;
@@ -399,6 +399,7 @@ int runner_main() {
   if (cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking) != cudaSuccess) {
     die("cannot create a stream");
   }
+  r.reply(ready_reply{});
   try {
     return r.serve();
   } catch (const std::exception& e) {

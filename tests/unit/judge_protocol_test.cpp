@@ -7,6 +7,8 @@
 #include "gpu/detail/messages.hpp"
 #include "gpu/detail/rules.hpp"
 
+#include "common/text.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -124,11 +126,33 @@ TEST(JudgeChannel, WakeUpIsATypedExchangeOfItsOwn) {
   frame f;
   ASSERT_EQ(receive_frame(s.b, f, 1000), recv_status::ok);
   EXPECT_EQ(f.type, static_cast<uint32_t>(message::wake));
-  ASSERT_TRUE(send_frame(s.b, static_cast<uint32_t>(message::reply), nlohmann::json(wake_reply{}).dump()));
+  ASSERT_TRUE(
+      send_frame(s.b, static_cast<uint32_t>(message::reply), nlohmann::json(wake_reply{}).dump()));
   ASSERT_EQ(receive_frame(s.a, f, 1000), recv_status::ok);
   EXPECT_TRUE(nlohmann::json::parse(f.payload).get<wake_reply>().awake);
   EXPECT_THROW((void)nlohmann::json::object().get<wake_reply>(), nlohmann::json::exception);
   EXPECT_THROW((void)nlohmann::json(call_reply{}).get<wake_reply>(), nlohmann::json::exception);
+}
+
+TEST(JudgeChannel, TheRunnersFirstWordIsAReadyOfItsOwn) {
+  // The runner says it is ready before it reads the load request, so that a runner ended before
+  // it (no candidate code loaded yet) is told apart from one the candidate's code ended; no other
+  // reply passes for it, and it passes for no other.
+  socket_pair s;
+  ASSERT_TRUE(
+      send_frame(s.b, static_cast<uint32_t>(message::reply), nlohmann::json(ready_reply{}).dump()));
+  frame f;
+  ASSERT_EQ(receive_frame(s.a, f, 1000), recv_status::ok);
+  EXPECT_EQ(f.type, static_cast<uint32_t>(message::reply));
+  EXPECT_TRUE(nlohmann::json::parse(f.payload).get<ready_reply>().ready);
+  EXPECT_THROW((void)nlohmann::json(load_reply{}).get<ready_reply>(), nlohmann::json::exception);
+  EXPECT_THROW((void)nlohmann::json(wake_reply{}).get<ready_reply>(), nlohmann::json::exception);
+  EXPECT_THROW((void)nlohmann::json(ready_reply{}).get<load_reply>(), nlohmann::json::exception);
+  EXPECT_EQ(last_line("kblaster runner: no CUDA device\n\n  \n"),
+            "kblaster runner: no CUDA device");
+  EXPECT_EQ(last_line("one\ntwo"), "two");
+  EXPECT_EQ(last_line(" \n\t\n"), "");
+  EXPECT_EQ(last_line(""), "");
 }
 
 TEST(JudgeCapture, InvalidUtf8BecomesReplacementAndJsonDumps) {
@@ -336,6 +360,22 @@ TEST(JudgeRules, TheBaselineAloneShowsWhetherACandidateSlowedIt) {
   EXPECT_FALSE(stats::throttled(1500.0, 1980, 0.75));
   EXPECT_FALSE(stats::throttled(std::nullopt, 1980, 0.75));
   EXPECT_FALSE(stats::throttled(100.0, 0, 0.75));
+}
+
+TEST(JudgeRules, FreshContentsShowAResultCache) {
+  // An honest kernel takes as long on contents drawn anew as on the sets it has seen.
+  EXPECT_FALSE(compare_fresh(around(3e-3, 0.01, 20, 21), around(3e-3, 0.01, 60, 22)).c.slowed);
+  // A cache keyed by the contents computes on fresh contents (2.6 ms) and replays the seen ones
+  // (a copy, 2.0 ms).
+  const auto cache = compare_fresh(around(2.6e-3, 0.01, 12, 23), around(2.0e-3, 0.01, 60, 24));
+  EXPECT_TRUE(cache.c.slowed) << cache.to_json().dump();
+  EXPECT_TRUE(cache.to_json().at("reused").get<bool>());
+  EXPECT_NEAR(cache.to_json().at("ratio").get<double>(), 1.3, 0.02);
+  // Faster on fresh contents is no sign of reuse, and a few percent is within what the gate's
+  // delta absorbs.
+  EXPECT_FALSE(compare_fresh(around(2.0e-3, 0.01, 20, 25), around(2.6e-3, 0.01, 60, 26)).c.slowed);
+  EXPECT_FALSE(compare_fresh(around(3.05e-3, 0.002, 20, 27), around(3e-3, 0.002, 60, 28)).c.slowed);
+  static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_window > 0);
 }
 
 } // namespace
