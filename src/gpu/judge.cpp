@@ -1700,6 +1700,62 @@ json worker::time_all() {
     }
     return all;
   };
+  // Fresh rounds' inputs (below): a buffer of their own per input and lane, filled for the round
+  // and swapped in for the round's set's inputs, then swapped out again, so that nothing has to
+  // be restored. Left out where the device cannot hold them (the record says so).
+  std::vector<std::vector<guarded_buffer>> fresh_inputs; // [lane][input]
+  std::string fresh_off;
+  {
+    uint64_t in_bytes = 0;
+    for (const auto& x : s.inputs) {
+      in_bytes += x.bytes();
+    }
+    const size_t lanes = lanes_of_set(0).size();
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "memory");
+    if (in_bytes * lanes > free_bytes / 10 * 8) {
+      fresh_off = "device memory";
+    } else {
+      for (size_t l = 0; l < lanes; ++l) {
+        auto& row = fresh_inputs.emplace_back();
+        for (const auto& x : s.inputs) {
+          row.emplace_back(x.bytes(), m_host_reference);
+        }
+      }
+    }
+  }
+  // Fresh contents: input set `from` of the same lane, each input rotated by its own number of
+  // elements. The generator draws every element independently, so a rotated set is as much a
+  // draw from the set's distributions as a new one, at the cost of one copy instead of a
+  // generation (the heavy-tailed draw takes 17 normal deviates per element).
+  const auto rotate_into = [&](std::vector<guarded_buffer>& dst,
+                               const std::vector<guarded_buffer>& src,
+                               const std::vector<int64_t>& shifts) {
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const size_t eb = dtype_bytes(s.inputs[i].dtype);
+      const auto n = static_cast<size_t>(s.inputs[i].numel());
+      const auto r = static_cast<size_t>(shifts[i]);
+      auto* to = static_cast<unsigned char*>(dst[i].data());
+      const auto* from = static_cast<const unsigned char*>(src[i].data());
+      cuda_check(
+          cudaMemcpyAsync(to, from + r * eb, (n - r) * eb, cudaMemcpyDeviceToDevice, m_stream),
+          "fresh inputs");
+      if (r > 0) {
+        cuda_check(
+            cudaMemcpyAsync(to + (n - r) * eb, from, r * eb, cudaMemcpyDeviceToDevice, m_stream),
+            "fresh inputs");
+      }
+    }
+  };
+  const auto swap_fresh = [&](size_t k) {
+    const auto lanes = lanes_of_set(k);
+    for (size_t l = 0; l < lanes.size(); ++l) {
+      for (size_t i = 0; i < s.inputs.size(); ++i) {
+        std::swap(lanes[l]->inputs[i], fresh_inputs[l][i]);
+      }
+    }
+  };
   cuda_check(cudaStreamSynchronize(m_stream), "timing inputs");
   std::vector<std::vector<uint64_t>> input_digests(bufs.size());
   for (size_t k = 0; k < bufs.size(); ++k) {
@@ -2015,20 +2071,20 @@ json worker::time_all() {
   // Fresh rounds. A cache of results keyed by the inputs' contents (all of them, or a sample)
   // passes every check made on the input sets: the timed calls go round inputs the candidate has
   // seen, and its answers for them are the verified ones. So some rounds, alike in everything
-  // else, run every library on contents drawn anew for that round, in place of the round's set
-  // (the same bits in every lane, from the set's distribution; the set is drawn again
-  // afterwards). A candidate slower on
-  // those than on the others reuses results (`timing.cache`, below); one whose answer there
-  // strays from the baseline's beyond twice the tolerance reused a stale result or answered a
-  // call it took for unchecked (`timing.stale_after_input_change`). They come from the judge's
-  // generator (seeded from the system's CSPRNG, not replayed), so neither their place nor their
-  // contents can be known in advance.
+  // else, run every library on contents it has never seen, in buffers of their own swapped in for
+  // the round's set (the same bits in every lane). A candidate slower on those than on the
+  // others reuses results (`timing.cache`, below); one whose answer there strays from the
+  // baseline's beyond twice the tolerance reused a stale result or answered a call it took for
+  // unchecked (`timing.stale_after_input_change`). Their place and contents come from the
+  // judge's generator (seeded from the system's CSPRNG, not replayed), so neither can be known
+  // in advance. A candidate can tell the fresh buffers by their addresses; that gains it
+  // nothing, since it must still compute there, and that is what the comparison sees.
   std::map<std::string, int> fresh_calls;
   int fresh_rounds = 0;
   int fresh_checked = 0;
   int extra_rounds = 0;
   const auto fresh_wanted = [&] {
-    return std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
+    return !fresh_inputs.empty() && std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
       return l->role != "baseline" && fresh_calls[l->role] < fresh_min_calls;
     });
   };
@@ -2047,24 +2103,40 @@ json worker::time_all() {
     std::vector<candidate_lib*> order = alive;
     std::shuffle(order.begin(), order.end(), rng);
     const int set = round % n_sets;
-    const bool fresh_round = m_rng() % (stopped ? 2 : fresh_round_every) == 0;
+    const bool fresh_round =
+        !fresh_inputs.empty() && m_rng() % (stopped ? 2 : fresh_round_every) == 0;
     call_inputs in = set_inputs(static_cast<size_t>(set));
     std::vector<uint64_t> fresh_digests;
     if (fresh_round) {
-      // The set's own distribution: fresh and seen calls then cover the distributions alike.
-      const uint64_t seed = m_rng();
-      const int dist = set_dist[static_cast<size_t>(set)];
+      // Another set of the same lane (the set itself where there is one), rotated: contents
+      // from the distributions of that set, never seen in that order.
+      const auto k = static_cast<size_t>(set);
+      const size_t from =
+          n_sets > 1 ? (k + 1 + m_rng() % static_cast<uint64_t>(n_sets - 1)) % n_sets : k;
+      std::vector<int64_t> shifts;
+      for (const auto& x : s.inputs) {
+        const auto n = static_cast<uint64_t>(x.numel());
+        shifts.push_back(n > 1 ? static_cast<int64_t>(1 + m_rng() % (n - 1)) : 0);
+      }
       ++fresh_rounds;
-      for (auto* lb : lanes_of_set(static_cast<size_t>(set))) {
-        generate(*lb, dist, seed);
+      const auto sources = lanes_of_set(from);
+      for (size_t l = 0; l < fresh_inputs.size(); ++l) {
+        rotate_into(fresh_inputs[l], sources[l]->inputs, shifts);
       }
       cuda_check(cudaStreamSynchronize(m_stream), "fresh inputs");
+      swap_fresh(k);
       for (size_t i = 0; i < s.inputs.size(); ++i) {
-        fresh_digests.push_back(
-            digest(bufs[static_cast<size_t>(set)]->inputs[i], s.inputs[i].bytes()));
+        fresh_digests.push_back(digest(bufs[k]->inputs[i], s.inputs[i].bytes()));
       }
-      in = call_inputs{&fresh_digests, -1, [&, dist, seed](shape_buffers& b) {
-                         generate(b, dist, seed);
+      // A call that changed them gets them again (from the set itself, swapped out, where the
+      // round's source is the set).
+      in = call_inputs{&fresh_digests, -1, [&, k, from, shifts](shape_buffers& b) {
+                         const auto lanes = lanes_of_set(k);
+                         const auto l = static_cast<size_t>(
+                             std::find(lanes.begin(), lanes.end(), &b) - lanes.begin());
+                         const auto& src =
+                             from != k ? lanes_of_set(from)[l]->inputs : fresh_inputs[l];
+                         rotate_into(b.inputs, src, shifts);
                          cuda_check(cudaStreamSynchronize(m_stream), "inputs");
                        }};
     }
@@ -2165,10 +2237,7 @@ json worker::time_all() {
       }
     }
     if (fresh_round) {
-      for (auto* lb : lanes_of_set(static_cast<size_t>(set))) {
-        generate(*lb, set_dist[static_cast<size_t>(set)], set_seed[static_cast<size_t>(set)]);
-      }
-      cuda_check(cudaStreamSynchronize(m_stream), "inputs");
+      swap_fresh(static_cast<size_t>(set)); // the set's own inputs back, untouched
     }
     alive.erase(std::remove_if(alive.begin(), alive.end(),
                                [](candidate_lib* l) { return l->rejected.has_value(); }),
@@ -2212,6 +2281,9 @@ json worker::time_all() {
   json reuse = json::object();
   reuse["fresh_rounds"] = fresh_rounds;
   reuse["answers_checked_rounds"] = fresh_checked;
+  if (!fresh_off.empty()) {
+    reuse["off"] = fresh_off;
+  }
   for (auto& lib : m_libs) {
     if (lib.rejected || lib.role == "baseline" || samples.count(lib.role) == 0) {
       continue;
