@@ -2103,8 +2103,8 @@ json worker::time_all() {
     std::vector<candidate_lib*> order = alive;
     std::shuffle(order.begin(), order.end(), rng);
     const int set = round % n_sets;
-    const bool fresh_round =
-        !fresh_inputs.empty() && m_rng() % (stopped ? 2 : fresh_round_every) == 0;
+    const bool fresh_round = !fresh_inputs.empty() && fresh_rounds < fresh_max_rounds &&
+                             m_rng() % (stopped ? 2 : fresh_round_every) == 0;
     call_inputs in = set_inputs(static_cast<size_t>(set));
     std::vector<uint64_t> fresh_digests;
     if (fresh_round) {

@@ -170,8 +170,11 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
 // above the upper bound of the others' by more than 3% and 10 us, as in the interference rule.
 inline constexpr int fresh_round_every = 4;
 // Fresh calls a candidate needs for the comparison; after the stopping rule, rounds go on (half
-// of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds.
+// of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds. A session has
+// at most `fresh_max_rounds`: each costs a copy and a digest of the inputs in every lane and a
+// comparison of answers, and a fast kernel's session has a thousand rounds and more.
 inline constexpr int fresh_min_calls = 10;
+inline constexpr int fresh_max_rounds = 14;
 inline constexpr int fresh_max_extra_rounds = 40;
 // A fresh round's answers are compared with the baseline's on a window of each output this long
 // at most (elements): 64 Mi elements, a fraction of a millisecond on an H200.
