@@ -176,10 +176,11 @@ struct library_result {
 
 struct timing_sample {
   double t = 0; // [s] the window less the scheme's overhead
-  int set = 0;  // input set (the input sets' count for a fresh round's slot)
+  int set = 0;  // input set (in a fresh round, the set whose place the fresh inputs took)
   int round = 0;
   std::optional<double> clock_mhz; // SM clock when the window closed
-  bool fresh = false; // contents drawn anew for this round (the judge's check of reused results)
+  // A fresh round's call: inputs the candidate had not seen before (the judge's check of reuse).
+  bool fresh = false;
 };
 
 // One session's timing: the samples per role, and the judge's whole record of it (calibration,

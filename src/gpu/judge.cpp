@@ -1250,13 +1250,17 @@ private:
       per_set += t.bytes();
       refs += static_cast<uint64_t>(t.numel()) * 8;
     }
+    return fits_on_device(per_set * static_cast<uint64_t>(sets) * m_libs.size() + refs);
+  }
+
+  // Whether `bytes` more fit in the device's free memory, a fifth of it kept back.
+  static bool fits_on_device(uint64_t bytes) {
     size_t free_bytes = 0;
     size_t total = 0;
     if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
       return false;
     }
-    const uint64_t need = per_set * static_cast<uint64_t>(sets) * m_libs.size() + refs;
-    return need <= free_bytes / 10 * 8;
+    return bytes <= free_bytes / 10 * 8;
   }
 
   // Lanes 1.. for shape `s` beside `base` (lane 0), when they are kept apart.
@@ -1711,10 +1715,7 @@ json worker::time_all() {
       in_bytes += x.bytes();
     }
     const size_t lanes = lanes_of_set(0).size();
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "memory");
-    if (in_bytes * lanes > free_bytes / 10 * 8) {
+    if (!fits_on_device(in_bytes * lanes)) {
       fresh_off = "device memory";
     } else {
       for (size_t l = 0; l < lanes; ++l) {
@@ -2229,7 +2230,7 @@ json worker::time_all() {
         const auto outcome = eval::detail::judge(ms, scales, names, 2 * m_rel_l2);
         if (!outcome.passed) {
           reject(*lib, {"timing.stale_after_input_change",
-                        fmt::format("round {}: on input contents drawn for that call the answer "
+                        fmt::format("round {}: on input contents it had not seen before the answer "
                                     "strays from the baseline's beyond twice the tolerance "
                                     "(results reused across calls?): {}",
                                     round, outcome.message)});
@@ -2301,7 +2302,7 @@ json worker::time_all() {
     reuse[lib.role] = cmp.to_json();
     if (cmp.c.slowed) {
       reject(lib, {"timing.cache",
-                   fmt::format("calls on input contents drawn anew for the call took {:.1f}% "
+                   fmt::format("calls on input contents it had not seen before took {:.1f}% "
                                "longer (median {:.4g} ms over {}) than calls on the input sets it "
                                "had seen (median {:.4g} ms over {}): results reused across calls",
                                100 * (cmp.c.ratio - 1), cmp.c.beside_median * 1e3, fresh_t.size(),

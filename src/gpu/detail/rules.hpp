@@ -162,7 +162,7 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
   return c;
 }
 
-// Reuse of results across calls: a candidate's calls on contents drawn anew for the call (fresh
+// Reuse of results across calls: a candidate's calls on contents not seen before (fresh
 // rounds, one round in `fresh_round_every` at random) against its calls on the input sets it has
 // seen. An honest kernel takes as long on either; a cache of results keyed by the inputs (their
 // pointers, a sample of their values or all of them) answers the seen sets from the cache and
