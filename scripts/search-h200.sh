@@ -6,7 +6,9 @@
 #                   short run without screening on the same tasks for candidates per minute.
 #   scripts/search-h200.sh [table|experiment|optimize|noscreen|all]   (default: all)
 # Every step is resumable: the table keeps what it has, and a task whose JSON exists is skipped,
-# so the script can be rerun within per-command time limits until everything is there.
+# so the script can be rerun within per-command time limits until everything is there. A table
+# committed under evidence/h200/search/ (RESUME, set empty for none) seeds a new OUT, so a run on
+# another day goes on from the points already recorded.
 # Environment: OUT (default out/search-h200), MAX_POINTS (6), SEEDS (5), BUDGET (10m per task),
 # TASKS (core10 ids), NOSCREEN_BUDGET (3m).
 set -uo pipefail
@@ -27,6 +29,13 @@ BUDGET=${BUDGET:-10m}
 NOSCREEN_BUDGET=${NOSCREEN_BUDGET:-3m}
 TASKS=${TASKS:-004 007 019 023 026 036 040 047 088 095}
 rc=0
+
+RESUME=${RESUME-evidence/h200/search}
+for f in table.json optimize noscreen screen; do
+  if [ -n "$RESUME" ] && [ -e "$RESUME/$f" ] && [ ! -e "$OUT/$f" ]; then
+    cp -a "$RESUME/$f" "$OUT/$f"
+  fi
+done
 
 if [ "$step" = table ] || [ "$step" = all ]; then
   $K experiment record-table --suite core10 --task-dir tests/data/tasks \
