@@ -56,10 +56,10 @@ void print_summary(const task::contract& c, const eval::result& r) {
   }
   if (r.checker_selftest) {
     const auto& st = r.checker_selftest->record;
-    fmt::print(
-        "checker   rejects zeros in {}, a copy of the input in {}, a constant in {} of {} checks\n",
-        st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
-        st.value("constant_rejected_by", 0), st.value("checks", 0));
+    fmt::print("checker   rejects zeros at {}, a copy of the input at {}, a constant at {} of {} "
+               "shapes (each tried until rejected at a shape; {} checks)\n",
+               st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
+               st.value("constant_rejected_by", 0), st.value("shapes", 0), st.value("checks", 0));
   }
   if (d.contains("sanitize")) {
     for (const auto& [tool, t] : d["sanitize"].items()) {

@@ -584,6 +584,17 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     return res;
   };
 
+  temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
+  // Session 1's judge starts now, so that its process and CUDA context come up while the oracle
+  // and the candidates compile (it waits for its job; an evaluation that ends before it, or that
+  // sanitizes first, has it killed).
+  detail::worker_launch launch;
+  launch.hang_timeout = opt.hang_timeout;
+  launch.log_path = logs.path() / "session-1.log";
+  detail::started_worker judge1;
+  if (!opt.sanitize) {
+    judge1 = detail::start_worker(launch);
+  }
   const prepared prep =
       prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, res, say);
   if (prep.early) {
@@ -592,7 +603,6 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const auto& cand_build = prep.builds.at("candidate");
   say(fmt::format("compile: done (candidate {})",
                   cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
-  temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
   const fs::path& oracle_so = prep.oracle_so;
   const std::vector<std::pair<std::string, fs::path>> libs = {
       {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
@@ -631,7 +641,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       job.checker_selftest = false;
       job.host_reference = true;
       job.candidates = {{"candidate", libs[1].second.string()}};
-      detail::worker_launch launch;
+      detail::worker_launch tool_launch;
       const std::vector<std::string> sanitizer{compute_sanitizer_path(),
                                                "--tool",
                                                tool,
@@ -645,9 +655,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       add_runner(job, worker_wrap, sanitizer, logs.path() / tool, opt.hang_timeout * 4,
                  /*exact=*/true);
       fs::create_directories(logs.path() / tool);
-      launch.hang_timeout = opt.hang_timeout * 4;
-      launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
-      const auto w = detail::run_worker_job(job, launch, event_printer);
+      tool_launch.hang_timeout = opt.hang_timeout * 4;
+      tool_launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
+      const auto w = detail::run_worker_job(job, tool_launch, event_printer);
       // The tool's verdict is its own summary line and exit code, in the runner's output.
       std::string runner_log;
       int runner_exit = -1;
@@ -689,11 +699,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     job.fresh_seed = rng();
   }
   add_runner(job, worker_wrap, {}, logs.path(), opt.hang_timeout);
-  detail::worker_launch launch;
-  launch.hang_timeout = opt.hang_timeout;
-  launch.log_path = logs.path() / "session-1.log";
   say("verify: starting worker");
-  const auto w1 = detail::run_worker_job(job, launch, event_printer);
+  const auto w1 = judge1.child
+                      ? detail::run_worker_job(std::move(judge1), job, launch, event_printer)
+                      : detail::run_worker_job(job, launch, event_printer);
   res.worker_seconds += w1.seconds;
   d["sessions"].push_back(
       {{"seconds", w1.seconds},

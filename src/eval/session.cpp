@@ -37,16 +37,28 @@ std::string to_string(worker_failure f) {
   return "?";
 }
 
-worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
-                              const event_handlers& on_event) {
-  worker_outcome out;
+started_worker start_worker(const worker_launch& launch) {
   process_spec spec;
   spec.argv = launch.prefix;
   spec.argv.push_back(worker_executable().string());
   spec.argv.push_back("worker");
   const process_spec run = launch.wrap ? launch.wrap(spec) : spec;
+  return {std::make_unique<child_process>(run, launch.log_path, "KBLASTER_RESULT_FD")};
+}
+
+worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
+                              const event_handlers& on_event) {
+  return run_worker_job(start_worker(launch), job, launch, on_event);
+}
+
+worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
+                              const worker_launch& launch, const event_handlers& on_event) {
+  worker_outcome out;
+  if (!worker.child) {
+    fail("run_worker_job: the worker was not started");
+  }
+  child_process& child = *worker.child;
   const auto start = std::chrono::steady_clock::now();
-  child_process child(run, launch.log_path, "KBLASTER_RESULT_FD");
   child.write_line(nlohmann::json(job).dump());
   protocol::job exit;
   exit.what = protocol::op::exit;

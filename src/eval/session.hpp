@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,7 +52,18 @@ struct event_handlers {
   std::function<void(const protocol::rejected&)> rejected;
 };
 
+// A judge process started before its job is ready: its process and CUDA context come up while
+// the parent still compiles, and the job goes to it when the builds are done.
+struct started_worker {
+  std::unique_ptr<child_process> child;
+};
+started_worker start_worker(const worker_launch& launch);
+
+// Runs one job in a worker (started here, or ahead by start_worker with the same launch) and
+// ends it. `seconds` counts from the job's sending.
 worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
                               const event_handlers& on_event);
+worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
+                              const worker_launch& launch, const event_handlers& on_event);
 
 } // namespace kb::eval::detail

@@ -1082,6 +1082,22 @@ private:
     }
   }
 
+  // Another lane's copy of an input set that `from` already holds: the same bits as generating
+  // it again (the generator is a function of the set), for the cost of a device copy. Where the
+  // references are computed on the host, the host's copies are generated too.
+  void copy_inputs(shape_buffers& to, const shape_buffers& from, int dist_index, uint64_t seed) {
+    if (m_host_reference) {
+      generate(to, dist_index, seed);
+      return;
+    }
+    const auto& s = *to.shape;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      cuda_check(cudaMemcpyAsync(to.inputs[i].data(), from.inputs[i].data(), s.inputs[i].bytes(),
+                                 cudaMemcpyDeviceToDevice, m_stream),
+                 "inputs");
+    }
+  }
+
   void compute_reference(shape_buffers& b) {
     const auto& s = *b.shape;
     std::vector<kb_tensor> iv;
@@ -1281,8 +1297,13 @@ private:
 
   json verify_all() {
     const bool selftest_on = m_job.checker_selftest;
+    // The self-test tries each trivial output at every check of a shape until the checker rejects
+    // it there once: the point is that the checker can tell it from a right answer at each shape,
+    // and at the official shape (gigabytes per output) one rejection costs what nine would.
     std::map<std::string, int> trivial_rejections{
         {"zeros", 0}, {"copy_of_input", 0}, {"constant", 0}};
+    std::map<std::string, int> trivial_tries{{"zeros", 0}, {"copy_of_input", 0}, {"constant", 0}};
+    int shapes_checked = 0;
     std::optional<double> constant;
     int total_checks = 0;
     for (const auto& s : m_shapes) {
@@ -1318,6 +1339,8 @@ private:
         return l == 0 || extra.empty() ? b : *extra[l - 1];
       };
       vp.allocate_s += seconds_since(ta);
+      ++shapes_checked;
+      std::set<std::string> untested_here{"zeros", "copy_of_input", "constant"};
       const bool timing_shape = s.name == m_timing_shape;
       int dists = 1;
       for (const auto& t : s.inputs) {
@@ -1425,9 +1448,10 @@ private:
               }
             }
           }
-          if (selftest_on) {
+          if (selftest_on && !untested_here.empty()) {
             t0 = clock_type::now();
-            selftest_trivial(b, scales, tols, *constant, trivial_rejections);
+            selftest_trivial(b, scales, tols, *constant, untested_here, trivial_tries,
+                             trivial_rejections);
             vp.selftest_s += seconds_since(t0);
           }
           ++done;
@@ -1438,10 +1462,16 @@ private:
                        {"call_s", vp.call_s},         {"compare_s", vp.compare_s},
                        {"digest_s", vp.digest_s},     {"determinism_s", vp.determinism_s},
                        {"selftest_s", vp.selftest_s}};
+    // *_rejected_by counts the shapes where the kind was rejected (once each), *_tried the
+    // checks it was tried at.
     json st{{"zeros_rejected_by", trivial_rejections["zeros"]},
             {"copy_of_input_rejected_by", trivial_rejections["copy_of_input"]},
             {"constant_rejected_by", trivial_rejections["constant"]},
+            {"zeros_tried", trivial_tries["zeros"]},
+            {"copy_of_input_tried", trivial_tries["copy_of_input"]},
+            {"constant_tried", trivial_tries["constant"]},
             {"constant", constant.value_or(0.0)},
+            {"shapes", shapes_checked},
             {"checks", done}};
     st["sound"] = !selftest_on ||
                   (trivial_rejections["zeros"] > 0 && trivial_rejections["copy_of_input"] > 0 &&
@@ -1473,12 +1503,18 @@ private:
     }
   }
 
-  // The checker must reject trivial outputs somewhere in the matrix: count the checks that do.
+  // The checker must reject trivial outputs somewhere in the matrix: each kind still untested at
+  // this shape is tried, and leaves `untested` once rejected (counted in `rejections`).
   void selftest_trivial(shape_buffers& b, const std::vector<double>& scales,
                         const std::vector<tolerance_spec>& tols, double constant,
+                        std::set<std::string>& untested, std::map<std::string, int>& tries,
                         std::map<std::string, int>& rejections) {
     const auto& s = *b.shape;
     for (const char* kind : {"zeros", "copy_of_input", "constant"}) {
+      if (untested.count(kind) == 0) {
+        continue;
+      }
+      tries[kind] += 1;
       std::vector<error_metrics> ms;
       for (size_t o = 0; o < s.outputs.size(); ++o) {
         const auto& t = s.outputs[o];
@@ -1511,6 +1547,7 @@ private:
       }
       if (!judge(ms, scales, s).passed) {
         rejections[kind] += 1;
+        untested.erase(kind);
       }
     }
   }
@@ -1524,27 +1561,43 @@ private:
     shape_buffers b;
     allocate(b, s, /*with_reference=*/false, 0);
     const auto extra = extra_lanes(b, s);
-    for (auto& lib : m_libs) {
-      const auto want = expected.find(lib.role);
-      if (lib.rejected || want == expected.end()) {
-        continue;
-      }
-      const size_t l = lane_of(lib);
-      auto& lb = l == 0 || extra.empty() ? b : *extra[l - 1];
-      const int n_seeds = static_cast<int>(m_seeds.size());
-      for (int k = 0; k < dist_count(s) * n_seeds && !lib.rejected; ++k) {
+    // Set by set: generated once into lane 0 and copied into the other lanes; where the lanes are
+    // shared, generated again before each library's call after the first (a call may have
+    // changed them, and the next library must not pay for it).
+    const int n_seeds = static_cast<int>(m_seeds.size());
+    for (int k = 0; k < dist_count(s) * n_seeds; ++k) {
+      const auto si = static_cast<size_t>(k % n_seeds);
+      const int d = k / n_seeds;
+      bool generated = false;
+      bool lane0_called = false;
+      for (auto& lib : m_libs) {
+        const auto want = expected.find(lib.role);
+        if (lib.rejected || want == expected.end()) {
+          continue;
+        }
         const auto digest_was = want->second.find(k);
         if (digest_was == want->second.end()) {
           continue;
         }
-        const auto si = static_cast<size_t>(k % n_seeds);
-        generate(lb, k / n_seeds, m_seeds[si]);
+        const size_t l = lane_of(lib);
+        const bool on_lane0 = l == 0 || extra.empty();
+        auto& lb = on_lane0 ? b : *extra[l - 1];
+        if (!generated) {
+          generate(b, d, m_seeds[si]);
+          for (const auto& e : extra) {
+            copy_inputs(*e, b, d, m_seeds[si]);
+          }
+          generated = true;
+        } else if (on_lane0 && lane0_called) {
+          generate(b, d, m_seeds[si]);
+        }
+        lane0_called = lane0_called || on_lane0;
         for (size_t o = 0; o < s.outputs.size(); ++o) {
           poison(lb.outputs[o], s.outputs[o]);
         }
         if (auto r = call(lib, lb, "recheck", fmt::format("set {}", si))) {
           reject(lib, *r);
-          break;
+          continue;
         }
         uint64_t h = 0;
         for (size_t o = 0; o < s.outputs.size(); ++o) {
@@ -1687,7 +1740,8 @@ json worker::time_all() {
         auto e = std::make_unique<shape_buffers>();
         allocate(*e, s, /*with_reference=*/false, l);
         e->ref_source = bufs[static_cast<size_t>(k)].get();
-        generate(*e, set_dist[static_cast<size_t>(k)], set_seed[static_cast<size_t>(k)]);
+        copy_inputs(*e, *bufs[static_cast<size_t>(k)], set_dist[static_cast<size_t>(k)],
+                    set_seed[static_cast<size_t>(k)]);
         row.push_back(std::move(e));
       }
     }
@@ -1809,6 +1863,7 @@ json worker::time_all() {
     double check_s = 0;
     int calls = 0;
   } phases;
+  int input_checks = 0; // timed calls followed by a digest of their inputs
   const auto since = [](clock_type::time_point t) {
     return std::chrono::duration<double>(clock_type::now() - t).count();
   };
@@ -1850,7 +1905,10 @@ json worker::time_all() {
       clock_type::time_point from;
       ~add_on_exit() { to += std::chrono::duration<double>(clock_type::now() - from).count(); }
     } checking{phases.check_s, t};
-    if (!inputs_intact(b, *in.digests)) {
+    const bool digest_inputs =
+        !m_separate_lanes || in.key < 0 || m_rng() % static_cast<uint64_t>(input_digest_every) == 0;
+    input_checks += digest_inputs ? 1 : 0;
+    if (digest_inputs && !inputs_intact(b, *in.digests)) {
       in.restore(b);
       out.bad = rejection{"verify.inputs_modified",
                           fmt::format("inputs changed by a timed call ({})", what)};
@@ -2256,6 +2314,25 @@ json worker::time_all() {
     }
   }
 
+  // The inputs of every set in every lane of its own, once the rounds are over: a change made in
+  // a call whose inputs were not digested and never undone.
+  int swept_sets = 0;
+  if (m_separate_lanes) {
+    for (auto& lib : m_libs) {
+      for (size_t k = 0; k < bufs.size() && !lib.rejected; ++k) {
+        auto& b = buf(lib, k);
+        ++swept_sets;
+        if (!inputs_intact(b, input_digests[k])) {
+          set_inputs(k).restore(b);
+          reject(lib, {"verify.inputs_modified",
+                       fmt::format("inputs of set {} changed by a timed call (found when the "
+                                   "rounds ended)",
+                                   k)});
+        }
+      }
+    }
+  }
+
   // The ABI rules' word over all of a candidate's calls, for those too few for an early one.
   for (auto& lib : m_libs) {
     if (lib.rejected || slow_calls.count(lib.role) == 0) {
@@ -2488,6 +2565,10 @@ json worker::time_all() {
            {"rounds", round},
            {"input_sets", n_sets},
            {"checked_calls", checked_calls},
+           {"input_digests",
+            {{"calls", input_checks},
+             {"every", m_separate_lanes ? input_digest_every : 1},
+             {"swept_sets", swept_sets}}},
            {"calibration", calibration},
            {"overhead_s", overhead_s},
            {"allocation", allocation},
@@ -2516,6 +2597,10 @@ int judge_main() {
     return exit_code::usage;
   }
   const emitter out(std::atoi(fd_env));
+  // The CUDA context comes up before the first job is read: a judge started ahead of its job
+  // (while the parent compiles) is then ready when it arrives. Without a device this fails here
+  // and again, with its message, in the job's first CUDA call.
+  (void)cudaFree(nullptr);
   std::string line;
   while (std::getline(std::cin, line)) {
     proto::job job;

@@ -169,6 +169,14 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
 // must compute the fresh ones. Reused when the lower 95% bound of the fresh calls' median is
 // above the upper bound of the others' by more than 3% and 10 us, as in the interference rule.
 inline constexpr int fresh_round_every = 4;
+// Input digests during timing, where every library has a lane of its own: after one timed call
+// in `input_digest_every`, drawn from the judge's generator (the candidate cannot tell which),
+// after every call of a fresh round, and once over every set of every lane when the rounds end.
+// A change that stays is found by the sweep at the latest and one made on every call at the
+// first drawn call; what sampling gives up is only a change undone by the candidate's own next
+// call, which leaves every call it makes with the inputs it was given. Where lanes are shared,
+// every call is digested, so that a change is blamed on the call that made it.
+inline constexpr int input_digest_every = 4;
 // Fresh calls a candidate needs for the comparison; after the stopping rule, rounds go on (half
 // of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds. A session has
 // at most `fresh_max_rounds`: each costs a copy and a digest of the inputs in every lane and a
