@@ -1892,6 +1892,17 @@ json worker::time_all() {
       out.bad = out.w.failed;
       return out;
     }
+    if (out.w.launch_error == "cudaErrorMemoryAllocation" && &lib != &m_empty) {
+      // Its checked calls at this shape (this session's verification or re-check) succeeded in
+      // the same memory, and the judge allocates nothing between timed calls: the device filled
+      // up with what its own calls allocated (a cache of results per input, a buffer per call).
+      out.bad = rejection{"abi.allocation",
+                          fmt::format("out of device memory in a timed call ({}) after its checked "
+                                      "calls at this shape succeeded: memory allocated by its "
+                                      "calls and kept",
+                                      what)};
+      return out;
+    }
     if (out.w.rc != 0 || !out.w.launch_error.empty()) {
       out.bad = rejection{"launch.cuda_error", fmt::format("failed while timed ({}): rc {} {}",
                                                            what, out.w.rc, out.w.launch_error)};
