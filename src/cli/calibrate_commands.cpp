@@ -114,11 +114,15 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   static std::string cal_json;
   static bool device_only = false;
   static std::vector<std::string> summarize_from;
+  static std::string placement = "fixed";
   cal->add_option("--task", cal_tasks, "only these tasks (default: every task of the suite)");
   cal->add_option("--suite", cal_suite, "suite whose baselines are compared with themselves");
   cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
       ->check(CLI::Range(1, 50));
   cal->add_option("--json", cal_json, "also write the calibration here");
+  cal->add_option("--placement", placement,
+                  "where each timing session's buffers land (as eval --placement)")
+      ->check(CLI::IsMember({"fixed", "drawn"}));
   cal->add_flag("--device", device_only,
                 "measure the device's limits now (and store them); no A/A comparisons");
   cal->add_option("--summarize", summarize_from,
@@ -221,11 +225,14 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     eval::options o;
     o.cache_dir = default_cache_dir();
     apply_device_calibration(o, st, globals);
+    o.timing.placement = *eval::protocol::placement_from_string(placement);
     // A/A comparisons are judged with the default delta, not with an earlier calibration's.
     o.delta = 0.01;
     o.delta_source = std::string(no_gate_calibration_note());
-    const int64_t run = st.begin_run(
-        "calibrate", {{"suite", cal_suite}, {"tasks", cal_tasks}, {"repeats", repeats}});
+    const int64_t run = st.begin_run("calibrate", {{"suite", cal_suite},
+                                                   {"tasks", cal_tasks},
+                                                   {"repeats", repeats},
+                                                   {"placement", placement}});
     json per_task = json::array();
     for (const auto& c : tasks) {
       eval::progress_fn progress;
@@ -245,6 +252,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     }
     const auto summary = eval::summarize_aa(per_task);
     out["tasks"] = per_task;
+    out["placement"] = placement;
     out["summary"] = summary.to_json();
     out["ceilings"] = task::to_json(o.ceilings);
     store::gate_calibration g;

@@ -146,6 +146,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static double max_wall = 6.0;
   static int hang_timeout = 30;
   static int input_sets = 3;
+  static std::string placement = "fixed";
   static uint64_t seed = 0;
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
@@ -175,6 +176,10 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   ev->add_option("--input-sets", input_sets,
                  "input sets rotated during timing (1 disables rotation)")
       ->check(CLI::Range(1, 3));
+  ev->add_option("--placement", placement,
+                 "where each timing session's buffers land: fixed (allocated in order) or drawn "
+                 "(a drawn pad before each buffer, a drawn order; a placement per session)")
+      ->check(CLI::IsMember({"fixed", "drawn"}));
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);
     auto c = task::find_task(root, task_id);
@@ -194,6 +199,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.seed_base = seed;
     o.timing.max_wall = max_wall;
     o.timing.input_sets = input_sets;
+    o.timing.placement = *eval::protocol::placement_from_string(placement);
     o.hang_timeout = std::chrono::seconds(hang_timeout);
     o.no_sandbox = no_sandbox;
     if (!arch.empty()) {

@@ -42,6 +42,7 @@ struct timing_options {
   bool cold_l2 = true;        // flush L2 before every sample
   bool block_launches = true; // queue launches behind a blocking kernel
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
+  protocol::placement placement = protocol::placement::fixed; // where the buffers land
 };
 
 // Counters of the candidate for the search, which they steer and never rank: collected with
@@ -180,9 +181,9 @@ result evaluate(const fs::path& project_root, const task::contract& c,
 // as compute-sanitizer does for --sanitize; `tool_dirs` are the folders that tool reads (its
 // installation), bound read-only into the sandbox.
 struct instrumented_run {
-  result outcome;         // verdict `same` when the candidate ran and passed its check
+  result outcome;                  // verdict `same` when the candidate ran and passed its check
   protocol::profile_calls profile; // the profiler's calls as the runner reported them
-  std::string log;        // the worker's whole stdout and stderr: Nsight Compute prints there
+  std::string log; // the worker's whole stdout and stderr: Nsight Compute prints there
 };
 instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c,
                                   const candidate_input& candidate, const options& opt,

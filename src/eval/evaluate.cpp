@@ -230,6 +230,7 @@ protocol::timing timing_of(const timing_options& t, uint64_t order_seed, int ses
   j.cold_l2 = t.cold_l2;
   j.block_launches = t.block_launches;
   j.order_seed = order_seed;
+  j.where = t.placement;
   j.throttle_fraction = t.throttle_fraction;
   return j;
 }

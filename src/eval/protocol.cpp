@@ -95,6 +95,25 @@ void from_json(const json& j, tolerance& x) {
   x.deterministic = j.at("deterministic").get<bool>();
 }
 
+std::string to_string(placement p) {
+  switch (p) {
+  case placement::fixed:
+    return "fixed";
+  case placement::drawn:
+    return "drawn";
+  }
+  return "?";
+}
+
+std::optional<placement> placement_from_string(const std::string& s) {
+  for (const placement p : {placement::fixed, placement::drawn}) {
+    if (to_string(p) == s) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
 void to_json(json& j, const timing& x) {
   j = {{"min_samples", x.min_samples},
        {"max_samples", x.max_samples},
@@ -106,7 +125,8 @@ void to_json(json& j, const timing& x) {
        {"cold_l2", x.cold_l2},
        {"block_launches", x.block_launches},
        {"order_seed", x.order_seed},
-       {"throttle_fraction", x.throttle_fraction}};
+       {"throttle_fraction", x.throttle_fraction},
+       {"placement", to_string(x.where)}};
 }
 void from_json(const json& j, timing& x) {
   x.min_samples = j.at("min_samples").get<int>();
@@ -120,6 +140,12 @@ void from_json(const json& j, timing& x) {
   x.block_launches = j.at("block_launches").get<bool>();
   x.order_seed = j.at("order_seed").get<uint64_t>();
   x.throttle_fraction = j.at("throttle_fraction").get<double>();
+  const auto where = placement_from_string(j.at("placement").get<std::string>());
+  if (!where) {
+    throw std::invalid_argument("timing.placement: " + j.at("placement").dump() +
+                                " is not fixed or drawn");
+  }
+  x.where = *where;
 }
 
 void to_json(json& j, const library& x) {

@@ -47,6 +47,15 @@ struct tolerance {
   bool deterministic = true;
 };
 
+// Where a timing session's buffers land in device memory. `fixed`: the lanes are allocated in
+// order, lane 0 first, so fresh processes that allocate alike get the same placement in every
+// session. `drawn`: a pad of drawn size (0 to 255 MiB, in 2 MiB steps) before each buffer and the
+// buffers in a drawn order, from the judge's generator, so that each session's placement is a
+// draw of its own and the sessions replicate it.
+enum class placement { fixed, drawn };
+std::string to_string(placement p);
+std::optional<placement> placement_from_string(const std::string& s);
+
 // One session's share of the measurement (eval::timing_options, divided among the sessions).
 struct timing {
   int min_samples = 10;
@@ -60,6 +69,7 @@ struct timing {
   bool block_launches = true;
   uint64_t order_seed = 1;
   double throttle_fraction = 0.75; // samples below this fraction of the default SM clock drop
+  placement where = placement::fixed;
 };
 
 struct library {

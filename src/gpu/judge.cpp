@@ -111,6 +111,10 @@ template <class T> std::optional<T> reply_as(const json& j) {
 // ---------------------------------------------------------------------
 
 constexpr size_t guard_bytes = 64 * 1024;
+// Drawn placement (proto::placement::drawn): each timing buffer group goes after a pad of
+// 0 to 127 steps of 2 MiB.
+constexpr uint64_t placement_pad_steps = 128;
+constexpr size_t placement_pad_step = size_t{2} << 20;
 constexpr unsigned char guard_byte = 0xA5;
 
 // Device memory a runner can import: cuMemCreate with a POSIX file-descriptor handle, rounded up
@@ -1683,6 +1687,7 @@ private:
   std::vector<candidate_lib> m_libs;
   candidate_lib m_empty;        // the timing's calibration runner: the empty kernel
   json m_verify_phases;         // verify_all's time by step
+  json m_placement;             // time_all's placement of the timing buffers, for the record
   bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
@@ -1714,7 +1719,6 @@ json worker::time_all() {
   const int n_seeds = static_cast<int>(m_seeds.size());
 
   // Input sets: (distribution, seed) pairs, every distribution first.
-  std::vector<std::unique_ptr<shape_buffers>> bufs;
   std::vector<int> set_key;
   std::vector<int> set_dist;
   std::vector<uint64_t> set_seed;
@@ -1723,27 +1727,68 @@ json worker::time_all() {
   for (int k = 0; k < n_sets; ++k) {
     const int d = k % n_dists;
     const int si = (k / n_dists) % n_seeds;
-    auto b = std::make_unique<shape_buffers>();
-    allocate(*b, s, /*with_reference=*/k == 0, 0);
-    generate(*b, d, m_seeds[static_cast<size_t>(si)]);
-    bufs.push_back(std::move(b));
     set_key.push_back(d * n_seeds + si);
     set_dist.push_back(d);
     set_seed.push_back(m_seeds[static_cast<size_t>(si)]);
   }
-  // The other libraries' lanes: the same input sets in buffers of their own.
-  std::vector<std::vector<std::unique_ptr<shape_buffers>>> more_lanes;
-  if (m_separate_lanes) {
-    for (size_t l = 1; l < m_libs.size(); ++l) {
-      auto& row = more_lanes.emplace_back();
-      for (int k = 0; k < n_sets; ++k) {
-        auto e = std::make_unique<shape_buffers>();
-        allocate(*e, s, /*with_reference=*/false, l);
-        e->ref_source = bufs[static_cast<size_t>(k)].get();
-        copy_inputs(*e, *bufs[static_cast<size_t>(k)], set_dist[static_cast<size_t>(k)],
-                    set_seed[static_cast<size_t>(k)]);
-        row.push_back(std::move(e));
+  // Lane 0's sets (`bufs`) and, where each library has a lane of its own, the other lanes' copies
+  // of them. Where they land (proto::placement): `fixed` allocates lane by lane, set by set;
+  // `drawn` allocates them in an order drawn from the judge's generator, each after a pad of drawn
+  // size (within a twentieth of the free memory in all), and frees the pads once all are placed.
+  const size_t n_lanes = m_separate_lanes ? std::max<size_t>(1, m_libs.size()) : 1;
+  std::vector<std::unique_ptr<shape_buffers>> bufs(static_cast<size_t>(n_sets));
+  std::vector<std::vector<std::unique_ptr<shape_buffers>>> more_lanes(n_lanes - 1);
+  for (auto& row : more_lanes) {
+    row.resize(static_cast<size_t>(n_sets));
+  }
+  {
+    const bool drawn = t.where == proto::placement::drawn;
+    std::vector<std::pair<size_t, size_t>> slots; // (lane, set)
+    for (size_t l = 0; l < n_lanes; ++l) {
+      for (size_t k = 0; k < static_cast<size_t>(n_sets); ++k) {
+        slots.emplace_back(l, k);
       }
+    }
+    size_t pad_budget = 0;
+    if (drawn) {
+      std::shuffle(slots.begin(), slots.end(), m_rng);
+      size_t free_bytes = 0;
+      size_t total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+        pad_budget = free_bytes / 20;
+      }
+    }
+    std::vector<void*> pads;
+    json pad_record = json::array();
+    for (const auto& [l, k] : slots) {
+      if (drawn) {
+        const size_t bytes =
+            static_cast<size_t>(m_rng() % placement_pad_steps) * placement_pad_step;
+        void* pad = nullptr;
+        if (bytes > 0 && bytes <= pad_budget && cudaMalloc(&pad, bytes) == cudaSuccess) {
+          pads.push_back(pad);
+          pad_budget -= bytes;
+          pad_record.push_back(bytes);
+        } else {
+          (void)cudaGetLastError();
+          pad_record.push_back(0);
+        }
+      }
+      auto e = std::make_unique<shape_buffers>();
+      allocate(*e, s, /*with_reference=*/l == 0 && k == 0, l);
+      (l == 0 ? bufs[k] : more_lanes[l - 1][k]) = std::move(e);
+    }
+    for (void* pad : pads) {
+      cuda_check(cudaFree(pad), "placement pad");
+    }
+    m_placement = {{"kind", proto::to_string(t.where)}, {"pads_bytes", pad_record}};
+  }
+  for (int k = 0; k < n_sets; ++k) {
+    const auto ku = static_cast<size_t>(k);
+    generate(*bufs[ku], set_dist[ku], set_seed[ku]);
+    for (auto& row : more_lanes) {
+      row[ku]->ref_source = bufs[ku].get();
+      copy_inputs(*row[ku], *bufs[ku], set_dist[ku], set_seed[ku]);
     }
   }
   const auto buf = [&](const candidate_lib& lib, size_t k) -> shape_buffers& {
@@ -2576,6 +2621,7 @@ json worker::time_all() {
            {"rounds", round},
            {"input_sets", n_sets},
            {"checked_calls", checked_calls},
+           {"placement", m_placement},
            {"input_digests",
             {{"calls", input_checks},
              {"every", m_separate_lanes ? input_digest_every : 1},

@@ -73,6 +73,9 @@ json options_json(const eval::options& o) {
   if (o.profile != eval::profile_mode::none) { // absent otherwise: earlier jobs keep their keys
     j["profile"] = to_string(o.profile);
   }
+  if (o.timing.placement != eval::protocol::placement::fixed) { // likewise
+    j["placement"] = eval::protocol::to_string(o.timing.placement);
+  }
   return j;
 }
 
@@ -106,6 +109,12 @@ eval::options options_from(const json& j) {
     fail("an evaluation request names profile mode \"{}\"", profile);
   }
   o.profile = *mode;
+  const std::string placement = j.value("placement", std::string("fixed"));
+  const auto where = eval::protocol::placement_from_string(placement);
+  if (!where) {
+    fail("an evaluation request names placement \"{}\"", placement);
+  }
+  o.timing.placement = *where;
   return o;
 }
 

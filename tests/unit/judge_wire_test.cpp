@@ -32,6 +32,7 @@ job sample_job() {
   j.expected_digests = {{"candidate", {{0, 0xab1d674dc8365e7eull}, {4, 0xffffffffffffffffull}}}};
   j.time = timing{};
   j.time->order_seed = 0xDEADBEEFCAFEull;
+  j.time->where = placement::drawn;
   j.fresh_seed = 42;
   j.runner.argv = {"bwrap", "--", "kblaster", "runner"};
   j.runner.env = std::map<std::string, std::string>{{"PATH", "/usr/bin"}};
@@ -53,6 +54,14 @@ TEST(judge_wire, a_job_round_trips_every_field) {
   EXPECT_EQ(back.judge_seed, 0xFFFFFFFFFFFFFFFFull);
   ASSERT_TRUE(back.time);
   EXPECT_EQ(back.time->order_seed, 0xDEADBEEFCAFEull);
+  EXPECT_EQ(back.time->where, placement::drawn);
+  EXPECT_EQ(wire.at("timing").at("placement"), "drawn");
+  // A placement the judge does not know is refused, not read as the default.
+  json bad_placement = wire;
+  bad_placement["timing"]["placement"] = "anywhere";
+  EXPECT_THROW(bad_placement.get<job>(), std::exception);
+  EXPECT_EQ(placement_from_string("fixed"), placement::fixed);
+  EXPECT_FALSE(placement_from_string("Fixed"));
   EXPECT_EQ(*back.runner.uid, 65534u);
   EXPECT_FALSE(back.runner.cwd);
   EXPECT_EQ(back.shapes.at(0).inputs.at(0).dists.at(1).label, "normal");
