@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -351,6 +352,15 @@ child_process::~child_process() {
 
 bool child_process::write_line(const std::string& line) {
   std::string data = line + "\n";
+  // A child that has ended (a judge started ahead of its job and gone before it) must not end
+  // this process with SIGPIPE: the write fails instead, and the child's end is read as usual.
+  // SIGPIPE is held for this thread while writing, and one raised here is taken back.
+  sigset_t pipe_only;
+  sigset_t before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  bool ok = true;
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(m_stdin_fd, data.data() + done, data.size() - done);
@@ -358,11 +368,18 @@ bool child_process::write_line(const std::string& line) {
       if (errno == EINTR) {
         continue;
       }
-      return false;
+      if (errno == EPIPE && sigismember(&before, SIGPIPE) == 0) {
+        const timespec now{0, 0};
+        while (sigtimedwait(&pipe_only, nullptr, &now) == SIGPIPE) {
+        }
+      }
+      ok = false;
+      break;
     }
     done += static_cast<size_t>(n);
   }
-  return true;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return ok;
 }
 
 std::optional<std::string> child_process::read_line(std::chrono::milliseconds timeout,

@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace kb {
 namespace {
@@ -98,6 +99,24 @@ TEST(process_limits, child_process_keeps_only_its_result_descriptor) {
   std::ifstream in(log);
   std::string fds((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(fds, "0\n1\n2\n3\n");
+  std::filesystem::remove(log);
+}
+
+TEST(process_limits, writing_to_a_child_that_has_ended_fails_without_ending_the_writer) {
+  const std::string log = ::testing::TempDir() + "kb-child-gone.log";
+  process_spec spec;
+  spec.argv = {"sh", "-c", "exec 0<&-; exit 0"};
+  child_process child(spec, log, "KB_TEST_FD");
+  bool timed_out = false;
+  EXPECT_FALSE(child.read_line(std::chrono::seconds(10), &timed_out)); // its end
+  EXPECT_FALSE(timed_out);
+  for (int i = 0; i < 1000 && child.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(child.running());
+  // Its stdin has no reader any more: SIGPIPE would end this test; the write fails instead.
+  EXPECT_FALSE(child.write_line(std::string(1 << 16, 'x')));
+  EXPECT_FALSE(child.write_line("{}"));
   std::filesystem::remove(log);
 }
 
