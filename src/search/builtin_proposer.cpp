@@ -36,17 +36,28 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
     const strategy& st = find_strategy(ranked.strategy);
     // The best point of this strategy on this task so far, else memory's for the nearest shape
     // class (ranked.params), else its default.
-    json best = ranked.params.is_object() && !ranked.params.empty() ? ranked.params : st.defaults;
+    const bool transferred = ranked.params.is_object() && !ranked.params.empty();
+    json best = transferred ? ranked.params : st.defaults;
     double best_speedup = 0;
+    bool own = false;
     for (const auto& e : m_memory.attempts(c, ctx.gpu, st.name)) {
       if (e.correct && e.measured_speedup.value_or(0) > best_speedup) {
         best_speedup = *e.measured_speedup;
         best = e.params;
+        own = true;
       }
     }
-    // Around the best first; when its neighbourhood is spent, around memory's point and the
-    // default, so a local optimum does not end the strategy early.
+    // Around this task's own best first. Without one, a point memory carried over from another
+    // task comes first only when it beat that task's default by memory::transfer_margin
+    // (ranked.params_first); otherwise the default comes first and that point second. A best
+    // point that won by a few percent is often best on its own task only: on the H200's outcome
+    // table 019's best elementwise point (4% over its default) and 023's best split_row point
+    // (7%) cost 026 and 040 one or two evaluations that their defaults did not. Then around
+    // memory's point and the default, so a local optimum does not end the strategy early.
     std::vector<json> order;
+    if (!own && !ranked.params_first) {
+      order.push_back(resolve_params(st, st.defaults));
+    }
     for (const json& centre : {best, ranked.params, st.defaults}) {
       if (!centre.is_object() || centre.empty()) {
         continue;

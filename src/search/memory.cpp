@@ -147,7 +147,8 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
   };
   std::map<std::string, weighted> by;
   double total = 0;
-  for (const auto& e : m_store.find_experiences(task::to_string(c.fam), gpu)) {
+  const auto experiences = m_store.find_experiences(task::to_string(c.fam), gpu);
+  for (const auto& e : experiences) {
     const double w = key_weight(e, c.id, key);
     auto& s = by[e.strategy];
     s.weight += w;
@@ -181,11 +182,24 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
     o.strategy = st.name;
     o.description = st.description;
     o.params = st.defaults;
+    std::optional<double> margin; // another task's best over that task's default point
     if (!s.best_params.is_null()) {
       try {
         o.params = resolve_params(st, s.best_params);
+        if (s.best_task != c.id) {
+          const json defaults = resolve_params(st, st.defaults);
+          for (const auto& e : experiences) {
+            if (e.task_id == s.best_task && e.strategy == st.name && e.correct &&
+                e.measured_speedup.value_or(0) > 0 && e.params == defaults) {
+              margin = s.best_speedup / *e.measured_speedup;
+              break;
+            }
+          }
+          o.params_first = margin && *margin >= transfer_margin;
+        }
       } catch (const std::exception&) {
         // Parameters of an older library: start from the defaults.
+        o.params = st.defaults;
       }
     }
     o.attempts = s.attempts;
@@ -215,6 +229,8 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
         {"weighted_mean_speedup", o.mean_speedup},
         {"params_from_task", s.best_task},
         {"params_shape_distance", s.best_params.is_null() ? json(nullptr) : json(s.best_distance)},
+        {"params_margin_over_default", margin ? json(*margin) : json(nullptr)},
+        {"params_first", o.params_first},
         {"addresses_state", o.addresses_state},
         {"score", o.score}};
     out.push_back(o);

@@ -62,6 +62,10 @@ double key_weight(const store::experience& e, const std::string& task_id, const 
 
 class memory {
 public:
+  // How much another task's best point must have beaten that task's default point before a
+  // search starts from it rather than from the default (strategy_outcome::params_first).
+  static constexpr double transfer_margin = 1.10;
+
   explicit memory(store::store& st) : m_store(st) {}
   // Tasks of `run` that run at once on several GPUs must not see each other's attempts, or what
   // a task tries would depend on how many GPUs there are: rank ignores experiences of this run

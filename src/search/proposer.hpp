@@ -19,6 +19,9 @@ struct strategy_outcome {
   std::string strategy; // e.g. "elementwise.vectorized"
   std::string description;
   nlohmann::json params; // the parameters of the best attempt
+  // Whether `params` go before the strategy's default: they are this task's own, or another
+  // task's that beat that task's default point by at least memory::transfer_margin.
+  bool params_first = true;
   int attempts = 0;
   int successes = 0;       // correct and faster than the baseline
   double best_speedup = 0; // best measured speedup over the baseline (0: none correct)

@@ -244,6 +244,40 @@ TEST(learning_loop, memory_of_another_task_of_the_same_class_starts_from_its_bes
   EXPECT_EQ(cold.steps[0]["params"], resolve_params(vec, vec.defaults));
 }
 
+TEST(learning_loop, a_small_lesson_of_another_task_goes_after_the_default) {
+  temp_dir dir("kb-learn-test");
+  store::store st(dir.path() / "store");
+  const auto gelu = task::find_task(root, "026");
+  const auto relu = task::find_task(root, "019");
+  const auto& vec = find_strategy("elementwise.vectorized");
+  const auto points = table_points(vec, 12);
+  ASSERT_EQ(points[0], resolve_params(vec, vec.defaults));
+  // 026's best beat its default by 3%, within what separates neighbouring points on one task.
+  for (size_t i = 0; i < points.size(); ++i) {
+    store::experience e;
+    e.task_id = gelu.id;
+    e.family = "elementwise";
+    e.gpu = "gpu";
+    e.state_before = "unknown";
+    e.op_features = {
+        {"shape_class", classify_shape(features_of(gelu, gelu.official())).to_string()}};
+    e.strategy = vec.name;
+    e.params = points[i];
+    e.correct = true;
+    e.measured_speedup = i == 7 ? 1.30 : (i == 0 ? 1.26 : 1.2);
+    st.record_experience(e);
+  }
+  point_gpu gpu;
+  const auto r = run_search(st, relu, gpu, 0, false, 2);
+  ASSERT_GE(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0]["params"], points[0]); // the default first
+  EXPECT_EQ(r.steps[1]["params"], points[7]); // then the carried-over point
+  const auto& evidence = r.steps[0]["why"]["retrieved"]["evidence"];
+  EXPECT_EQ(evidence["params_from_task"], "026");
+  EXPECT_FALSE(evidence["params_first"].get<bool>());
+  EXPECT_NEAR(evidence["params_margin_over_default"].get<double>(), 1.30 / 1.26, 1e-9);
+}
+
 // A proposer that keeps what the loop handed it, proposing as the built-in one does.
 struct capturing_proposer : builtin_proposer {
   using builtin_proposer::builtin_proposer;
