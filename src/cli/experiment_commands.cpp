@@ -8,6 +8,7 @@
 #include "task/task.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -181,6 +182,9 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
     write_file_atomic(fs::path(out_dir) / "memory-experiment.svg", search::experiment_svg(r));
     fmt::print("evaluations to {:.0f}% of the best, with memory / without, over {} runs: {:.3f}\n",
                100 * target, r.runs.size(), r.ratio());
+    const auto hard = r.hard_tasks();
+    fmt::print("where the built-in order does not reach it first ({} tasks: {}): {:.3f}\n",
+               hard.size(), fmt::join(hard, " "), r.hard_ratio());
     *result = exit_code::ok;
   });
 }

@@ -349,6 +349,29 @@ double experiment_result::ratio() const {
   return without > 0 ? with / without : 1.0;
 }
 
+std::vector<std::string> experiment_result::hard_tasks() const {
+  std::vector<std::string> out;
+  for (const auto& r : runs) {
+    if (r.without_memory.to_target > 1 && std::find(out.begin(), out.end(), r.task) == out.end()) {
+      out.push_back(r.task);
+    }
+  }
+  return out;
+}
+
+double experiment_result::hard_ratio() const {
+  const auto hard = hard_tasks();
+  double with = 0;
+  double without = 0;
+  for (const auto& r : runs) {
+    if (std::find(hard.begin(), hard.end(), r.task) != hard.end()) {
+      with += r.with_memory.to_target;
+      without += r.without_memory.to_target;
+    }
+  }
+  return without > 0 ? with / without : 1.0;
+}
+
 json experiment_result::to_json() const {
   json per_task = json::array();
   std::vector<std::string> order;
@@ -378,20 +401,25 @@ json experiment_result::to_json() const {
   for (const auto& r : runs) {
     runs_json.push_back(r.to_json());
   }
-  return {{"kind", "kblaster.memory_experiment"},
-          {"definition",
-           "leave one task out: the search on the held-out task from an empty store and from a "
-           "store primed with runs of every other task (same seed); evaluations until the best "
-           "reaches the target fraction of the best the table holds for the task (max + 1 when "
-           "never); ratio = sum with memory / sum without"},
-          {"target", options.target},
-          {"max_evaluations", options.max_evaluations},
-          {"rollouts", options.rollouts},
-          {"seeds", options.seeds},
-          {"table_device", table_device},
-          {"ratio", ratio()},
-          {"per_task", per_task},
-          {"runs", runs_json}};
+  return {
+      {"kind", "kblaster.memory_experiment"},
+      {"definition",
+       "leave one task out: the search on the held-out task from an empty store and from a "
+       "store primed with runs of every other task (same seed); evaluations until the best "
+       "reaches the target fraction of the best the table holds for the task (max + 1 when "
+       "never); ratio = sum with memory / sum without; hard_ratio the same over every run of the "
+       "tasks where the search without memory took more than one evaluation in some seed "
+       "(hard_tasks)"},
+      {"target", options.target},
+      {"max_evaluations", options.max_evaluations},
+      {"rollouts", options.rollouts},
+      {"seeds", options.seeds},
+      {"table_device", table_device},
+      {"ratio", ratio()},
+      {"hard_tasks", hard_tasks()},
+      {"hard_ratio", hard_ratio()},
+      {"per_task", per_task},
+      {"runs", runs_json}};
 }
 
 namespace {

@@ -138,6 +138,11 @@ struct experiment_result {
   nlohmann::json table_device;
   // Over all runs: sum of evaluations to target with memory / without.
   double ratio() const;
+  // The tasks where the search without memory needed more than one evaluation in some seed:
+  // where the built-in order does not find the target first, so there is something to learn.
+  std::vector<std::string> hard_tasks() const;
+  // ratio() over the runs of hard_tasks() (1 when there are none).
+  double hard_ratio() const;
   nlohmann::json to_json() const;
 };
 

@@ -452,6 +452,38 @@ TEST(memory_experiment, memory_at_least_halves_the_evaluations_when_the_best_tra
   EXPECT_NE(svg.find("019 with memory"), std::string::npos);
 }
 
+TEST(memory_experiment, the_hard_tasks_are_those_the_built_in_order_does_not_solve_first) {
+  const auto tasks = elementwise_tasks();
+  // 019's best is its default point (the first the proposer tries); 026's and 088's best is a
+  // point far down the order, the same on both.
+  const auto table = synthetic_table(tasks, 12, [](size_t ti, size_t pi) {
+    if (ti == 0) {
+      return pi == 0 ? 2.0 : 1.05;
+    }
+    return pi == 9 ? 2.0 + 0.1 * static_cast<double>(ti) : 1.02;
+  });
+  experiment_options o;
+  o.seeds = {1, 2};
+  o.max_evaluations = 12;
+  const auto r = run_memory_experiment(tasks, table, o, {});
+  EXPECT_EQ(r.hard_tasks(), (std::vector<std::string>{"026", "088"}));
+  double with = 0;
+  double without = 0;
+  for (const auto& run : r.runs) {
+    if (run.task == "019") {
+      EXPECT_EQ(run.without_memory.to_target, 1);
+      continue;
+    }
+    with += run.with_memory.to_target;
+    without += run.without_memory.to_target;
+  }
+  EXPECT_DOUBLE_EQ(r.hard_ratio(), with / without);
+  EXPECT_LT(r.hard_ratio(), r.ratio()); // 019's single evaluation dilutes the overall ratio
+  const auto j = r.to_json();
+  EXPECT_EQ(j["hard_tasks"], json({"026", "088"}));
+  EXPECT_DOUBLE_EQ(j["hard_ratio"].get<double>(), r.hard_ratio());
+}
+
 TEST(memory_experiment, no_false_gain_when_nothing_can_be_learned) {
   const auto tasks = elementwise_tasks();
   // One strategy with one point: every search takes exactly one evaluation.
