@@ -475,6 +475,7 @@ public:
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
     cuda_check(cudaHostAlloc(&m_sample_host, 4096, cudaHostAllocDefault), "sample buffer");
+    cuda_check(cudaHostAlloc(&m_late_host, 4096, cudaHostAllocDefault), "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
     m_hang_ms = static_cast<int>(job.hang_timeout_ms);
@@ -685,6 +686,7 @@ private:
     double window_s = 0;       // [s] STOP - START on the judge's stream
     int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
+    bool late_output = false;  // sampled outputs still held poison when the window closed
     int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
     int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
@@ -693,45 +695,69 @@ private:
                             // that its whole device is idle: work started after the call
   };
 
-  // Whether any of a few random output positions already holds something other than poison
-  // (read on the judge's second stream before GO is written).
-  bool outputs_written_early(shape_buffers& b) {
+  // A few random output positions (8 per output, from the judge's generator): their addresses
+  // and sizes, at most 4096 bytes in all.
+  std::vector<std::pair<const void*, size_t>> output_picks(shape_buffers& b) {
     const auto& s = *b.shape;
     std::vector<std::pair<const void*, size_t>> picks;
+    size_t bytes = 0;
     for (size_t o = 0; o < s.outputs.size(); ++o) {
       const auto& t = s.outputs[o];
       const size_t eb = dtype_bytes(t.dtype);
       std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(0, t.numel() - 1));
-      for (int k = 0; k < 8; ++k) {
+      for (int k = 0; k < 8 && bytes + eb <= 4096; ++k) {
         picks.emplace_back(static_cast<const unsigned char*>(b.outputs[o].data()) + pos(m_rng) * eb,
                            eb);
+        bytes += eb;
       }
     }
-    auto* host = static_cast<unsigned char*>(m_sample_host);
+    return picks;
+  }
+
+  // Queues copies of `picks` into the pinned `host` buffer on `stream`.
+  static void copy_picks(const std::vector<std::pair<const void*, size_t>>& picks, void* host,
+                         cudaStream_t stream) {
     size_t at = 0;
     for (const auto& [p, n] : picks) {
-      if (at + n > 4096) {
-        break;
-      }
-      cuda_check(cudaMemcpyAsync(host + at, p, n, cudaMemcpyDeviceToHost, m_aux), "sample");
+      cuda_check(cudaMemcpyAsync(static_cast<unsigned char*>(host) + at, p, n,
+                                 cudaMemcpyDeviceToHost, stream),
+                 "sample");
       at += n;
     }
-    cuda_check(cudaStreamSynchronize(m_aux), "sample");
-    at = 0;
-    size_t pi = 0;
-    for (size_t o = 0; o < s.outputs.size(); ++o) {
-      const auto& t = s.outputs[o];
-      const size_t eb = dtype_bytes(t.dtype);
-      std::vector<unsigned char> poison_bytes(std::max<size_t>(eb, 8));
-      cpu_fill_poison(poison_bytes.data(), t.dtype, 1, m_poison);
-      for (int k = 0; k < 8 && pi < picks.size() && at + eb <= 4096; ++k, ++pi) {
-        if (std::memcmp(host + at, poison_bytes.data(), eb) != 0) {
-          return true;
+  }
+
+  // How many of the copied picks hold the job's poison (`host` filled by copy_picks, its stream
+  // synchronised).
+  int poisoned_picks(shape_buffers& b, const std::vector<std::pair<const void*, size_t>>& picks,
+                     const void* host) const {
+    const auto& s = *b.shape;
+    const auto* bytes = static_cast<const unsigned char*>(host);
+    int poisoned = 0;
+    size_t at = 0;
+    for (const auto& [p, n] : picks) {
+      // The output a pick belongs to: the one whose buffer holds its address.
+      for (size_t o = 0; o < s.outputs.size(); ++o) {
+        const auto* base = static_cast<const unsigned char*>(b.outputs[o].data());
+        const auto* q = static_cast<const unsigned char*>(p);
+        if (q >= base && q < base + s.outputs[o].bytes()) {
+          std::vector<unsigned char> poison_bytes(std::max<size_t>(n, 8));
+          cpu_fill_poison(poison_bytes.data(), s.outputs[o].dtype, 1, m_poison);
+          poisoned += std::memcmp(bytes + at, poison_bytes.data(), n) == 0 ? 1 : 0;
+          break;
         }
-        at += eb;
       }
+      at += n;
     }
-    return false;
+    return poisoned;
+  }
+
+  // Whether any of a few random output positions already holds something other than poison
+  // (read on the judge's second stream before GO is written).
+  bool outputs_written_early(shape_buffers& b) {
+    const auto picks = output_picks(b);
+    copy_picks(picks, m_sample_host, m_aux);
+    cuda_check(cudaStreamSynchronize(m_aux), "sample");
+    return poisoned_picks(b, picks, m_sample_host) < static_cast<int>(picks.size());
   }
 
   // One call of a candidate, checked or timed alike (see the top of this file).
@@ -823,6 +849,15 @@ private:
     shared_memory::drv(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
     shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
     cuda_check(cudaEventRecord(m_stop, m_stream), "event");
+    // Right behind STOP on the judge's stream, a few output positions again: every kernel of the
+    // call's graph has ended before the runner's DONE, so none may still hold poison. Recorded,
+    // not yet a rule (`late_outputs` in the session's timing record): it would see a candidate
+    // that writes DONE itself before its work ends.
+    std::vector<std::pair<const void*, size_t>> late_picks;
+    if (sample_outputs && &lib != &m_empty) {
+      late_picks = output_picks(b);
+      copy_picks(late_picks, m_late_host, m_stream);
+    }
     const auto unblock = [&] {
       // DONE in the runner's place, so that the judge's stream goes on.
       shared_memory::drv(
@@ -884,6 +919,10 @@ private:
     float ms = 0;
     cuda_check(cudaEventElapsedTime(&ms, m_start, m_stop), "elapsed");
     w.window_s = ms * 1e-3;
+    if (!late_picks.empty()) {
+      cuda_check(cudaStreamSynchronize(m_stream), "late sample");
+      w.late_output = poisoned_picks(b, late_picks, m_late_host) > 0;
+    }
     return w;
   }
 
@@ -1668,6 +1707,7 @@ private:
   const proto::job& m_job;
   cudaStream_t m_aux = nullptr; // samples outputs before GO, writes DONE for a failed runner
   void* m_sample_host = nullptr;
+  void* m_late_host = nullptr; // the positions read right behind STOP
   cudaEvent_t m_start = nullptr;
   cudaEvent_t m_stop = nullptr;
   int m_hang_ms = 30000;
@@ -1909,6 +1949,8 @@ json worker::time_all() {
     int calls = 0;
   } phases;
   int input_checks = 0; // timed calls followed by a digest of their inputs
+  // Per library: timed calls, and those whose sampled outputs still held poison right behind STOP.
+  std::map<std::string, std::pair<int, int>> late_outputs;
   const auto since = [](clock_type::time_point t) {
     return std::chrono::duration<double>(clock_type::now() - t).count();
   };
@@ -1933,6 +1975,11 @@ json worker::time_all() {
     t = clock_type::now();
     out.w = windowed_call(lib, b, true, "time", what);
     phases.call_s += since(t);
+    if (&lib != &m_empty && !out.w.failed) {
+      auto& [calls, late] = late_outputs[lib.role];
+      calls += 1;
+      late += out.w.late_output ? 1 : 0;
+    }
     if (out.w.failed) {
       out.bad = out.w.failed;
       return out;
@@ -2622,6 +2669,14 @@ json worker::time_all() {
            {"input_sets", n_sets},
            {"checked_calls", checked_calls},
            {"placement", m_placement},
+           {"late_outputs",
+            [&] {
+              json j = json::object();
+              for (const auto& [role, counts] : late_outputs) {
+                j[role] = {{"calls", counts.first}, {"late", counts.second}};
+              }
+              return j;
+            }()},
            {"input_digests",
             {{"calls", input_checks},
              {"every", m_separate_lanes ? input_digest_every : 1},
