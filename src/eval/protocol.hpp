@@ -49,7 +49,7 @@ struct tolerance {
 
 // Where a timing session's buffers land in device memory. `fixed`: the lanes are allocated in
 // order, lane 0 first, so fresh processes that allocate alike get the same placement in every
-// session. `drawn`: a pad of drawn size (0 to 255 MiB, in 2 MiB steps) before each buffer and the
+// session. `drawn`: a pad of drawn size (0 to 254 MiB, in 2 MiB steps) before each buffer and the
 // buffers in a drawn order, from the judge's generator, so that each session's placement is a
 // draw of its own and the sessions replicate it.
 enum class placement { fixed, drawn };

@@ -695,19 +695,25 @@ private:
                             // that its whole device is idle: work started after the call
   };
 
-  // A few random output positions (8 per output, from the judge's generator): their addresses
-  // and sizes, at most 4096 bytes in all.
-  std::vector<std::pair<const void*, size_t>> output_picks(shape_buffers& b) {
+  // A random output position (from the judge's generator) and the output it belongs to.
+  struct output_pick {
+    const void* at = nullptr;
+    size_t bytes = 0;
+    size_t output = 0;
+  };
+
+  // 8 random positions per output, at most 4096 bytes in all.
+  std::vector<output_pick> output_picks(shape_buffers& b) {
     const auto& s = *b.shape;
-    std::vector<std::pair<const void*, size_t>> picks;
+    std::vector<output_pick> picks;
     size_t bytes = 0;
     for (size_t o = 0; o < s.outputs.size(); ++o) {
       const auto& t = s.outputs[o];
       const size_t eb = dtype_bytes(t.dtype);
       std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(0, t.numel() - 1));
       for (int k = 0; k < 8 && bytes + eb <= 4096; ++k) {
-        picks.emplace_back(static_cast<const unsigned char*>(b.outputs[o].data()) + pos(m_rng) * eb,
-                           eb);
+        picks.push_back(
+            {static_cast<const unsigned char*>(b.outputs[o].data()) + pos(m_rng) * eb, eb, o});
         bytes += eb;
       }
     }
@@ -715,38 +721,29 @@ private:
   }
 
   // Queues copies of `picks` into the pinned `host` buffer on `stream`.
-  static void copy_picks(const std::vector<std::pair<const void*, size_t>>& picks, void* host,
-                         cudaStream_t stream) {
+  static void copy_picks(const std::vector<output_pick>& picks, void* host, cudaStream_t stream) {
     size_t at = 0;
-    for (const auto& [p, n] : picks) {
-      cuda_check(cudaMemcpyAsync(static_cast<unsigned char*>(host) + at, p, n,
+    for (const auto& p : picks) {
+      cuda_check(cudaMemcpyAsync(static_cast<unsigned char*>(host) + at, p.at, p.bytes,
                                  cudaMemcpyDeviceToHost, stream),
                  "sample");
-      at += n;
+      at += p.bytes;
     }
   }
 
   // How many of the copied picks hold the job's poison (`host` filled by copy_picks, its stream
   // synchronised).
-  int poisoned_picks(shape_buffers& b, const std::vector<std::pair<const void*, size_t>>& picks,
+  int poisoned_picks(const shape_buffers& b, const std::vector<output_pick>& picks,
                      const void* host) const {
     const auto& s = *b.shape;
     const auto* bytes = static_cast<const unsigned char*>(host);
     int poisoned = 0;
     size_t at = 0;
-    for (const auto& [p, n] : picks) {
-      // The output a pick belongs to: the one whose buffer holds its address.
-      for (size_t o = 0; o < s.outputs.size(); ++o) {
-        const auto* base = static_cast<const unsigned char*>(b.outputs[o].data());
-        const auto* q = static_cast<const unsigned char*>(p);
-        if (q >= base && q < base + s.outputs[o].bytes()) {
-          std::vector<unsigned char> poison_bytes(std::max<size_t>(n, 8));
-          cpu_fill_poison(poison_bytes.data(), s.outputs[o].dtype, 1, m_poison);
-          poisoned += std::memcmp(bytes + at, poison_bytes.data(), n) == 0 ? 1 : 0;
-          break;
-        }
-      }
-      at += n;
+    for (const auto& p : picks) {
+      std::vector<unsigned char> poison_bytes(std::max<size_t>(p.bytes, 8));
+      cpu_fill_poison(poison_bytes.data(), s.outputs[p.output].dtype, 1, m_poison);
+      poisoned += std::memcmp(bytes + at, poison_bytes.data(), p.bytes) == 0 ? 1 : 0;
+      at += p.bytes;
     }
     return poisoned;
   }
@@ -853,7 +850,7 @@ private:
     // call's graph has ended before the runner's DONE, so none may still hold poison. Recorded,
     // not yet a rule (`late_outputs` in the session's timing record): it would see a candidate
     // that writes DONE itself before its work ends.
-    std::vector<std::pair<const void*, size_t>> late_picks;
+    std::vector<output_pick> late_picks;
     if (sample_outputs && &lib != &m_empty) {
       late_picks = output_picks(b);
       copy_picks(late_picks, m_late_host, m_stream);
@@ -1410,7 +1407,7 @@ private:
           auto t0 = clock_type::now();
           generate(b, d, seed);
           for (const auto& e : extra) {
-            generate(*e, d, seed);
+            copy_inputs(*e, b, d, seed);
           }
           compute_reference(b);
           vp.reference_s += seconds_since(t0);
@@ -1727,7 +1724,6 @@ private:
   std::vector<candidate_lib> m_libs;
   candidate_lib m_empty;        // the timing's calibration runner: the empty kernel
   json m_verify_phases;         // verify_all's time by step
-  json m_placement;             // time_all's placement of the timing buffers, for the record
   bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
@@ -1781,6 +1777,7 @@ json worker::time_all() {
   for (auto& row : more_lanes) {
     row.resize(static_cast<size_t>(n_sets));
   }
+  json placement_record; // where the buffers went, for the session's record
   {
     const bool drawn = t.where == proto::placement::drawn;
     std::vector<std::pair<size_t, size_t>> slots; // (lane, set)
@@ -1821,7 +1818,7 @@ json worker::time_all() {
     for (void* pad : pads) {
       cuda_check(cudaFree(pad), "placement pad");
     }
-    m_placement = {{"kind", proto::to_string(t.where)}, {"pads_bytes", pad_record}};
+    placement_record = {{"kind", proto::to_string(t.where)}, {"pads_bytes", pad_record}};
   }
   for (int k = 0; k < n_sets; ++k) {
     const auto ku = static_cast<size_t>(k);
@@ -2668,7 +2665,7 @@ json worker::time_all() {
            {"rounds", round},
            {"input_sets", n_sets},
            {"checked_calls", checked_calls},
-           {"placement", m_placement},
+           {"placement", placement_record},
            {"late_outputs",
             [&] {
               json j = json::object();

@@ -86,9 +86,6 @@ struct workspace_reply {
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(workspace_reply, rc, bytes)
 };
 
-// The answer to `wake`: the runner is awake and reading its socket. The judge wakes a runner
-// before each call it times, so that the call's round trip holds the call and not the
-// scheduler's wake-up of a runner that slept while other runners' calls ran.
 // A runner's first frame, sent once its CUDA context and stream exist and before it reads the
 // load request: whatever ends the runner before it (a tool in front of it, the sandbox, no
 // device) happened before any candidate code was loaded, so it is the judge's failure.
@@ -97,6 +94,9 @@ struct ready_reply {
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(ready_reply, ready)
 };
 
+// The answer to `wake`: the runner is awake and reading its socket. The judge wakes a runner
+// before each call it times, so that the call's round trip holds the call and not the
+// scheduler's wake-up of a runner that slept while other runners' calls ran.
 struct wake_reply {
   bool awake = true;
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(wake_reply, awake)
