@@ -44,30 +44,20 @@ json calibrate(const fs::path& root, const task::contract& c, int repeats, const
     // The timing scheme's own cost, where the evaluation measured it: each session times an
     // empty kernel the same way.
     std::vector<double> overheads;
-    // Each session's medians and their log ratio: the between-session test works on how these
-    // differ, so an A/A's sessions are the evidence of its calibration.
-    json sessions = json::array();
     for (const auto& t : res.timing) {
       overheads.push_back(t.overhead_s);
-      const auto b = t.samples.find("baseline");
-      const auto k = t.samples.find("candidate");
-      if (b == t.samples.end() || k == t.samples.end() || b->second.empty() || k->second.empty()) {
-        continue;
+    }
+    // Each session's medians (the gate's, over unthrottled samples) and their log ratio: the
+    // between-session test works on how these differ, so an A/A's sessions are the evidence of
+    // its calibration.
+    json sessions = json::array();
+    if (res.gate) {
+      for (const auto& m : res.gate->session_medians) {
+        const bool both = m.baseline_s > 0 && m.candidate_s > 0;
+        sessions.push_back({{"baseline_median_s", m.baseline_s},
+                            {"candidate_median_s", m.candidate_s},
+                            {"log_ratio", both ? std::log(m.candidate_s / m.baseline_s) : 0.0}});
       }
-      std::vector<double> tb;
-      std::vector<double> tk;
-      for (const auto& x : b->second) {
-        tb.push_back(x.t);
-      }
-      for (const auto& x : k->second) {
-        tk.push_back(x.t);
-      }
-      const double mb = stats::median(tb);
-      const double mk = stats::median(tk);
-      sessions.push_back({{"baseline_median_s", mb},
-                          {"candidate_median_s", mk},
-                          {"log_ratio", mb > 0 && mk > 0 ? std::log(mk / mb) : 0.0},
-                          {"samples", {tb.size(), tk.size()}}});
     }
     e["sessions"] = sessions;
     if (!overheads.empty()) {

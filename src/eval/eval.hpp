@@ -116,6 +116,13 @@ struct gate_summary {
   std::optional<double> p_within;
   std::optional<double> p_between;
   std::optional<double> mann_whitney_p;
+  // Each session's medians over its unthrottled samples, the figures the between-session test
+  // compares (empty in records written before they travelled).
+  struct session_median {
+    double baseline_s = 0;
+    double candidate_s = 0;
+  };
+  std::vector<session_median> session_medians;
 
   // Two medians and nothing else known of them (a replayed or scripted comparison): the speedup
   // with an interval of that point alone.

@@ -60,6 +60,11 @@ void to_json(json& j, const gate_summary& g) {
        {"p_within", g.p_within ? json(*g.p_within) : json(nullptr)},
        {"p_between", g.p_between ? json(*g.p_between) : json(nullptr)},
        {"mann_whitney_p", g.mann_whitney_p ? json(*g.mann_whitney_p) : json(nullptr)}};
+  json sessions = json::array();
+  for (const auto& m : g.session_medians) {
+    sessions.push_back({{"baseline", m.baseline_s}, {"candidate", m.candidate_s}});
+  }
+  j["session_medians"] = sessions;
 }
 
 void from_json(const json& j, gate_summary& g) {
@@ -87,6 +92,10 @@ void from_json(const json& j, gate_summary& g) {
   g.p_within = maybe("p_within");
   g.p_between = maybe("p_between");
   g.mann_whitney_p = maybe("mann_whitney_p");
+  g.session_medians.clear();
+  for (const auto& m : j.value("session_medians", json::array())) {
+    g.session_medians.push_back({m.at("baseline").get<double>(), m.at("candidate").get<double>()});
+  }
 }
 
 std::string to_string(profile_mode m) {
@@ -811,15 +820,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   std::vector<stats::timed_sample> a_all;
   std::vector<stats::timed_sample> b_all;
   size_t dropped = 0;
-  json session_medians = json::array();
+  std::vector<gate_summary::session_median> session_medians;
   for (size_t sidx = 0; sidx < timings.size(); ++sidx) {
     const auto a = labelled_samples(timings[sidx], "baseline", static_cast<int>(sidx),
                                     opt.timing.throttle_fraction, &dropped);
     const auto b = labelled_samples(timings[sidx], "candidate", static_cast<int>(sidx),
                                     opt.timing.throttle_fraction, &dropped);
     if (!a.empty() && !b.empty()) {
-      session_medians.push_back(
-          {{"baseline", stats::median(times_of(a))}, {"candidate", stats::median(times_of(b))}});
+      session_medians.push_back({stats::median(times_of(a)), stats::median(times_of(b))});
     }
     a_all.insert(a_all.end(), a.begin(), a.end());
     b_all.insert(b_all.end(), b.begin(), b.end());
@@ -865,13 +873,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     g.p_between = structured.block.p_between;
   }
   g.mann_whitney_p = cmp.test.p;
+  g.session_medians = session_medians;
   res.gate = g;
   json st = g;
   st.update({{"throttled_dropped", dropped},
              {"test", gate_test_json(structured.block)},
              {"verdict", stats::to_string(cmp.result)},
              {"reason", cmp.reason},
-             {"session_medians", session_medians},
              {"baseline_floor_fraction", floor / cmp.median_a},
              {"physical_limit_s", limit},
              {"faster_than_physical_limit", plaus.flagged}});

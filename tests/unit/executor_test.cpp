@@ -48,6 +48,7 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   g.speedup_high = 1.3;
   g.p = 1e-9;
   g.p_between = 2e-9;
+  g.session_medians = {{2.0e-3, 1.6e-3}, {2.1e-3, 1.7e-3}};
   r.gate = g;
   r.worker_seconds = 4.25;
   eval::protocol::device dev;
@@ -83,6 +84,12 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   ASSERT_TRUE(back.gate);
   EXPECT_EQ(*back.gate->p_between, 2e-9);
   EXPECT_FALSE(back.gate->p_within);
+  ASSERT_EQ(back.gate->session_medians.size(), 2u);
+  EXPECT_DOUBLE_EQ(back.gate->session_medians[1].candidate_s, 1.7e-3);
+  // A gate written before the session medians travelled reads with none.
+  auto no_sessions = eval::to_json(r);
+  no_sessions["gate"].erase("session_medians");
+  EXPECT_TRUE(eval_result_from_json(no_sessions).gate->session_medians.empty());
   EXPECT_EQ(back.context.device->record.at("pci_bus_id"), "0000:00:06.0");
   EXPECT_DOUBLE_EQ(back.context.ceilings.bandwidth, 4.1e12);
   EXPECT_EQ(back.builds.at("candidate").status, build::outcome::compile_error);
