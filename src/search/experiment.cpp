@@ -339,14 +339,21 @@ json experiment_run::to_json() const {
           {"ratio", ratio()}};
 }
 
-double experiment_result::ratio() const {
+double
+experiment_result::ratio_where(const std::function<bool(const experiment_run&)>& counts) const {
   double with = 0;
   double without = 0;
   for (const auto& r : runs) {
-    with += r.with_memory.to_target;
-    without += r.without_memory.to_target;
+    if (counts(r)) {
+      with += r.with_memory.to_target;
+      without += r.without_memory.to_target;
+    }
   }
   return without > 0 ? with / without : 1.0;
+}
+
+double experiment_result::ratio() const {
+  return ratio_where([](const experiment_run&) { return true; });
 }
 
 std::vector<std::string> experiment_result::hard_tasks() const {
@@ -361,15 +368,9 @@ std::vector<std::string> experiment_result::hard_tasks() const {
 
 double experiment_result::hard_ratio() const {
   const auto hard = hard_tasks();
-  double with = 0;
-  double without = 0;
-  for (const auto& r : runs) {
-    if (std::find(hard.begin(), hard.end(), r.task) != hard.end()) {
-      with += r.with_memory.to_target;
-      without += r.without_memory.to_target;
-    }
-  }
-  return without > 0 ? with / without : 1.0;
+  return ratio_where([&](const experiment_run& r) {
+    return std::find(hard.begin(), hard.end(), r.task) != hard.end();
+  });
 }
 
 json experiment_result::to_json() const {

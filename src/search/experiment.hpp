@@ -143,6 +143,8 @@ struct experiment_result {
   std::vector<std::string> hard_tasks() const;
   // ratio() over the runs of hard_tasks() (1 when there are none).
   double hard_ratio() const;
+  // Sum with memory / sum without over the runs `counts` accepts (1 when that sum is 0).
+  double ratio_where(const std::function<bool(const experiment_run&)>& counts) const;
   nlohmann::json to_json() const;
 };
 

@@ -198,8 +198,7 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
           o.params_first = margin && *margin >= transfer_margin;
         }
       } catch (const std::exception&) {
-        // Parameters of an older library: start from the defaults.
-        o.params = st.defaults;
+        // Parameters of an older library: start from the defaults (o.params still holds them).
       }
     }
     o.attempts = s.attempts;
