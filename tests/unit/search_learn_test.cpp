@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <map>
 #include <set>
 
@@ -209,6 +211,25 @@ TEST(learning_loop, every_step_records_the_state_that_led_to_it_and_why) {
   EXPECT_GT(r.candidates_per_minute, 0);
 }
 
+// What a run of task `c` leaves in memory: every point of strategy `st` tried, correct, with the
+// speedup `speedup_of(point index)`.
+void record_run(store::store& st, const task::contract& c, const strategy& strat,
+                const std::vector<json>& points, const std::function<double(size_t)>& speedup_of) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    store::experience e;
+    e.task_id = c.id;
+    e.family = task::to_string(c.fam);
+    e.gpu = "gpu";
+    e.state_before = "unknown";
+    e.op_features = {{"shape_class", classify_shape(features_of(c, c.official())).to_string()}};
+    e.strategy = strat.name;
+    e.params = points[i];
+    e.correct = true;
+    e.measured_speedup = speedup_of(i);
+    st.record_experience(e);
+  }
+}
+
 TEST(learning_loop, memory_of_another_task_of_the_same_class_starts_from_its_best_params) {
   temp_dir dir("kb-learn-test");
   store::store st(dir.path() / "store");
@@ -217,20 +238,7 @@ TEST(learning_loop, memory_of_another_task_of_the_same_class_starts_from_its_bes
   const auto& vec = find_strategy("elementwise.vectorized");
   const auto points = table_points(vec, 12);
   // What a run of 026 left: its best is a point far down the proposer's order.
-  for (size_t i = 0; i < points.size(); ++i) {
-    store::experience e;
-    e.task_id = gelu.id;
-    e.family = "elementwise";
-    e.gpu = "gpu";
-    e.state_before = "unknown";
-    e.op_features = {
-        {"shape_class", classify_shape(features_of(gelu, gelu.official())).to_string()}};
-    e.strategy = vec.name;
-    e.params = points[i];
-    e.correct = true;
-    e.measured_speedup = i == 7 ? 1.9 : 1.05;
-    st.record_experience(e);
-  }
+  record_run(st, gelu, vec, points, [](size_t i) { return i == 7 ? 1.9 : 1.05; });
   point_gpu gpu;
   const auto r = run_search(st, relu, gpu, 0, false, 1);
   ASSERT_FALSE(r.steps.empty());
@@ -253,20 +261,7 @@ TEST(learning_loop, a_small_lesson_of_another_task_goes_after_the_default) {
   const auto points = table_points(vec, 12);
   ASSERT_EQ(points[0], resolve_params(vec, vec.defaults));
   // 026's best beat its default by 3%, within what separates neighbouring points on one task.
-  for (size_t i = 0; i < points.size(); ++i) {
-    store::experience e;
-    e.task_id = gelu.id;
-    e.family = "elementwise";
-    e.gpu = "gpu";
-    e.state_before = "unknown";
-    e.op_features = {
-        {"shape_class", classify_shape(features_of(gelu, gelu.official())).to_string()}};
-    e.strategy = vec.name;
-    e.params = points[i];
-    e.correct = true;
-    e.measured_speedup = i == 7 ? 1.30 : (i == 0 ? 1.26 : 1.2);
-    st.record_experience(e);
-  }
+  record_run(st, gelu, vec, points, [](size_t i) { return i == 7 ? 1.30 : (i == 0 ? 1.26 : 1.2); });
   point_gpu gpu;
   const auto r = run_search(st, relu, gpu, 0, false, 2);
   ASSERT_GE(r.steps.size(), 2u);
