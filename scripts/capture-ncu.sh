@@ -19,10 +19,8 @@ mkdir -p "$OUT"
 WORK=$(mktemp -d)
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 K=$PWD/build/release/kblaster
-# The sandboxed run needs bubblewrap; a machine without it gets the Debian binary carried in the build.
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 
 profile() { # name task shape candidate [flags...]
   local name=$1 task=$2 shape=$3 candidate=$4

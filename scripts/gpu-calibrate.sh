@@ -15,9 +15,8 @@ OUT=${OUT:-$PWD/out/gpu-calibrate}
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 K=$PWD/build/release/kblaster
 suite=${1:-core10}
 repeats=${2:-2}

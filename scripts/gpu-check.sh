@@ -12,10 +12,8 @@ mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_EVIDENCE_DIR=$OUT/evidence
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
-# The sandbox needs bubblewrap; a machine without it gets the Debian binary carried in the build.
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/nvidia-smi.csv"
 args=(--test-dir build/release -L gpu --output-on-failure -j1 --timeout 1800)
 [ $# -gt 0 ] && args+=(-R "$1")

@@ -19,9 +19,8 @@ mkdir -p "$OUT"
 export KBLASTER_CACHE=$OUT/cache # empty: every evaluation compiles its oracle, baseline, candidate
 rm -rf "$KBLASTER_CACHE"
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 PASSES=${PASSES:-cold new-candidate}
 if [[ " $PASSES " == *" cold "* ]]; then
   for f in portfolio/"$SUITE"/*.cu; do

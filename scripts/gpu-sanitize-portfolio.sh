@@ -20,9 +20,8 @@ K=$PWD/build/release/kblaster
 mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 end=$(($(date +%s) + BUDGET))
 status=0
 # name task file, one line each: the portfolio kernels, then the strategies' default points.

@@ -12,9 +12,8 @@ ADV=${3:-$ROOT/tests/adversarial}
 OUT=${OUT:-$PWD/out/judge-check}
 mkdir -p "$OUT"
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
-if ! command -v bwrap >/dev/null && [ -x "$(dirname "$K")/bwrap" ] && [ -w /usr/local/bin ]; then
-  install -m 0755 "$(dirname "$K")/bwrap" /usr/local/bin/bwrap
-fi
+. "$(dirname "$0")/lib/bwrap.sh"
+install_carried_bwrap "$(dirname "$K")"
 # The cases are the entries of the adversarial manifest (the GPU test reads the same file), one
 # line each: name task expectation(s) [extra eval flags...]; "accept": must not be rejected.
 # A regex as $FILTER keeps only the files it matches.

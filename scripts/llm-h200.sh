@@ -15,9 +15,8 @@ mkdir -p "$OUT"
 export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 export KBLASTER_LLM_API_KEY=double
-if ! command -v bwrap >/dev/null && [ -x build/release/bwrap ] && [ -w /usr/local/bin ]; then
-  install -m 0755 build/release/bwrap /usr/local/bin/bwrap
-fi
+. scripts/lib/bwrap.sh
+install_carried_bwrap
 K=$PWD/build/release/kblaster
 python3 tests/llm_double/server.py --log "$OUT/requests.jsonl" >"$OUT/server.out" 2>&1 &
 server=$!
