@@ -114,7 +114,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
   static std::string cal_json;
   static bool device_only = false;
   static std::vector<std::string> summarize_from;
-  static std::string placement = "fixed";
+  static std::string placement = "drawn";
   cal->add_option("--task", cal_tasks, "only these tasks (default: every task of the suite)");
   cal->add_option("--suite", cal_suite, "suite whose baselines are compared with themselves");
   cal->add_option("--repeats", repeats, "independent A/A evaluations per task")

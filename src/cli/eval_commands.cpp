@@ -146,7 +146,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   static double max_wall = 6.0;
   static int hang_timeout = 30;
   static int input_sets = 3;
-  static std::string placement = "fixed";
+  static std::string placement = "drawn";
   static uint64_t seed = 0;
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
@@ -177,8 +177,8 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
                  "input sets rotated during timing (1 disables rotation)")
       ->check(CLI::Range(1, 3));
   ev->add_option("--placement", placement,
-                 "where each timing session's buffers land: fixed (allocated in order) or drawn "
-                 "(a drawn pad before each buffer, a drawn order; a placement per session)")
+                 "where each timing session's buffers land: drawn (a drawn pad before each buffer, "
+                 "a drawn order; a placement per session) or fixed (allocated in order)")
       ->check(CLI::IsMember({"fixed", "drawn"}));
   ev->callback([&globals, result] {
     const auto root = find_project_root(globals.root);

@@ -42,7 +42,7 @@ struct timing_options {
   bool cold_l2 = true;        // flush L2 before every sample
   bool block_launches = true; // queue launches behind a blocking kernel
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
-  protocol::placement placement = protocol::placement::fixed; // where the buffers land
+  protocol::placement placement = protocol::placement::drawn; // where the buffers land
 };
 
 // Counters of the candidate for the search, which they steer and never rank: collected with

@@ -207,17 +207,24 @@ TEST(executor, slurm_states_map_to_what_becomes_of_the_job) {
   EXPECT_EQ(to_string(cluster_fate::lost), "lost");
 }
 
-TEST(executor, a_drawn_placement_travels_and_the_fixed_one_keeps_earlier_keys) {
+TEST(executor, a_drawn_placement_is_the_default_and_the_fixed_one_keeps_earlier_keys) {
   task::contract c;
   c.id = "019";
   c.digest = "contract-1";
   auto r = sample_request();
-  const auto plain = job_key_of(c, r);
-  EXPECT_FALSE(to_json(r)["options"].contains("placement"));
-  r.options.timing.placement = eval::protocol::placement::drawn;
+  // Drawn is the default, and it travels: a request without the field is a fixed one.
+  EXPECT_EQ(r.options.timing.placement, eval::protocol::placement::drawn);
   const auto back = eval_request_from_json(nlohmann::json::parse(to_json(r).dump()));
   EXPECT_EQ(back.options.timing.placement, eval::protocol::placement::drawn);
-  EXPECT_NE(job_key_of(c, r).protocol, plain.protocol);
+  EXPECT_EQ(to_json(r)["options"]["placement"], "drawn");
+  auto fixed = r;
+  fixed.options.timing.placement = eval::protocol::placement::fixed;
+  EXPECT_FALSE(to_json(fixed)["options"].contains("placement"));
+  auto legacy = to_json(r);
+  legacy["options"].erase("placement");
+  EXPECT_EQ(eval_request_from_json(legacy).options.timing.placement,
+            eval::protocol::placement::fixed);
+  EXPECT_NE(job_key_of(c, r).protocol, job_key_of(c, fixed).protocol);
   auto bad = to_json(r);
   bad["options"]["placement"] = "anywhere";
   EXPECT_THROW(eval_request_from_json(bad), kb::error);
