@@ -23,6 +23,10 @@ constexpr std::string_view reference_style =
 constexpr std::string_view error_bar_style = R"(stroke="#111111" stroke-width="1.5")";
 constexpr std::string_view faster_fill = R"(fill="#3b7dd8")";
 constexpr std::string_view slower_fill = R"(fill="#d9822b")";
+// Fills of the named series of a bar chart, in order.
+constexpr std::string_view series_fills[] = {R"(fill="#d9822b")", R"(fill="#3b7dd8")",
+                                             R"(fill="#6a9f3a")", R"(fill="#8e5ab5")"};
+constexpr double legend_height = 24;
 constexpr std::string_view ceiling_style = R"(stroke="#b22222" stroke-width="2")";
 constexpr std::string_view point_style = R"(fill="#3b7dd8" stroke="#1b4d98" stroke-width="1")";
 constexpr std::string_view anchor_end = R"(text-anchor="end")";
@@ -80,8 +84,14 @@ std::string to_svg(const bar_chart& chart) {
     fail("bar chart: no bars");
   }
   require_finite(chart.reference, false, "bar chart: the reference");
+  if (chart.series.size() > std::size(series_fills)) {
+    fail("bar chart: {} series, at most {}", chart.series.size(), std::size(series_fills));
+  }
   double largest = chart.reference;
   for (const auto& b : chart.bars) {
+    if (!chart.series.empty() && b.series >= chart.series.size()) {
+      fail("bar chart: {} is in series {} of {}", b.label, b.series, chart.series.size());
+    }
     require_finite(b.value, true, fmt::format("bar chart: the value of {}", b.label));
     largest = std::max(largest, b.value);
     if (b.range) {
@@ -101,7 +111,8 @@ std::string to_svg(const bar_chart& chart) {
   const double x_max = nice_ceiling(1.05 * largest);
   auto x = [&](double v) { return left + v / x_max * (right - left); };
 
-  svg_document svg(l.width, bottom + l.bottom_margin);
+  const bool legend = !chart.series.empty();
+  svg_document svg(l.width, bottom + l.bottom_margin + (legend ? legend_height : 0));
   svg.text(left, top - 16, chart.title, title_style);
   constexpr int ticks = 5;
   for (int i = 0; i <= ticks; ++i) {
@@ -117,7 +128,8 @@ std::string to_svg(const bar_chart& chart) {
     const double row_top = top + static_cast<double>(i) * l.row_height;
     const double middle = row_top + l.row_height / 2;
     svg.rect(x(0), row_top + 4, x(b.value) - x(0), l.row_height - 8,
-             b.value >= chart.reference ? faster_fill : slower_fill);
+             legend ? series_fills[b.series]
+                    : (b.value >= chart.reference ? faster_fill : slower_fill));
     svg.text(left - 8, middle + 4, b.label, anchor_end);
     double label_at = b.value;
     if (b.range) {
@@ -132,6 +144,13 @@ std::string to_svg(const bar_chart& chart) {
   }
   svg.line(x(chart.reference), top - 4, x(chart.reference), bottom, reference_style);
   svg.text(x(chart.reference), top - 6, chart.reference_label, anchor_middle);
+  double legend_x = left;
+  const double legend_y = bottom + l.bottom_margin + 4;
+  for (size_t k = 0; legend && k < chart.series.size(); ++k) {
+    svg.rect(legend_x, legend_y, 12, 12, series_fills[k]);
+    svg.text(legend_x + 18, legend_y + 11, chart.series[k]);
+    legend_x += 30 + 7.0 * static_cast<double>(chart.series[k].size());
+  }
   return svg.finish();
 }
 

@@ -70,13 +70,15 @@ struct bar {
   std::string label;
   double value = 0;              // >= 0
   std::optional<interval> range; // drawn as an error bar
+  size_t series = 0;             // index into bar_chart::series, where the chart names series
 };
 
 // Horizontal bars from 0, one row per bar in the given order, with a vertical reference line.
 // The axis runs from 0 to the smallest of {1, 2, 2.5, 5} x 10^k at or above 1.05 times the
 // largest value, interval end or reference; bars at or above the reference are drawn in one
-// colour, those below it in another. Each bar is labelled with its value (two decimals) and
-// value_suffix.
+// colour, those below it in another, unless the chart names series: then each bar takes its
+// series' colour and a legend below the axis names them. Each bar is labelled with its value
+// (two decimals) and value_suffix.
 struct bar_chart {
   std::string title;
   std::string axis_label = "speedup (baseline time / candidate time)";
@@ -84,6 +86,7 @@ struct bar_chart {
   double reference = 1.0;
   std::string reference_label = "1.0x";
   std::string value_suffix = "x"; // appended to the value labels ("1.37x")
+  std::vector<std::string> series; // names of the bars' series (at most 4); empty: none
   bar_chart_layout layout;
 };
 std::string to_svg(const bar_chart& chart);

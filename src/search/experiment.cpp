@@ -566,12 +566,13 @@ std::string experiment_svg(const experiment_result& r) {
   chart.value_suffix = "";
   chart.reference = static_cast<double>(r.options.max_evaluations + 1);
   chart.reference_label = "never reached";
+  chart.series = {"without memory", "with memory"};
   for (const auto& t : j.at("per_task")) {
     const std::string id = t.at("task");
     chart.bars.push_back(
-        {id + " without memory", t.at("mean_to_target_without_memory").get<double>(), {}});
+        {id + " without memory", t.at("mean_to_target_without_memory").get<double>(), {}, 0});
     chart.bars.push_back(
-        {id + " with memory", t.at("mean_to_target_with_memory").get<double>(), {}});
+        {id + " with memory", t.at("mean_to_target_with_memory").get<double>(), {}, 1});
   }
   if (chart.bars.empty()) {
     chart.bars.push_back({"no task with a faster entry", 0, {}});

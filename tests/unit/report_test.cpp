@@ -165,6 +165,29 @@ TEST(report_bar_chart, well_formed_with_expected_labels_and_coordinates) {
   EXPECT_EQ(count(svg, "stroke=\"#111111\""), 6u); // two error bars of three strokes each
 }
 
+TEST(report_bar_chart, named_series_colour_their_bars_and_get_a_legend) {
+  bar_chart chart;
+  chart.title = "Evaluations";
+  chart.reference = 10;
+  chart.series = {"without memory", "with memory"};
+  chart.bars = {{"004 without memory", 4.0, std::nullopt, 0},
+                {"004 with memory", 12.0, std::nullopt, 1}};
+  const std::string svg = to_svg(chart);
+  ASSERT_EQ(xml_problem(svg), "") << svg;
+  // Two rows end the plot at 40 + 2 * 26 = 92; the legend adds 24 below the 50 of the axis.
+  EXPECT_NE(svg.find(R"(width="800.00" height="166.00")"), std::string::npos);
+  // Colours follow the series, not the reference: the first bar is below 10, the second above.
+  EXPECT_NE(svg.find(R"(y="44.00" width="110.00" height="18.00" fill="#d9822b"/>)"),
+            std::string::npos); // 4 of an axis of 20 over 550 px
+  EXPECT_NE(svg.find(R"(y="70.00" width="330.00" height="18.00" fill="#3b7dd8"/>)"),
+            std::string::npos);
+  EXPECT_NE(svg.find(">without memory</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">with memory</text>"), std::string::npos);
+  EXPECT_EQ(count(svg, "<rect "), 5u); // the background, two bars, two legend swatches
+  chart.bars[1].series = 2;
+  EXPECT_THROW(to_svg(chart), error);
+}
+
 TEST(report_bar_chart, rejects_invalid_data) {
   EXPECT_THROW(to_svg(bar_chart{}), error);
   bar_chart negative;
