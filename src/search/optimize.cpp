@@ -53,6 +53,14 @@ std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
   if (in.evaluated == 0 && in.no_applicable_strategy) {
     return {outcome::no_improvement, "search.no_applicable_strategy"};
   }
+  // Nothing evaluated, and not for want of time: the baseline already at the floor target, or a
+  // proposer with nothing to offer.
+  if (in.evaluated == 0 && in.stopped == search_stop::floor_target) {
+    return {outcome::no_improvement, "search.baseline_at_floor_target"};
+  }
+  if (in.evaluated == 0 && in.stopped == search_stop::proposals_exhausted) {
+    return {outcome::no_improvement, "search.proposals_exhausted"};
+  }
   if (in.evaluated == 0) {
     return {outcome::timeout, "budget.exhausted_before_a_candidate"};
   }
@@ -94,6 +102,26 @@ int exit_status(const std::vector<outcome>& outcomes) {
   return exit_code::ok;
 }
 
+std::string to_string(search_stop s) {
+  switch (s) {
+  case search_stop::steps:
+    return "steps";
+  case search_stop::wall_budget:
+    return "wall_budget";
+  case search_stop::gpu_budget:
+    return "gpu_budget";
+  case search_stop::evaluation_budget:
+    return "evaluation_budget";
+  case search_stop::floor_target:
+    return "floor_target";
+  case search_stop::proposals_exhausted:
+    return "proposals_exhausted";
+  case search_stop::no_strategy:
+    return "no_strategy";
+  }
+  return "?";
+}
+
 json task_result::to_json() const {
   return {{"task", task},
           {"outcome", to_string(final)},
@@ -113,7 +141,8 @@ json task_result::to_json() const {
           {"best_after_evaluation", best_after_evaluation},
           {"wall_seconds", wall_seconds},
           {"candidates_per_minute", candidates_per_minute},
-          {"stages", stages}};
+          {"stages", stages},
+          {"stopped_because", stopped_because ? json(to_string(*stopped_because)) : json(nullptr)}};
 }
 
 optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
@@ -284,15 +313,20 @@ task_result optimizer::optimize(const task::contract& given) {
                     p.strategy, p.speedup));
   }
 
-  const auto budget_left = [&] {
+  // The limit of the budget that is reached, if any.
+  const auto limit_reached = [&]() -> std::optional<search_stop> {
     if (clock_type::now() - started > m_opt.limits.wall) {
-      return false;
+      return search_stop::wall_budget;
     }
     if (m_opt.limits.evaluations > 0 && p.evaluations >= m_opt.limits.evaluations) {
-      return false;
+      return search_stop::evaluation_budget;
     }
-    return !(m_opt.limits.gpu_seconds > 0 && p.gpu_seconds >= m_opt.limits.gpu_seconds);
+    if (m_opt.limits.gpu_seconds > 0 && p.gpu_seconds >= m_opt.limits.gpu_seconds) {
+      return search_stop::gpu_budget;
+    }
+    return std::nullopt;
   };
+  const auto budget_left = [&] { return !limit_reached(); };
   std::vector<failure_note> failures;
   const auto applicable = strategies_for(c);
   const auto features = features_of(c, shape);
@@ -519,6 +553,18 @@ task_result optimizer::optimize(const task::contract& given) {
     }
     wait_builds();
   }
+  if (in.no_applicable_strategy) {
+    res.stopped_because = search_stop::no_strategy;
+  } else if (exhausted) {
+    res.stopped_because = search_stop::proposals_exhausted;
+  } else if (const auto limit = limit_reached()) {
+    res.stopped_because = *limit;
+  } else if (floor / p.seconds >= m_opt.target_floor_fraction) {
+    res.stopped_because = search_stop::floor_target;
+  } else {
+    res.stopped_because = search_stop::steps;
+  }
+  in.stopped = res.stopped_because;
   res.final_state = state.to_json();
   in.evaluated = p.evaluations;
   in.correct = p.correct;

@@ -26,6 +26,20 @@ enum class outcome { improved, no_improvement, failed, blocked, timeout };
 std::string to_string(outcome o);
 std::optional<outcome> outcome_from_string(const std::string& s);
 
+// Why a task's search loop ended (before the final gate), so that a run says whether its budget
+// bound it: the step count, a limit of the budget, the floor target reached, the proposer with
+// nothing new, or no strategy applicable at all.
+enum class search_stop {
+  steps,
+  wall_budget,
+  gpu_budget,
+  evaluation_budget,
+  floor_target,
+  proposals_exhausted,
+  no_strategy
+};
+std::string to_string(search_stop s);
+
 struct budget {
   std::chrono::seconds wall{600}; // per task
   double gpu_seconds = 0;         // [s] per task, 0: no limit (time spent in evaluation workers)
@@ -56,6 +70,7 @@ struct outcome_inputs {
   bool baseline_ok = true;
   std::string baseline_reason;
   bool no_applicable_strategy = false;       // the proposer had nothing for this task at all
+  std::optional<search_stop> stopped;        // why the search loop ended, once it has
   int evaluated = 0;                         // candidates evaluated beyond the baseline
   int correct = 0;                           // of them, accepted by verification
   std::optional<eval::verdict> confirmation; // the best against the baseline, when confirmed
@@ -88,6 +103,7 @@ struct task_result {
   double wall_seconds = 0;                   // [s] of the search (baseline to confirmation)
   double candidates_per_minute = 0;          // candidate evaluations per minute of wall time
   std::map<std::string, int> stages;         // candidates by the stage they stopped at
+  std::optional<search_stop> stopped_because; // absent where the search loop never ran
   nlohmann::json to_json() const;
 };
 

@@ -35,6 +35,15 @@ TEST(outcomes, each_situation_ends_in_exactly_one_outcome) {
             std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
   outcome_inputs nothing;
   EXPECT_EQ(classify_outcome(nothing).first, outcome::timeout);
+  nothing.stopped = search_stop::wall_budget;
+  EXPECT_EQ(classify_outcome(nothing),
+            std::make_pair(outcome::timeout, std::string("budget.exhausted_before_a_candidate")));
+  nothing.stopped = search_stop::floor_target;
+  EXPECT_EQ(classify_outcome(nothing),
+            std::make_pair(outcome::no_improvement, std::string("search.baseline_at_floor_target")));
+  nothing.stopped = search_stop::proposals_exhausted;
+  EXPECT_EQ(classify_outcome(nothing),
+            std::make_pair(outcome::no_improvement, std::string("search.proposals_exhausted")));
   outcome_inputs all_wrong;
   all_wrong.evaluated = 4;
   EXPECT_EQ(classify_outcome(all_wrong),
@@ -102,7 +111,8 @@ protected:
   task_result run_loop(int64_t run, int steps, int max_evals,
                        std::chrono::seconds wall = std::chrono::seconds(600),
                        bool sanitize = false,
-                       eval::profile_mode profile = eval::profile_mode::none) {
+                       eval::profile_mode profile = eval::profile_mode::none,
+                       double target_floor_fraction = 1e9) {
     memory mem(*st);
     builtin_proposer prop(mem);
     optimize_options o;
@@ -112,7 +122,7 @@ protected:
     o.steps = steps;
     o.limits.evaluations = max_evals;
     o.limits.wall = wall;
-    o.target_floor_fraction = 1e9; // never reached: the scripted times are arbitrary
+    o.target_floor_fraction = target_floor_fraction; // default never reached: times are scripted
     optimizer opt(*st, run, mem, prop, o, "gpu", std::ref(gpu), {}, {});
     return opt.optimize(c);
   }
@@ -129,6 +139,8 @@ TEST_F(loop, improves_records_every_step_and_never_repeats_an_attempt) {
   EXPECT_EQ(r.best_strategy, "elementwise.vectorized");
   EXPECT_GT(r.speedup, 1.2);
   EXPECT_EQ(r.evaluations, 6); // 3 steps x 2 rollouts
+  EXPECT_EQ(r.stopped_because, search_stop::steps);
+  EXPECT_EQ(r.to_json()["stopped_because"], "steps");
   for (const auto& key : gpu.seen) {
     EXPECT_EQ(gpu.seen.count(key), 1u) << key << " evaluated twice";
   }
@@ -152,12 +164,25 @@ TEST_F(loop, the_evaluation_budget_stops_the_search) {
   const auto r = run_loop(st->begin_run("optimize", json::object()), 50, 3);
   EXPECT_LE(r.evaluations, 3);
   EXPECT_EQ(r.final, outcome::improved);
+  EXPECT_EQ(r.stopped_because, search_stop::evaluation_budget);
 }
 
 TEST_F(loop, an_exhausted_wall_clock_before_any_candidate_is_a_timeout) {
   const auto r = run_loop(st->begin_run("optimize", json::object()), 5, 0, std::chrono::seconds(0));
   EXPECT_EQ(r.final, outcome::timeout);
   EXPECT_EQ(r.evaluations, 0);
+  EXPECT_EQ(r.stopped_because, search_stop::wall_budget);
+}
+
+TEST_F(loop, a_best_at_the_floor_target_ends_the_search_and_says_so) {
+  // A target of 0: the baseline already runs at that fraction of the floor's speed.
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 5, 0,
+                          std::chrono::seconds(600), false, eval::profile_mode::none, 0.0);
+  EXPECT_EQ(r.evaluations, 0);
+  EXPECT_EQ(r.stopped_because, search_stop::floor_target);
+  EXPECT_EQ(r.final, outcome::no_improvement);
+  EXPECT_EQ(r.reason, "search.baseline_at_floor_target");
+  EXPECT_EQ(r.to_json()["stopped_because"], "floor_target");
 }
 
 TEST_F(loop, a_resumed_run_continues_from_its_checkpoint_without_repeating) {
@@ -299,6 +324,7 @@ TEST_F(loop, a_task_no_strategy_applies_to_ends_at_once_without_improvement) {
   EXPECT_EQ(r.final, outcome::no_improvement);
   EXPECT_EQ(r.reason, "search.no_applicable_strategy");
   EXPECT_EQ(r.evaluations, 0);
+  EXPECT_EQ(r.stopped_because, search_stop::no_strategy);
   EXPECT_EQ(gpu.calls, 1); // the baseline only
 }
 
