@@ -12,7 +12,10 @@
 # Environment: OUT (default out/search-h200), MAX_POINTS (6), SEEDS (5), BUDGET (9m per task: the
 # search's wall-clock limit, under the ten minutes a task is allowed, so that one task's search
 # with its preflight, baseline and confirmation fits a ten-minute command), TASKS (core10 ids),
-# NOSCREEN_BUDGET (3m).
+# NOSCREEN_BUDGET (3m), CALL_LIMIT (seconds this command may run, 0 for no limit: optimize then
+# starts a task only with MIN_TASK seconds (240) left, its budget cut to what is left less a
+# minute; a task whose search ends on a cut budget is set aside as optimize/ID.cut.json and runs
+# again with the whole budget in the next call, so several tasks that end early share one call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/pack.sh
@@ -29,7 +32,19 @@ SEEDS=${SEEDS:-5}
 BUDGET=${BUDGET:-9m}
 NOSCREEN_BUDGET=${NOSCREEN_BUDGET:-3m}
 TASKS=${TASKS:-004 007 019 023 026 036 040 047 088 095}
+CALL_LIMIT=${CALL_LIMIT:-0}
+MIN_TASK=${MIN_TASK:-240}
 rc=0
+
+# "9m", "540s", "1h" -> seconds
+to_seconds() {
+  case "$1" in
+  *h) echo $((${1%h} * 3600)) ;;
+  *m) echo $((${1%m} * 60)) ;;
+  *s) echo "${1%s}" ;;
+  *) echo "$1" ;;
+  esac
+}
 
 RESUME=${RESUME-evidence/h200/search}
 for f in table.json optimize noscreen screen; do
@@ -52,11 +67,32 @@ fi
 
 if [ "$step" = optimize ] || [ "$step" = all ]; then
   mkdir -p "$OUT/optimize"
+  full=$(to_seconds "$BUDGET")
   for t in $TASKS; do
     [ -s "$OUT/optimize/$t.json" ] && continue
-    $K optimize --task "$t" --proposer builtin --budget "$BUDGET" --seed 1 \
+    budget=$full
+    if [ "$CALL_LIMIT" -gt 0 ]; then
+      left=$((CALL_LIMIT - SECONDS - 60))
+      if [ "$left" -lt "$MIN_TASK" ]; then
+        echo "optimize: ${left}s left in this call; $t and the tasks after it wait for the next"
+        break
+      fi
+      [ "$left" -lt "$budget" ] && budget=$left
+    fi
+    $K optimize --task "$t" --proposer builtin --budget "${budget}s" --seed 1 \
       --json "$OUT/optimize/$t.json" 2>&1 | tee "$OUT/optimize/$t.log"
     rc=$((rc | PIPESTATUS[0]))
+    if [ "$budget" -lt "$full" ] && [ -s "$OUT/optimize/$t.json" ] &&
+      python3 - "$OUT/optimize/$t.json" <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if any(t.get("stopped_because") == "wall_budget" for t in d.get("tasks", [])) else 1)
+PY
+      echo "optimize: $t ended on a budget cut to ${budget}s; it runs again with ${full}s"
+      mv "$OUT/optimize/$t.json" "$OUT/optimize/$t.cut.json"
+      mv "$OUT/optimize/$t.log" "$OUT/optimize/$t.cut.log"
+      break
+    fi
   done
 fi
 
