@@ -475,7 +475,8 @@ public:
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
     cuda_check(cudaHostAlloc(&m_sample_host, 4096, cudaHostAllocDefault), "sample buffer");
-    cuda_check(cudaHostAlloc(&m_late_host, 4096, cudaHostAllocDefault), "sample buffer");
+    cuda_check(cudaHostAlloc(&m_late_host, 2 * pick_bytes, cudaHostAllocDefault),
+               "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
     m_hang_ms = static_cast<int>(job.hang_timeout_ms);
@@ -686,7 +687,8 @@ private:
     double window_s = 0;       // [s] STOP - START on the judge's stream
     int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
-    bool late_output = false;  // sampled outputs still held poison when the window closed
+    int late_poison = 0;  // sampled output positions that still held poison right behind STOP
+    int late_written = 0; // of them, those written after STOP (read again once the runner idled)
     int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
     int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
@@ -702,7 +704,8 @@ private:
     size_t output = 0;
   };
 
-  // 8 random positions per output, at most 4096 bytes in all.
+  // 8 random positions per output, at most `pick_bytes` in all.
+  static constexpr size_t pick_bytes = 4096;
   std::vector<output_pick> output_picks(shape_buffers& b) {
     const auto& s = *b.shape;
     std::vector<output_pick> picks;
@@ -711,7 +714,7 @@ private:
       const auto& t = s.outputs[o];
       const size_t eb = dtype_bytes(t.dtype);
       std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(0, t.numel() - 1));
-      for (int k = 0; k < 8 && bytes + eb <= 4096; ++k) {
+      for (int k = 0; k < 8 && bytes + eb <= pick_bytes; ++k) {
         picks.push_back(
             {static_cast<const unsigned char*>(b.outputs[o].data()) + pos(m_rng) * eb, eb, o});
         bytes += eb;
@@ -733,16 +736,26 @@ private:
 
   // How many of the copied picks hold the job's poison (`host` filled by copy_picks, its stream
   // synchronised).
+  // The poison of each pick's output, laid out as copy_picks lays out the picks.
+  std::vector<unsigned char> poison_of(const shape_buffers& b,
+                                       const std::vector<output_pick>& picks) const {
+    std::vector<unsigned char> out;
+    for (const auto& p : picks) {
+      std::vector<unsigned char> one(std::max<size_t>(p.bytes, 8));
+      cpu_fill_poison(one.data(), b.shape->outputs[p.output].dtype, 1, m_poison);
+      out.insert(out.end(), one.begin(), one.begin() + static_cast<std::ptrdiff_t>(p.bytes));
+    }
+    return out;
+  }
+
   int poisoned_picks(const shape_buffers& b, const std::vector<output_pick>& picks,
                      const void* host) const {
-    const auto& s = *b.shape;
+    const auto poison = poison_of(b, picks);
     const auto* bytes = static_cast<const unsigned char*>(host);
     int poisoned = 0;
     size_t at = 0;
     for (const auto& p : picks) {
-      std::vector<unsigned char> poison_bytes(std::max<size_t>(p.bytes, 8));
-      cpu_fill_poison(poison_bytes.data(), s.outputs[p.output].dtype, 1, m_poison);
-      poisoned += std::memcmp(bytes + at, poison_bytes.data(), p.bytes) == 0 ? 1 : 0;
+      poisoned += std::memcmp(bytes + at, poison.data() + at, p.bytes) == 0 ? 1 : 0;
       at += p.bytes;
     }
     return poisoned;
@@ -847,9 +860,9 @@ private:
     shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
     cuda_check(cudaEventRecord(m_stop, m_stream), "event");
     // Right behind STOP on the judge's stream, a few output positions again: every kernel of the
-    // call's graph has ended before the runner's DONE, so none may still hold poison. Recorded,
-    // not yet a rule (`late_outputs` in the session's timing record): it would see a candidate
-    // that writes DONE itself before its work ends.
+    // call's graph has ended before the runner's DONE, so none may still hold poison; read once
+    // more after the runner's reply, a position that changed in between was written after DONE
+    // (a candidate that writes DONE itself before its work ends): `timing.work_outside_stream`.
     std::vector<output_pick> late_picks;
     if (sample_outputs && &lib != &m_empty) {
       late_picks = output_picks(b);
@@ -917,8 +930,19 @@ private:
     cuda_check(cudaEventElapsedTime(&ms, m_start, m_stop), "elapsed");
     w.window_s = ms * 1e-3;
     if (!late_picks.empty()) {
+      // The runner has replied that its device is idle: the same positions once more.
+      auto* at_stop = static_cast<unsigned char*>(m_late_host);
+      auto* after = at_stop + pick_bytes;
+      copy_picks(late_picks, after, m_stream);
       cuda_check(cudaStreamSynchronize(m_stream), "late sample");
-      w.late_output = poisoned_picks(b, late_picks, m_late_host) > 0;
+      std::vector<size_t> sizes;
+      for (const auto& p : late_picks) {
+        sizes.push_back(p.bytes);
+      }
+      const auto poison = poison_of(b, late_picks);
+      const auto late = positions_written_late(at_stop, after, poison.data(), sizes);
+      w.late_poison = late.poison_at_stop;
+      w.late_written = late.written_late;
     }
     return w;
   }
@@ -1946,8 +1970,14 @@ json worker::time_all() {
     int calls = 0;
   } phases;
   int input_checks = 0; // timed calls followed by a digest of their inputs
-  // Per library: timed calls, and those whose sampled outputs still held poison right behind STOP.
-  std::map<std::string, std::pair<int, int>> late_outputs;
+  // Per library: timed calls, those whose sampled outputs still held poison right behind STOP,
+  // and those with a sampled position written after STOP.
+  struct late_tally {
+    int calls = 0;
+    int poison_at_stop = 0;
+    int written_late = 0;
+  };
+  std::map<std::string, late_tally> late_outputs;
   const auto since = [](clock_type::time_point t) {
     return std::chrono::duration<double>(clock_type::now() - t).count();
   };
@@ -1973,9 +2003,10 @@ json worker::time_all() {
     out.w = windowed_call(lib, b, true, "time", what);
     phases.call_s += since(t);
     if (&lib != &m_empty && !out.w.failed) {
-      auto& [calls, late] = late_outputs[lib.role];
-      calls += 1;
-      late += out.w.late_output ? 1 : 0;
+      auto& late = late_outputs[lib.role];
+      late.calls += 1;
+      late.poison_at_stop += out.w.late_poison > 0 ? 1 : 0;
+      late.written_late += out.w.late_written > 0 ? 1 : 0;
     }
     if (out.w.failed) {
       out.bad = out.w.failed;
@@ -2123,6 +2154,13 @@ json worker::time_all() {
                        {"slow_tail", slow_tail}});
     }
     const abi_finding found = slow_calls[lib.role].add(slow_trip, outside, slow_tail);
+    if (w.late_written > 0 && !lib.host_dispatch) {
+      return rejection{"timing.work_outside_stream",
+                       fmt::format("{} sampled output position(s) still held poison right behind "
+                                   "the window's STOP and were written after it: the call's work "
+                                   "went on after its DONE",
+                                   w.late_written)};
+    }
     if (w.early_output) {
       return rejection{outside ? "timing.work_outside_stream" : "timing.host_work",
                        fmt::format("outputs were written before the window opened: work done "
@@ -2669,8 +2707,10 @@ json worker::time_all() {
            {"late_outputs",
             [&] {
               json j = json::object();
-              for (const auto& [role, counts] : late_outputs) {
-                j[role] = {{"calls", counts.first}, {"late", counts.second}};
+              for (const auto& [role, t] : late_outputs) {
+                j[role] = {{"calls", t.calls},
+                           {"poison_at_stop", t.poison_at_stop},
+                           {"written_late", t.written_late}};
               }
               return j;
             }()},

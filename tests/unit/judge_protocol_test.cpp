@@ -378,6 +378,35 @@ TEST(JudgeRules, FreshContentsShowAResultCache) {
   static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_window > 0);
 }
 
+TEST(JudgeRules, APositionWrittenAfterStopIsLateAndAPoisonLikeValueIsNot) {
+  // Three picks: a 4-byte float, a 1-byte bool and a 2-byte half, laid end to end.
+  const std::vector<size_t> sizes{4, 1, 2};
+  const std::vector<unsigned char> poison{0xA1, 0xB2, 0xC3, 0x7F, 0x01, 0x11, 0x7E};
+  // An honest call: every position written before STOP, and the bool's true value equals the
+  // poison byte (1 in 256 for a random byte): it held it at STOP and holds it after.
+  const std::vector<unsigned char> honest{0x00, 0x00, 0x80, 0x3F, 0x01, 0x00, 0x3C};
+  auto r = positions_written_late(honest.data(), honest.data(), poison.data(), sizes);
+  EXPECT_EQ(r.poison_at_stop, 1);
+  EXPECT_EQ(r.written_late, 0);
+  // A call whose work went on after DONE: the float and the half still poison at STOP, written
+  // by the time the runner replied.
+  std::vector<unsigned char> at_stop = honest;
+  std::copy(poison.begin(), poison.begin() + 4, at_stop.begin());
+  std::copy(poison.begin() + 5, poison.end(), at_stop.begin() + 5);
+  r = positions_written_late(at_stop.data(), honest.data(), poison.data(), sizes);
+  EXPECT_EQ(r.poison_at_stop, 3);
+  EXPECT_EQ(r.written_late, 2);
+  // A position never written (poison at STOP and after) is the output digest's to find, not late.
+  r = positions_written_late(at_stop.data(), at_stop.data(), poison.data(), sizes);
+  EXPECT_EQ(r.poison_at_stop, 3);
+  EXPECT_EQ(r.written_late, 0);
+  // One byte of the float written at STOP, the rest after: not poison at STOP, so not late.
+  std::vector<unsigned char> partly = at_stop;
+  partly[0] = 0x00;
+  r = positions_written_late(partly.data(), honest.data(), poison.data(), sizes);
+  EXPECT_EQ(r.written_late, 1);
+}
+
 } // namespace
 } // namespace kb::gpu::detail
 

@@ -208,6 +208,37 @@ inline fresh_comparison compare_fresh(const std::vector<double>& fresh,
   return {compare_alone(fresh, seen)};
 }
 
+// Output positions read right behind a timed call's STOP (`at_stop`) and again once the runner
+// has replied that its device is idle (`after`), each `sizes[k]` bytes, laid end to end, with
+// the call's poison in `poison` (the same layout). Every kernel of an honest call ends before the
+// runner's DONE, which STOP waits for, so what a position holds at STOP it still holds after: a
+// position that held poison at STOP and something else afterwards was written after the call's
+// DONE. An honest output that happens to equal the poison (a small integer type) holds it in both
+// reads. Returns the positions written late, and counts those that held poison at STOP.
+struct late_positions {
+  int poison_at_stop = 0;
+  int written_late = 0;
+};
+inline late_positions positions_written_late(const unsigned char* at_stop,
+                                             const unsigned char* after,
+                                             const unsigned char* poison,
+                                             const std::vector<size_t>& sizes) {
+  late_positions r;
+  size_t at = 0;
+  for (const size_t n : sizes) {
+    bool was_poison = true;
+    bool same = true;
+    for (size_t i = 0; i < n; ++i) {
+      was_poison = was_poison && at_stop[at + i] == poison[at + i];
+      same = same && at_stop[at + i] == after[at + i];
+    }
+    r.poison_at_stop += was_poison ? 1 : 0;
+    r.written_late += was_poison && !same ? 1 : 0;
+    at += n;
+  }
+  return r;
+}
+
 // A window's sample with the scheme's calibrated overhead taken off, never below 0.1 us. [s]
 inline double net_sample(double window_s, double overhead_s) {
   const double t = window_s - overhead_s;
