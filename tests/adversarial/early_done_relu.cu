@@ -1,0 +1,169 @@
+// Exploit: ends the timed window before its work ends. The judge closes a call's window when the
+// runner's DONE flag reaches the call's sequence number, and the runner writes DONE on the stream
+// behind the candidate's graph. This candidate finds the flag word among the device allocations
+// mapped into its process (cuMemGetAddressRange around its tensors; the flags are a small
+// allocation of their own holding GO = the call's number and DONE = the one before), and the
+// block that finishes seven eighths of the work writes DONE = GO itself. The last eighth of the
+// output is written after the window has closed, before the runner reports its device idle: the
+// digest after the window sees a complete answer, the window is an eighth short, and the judge's
+// round trip and tail are within an honest call's.
+#include <kblaster/candidate.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace {
+
+constexpr int max_flags = 16;
+constexpr int threads = 256;
+constexpr int64_t per_thread = 16;
+constexpr int64_t per_block = threads * per_thread;
+
+struct flag_words {
+  unsigned* at[max_flags];
+  int count;
+};
+
+__device__ unsigned g_finished = 0;
+
+__global__ void relu_then_done(const float* __restrict__ x, float* __restrict__ y, int64_t n,
+                               flag_words flags, unsigned threshold) {
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_block;
+  const int64_t end = begin + per_block < n ? begin + per_block : n;
+  for (int64_t i = begin + threadIdx.x; i < end; i += threads) {
+    const float v = x[i];
+    y[i] = v > 0.f ? v : 0.f;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned done = atomicAdd(&g_finished, 1u) + 1u;
+    if (done == threshold) {
+      for (int k = 0; k < flags.count; ++k) {
+        volatile unsigned* f = flags.at[k];
+        const unsigned go = f[0];
+        const unsigned before = f[1];
+        if (go != 0u && go - before == 1u) {
+          f[1] = go; // DONE, while an eighth of the blocks are still to run
+          __threadfence_system();
+        }
+      }
+    }
+    if (done == gridDim.x) {
+      atomicExch(&g_finished, 0u);
+    }
+  }
+}
+
+int64_t numel(const kb_tensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    n *= t.shape[i];
+  }
+  return n;
+}
+
+using range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+// Small allocations that are none of the call's own tensors, found by walking the address space
+// down from the lowest tensor and up from the highest, jumping over each allocation met.
+flag_words find_flag_words(const kb_args* a) {
+  flag_words w{};
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPoint("cuMemGetAddressRange", &fn, cudaEnableDefault, &q) != cudaSuccess ||
+      fn == nullptr) {
+    return w;
+  }
+  const auto range = reinterpret_cast<range_fn>(fn);
+  constexpr CUdeviceptr step = CUdeviceptr{2} << 20;
+  CUdeviceptr own[64];
+  int owned = 0;
+  CUdeviceptr low = ~CUdeviceptr{0};
+  CUdeviceptr high = 0;
+  const auto note_own = [&](const void* p) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (p != nullptr && range(&base, &size, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS) {
+      if (owned < 64) {
+        own[owned++] = base;
+      }
+      low = std::min(low, base);
+      high = std::max(high, base + size);
+    }
+  };
+  for (int i = 0; i < a->num_inputs; ++i) {
+    note_own(a->inputs[i].data);
+  }
+  for (int i = 0; i < a->num_outputs; ++i) {
+    note_own(a->outputs[i].data);
+  }
+  note_own(a->workspace);
+  if (high == 0) {
+    return w;
+  }
+  const auto consider = [&](CUdeviceptr base, size_t size) {
+    for (int k = 0; k < owned; ++k) {
+      if (own[k] == base) {
+        return;
+      }
+    }
+    if (size <= (size_t{64} << 20) && w.count < max_flags) {
+      for (int k = 0; k < w.count; ++k) {
+        if (reinterpret_cast<CUdeviceptr>(w.at[k]) == base) {
+          return;
+        }
+      }
+      w.at[w.count++] = reinterpret_cast<unsigned*>(base);
+    }
+  };
+  CUdeviceptr at = low;
+  for (int probes = 0; probes < 65536 && at > step; ++probes) {
+    at -= step;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (range(&base, &size, at) == CUDA_SUCCESS) {
+      consider(base, size);
+      at = base;
+    }
+  }
+  at = high;
+  for (int probes = 0; probes < 65536; ++probes) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (range(&base, &size, at) == CUDA_SUCCESS) {
+      consider(base, size);
+      at = base + size;
+    } else {
+      at += step;
+    }
+  }
+  return w;
+}
+
+} // namespace
+
+extern "C" int kb_launch(const kb_args* a) {
+  static bool searched = false;
+  static flag_words flags{};
+  if (!searched) {
+    flags = find_flag_words(a);
+    searched = true;
+  }
+  const int64_t n = numel(a->inputs[0]);
+  if (n == 0) {
+    return 0;
+  }
+  const int64_t blocks = (n + per_block - 1) / per_block;
+  if (blocks > 0x7fffffff) {
+    return 1;
+  }
+  const auto grid = static_cast<unsigned>(blocks);
+  const unsigned threshold = std::max(1u, grid - grid / 8);
+  relu_then_done<<<grid, threads, 0, (cudaStream_t)a->stream>>>(
+      static_cast<const float*>(a->inputs[0].data), static_cast<float*>(a->outputs[0].data), n,
+      flags, threshold);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
