@@ -712,8 +712,11 @@ private:
     size_t bytes = 0;
     for (size_t o = 0; o < s.outputs.size(); ++o) {
       const auto& t = s.outputs[o];
+      if (t.numel() == 0) {
+        continue; // nothing to write, nothing poisoned
+      }
       const size_t eb = dtype_bytes(t.dtype);
-      std::uniform_int_distribution<int64_t> pos(0, std::max<int64_t>(0, t.numel() - 1));
+      std::uniform_int_distribution<int64_t> pos(0, t.numel() - 1);
       for (int k = 0; k < 8 && bytes + eb <= pick_bytes; ++k) {
         picks.push_back(
             {static_cast<const unsigned char*>(b.outputs[o].data()) + pos(m_rng) * eb, eb, o});
