@@ -67,6 +67,15 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
         std::mt19937_64 rng(m_seed ^ std::hash<std::string>{}(c.id + "|" + st.name));
         std::shuffle(around.begin() + 1, around.end(), rng);
       }
+      // Neighbours first whose move from the centre gained most where the strategy ran on other
+      // tasks (memory's value_scores, nearer shape classes weighing more); ties keep the order
+      // above, so without such experiences the order is unchanged.
+      if (!ranked.value_scores.empty() && around.size() > 2) {
+        const json from = around.front();
+        std::stable_sort(around.begin() + 1, around.end(), [&](const json& a, const json& b) {
+          return ranked.move_score(from, a) > ranked.move_score(from, b);
+        });
+      }
       order.insert(order.end(), around.begin(), around.end());
     }
     for (const auto& point : order) {

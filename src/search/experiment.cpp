@@ -319,7 +319,8 @@ json arm_result::to_json() const {
           {"reached", reached},
           {"best_speedup", best_speedup},
           {"first_strategy", first_strategy},
-          {"first_params", first_params}};
+          {"first_params", first_params},
+          {"trail", trail}};
 }
 
 double experiment_run::ratio() const {
@@ -476,11 +477,18 @@ arm_result arm_of(const task_result& r, double target, int max_evals) {
   }
   a.best_speedup = r.best_after_evaluation.empty() ? 1.0 : r.best_after_evaluation.back();
   for (const auto& s : r.steps) {
-    if (s.contains("strategy")) {
+    if (!s.contains("strategy")) {
+      continue;
+    }
+    if (a.trail.empty()) {
       a.first_strategy = s.at("strategy");
       a.first_params = s.at("params");
-      break;
     }
+    a.trail.push_back({{"strategy", s.at("strategy")},
+                       {"params", s.at("params")},
+                       {"speedup", s.contains("measured_speedup_vs_baseline")
+                                       ? s.at("measured_speedup_vs_baseline")
+                                       : nlohmann::json(nullptr)}});
   }
   return a;
 }

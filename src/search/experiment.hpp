@@ -117,6 +117,9 @@ struct arm_result {
   double best_speedup = 1;
   std::string first_strategy; // the first candidate's strategy and parameters
   nlohmann::json first_params;
+  // Every evaluation in order: strategy, parameters and the replayed speedup over the baseline
+  // (null where the table's entry was not correct).
+  nlohmann::json trail = nlohmann::json::array();
   nlohmann::json to_json() const;
 };
 

@@ -129,6 +129,71 @@ double key_weight(const store::experience& e, const std::string& task_id, const 
   return d < 0 ? state_factor : state_factor / (1.0 + d);
 }
 
+double strategy_outcome::move_score(const json& centre, const json& point) const {
+  double sum = 0;
+  if (!centre.is_object() || !point.is_object()) {
+    return sum;
+  }
+  for (const auto& [axis, values] : value_scores) {
+    if (!point.contains(axis) || !centre.contains(axis) || point.at(axis) == centre.at(axis)) {
+      continue;
+    }
+    const auto score = [&](const json& v) {
+      const auto it = values.find(v.dump());
+      return it != values.end() ? it->second : 0.0;
+    };
+    sum += score(point.at(axis)) - score(centre.at(axis));
+  }
+  return sum;
+}
+
+namespace {
+
+// strategy_outcome::value_scores for one strategy from the experiences that ran it: each correct
+// one's log2 speedup less its task's mean for the strategy (so that a task where everything is
+// fast does not make its values look good), averaged per axis value with the key's weights.
+std::map<std::string, std::map<std::string, double>>
+value_scores_of(const std::vector<store::experience>& experiences, const std::string& strategy,
+                const std::string& task_id, const memory_key& key) {
+  std::map<std::string, std::pair<double, int>> task_mean; // task -> (sum of log2, count)
+  for (const auto& e : experiences) {
+    if (e.strategy == strategy && e.correct && e.measured_speedup.value_or(0) > 0) {
+      auto& [sum, n] = task_mean[e.task_id];
+      sum += std::log2(*e.measured_speedup);
+      n += 1;
+    }
+  }
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> acc; // weighted sums
+  for (const auto& e : experiences) {
+    if (e.strategy != strategy || !e.correct || e.measured_speedup.value_or(0) <= 0 ||
+        !e.params.is_object() || e.task_id == task_id) {
+      continue;
+    }
+    const auto& [sum, n] = task_mean.at(e.task_id);
+    const double relative = std::log2(*e.measured_speedup) - sum / n;
+    const double w = key_weight(e, task_id, key);
+    for (const auto& [axis, value] : e.params.items()) {
+      auto& [weighted, weights] = acc[axis][value.dump()];
+      weighted += w * relative;
+      weights += w;
+    }
+  }
+  std::map<std::string, std::map<std::string, double>> out;
+  for (const auto& [axis, values] : acc) {
+    for (const auto& [value, sums] : values) {
+      if (sums.second > 0) {
+        const double mean = sums.first / sums.second;
+        // A value every experience shares averages to 0 up to rounding: keep it 0, so that a
+        // move along an axis nobody varied neither wins nor loses.
+        out[axis][value] = std::fabs(mean) < 1e-9 ? 0.0 : mean;
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::string& gpu,
                                            const std::vector<const strategy*>& applicable,
                                            const memory_key& key,
@@ -201,6 +266,7 @@ std::vector<strategy_outcome> memory::rank(const task::contract& c, const std::s
         // Parameters of an older library: start from the defaults (o.params still holds them).
       }
     }
+    o.value_scores = value_scores_of(experiences, st.name, c.id, key);
     o.attempts = s.attempts;
     o.successes = s.successes;
     o.best_speedup = s.best_speedup;

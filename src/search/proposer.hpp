@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,14 @@ struct strategy_outcome {
   double score = 0;             // the bandit's score that ranked it
   bool addresses_state = false; // the strategy addresses the current bottleneck state
   nlohmann::json evidence = nlohmann::json::object(); // why memory ranked it here (weights, key)
+  // What each parameter value did where this strategy ran: per axis and value (its JSON text),
+  // the weighted mean of log2 of the speedup over that task's mean for the strategy, weighted as
+  // the ranking weighs experiences (this task, then nearer shape classes). Empty without
+  // experiences. The proposer tries first the neighbouring points whose moves scored best.
+  std::map<std::string, std::map<std::string, double>> value_scores;
+  // What moving from `centre` to `point` gained where the strategy ran: over the axes where they
+  // differ, the score of the point's value less the centre's (0 for a value never seen).
+  double move_score(const nlohmann::json& centre, const nlohmann::json& point) const;
 };
 
 struct failure_note {

@@ -273,6 +273,62 @@ TEST(learning_loop, a_small_lesson_of_another_task_goes_after_the_default) {
   EXPECT_NEAR(evidence["params_margin_over_default"].get<double>(), 1.30 / 1.26, 1e-9);
 }
 
+TEST(learning_loop, what_each_parameter_value_did_on_other_tasks_orders_the_neighbours) {
+  temp_dir dir("kb-learn-test");
+  store::store st(dir.path() / "store");
+  const auto gelu = task::find_task(root, "026");
+  const auto relu = task::find_task(root, "019");
+  const auto& vec = find_strategy("elementwise.vectorized");
+  const auto points = table_points(vec, 12);
+  const json defaults = resolve_params(vec, vec.defaults);
+  ASSERT_EQ(points[0], defaults);
+  // On 026, every point with 8-byte vectors ran 20% faster than the others; on 019 itself, one
+  // point with 16-byte vectors ran fastest (a task's own attempts are its own best, not a lesson).
+  record_run(st, gelu, vec, points, [&](size_t i) {
+    return points[i]["vector_bytes"] == 8 ? 1.2 : 1.0;
+  });
+  record_run(st, relu, vec, {defaults}, [](size_t) { return 3.0; });
+  memory mem(st);
+  const auto key = memory_key{relu.fam, profile::state::unknown,
+                              classify_shape(features_of(relu, relu.official()))};
+  const auto ranked = mem.rank(relu, "gpu", {&vec}, key, {});
+  ASSERT_EQ(ranked.size(), 1u);
+  const auto& scores = ranked[0].value_scores;
+  ASSERT_TRUE(scores.count("vector_bytes"));
+  EXPECT_GT(scores.at("vector_bytes").at("8"), 0);
+  EXPECT_LT(scores.at("vector_bytes").at("16"), 0);
+  json to8 = defaults;
+  to8["vector_bytes"] = 8;
+  json to4 = defaults;
+  to4["vector_bytes"] = 4;
+  EXPECT_GT(ranked[0].move_score(defaults, to8), 0);
+  EXPECT_DOUBLE_EQ(ranked[0].move_score(defaults, defaults), 0);
+  EXPECT_GT(ranked[0].move_score(defaults, to8), ranked[0].move_score(defaults, to4));
+
+  // The proposer: the centre first, then the neighbour whose move gained most elsewhere.
+  temp_dir empty("kb-learn-test");
+  store::store fresh(empty.path() / "store");
+  memory none(fresh);
+  builtin_proposer prop(none);
+  proposal_context ctx;
+  ctx.task = &relu;
+  ctx.gpu = "gpu";
+  strategy_outcome o = ranked[0];
+  o.params = defaults;
+  o.params_first = true;
+  ctx.retrieved = {o};
+  EXPECT_EQ(prop.propose(ctx).candidate->params, defaults);
+  EXPECT_EQ(prop.propose(ctx).candidate->params, to8);
+  // Without such experiences the neighbours keep the library's order, where 8-byte vectors are
+  // not the first move.
+  ASSERT_NE(builtin_proposer::point_order(vec, defaults)[1], to8);
+  builtin_proposer plain(none);
+  o.value_scores.clear();
+  ctx.retrieved = {o};
+  EXPECT_EQ(plain.propose(ctx).candidate->params, defaults);
+  EXPECT_EQ(plain.propose(ctx).candidate->params, builtin_proposer::point_order(vec, defaults)[1]);
+}
+
 // A proposer that keeps what the loop handed it, proposing as the built-in one does.
 struct capturing_proposer : builtin_proposer {
   using builtin_proposer::builtin_proposer;
