@@ -34,10 +34,11 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
   const task::contract& c = *ctx.task;
   for (const auto& ranked : ctx.retrieved) {
     const strategy& st = find_strategy(ranked.strategy);
-    // The best point of this strategy on this task so far, else memory's for the nearest shape
-    // class (ranked.params), else its default.
+    // The centre: the best point of this strategy on this task so far, else memory's for the
+    // nearest shape class (ranked.params) when it beat that task's default by
+    // memory::transfer_margin (ranked.params_first), else the default.
     const bool transferred = ranked.params.is_object() && !ranked.params.empty();
-    json best = transferred ? ranked.params : st.defaults;
+    json best = transferred && ranked.params_first ? ranked.params : st.defaults;
     double best_speedup = 0;
     bool own = false;
     for (const auto& e : m_memory.attempts(c, ctx.gpu, st.name)) {
@@ -47,17 +48,16 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
         own = true;
       }
     }
-    // Around this task's own best first. Without one, a point memory carried over from another
-    // task comes first only when it beat that task's default by memory::transfer_margin
-    // (ranked.params_first); otherwise the default comes first and that point second. A best
-    // point that won by a few percent is often best on its own task only: on the H200's outcome
+    // Around the centre first. A point carried over from another task that beat that task's
+    // default by less than the margin is often best on its own task only: on the H200's outcome
     // table 019's best elementwise point (4% over its default) and 023's best split_row point
-    // (7%) cost 026 and 040 one or two evaluations that their defaults did not. Then around
-    // memory's point and the default, so a local optimum does not end the strategy early.
+    // (7%) cost 026 and 040 one or two evaluations that their defaults did not, and 088's
+    // (block 128, 1% over its default) took 901's search away from its own best. Such a point
+    // is not the centre: the default is, and its neighbours go in the order of what their moves
+    // gained on other tasks (below), which weighs every attempt there rather than one best point.
+    // Then around memory's point and the default, so a local optimum does not end the strategy
+    // early.
     std::vector<json> order;
-    if (!own && !ranked.params_first) {
-      order.push_back(resolve_params(st, st.defaults));
-    }
     for (const json& centre : {best, ranked.params, st.defaults}) {
       if (!centre.is_object() || centre.empty()) {
         continue;
