@@ -230,13 +230,18 @@ void record_run(store::store& st, const task::contract& c, const strategy& strat
   }
 }
 
-TEST(learning_loop, memory_of_another_task_of_the_same_class_starts_from_its_best_params) {
-  temp_dir dir("kb-learn-test");
-  store::store st(dir.path() / "store");
-  const auto gelu = task::find_task(root, "026");
-  const auto relu = task::find_task(root, "019");
-  const auto& vec = find_strategy("elementwise.vectorized");
-  const auto points = table_points(vec, 12);
+// Two elementwise tasks of one shape class: 026, whose run memory holds, and 019, searched.
+class memory_transfer : public ::testing::Test {
+protected:
+  temp_dir dir{"kb-learn-test"};
+  store::store st{dir.path() / "store"};
+  task::contract gelu = task::find_task(root, "026");
+  task::contract relu = task::find_task(root, "019");
+  const strategy& vec = find_strategy("elementwise.vectorized");
+  std::vector<json> points = table_points(vec, 12);
+};
+
+TEST_F(memory_transfer, memory_of_another_task_of_the_same_class_starts_from_its_best_params) {
   // What a run of 026 left: its best is a point far down the proposer's order.
   record_run(st, gelu, vec, points, [](size_t i) { return i == 7 ? 1.9 : 1.05; });
   point_gpu gpu;
@@ -252,13 +257,7 @@ TEST(learning_loop, memory_of_another_task_of_the_same_class_starts_from_its_bes
   EXPECT_EQ(cold.steps[0]["params"], resolve_params(vec, vec.defaults));
 }
 
-TEST(learning_loop, a_small_lesson_of_another_task_goes_after_the_default) {
-  temp_dir dir("kb-learn-test");
-  store::store st(dir.path() / "store");
-  const auto gelu = task::find_task(root, "026");
-  const auto relu = task::find_task(root, "019");
-  const auto& vec = find_strategy("elementwise.vectorized");
-  const auto points = table_points(vec, 12);
+TEST_F(memory_transfer, a_small_lesson_of_another_task_goes_after_the_default) {
   ASSERT_EQ(points[0], resolve_params(vec, vec.defaults));
   // 026's best beat its default by 3%, within what separates neighbouring points on one task.
   record_run(st, gelu, vec, points, [](size_t i) { return i == 7 ? 1.30 : (i == 0 ? 1.26 : 1.2); });
@@ -274,13 +273,7 @@ TEST(learning_loop, a_small_lesson_of_another_task_goes_after_the_default) {
   EXPECT_NEAR(evidence["params_margin_over_default"].get<double>(), 1.30 / 1.26, 1e-9);
 }
 
-TEST(learning_loop, what_each_parameter_value_did_on_other_tasks_orders_the_neighbours) {
-  temp_dir dir("kb-learn-test");
-  store::store st(dir.path() / "store");
-  const auto gelu = task::find_task(root, "026");
-  const auto relu = task::find_task(root, "019");
-  const auto& vec = find_strategy("elementwise.vectorized");
-  const auto points = table_points(vec, 12);
+TEST_F(memory_transfer, what_each_parameter_value_did_on_other_tasks_orders_the_neighbours) {
   const json defaults = resolve_params(vec, vec.defaults);
   ASSERT_EQ(points[0], defaults);
   // On 026, every point with 8-byte vectors ran 20% faster than the others; on 019 itself, one
