@@ -26,10 +26,8 @@ K=$PWD/build/release/kblaster
 python3 -c "import torch" 2>/dev/null || { echo "bench-h200: python3 cannot import torch" >&2; exit 2; }
 mkdir -p "$OUT"
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-$OUT/inductor-cache}
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 rc=0
 for suite in "${suites[@]}"; do
   dir=$OUT/$suite

@@ -13,10 +13,8 @@ cd "$(dirname "$0")/.."
 . scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-calibrate}
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 K=$PWD/build/release/kblaster
 suite=${1:-core10}
 repeats=${2:-2}

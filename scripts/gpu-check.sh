@@ -9,11 +9,9 @@ cd "$(dirname "$0")/.."
 . scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-check}
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
 export KBLASTER_EVIDENCE_DIR=$OUT/evidence
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/nvidia-smi.csv"
 args=(--test-dir build/release -L gpu --output-on-failure -j1 --timeout 1800)
 [ $# -gt 0 ] && args+=(-R "$1")

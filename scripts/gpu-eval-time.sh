@@ -18,9 +18,8 @@ K=$PWD/build/release/kblaster
 mkdir -p "$OUT"
 export KBLASTER_CACHE=$OUT/cache # empty: every evaluation compiles its oracle, baseline, candidate
 rm -rf "$KBLASTER_CACHE"
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 PASSES=${PASSES:-cold new-candidate}
 if [[ " $PASSES " == *" cold "* ]]; then
   for f in portfolio/"$SUITE"/*.cu; do

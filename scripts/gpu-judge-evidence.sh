@@ -15,10 +15,8 @@ OUT=${OUT:-$PWD/out/judge-evidence}
 PART2=${1:-240}
 K=$PWD/build/release/kblaster
 mkdir -p "$OUT/portfolio"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 {
   date -u +%FT%TZ
   echo "build $(build_commit)"

@@ -8,10 +8,8 @@ cd "$(dirname "$0")/.."
 . scripts/lib/pack.sh
 OUT=${OUT:-$PWD/out/gpu-measure}
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 K=$PWD/build/release/kblaster
 tasks=${1:-040,095,023}
 budget=${2:-60s}

@@ -18,10 +18,8 @@ REPEATS=${REPEATS:-3}
 CALIBRATE=${CALIBRATE:-1}
 K=$PWD/build/release/kblaster
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 TASKS=${*:-088 040 023 019}
 rc=0
 for t in $TASKS; do

@@ -18,10 +18,8 @@ BUDGET=${2:-540}
 OUT=${OUT:-$PWD/out/sanitize-portfolio}
 K=$PWD/build/release/kblaster
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 end=$(($(date +%s) + BUDGET))
 status=0
 # name task file, one line each: the portfolio kernels, then the strategies' default points.

@@ -12,11 +12,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/llm-h200}
 TASKS=${1:-019 095}
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 export KBLASTER_LLM_API_KEY=double
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 K=$PWD/build/release/kblaster
 python3 tests/llm_double/server.py --log "$OUT/requests.jsonl" >"$OUT/server.out" 2>&1 &
 server=$!

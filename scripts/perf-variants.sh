@@ -16,10 +16,8 @@ VARIANTS=${VARIANTS:-portfolio/variants}
 K=$PWD/build/release/kblaster
 [ -x "$K" ] || { echo "perf-variants: $K not built (cmake --build --preset release --target kblaster)" >&2; exit 2; }
 mkdir -p "$OUT"
-export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
-export KBLASTER_HOME=${KBLASTER_HOME:-$OUT/store}
 . scripts/lib/bwrap.sh
-install_carried_bwrap
+gpu_script_env "$OUT"
 
 if [ $# -gt 0 ]; then
   tasks=("$@")

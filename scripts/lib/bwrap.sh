@@ -7,3 +7,12 @@ install_carried_bwrap() {
     install -m 0755 "$from" /usr/local/bin/bwrap
   fi
 }
+
+# What every GPU script sets up before its first kblaster command: the compile cache (kept when
+# already set), the store under OUT (kept when KBLASTER_HOME is set) and the sandbox.
+#   gpu_script_env OUT
+gpu_script_env() {
+  export KBLASTER_CACHE=${KBLASTER_CACHE:-/tmp/kblaster-cache}
+  export KBLASTER_HOME=${KBLASTER_HOME:-$1/store}
+  install_carried_bwrap
+}
