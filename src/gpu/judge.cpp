@@ -474,7 +474,7 @@ public:
     }
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
-    cuda_check(cudaHostAlloc(&m_sample_host, 4096, cudaHostAllocDefault), "sample buffer");
+    cuda_check(cudaHostAlloc(&m_sample_host, pick_bytes, cudaHostAllocDefault), "sample buffer");
     cuda_check(cudaHostAlloc(&m_late_host, 2 * pick_bytes, cudaHostAllocDefault),
                "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
@@ -737,8 +737,6 @@ private:
     }
   }
 
-  // How many of the copied picks hold the job's poison (`host` filled by copy_picks, its stream
-  // synchronised).
   // The poison of each pick's output, laid out as copy_picks lays out the picks.
   std::vector<unsigned char> poison_of(const shape_buffers& b,
                                        const std::vector<output_pick>& picks) const {
@@ -751,17 +749,23 @@ private:
     return out;
   }
 
-  int poisoned_picks(const shape_buffers& b, const std::vector<output_pick>& picks,
-                     const void* host) const {
-    const auto poison = poison_of(b, picks);
-    const auto* bytes = static_cast<const unsigned char*>(host);
-    int poisoned = 0;
-    size_t at = 0;
+  static std::vector<size_t> pick_sizes(const std::vector<output_pick>& picks) {
+    std::vector<size_t> sizes;
     for (const auto& p : picks) {
-      poisoned += std::memcmp(bytes + at, poison.data() + at, p.bytes) == 0 ? 1 : 0;
-      at += p.bytes;
+      sizes.push_back(p.bytes);
     }
-    return poisoned;
+    return sizes;
+  }
+
+  // How the picks read into `at_stop` (and, where given, read again into `after`) compare with
+  // the job's poison: positions_written_late; the host buffers filled by copy_picks, their
+  // stream synchronised.
+  late_positions compare_picks(const shape_buffers& b, const std::vector<output_pick>& picks,
+                               const void* at_stop, const void* after = nullptr) const {
+    const auto* first = static_cast<const unsigned char*>(at_stop);
+    return positions_written_late(first, after != nullptr ? static_cast<const unsigned char*>(after)
+                                                          : first,
+                                  poison_of(b, picks).data(), pick_sizes(picks));
   }
 
   // Whether any of a few random output positions already holds something other than poison
@@ -770,7 +774,7 @@ private:
     const auto picks = output_picks(b);
     copy_picks(picks, m_sample_host, m_aux);
     cuda_check(cudaStreamSynchronize(m_aux), "sample");
-    return poisoned_picks(b, picks, m_sample_host) < static_cast<int>(picks.size());
+    return compare_picks(b, picks, m_sample_host).poison_at_stop < static_cast<int>(picks.size());
   }
 
   // One call of a candidate, checked or timed alike (see the top of this file).
@@ -933,19 +937,17 @@ private:
     cuda_check(cudaEventElapsedTime(&ms, m_start, m_stop), "elapsed");
     w.window_s = ms * 1e-3;
     if (!late_picks.empty()) {
-      // The runner has replied that its device is idle: the same positions once more.
       auto* at_stop = static_cast<unsigned char*>(m_late_host);
-      auto* after = at_stop + pick_bytes;
-      copy_picks(late_picks, after, m_stream);
       cuda_check(cudaStreamSynchronize(m_stream), "late sample");
-      std::vector<size_t> sizes;
-      for (const auto& p : late_picks) {
-        sizes.push_back(p.bytes);
+      w.late_poison = compare_picks(b, late_picks, at_stop).poison_at_stop;
+      if (w.late_poison > 0) {
+        // Some held poison at STOP, and the runner has replied that its device is idle: the same
+        // positions once more.
+        auto* after = at_stop + pick_bytes;
+        copy_picks(late_picks, after, m_stream);
+        cuda_check(cudaStreamSynchronize(m_stream), "late sample");
+        w.late_written = compare_picks(b, late_picks, at_stop, after).written_late;
       }
-      const auto poison = poison_of(b, late_picks);
-      const auto late = positions_written_late(at_stop, after, poison.data(), sizes);
-      w.late_poison = late.poison_at_stop;
-      w.late_written = late.written_late;
     }
     return w;
   }
