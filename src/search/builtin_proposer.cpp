@@ -40,12 +40,10 @@ proposal_result builtin_proposer::propose(const proposal_context& ctx) {
     const bool transferred = ranked.params.is_object() && !ranked.params.empty();
     json best = transferred && ranked.params_first ? ranked.params : st.defaults;
     double best_speedup = 0;
-    bool own = false;
     for (const auto& e : m_memory.attempts(c, ctx.gpu, st.name)) {
       if (e.correct && e.measured_speedup.value_or(0) > best_speedup) {
         best_speedup = *e.measured_speedup;
         best = e.params;
-        own = true;
       }
     }
     // Around the centre first. A point carried over from another task that beat that task's

@@ -149,30 +149,32 @@ double strategy_outcome::move_score(const json& centre, const json& point) const
 
 namespace {
 
-// strategy_outcome::value_scores for one strategy from the experiences that ran it: each correct
+// strategy_outcome::value_scores for one strategy from other tasks' attempts at it: each correct
 // one's log2 speedup less its task's mean for the strategy (so that a task where everything is
 // fast does not make its values look good), averaged per axis value with the key's weights.
 std::map<std::string, std::map<std::string, double>>
 value_scores_of(const std::vector<store::experience>& experiences, const std::string& strategy,
                 const std::string& task_id, const memory_key& key) {
-  std::map<std::string, std::pair<double, int>> task_mean; // task -> (sum of log2, count)
+  // The strategy's correct attempts on other tasks (this task's own choose the centre).
+  std::vector<const store::experience*> lessons;
   for (const auto& e : experiences) {
-    if (e.strategy == strategy && e.correct && e.measured_speedup.value_or(0) > 0) {
-      auto& [sum, n] = task_mean[e.task_id];
-      sum += std::log2(*e.measured_speedup);
-      n += 1;
+    if (e.strategy == strategy && e.correct && e.measured_speedup.value_or(0) > 0 &&
+        e.params.is_object() && e.task_id != task_id) {
+      lessons.push_back(&e);
     }
   }
+  std::map<std::string, std::pair<double, int>> task_mean; // task -> (sum of log2, count)
+  for (const auto* e : lessons) {
+    auto& [sum, n] = task_mean[e->task_id];
+    sum += std::log2(*e->measured_speedup);
+    n += 1;
+  }
   std::map<std::string, std::map<std::string, std::pair<double, double>>> acc; // weighted sums
-  for (const auto& e : experiences) {
-    if (e.strategy != strategy || !e.correct || e.measured_speedup.value_or(0) <= 0 ||
-        !e.params.is_object() || e.task_id == task_id) {
-      continue;
-    }
-    const auto& [sum, n] = task_mean.at(e.task_id);
-    const double relative = std::log2(*e.measured_speedup) - sum / n;
-    const double w = key_weight(e, task_id, key);
-    for (const auto& [axis, value] : e.params.items()) {
+  for (const auto* e : lessons) {
+    const auto& [sum, n] = task_mean.at(e->task_id);
+    const double relative = std::log2(*e->measured_speedup) - sum / n;
+    const double w = key_weight(*e, task_id, key);
+    for (const auto& [axis, value] : e->params.items()) {
       auto& [weighted, weights] = acc[axis][value.dump()];
       weighted += w * relative;
       weights += w;
