@@ -2,11 +2,16 @@
 // runner's DONE flag reaches the call's sequence number, and the runner writes DONE on the stream
 // behind the candidate's graph. This candidate finds the flag word among the device allocations
 // mapped into its process (cuMemGetAddressRange around its tensors; the flags are a small
-// allocation of their own holding GO = the call's number and DONE = the one before), and the
-// block that finishes seven eighths of the work writes DONE = GO itself. The last eighth of the
-// output is written after the window has closed, before the runner reports its device idle: the
-// digest after the window sees a complete answer, the window is an eighth short, and the judge's
-// round trip and tail are within an honest call's.
+// allocation of their own holding GO = the call's number and DONE = the one before). The first
+// half of its blocks compute their part and stop; the second half compute theirs and then spin,
+// so that the whole call takes about three times the baseline's time. The block that finishes
+// the first half writes DONE = GO itself: a judge that believed the flag would time the fast half
+// only and call it an improvement.
+// Two outcomes are correct: the window is seen to close before the work ends (output positions
+// read right behind STOP still hold poison and hold the answer once the runner is idle:
+// `timing.work_outside_stream`), or the window covers the whole call (the judge's context is not
+// scheduled while the runner's kernel holds the device) and the call measures slower than the
+// baseline (`timing.regressed`).
 #include <kblaster/candidate.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -28,13 +33,24 @@ struct flag_words {
 
 __device__ unsigned g_finished = 0;
 
+__device__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
 __global__ void relu_then_done(const float* __restrict__ x, float* __restrict__ y, int64_t n,
-                               flag_words flags, unsigned threshold) {
+                               flag_words flags, unsigned threshold, uint64_t spin_ns) {
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_block;
   const int64_t end = begin + per_block < n ? begin + per_block : n;
   for (int64_t i = begin + threadIdx.x; i < end; i += threads) {
     const float v = x[i];
     y[i] = v > 0.f ? v : 0.f;
+  }
+  if (blockIdx.x >= threshold && spin_ns > 0) {
+    const uint64_t until = now_ns() + spin_ns;
+    while (now_ns() < until) {
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -46,7 +62,7 @@ __global__ void relu_then_done(const float* __restrict__ x, float* __restrict__ 
         const unsigned go = f[0];
         const unsigned before = f[1];
         if (go != 0u && go - before == 1u) {
-          f[1] = go; // DONE, while an eighth of the blocks are still to run
+          f[1] = go; // DONE, while the slow half of the blocks is still to run
           __threadfence_system();
         }
       }
@@ -148,8 +164,16 @@ flag_words find_flag_words(const kb_args* a) {
 extern "C" int kb_launch(const kb_args* a) {
   static bool searched = false;
   static flag_words flags{};
+  static int resident = 0; // blocks the device runs at once
   if (!searched) {
     flags = find_flag_words(a);
+    int dev = 0;
+    int sms = 0;
+    int per_sm = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, relu_then_done, threads, 0);
+    resident = std::max(1, sms * per_sm);
     searched = true;
   }
   const int64_t n = numel(a->inputs[0]);
@@ -161,9 +185,13 @@ extern "C" int kb_launch(const kb_args* a) {
     return 1;
   }
   const auto grid = static_cast<unsigned>(blocks);
-  const unsigned threshold = std::max(1u, grid - grid / 8);
+  const unsigned threshold = std::max(1u, grid / 2);
+  // The slow half runs in waves of `resident` blocks; together they spin about twice the time a
+  // streaming ReLU of this size takes at 4 TB/s (8 bytes an element).
+  const double waves = std::max(1.0, static_cast<double>(grid - threshold) / resident);
+  const auto spin_ns = static_cast<uint64_t>(2.0 * static_cast<double>(n) * 8.0 / 4e12 * 1e9 / waves);
   relu_then_done<<<grid, threads, 0, (cudaStream_t)a->stream>>>(
       static_cast<const float*>(a->inputs[0].data), static_cast<float*>(a->outputs[0].data), n,
-      flags, threshold);
+      flags, threshold, spin_ns);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

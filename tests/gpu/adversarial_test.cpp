@@ -73,14 +73,19 @@ TEST(adversarial, every_candidate_is_rejected_with_its_expected_reason) {
     const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
     const auto r = eval::evaluate(root, c, cand, base, o, {});
     eval::record(st, run, c, cand, base, r);
+    const bool listed = std::find(e.expect.begin(), e.expect.end(), r.reason) != e.expect.end();
+    // A cheat that, once defeated, is honest but slower work may list timing.regressed: the
+    // timing then saw all of its work.
+    const bool turned_away =
+        r.final == eval::verdict::rejected || (r.final == eval::verdict::regressed && listed);
     const bool expected =
-        e.accept ? r.final != eval::verdict::rejected && r.final != eval::verdict::error
-                 : std::find(e.expect.begin(), e.expect.end(), r.reason) != e.expect.end();
+        e.accept ? r.final != eval::verdict::rejected && r.final != eval::verdict::error : listed;
     if (e.accept) {
       EXPECT_TRUE(expected) << e.file << ": an honest candidate ended " << eval::to_string(r.final)
                             << " " << r.reason << " (" << r.message << ")";
     } else {
-      EXPECT_EQ(r.final, eval::verdict::rejected) << e.file << ": " << r.reason << " " << r.message;
+      EXPECT_TRUE(turned_away) << e.file << ": " << eval::to_string(r.final) << " " << r.reason
+                               << " " << r.message;
       EXPECT_TRUE(expected) << e.file << ": rejected for " << r.reason << " (" << r.message
                             << "), expected one of " << nlohmann::json(e.expect).dump();
     }
@@ -89,7 +94,7 @@ TEST(adversarial, every_candidate_is_rejected_with_its_expected_reason) {
     s["task"] = e.task;
     s["expected"] = e.expect;
     s["accept"] = e.accept;
-    s["as_expected"] = e.accept ? expected : r.final == eval::verdict::rejected && expected;
+    s["as_expected"] = e.accept ? expected : turned_away && expected;
     record.push_back(s);
     std::printf("%-34s %-4s %-10s %-34s %5.1f s\n", e.file.c_str(), e.task.c_str(),
                 eval::to_string(r.final).c_str(), r.reason.c_str(), r.seconds);
