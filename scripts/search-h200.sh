@@ -4,7 +4,10 @@
 #   (b) experiment: the leave-one-out memory experiment replayed from that table (CPU only);
 #   (c) optimize:   `kblaster optimize --proposer builtin` per core10 task, with screening, and a
 #                   short run without screening on the same tasks for candidates per minute.
-#   scripts/search-h200.sh [table|experiment|optimize|noscreen|all]   (default: all)
+#   (d) summary:    each optimize task's best against the best known kernel for it (the portfolio's
+#                   in ../core10/bench.json, or the table's best point), as speedups over the
+#                   baseline measured within each run: optimize/summary.json (CPU only).
+#   scripts/search-h200.sh [table|experiment|optimize|noscreen|summary|all]   (default: all)
 # Every step is resumable: the table keeps what it has, and a task whose JSON exists is skipped,
 # so the script can be rerun within per-command time limits until everything is there. A table
 # committed under evidence/h200/search/ (RESUME, set empty for none) seeds a new OUT, so a run on
@@ -105,6 +108,58 @@ if [ "$step" = noscreen ] || [ "$step" = all ]; then
       $K optimize --task "$t" --budget "$NOSCREEN_BUDGET" --seed 1 \
         --json "$OUT/screen/$t.json" 2>&1 | tee "$OUT/screen/$t.log"
   done
+fi
+
+if [ "$step" = summary ] || [ "$step" = all ]; then
+  python3 - "$OUT" "${BENCH:-evidence/h200/core10/bench.json}" <<'PY' | tee "$OUT/summary.log"
+import glob, json, os, sys
+out, bench_path = sys.argv[1], sys.argv[2]
+known = {}  # task -> (speedup over its baseline, where from)
+if os.path.exists(bench_path):
+    for row in json.load(open(bench_path))["rows"]:
+        task = os.path.basename(row["file"]).split("_")[0]
+        if row.get("verdict") == "improved":
+            known[task] = (row["statistics"]["speedup"], "portfolio " + row["file"])
+table_path = os.path.join(out, "table.json")
+if os.path.exists(table_path):
+    for e in json.load(open(table_path))["entries"]:
+        if e.get("verdict") == "improved" and e["speedup"] > known.get(e["task"], (0, ""))[0]:
+            known[e["task"]] = (e["speedup"], "table " + e["strategy"] + " " + json.dumps(e["params"], sort_keys=True))
+rows = []
+for f in sorted(glob.glob(os.path.join(out, "optimize", "*.json"))):
+    if f.endswith(".cut.json") or f.endswith("summary.json"):
+        continue
+    for t in json.load(open(f)).get("tasks", []):
+        k = known.get(t["task"])
+        steps = t.get("steps", [])
+        rows.append({
+            "task": t["task"], "outcome": t["outcome"], "reason": t["reason"],
+            "stopped_because": t.get("stopped_because"), "speedup": t.get("speedup"),
+            "best_seconds": t.get("best_seconds"), "baseline_seconds": t.get("baseline_seconds"),
+            "best_strategy": t.get("best_strategy"), "evaluations": t.get("evaluations"),
+            "wall_seconds": t.get("wall_seconds"),
+            "candidates_per_minute": t.get("candidates_per_minute"),
+            "steps": len(steps),
+            "steps_with_state": sum(1 for s in steps if (s.get("why") or {}).get("state", {}).get("state")),
+            "best_known_speedup": k[0] if k else None, "best_known_from": k[1] if k else None,
+            "fraction_of_best_known": (t["speedup"] / k[0]) if k and t.get("speedup") else None,
+        })
+reached = [r for r in rows if r["fraction_of_best_known"] is not None and r["fraction_of_best_known"] >= 0.9]
+summary = {"tasks": rows, "at_least_90_percent": len(reached), "of": len(rows),
+           "improved": sum(1 for r in rows if r["outcome"] == "improved"),
+           "every_step_has_state": all(r["steps"] == r["steps_with_state"] for r in rows)}
+json.dump(summary, open(os.path.join(out, "optimize", "summary.json"), "w"), indent=1)
+print(f"{'task':5} {'outcome':9} {'stopped':12} {'speedup':>8} {'best known':>10} {'fraction':>8} {'evals':>5} {'cand/min':>8}  states")
+for r in rows:
+    fr = r["fraction_of_best_known"]
+    bk = r["best_known_speedup"]
+    print(f"{r['task']:5} {r['outcome']:9} {str(r['stopped_because']):12} {r['speedup'] or 0:8.3f} "
+          f"{(bk or 0):10.3f} {(fr or 0):8.3f} {r['evaluations']:5} {r['candidates_per_minute'] or 0:8.2f}  "
+          f"{r['steps_with_state']}/{r['steps']}")
+print(f"at least 90% of the best known: {summary['at_least_90_percent']} of {summary['of']}; "
+      f"improved {summary['improved']}; every step with its state: {summary['every_step_has_state']}")
+PY
+  rc=$((rc | PIPESTATUS[0]))
 fi
 
 pack "$OUT" search --exclude=store
