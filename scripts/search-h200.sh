@@ -15,10 +15,11 @@
 # Environment: OUT (default out/search-h200), MAX_POINTS (6), SEEDS (5), BUDGET (9m per task: the
 # search's wall-clock limit, under the ten minutes a task is allowed, so that one task's search
 # with its preflight, baseline and confirmation fits a ten-minute command), TASKS (core10 ids),
-# NOSCREEN_BUDGET (3m), CALL_LIMIT (seconds this command may run, 0 for no limit: optimize then
-# starts a task only with MIN_TASK seconds (240) left, its budget cut to what is left less a
-# minute; a task whose search ends on a cut budget is set aside as optimize/ID.cut.json and runs
-# again with the whole budget in the next call, so several tasks that end early share one call).
+# NOSCREEN_BUDGET (3m), NOSCREEN_TASKS (019 036 047), CALL_LIMIT (seconds this command may run, 0
+# for no limit: optimize then starts a task only with MIN_TASK seconds (240) left, its budget cut
+# to what is left less a minute; a task whose search ends on a cut budget is set aside as
+# optimize/ID.cut.json and runs again with the whole budget in the next call, so several tasks
+# that end early share one call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/pack.sh
@@ -100,7 +101,7 @@ fi
 if [ "$step" = noscreen ] || [ "$step" = all ]; then
   # Candidates per minute with and without screening, same tasks and seed, a shorter budget.
   mkdir -p "$OUT/noscreen" "$OUT/screen"
-  for t in 019 036 047; do
+  for t in ${NOSCREEN_TASKS:-019 036 047}; do
     [ -s "$OUT/noscreen/$t.json" ] ||
       $K optimize --task "$t" --budget "$NOSCREEN_BUDGET" --seed 1 --no-screen \
         --json "$OUT/noscreen/$t.json" 2>&1 | tee "$OUT/noscreen/$t.log"
