@@ -467,7 +467,9 @@ task_result optimizer::optimize(const task::contract& given) {
         const auto san = m_evaluate(c, current, best, so);
         eval::record(m_store, m_run, c, current, best, san);
         p.gpu_seconds += gpu_seconds_of(san);
-        sanitize_note = {{"verdict", eval::to_string(san.final)}, {"reason", san.reason}};
+        sanitize_note = {{"verdict", eval::to_string(san.final)},
+                         {"reason", san.reason},
+                         {"seconds", san.seconds}};
         if (!accepted(san)) {
           sanitize_note["timing_verdict"] = eval::to_string(r.final);
           say(fmt::format("task {} step {}: {} rejected by the sanitizers ({})", c.id, step,

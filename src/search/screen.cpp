@@ -36,7 +36,8 @@ json staged_result::to_json() const {
   return {{"stage_reached", to_string(reached)},
           {"stopped_because", stopped_because},
           {"screen_speedup", screen_speedup ? json(*screen_speedup) : json(nullptr)},
-          {"calls", calls}};
+          {"calls", calls},
+          {"seconds", seconds}};
 }
 
 bool accepted(const eval::result& r) {
@@ -66,6 +67,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
     out.result = evaluate(c, candidate, best, gate);
     out.calls = 1;
     out.reached = stage::gate;
+    out.seconds["gate"] = out.result.seconds;
     if (!accepted(out.result) && verification_failure(out.result)) {
       out.reached = stage::verify;
       out.stopped_because = out.result.reason;
@@ -78,6 +80,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
     out.result = evaluate(c, candidate, best, v);
     ++out.calls;
     out.reached = stage::verify;
+    out.seconds["verify"] = out.result.seconds;
     if (!accepted(out.result)) {
       out.stopped_because = out.result.reason;
       return out;
@@ -88,6 +91,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
   out.result = evaluate(c, candidate, best, s);
   ++out.calls;
   out.reached = stage::screen;
+  out.seconds["screen"] = out.result.seconds;
   if (!accepted(out.result)) {
     out.reached = verification_failure(out.result) ? stage::verify : stage::screen;
     out.stopped_because = out.result.reason;
@@ -111,6 +115,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
   out.result = evaluate(c, candidate, best, gate);
   ++out.calls;
   out.reached = stage::gate;
+  out.seconds["gate"] = out.result.seconds;
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,7 @@ struct staged_result {
   std::string stopped_because;          // reason code; empty when the gate decided
   std::optional<double> screen_speedup; // the screen's estimate over the best
   int calls = 0;                        // evaluations made
+  std::map<std::string, double> seconds; // [s] wall time of each stage's evaluation, by stage
   nlohmann::json to_json() const;
 };
 

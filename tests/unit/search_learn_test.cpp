@@ -438,6 +438,39 @@ TEST(screening, a_wrong_candidate_stops_at_verification) {
   EXPECT_EQ(evaluate_staged(wrong, c, cand, base, eval::options{}, so).calls, 1);
 }
 
+TEST(screening, each_stage_records_its_own_wall_time) {
+  const auto c = task::find_task(root, "019");
+  // The screen finds the candidate 1.2x the best, so it goes on to the gate; each stage's
+  // evaluation reports a different wall time.
+  const auto timed = [](const task::contract&, const eval::candidate_input&,
+                        const eval::candidate_input&, const eval::options& o) {
+    eval::result r;
+    r.final = eval::verdict::improved;
+    r.reason = "timing.improved";
+    r.gate = eval::gate_summary{};
+    r.gate->speedup = 1.2;
+    r.seconds = o.sessions == 1 ? 2.5 : 9.0;
+    return r;
+  };
+  screen_options so;
+  so.enabled = true;
+  so.screen = screening_options(eval::options{});
+  eval::options gate;
+  gate.sessions = 2;
+  const eval::candidate_input cand{"x", "x.cu", "proposer", "s", json::object()};
+  const eval::candidate_input base{"y", "y.cu", "baseline", "baseline", json::object()};
+  const auto r = evaluate_staged(timed, c, cand, base, gate, so);
+  EXPECT_EQ(r.reached, stage::gate);
+  EXPECT_EQ(r.calls, 2);
+  EXPECT_DOUBLE_EQ(r.seconds.at("screen"), 2.5);
+  EXPECT_DOUBLE_EQ(r.seconds.at("gate"), 9.0);
+  EXPECT_EQ(r.to_json()["seconds"], (json{{"gate", 9.0}, {"screen", 2.5}}));
+  so.enabled = false;
+  const auto plain = evaluate_staged(timed, c, cand, base, gate, so);
+  EXPECT_EQ(plain.seconds.size(), 1u);
+  EXPECT_DOUBLE_EQ(plain.seconds.at("gate"), 9.0);
+}
+
 // A table for the elementwise tasks: per task, the points of elementwise.vectorized with speeds
 // from `speed_of(task index, point index)`.
 outcome_table synthetic_table(const std::vector<task::contract>& tasks, int points,
