@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -116,6 +117,16 @@ constexpr size_t guard_bytes = 64 * 1024;
 constexpr uint64_t placement_pad_steps = 128;
 constexpr size_t placement_pad_step = size_t{2} << 20;
 constexpr unsigned char guard_byte = 0xA5;
+// What a runner may hold on the device besides what the judge gives it: a CUDA context, the
+// library's code, graph and launch buffers, the profiler's counter buffers. [bytes]
+constexpr uint64_t runner_memory_allowance = uint64_t{2} << 30;
+
+// Device memory the judge has allocated and holds (its buffers, references and oracle
+// workspace), so that what the runners hold can be told from it. [bytes]
+std::atomic<int64_t>& judge_device_bytes() {
+  static std::atomic<int64_t> bytes{0};
+  return bytes;
+}
 
 // Device memory a runner can import: cuMemCreate with a POSIX file-descriptor handle, rounded up
 // to the allocation granularity, mapped read-write in the judge.
@@ -152,6 +163,7 @@ public:
     access.location.id = dev;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     drv(KB_CU(cuMemSetAccess)(m_ptr, m_bytes, &access, 1), "cuMemSetAccess");
+    judge_device_bytes() += static_cast<int64_t>(m_bytes);
     m_id = ++next_id;
   }
   ~shared_memory() { release(); }
@@ -184,6 +196,7 @@ private:
       KB_CU(cuMemUnmap)(m_ptr, m_bytes);
       KB_CU(cuMemAddressFree)(m_ptr, m_bytes);
       KB_CU(cuMemRelease)(m_handle);
+      judge_device_bytes() -= static_cast<int64_t>(m_bytes);
       m_ptr = 0;
     }
     if (m_fd >= 0) {
@@ -475,8 +488,7 @@ public:
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
     cuda_check(cudaHostAlloc(&m_sample_host, pick_bytes, cudaHostAllocDefault), "sample buffer");
-    cuda_check(cudaHostAlloc(&m_late_host, 2 * pick_bytes, cudaHostAllocDefault),
-               "sample buffer");
+    cuda_check(cudaHostAlloc(&m_late_host, 2 * pick_bytes, cudaHostAllocDefault), "sample buffer");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
     m_hang_ms = static_cast<int>(job.hang_timeout_ms);
@@ -498,7 +510,14 @@ public:
     result.dev = device_info().get<proto::device>();
     load_oracle();
     // Every runner starts at once (a sandbox and a CUDA context each), the timing's calibration
-    // runner with them; each is then waited for in turn.
+    // runner with them; each is then waited for in turn. The device's free memory before them,
+    // and the judge's own allocations until then, tell later what the runners hold.
+    {
+      size_t total = 0;
+      cuda_check(cudaDeviceSynchronize(), "memory");
+      cuda_check(cudaMemGetInfo(&m_free_at_start, &total), "memory");
+      m_judge_bytes_at_start = judge_device_bytes().load();
+    }
     for (auto& lib : m_libs) {
       m_out.step("load", lib.role, lib.path);
       lib.rejected = launch_runner(lib);
@@ -687,9 +706,9 @@ private:
     double window_s = 0;       // [s] STOP - START on the judge's stream
     int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
-    int late_poison = 0;  // sampled output positions that still held poison right behind STOP
-    int late_written = 0; // of them, those written after STOP (read again once the runner idled)
-    int64_t host_ns = 0;       // [ns] inside kb_launch (runner's clock)
+    int late_poison = 0;       // sampled output positions that still held poison right behind STOP
+    int late_written = 0;   // of them, those written after STOP (read again once the runner idled)
+    int64_t host_ns = 0;    // [ns] inside kb_launch (runner's clock)
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
     int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
     int64_t launch_ns = 0;  // [ns] the runner's time queueing the graph (runner's clock)
@@ -763,9 +782,9 @@ private:
   late_positions compare_picks(const shape_buffers& b, const std::vector<output_pick>& picks,
                                const void* at_stop, const void* after = nullptr) const {
     const auto* first = static_cast<const unsigned char*>(at_stop);
-    return positions_written_late(first, after != nullptr ? static_cast<const unsigned char*>(after)
-                                                          : first,
-                                  poison_of(b, picks).data(), pick_sizes(picks));
+    return positions_written_late(
+        first, after != nullptr ? static_cast<const unsigned char*>(after) : first,
+        poison_of(b, picks).data(), pick_sizes(picks));
   }
 
   // Whether any of a few random output positions already holds something other than poison
@@ -1021,6 +1040,7 @@ private:
     guarded_buffer workspace;
     uint64_t workspace_bytes = 0;
     void* oracle_ws = nullptr;
+    int64_t device_bytes = 0; // of refs and oracle_ws, counted in judge_device_bytes()
     // A lane of its own for one candidate: its own inputs (the same bits), outputs and
     // workspace, compared against the references of `ref_source`.
     const shape_buffers* ref_source = nullptr;
@@ -1033,6 +1053,7 @@ private:
         cudaFree(r);
       }
       cudaFree(oracle_ws);
+      judge_device_bytes() -= device_bytes;
     }
   };
 
@@ -1061,8 +1082,10 @@ private:
       b.outputs.emplace_back(t.bytes(), m_host_reference);
       double* r = nullptr;
       if (with_reference) {
-        cuda_check(cudaMalloc(&r, std::max<size_t>(8, static_cast<size_t>(t.numel()) * 8)),
-                   "reference buffer");
+        const size_t bytes = std::max<size_t>(8, static_cast<size_t>(t.numel()) * 8);
+        cuda_check(cudaMalloc(&r, bytes), "reference buffer");
+        b.device_bytes += static_cast<int64_t>(bytes);
+        judge_device_bytes() += static_cast<int64_t>(bytes);
       }
       b.refs.push_back(r);
       b.host_refs.emplace_back(m_host_reference ? static_cast<size_t>(t.numel()) : 0);
@@ -1118,6 +1141,8 @@ private:
     m_oracle_ws(&a, &oracle_bytes);
     if (oracle_bytes > 0) {
       cuda_check(cudaMalloc(&b.oracle_ws, oracle_bytes), "oracle workspace");
+      b.device_bytes += static_cast<int64_t>(oracle_bytes);
+      judge_device_bytes() += static_cast<int64_t>(oracle_bytes);
       m_oracle_ws_host.assign(oracle_bytes, 0);
     }
     m_oracle_ws_bytes = oracle_bytes;
@@ -1345,7 +1370,22 @@ private:
     if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
       return false;
     }
-    return bytes <= free_bytes / 10 * 8;
+    return fits_in_free(bytes, free_bytes);
+  }
+
+  // Device memory the runners hold beyond their allowance (runner_memory_excess). [bytes]
+  uint64_t runner_excess() const {
+    size_t free_now = 0;
+    size_t total = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemGetInfo(&free_now, &total) != cudaSuccess) {
+      return 0;
+    }
+    const int64_t judge = judge_device_bytes().load() - m_judge_bytes_at_start;
+    const int runners = static_cast<int>(m_libs.size()) + (m_empty.runner ? 1 : 0);
+    return runner_memory_excess(m_free_at_start, free_now,
+                                judge > 0 ? static_cast<uint64_t>(judge) : 0, runners,
+                                runner_memory_allowance);
   }
 
   // Lanes 1.. for shape `s` beside `base` (lane 0), when they are kept apart.
@@ -1751,9 +1791,12 @@ private:
   bool m_deterministic = true;
   std::vector<uint64_t> m_seeds;
   std::vector<candidate_lib> m_libs;
-  candidate_lib m_empty;        // the timing's calibration runner: the empty kernel
-  json m_verify_phases;         // verify_all's time by step
-  bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
+  candidate_lib m_empty;              // the timing's calibration runner: the empty kernel
+  json m_verify_phases;               // verify_all's time by step
+  bool m_separate_lanes = true;       // a lane of buffers per library (see lane_of)
+  size_t m_free_at_start = 0;         // device memory free before the runners started [bytes]
+  uint64_t m_runner_excess = 0;       // what runner_excess() found when fresh inputs did not fit
+  int64_t m_judge_bytes_at_start = 0; // judge_device_bytes() then
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
   oracle_workspace_fn m_oracle_ws = nullptr;
@@ -1880,8 +1923,36 @@ json worker::time_all() {
       in_bytes += x.bytes();
     }
     const size_t lanes = lanes_of_set(0).size();
-    if (!fits_on_device(in_bytes * lanes)) {
-      fresh_off = "device memory";
+    const uint64_t need = in_bytes * lanes;
+    if (!fits_on_device(need)) {
+      // Too little memory for fresh inputs: the device is too small for them, or a runner holds
+      // memory of its own (a candidate that allocates a hoard when it loads, so that the judge
+      // has no room left to check reuse). What the judge needs would fit without that excess:
+      // the candidates are rejected, since the baseline is the task's own. A library the judge
+      // dispatches from the host (PyTorch, with its caching allocator) may hold memory honestly,
+      // so beside one the excess cannot be attributed and is only recorded.
+      const uint64_t excess = runner_excess();
+      const bool attributable = std::none_of(
+          m_libs.begin(), m_libs.end(), [](const candidate_lib& lib) { return lib.host_dispatch; });
+      size_t free_now = 0;
+      size_t total = 0;
+      cudaMemGetInfo(&free_now, &total);
+      m_runner_excess = excess;
+      if (attributable && excess > 0 && fits_in_free(need, free_now + excess)) {
+        fresh_off = "device memory held by the runners";
+        for (auto& lib : m_libs) {
+          if (!lib.rejected && lib.role != "baseline") {
+            reject(lib, {"abi.allocation",
+                         fmt::format("the runners hold {} bytes of device memory beyond their "
+                                     "allowance ({} bytes each), so that the judge's {} bytes "
+                                     "for fresh inputs do not fit: a candidate allocates device "
+                                     "memory of its own (the ABI gives it a workspace instead)",
+                                     excess, runner_memory_allowance, need)});
+          }
+        }
+      } else {
+        fresh_off = "device memory";
+      }
     } else {
       for (size_t l = 0; l < lanes; ++l) {
         auto& row = fresh_inputs.emplace_back();
@@ -2504,6 +2575,7 @@ json worker::time_all() {
   reuse["answers_checked_rounds"] = fresh_checked;
   if (!fresh_off.empty()) {
     reuse["off"] = fresh_off;
+    reuse["runner_excess_bytes"] = m_runner_excess;
   }
   for (auto& lib : m_libs) {
     if (lib.rejected || lib.role == "baseline" || samples.count(lib.role) == 0) {

@@ -378,6 +378,23 @@ TEST(JudgeRules, FreshContentsShowAResultCache) {
   static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_window > 0);
 }
 
+TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {
+  constexpr uint64_t gib = uint64_t{1} << 30;
+  // 100 GiB free before three runners started; the judge has since allocated 40 GiB.
+  // Honest runners: 1.5 GiB of contexts and buffers in all, within 3 x 2 GiB.
+  EXPECT_EQ(runner_memory_excess(100 * gib, 100 * gib - 40 * gib - 3 * gib / 2, 40 * gib, 3,
+                                 2 * gib),
+            0u);
+  // One of them holds 50 GiB of its own: the excess is what is beyond the 6 GiB allowed.
+  EXPECT_EQ(runner_memory_excess(100 * gib, 100 * gib - 40 * gib - 51 * gib, 40 * gib, 3, 2 * gib),
+            45 * gib);
+  // The judge's own allocations are never the runners': freeing them leaves nothing to blame.
+  EXPECT_EQ(runner_memory_excess(100 * gib, 100 * gib + gib, 0, 3, 2 * gib), 0u);
+  // The judge's rule for its own buffers: 80% of what is free.
+  EXPECT_TRUE(fits_in_free(8 * gib, 10 * gib));
+  EXPECT_FALSE(fits_in_free(8 * gib + 1, 10 * gib));
+}
+
 TEST(JudgeRules, APositionWrittenAfterStopIsLateAndAPoisonLikeValueIsNot) {
   // Three picks: a 4-byte float, a 1-byte bool and a 2-byte half, laid end to end.
   const std::vector<size_t> sizes{4, 1, 2};

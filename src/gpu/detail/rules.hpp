@@ -239,6 +239,25 @@ inline late_positions positions_written_late(const unsigned char* at_stop,
   return r;
 }
 
+// Whether `need` bytes fit in the judge's share of `free` bytes of device memory (80%: the rest is
+// left to the runners' contexts and the driver).
+inline bool fits_in_free(uint64_t need, uint64_t free) {
+  return need <= free / 10 * 8;
+}
+
+// Device memory the runners hold beyond what `runners` runners need to exist (`per_runner` each:
+// a CUDA context, the library's code, graph and launch buffers). `free_at_start` is the device's
+// free memory before any runner started, `free_now` now, `judge_bytes` what the judge allocated in
+// between and holds. A candidate gets its scratch memory from the judge (its workspace), so an
+// excess is memory a runner allocated for itself. 0 when there is none.
+inline uint64_t runner_memory_excess(uint64_t free_at_start, uint64_t free_now,
+                                     uint64_t judge_bytes, int runners, uint64_t per_runner) {
+  const int64_t held = static_cast<int64_t>(free_at_start) - static_cast<int64_t>(free_now) -
+                       static_cast<int64_t>(judge_bytes);
+  const int64_t allowed = static_cast<int64_t>(runners) * static_cast<int64_t>(per_runner);
+  return held > allowed ? static_cast<uint64_t>(held - allowed) : 0;
+}
+
 // A window's sample with the scheme's calibrated overhead taken off, never below 0.1 us. [s]
 inline double net_sample(double window_s, double overhead_s) {
   const double t = window_s - overhead_s;
