@@ -546,10 +546,12 @@ public:
     if (!m_verify_phases.is_null()) {
       stage_s["verify_phases"] = m_verify_phases;
     }
-    if (!m_context_lost && m_job.profile && any_alive()) {
+    if (!m_context_lost && !m_hoard && m_job.profile && any_alive()) {
       result.profile = profile_calls();
     }
-    if (!m_context_lost && m_job.time && any_alive()) {
+    if (!m_context_lost && m_job.time && any_alive() &&
+        check_room(lane_bytes(timing_shape(), timing_sets(timing_shape())),
+                   "timing at shape " + timing_shape().name)) {
       result.time = time_all().get<proto::session_timing>();
       stage_done("timing");
     }
@@ -1373,6 +1375,72 @@ private:
     return fits_in_free(bytes, free_bytes);
   }
 
+  // The number of input sets timing uses at shape `s`: every distribution, and at least the
+  // job's count where there are seeds enough.
+  int timing_sets(const shape_desc& s) const {
+    const int sets = std::max(1, m_job.time->input_sets);
+    const int n_dists = dist_count(s);
+    const int n_seeds = static_cast<int>(m_seeds.size());
+    return std::min(std::max(sets, n_dists), n_dists * n_seeds);
+  }
+
+  // Whether `need` bytes, which do not fit in the device's free memory, would fit without what the
+  // runners hold beyond their allowance. A candidate gets its scratch memory from the judge, so
+  // such an excess is a candidate's hoard, allocated so that the judge has no room left to time or
+  // to check reuse; the baseline is the task's own. Beside a library dispatched from the host
+  // (PyTorch's caching allocator holds memory honestly) it cannot be attributed: false. Records
+  // the excess found (m_runner_excess).
+  bool runners_hold_room_for(uint64_t need) {
+    if (std::any_of(m_libs.begin(), m_libs.end(),
+                    [](const candidate_lib& lib) { return lib.host_dispatch; })) {
+      return false;
+    }
+    m_runner_excess = runner_excess();
+    size_t free_now = 0;
+    size_t total = 0;
+    cudaMemGetInfo(&free_now, &total);
+    return m_runner_excess > 0 && fits_in_free(need, free_now + m_runner_excess);
+  }
+
+  // Whether the judge may go on to allocate `need` bytes for `what`. Where they do not fit in the
+  // device's free memory but would without the runners' excess (runners_hold_room_for), every
+  // candidate still in the running is rejected for holding device memory of its own, nothing
+  // more is verified or timed (m_hoard), and the answer is no. Otherwise yes, as before, fitting
+  // or not.
+  bool check_room(uint64_t need, const std::string& what) {
+    if (m_hoard) {
+      return false;
+    }
+    if (fits_on_device(need) || !runners_hold_room_for(need)) {
+      return true;
+    }
+    m_hoard = true;
+    for (auto& lib : m_libs) {
+      if (!lib.rejected && lib.role != "baseline") {
+        reject(lib, {"abi.allocation",
+                     fmt::format("the runners hold {} bytes of device memory beyond their "
+                                 "allowance ({} bytes each), so that the {} bytes the judge needs "
+                                 "for {} do not fit: a candidate allocates device memory of its "
+                                 "own (the ABI gives it a workspace instead)",
+                                 m_runner_excess, runner_memory_allowance, need, what)});
+      }
+    }
+    return false;
+  }
+
+  // Bytes of one lane of shape `s` with `sets` input sets: inputs and outputs per set, the
+  // float64 references once.
+  static uint64_t lane_bytes(const shape_desc& s, int sets) {
+    uint64_t need = 0;
+    for (const auto& t : s.inputs) {
+      need += t.bytes() * static_cast<uint64_t>(sets);
+    }
+    for (const auto& t : s.outputs) {
+      need += t.bytes() * static_cast<uint64_t>(sets) + static_cast<uint64_t>(t.numel()) * 8;
+    }
+    return need;
+  }
+
   // Device memory the runners hold beyond their allowance (runner_memory_excess). [bytes]
   uint64_t runner_excess() const {
     size_t free_now = 0;
@@ -1435,7 +1503,8 @@ private:
       return std::chrono::duration<double>(clock_type::now() - t).count();
     };
     for (const auto& s : m_shapes) {
-      if (!any_alive() || m_context_lost) {
+      if (!any_alive() || m_context_lost ||
+          !check_room(lane_bytes(s, 1), "verification at shape " + s.name)) {
         break;
       }
       const auto ta = clock_type::now();
@@ -1791,11 +1860,12 @@ private:
   bool m_deterministic = true;
   std::vector<uint64_t> m_seeds;
   std::vector<candidate_lib> m_libs;
-  candidate_lib m_empty;              // the timing's calibration runner: the empty kernel
-  json m_verify_phases;               // verify_all's time by step
-  bool m_separate_lanes = true;       // a lane of buffers per library (see lane_of)
-  size_t m_free_at_start = 0;         // device memory free before the runners started [bytes]
-  uint64_t m_runner_excess = 0;       // what runner_excess() found when fresh inputs did not fit
+  candidate_lib m_empty;        // the timing's calibration runner: the empty kernel
+  json m_verify_phases;         // verify_all's time by step
+  bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
+  size_t m_free_at_start = 0;   // device memory free before the runners started [bytes]
+  uint64_t m_runner_excess = 0; // what runner_excess() found when fresh inputs did not fit
+  bool m_hoard = false; // check_room found a candidate's hoard: nothing more is verified or timed
   int64_t m_judge_bytes_at_start = 0; // judge_device_bytes() then
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
@@ -1814,7 +1884,6 @@ private:
 json worker::time_all() {
   const auto all_start = clock_type::now();
   const proto::timing& t = *m_job.time;
-  const int sets = std::max(1, t.input_sets);
   const int min_samples = t.min_samples;
   const int max_samples = t.max_samples;
   const double min_time = t.min_time;
@@ -1830,7 +1899,7 @@ json worker::time_all() {
   std::vector<int> set_key;
   std::vector<int> set_dist;
   std::vector<uint64_t> set_seed;
-  const int n_sets = std::min(std::max(sets, n_dists), n_dists * n_seeds);
+  const int n_sets = timing_sets(s);
   m_separate_lanes = m_separate_lanes && lanes_fit(s, n_sets);
   for (int k = 0; k < n_sets; ++k) {
     const int d = k % n_dists;
@@ -1925,34 +1994,10 @@ json worker::time_all() {
     const size_t lanes = lanes_of_set(0).size();
     const uint64_t need = in_bytes * lanes;
     if (!fits_on_device(need)) {
-      // Too little memory for fresh inputs: the device is too small for them, or a runner holds
-      // memory of its own (a candidate that allocates a hoard when it loads, so that the judge
-      // has no room left to check reuse). What the judge needs would fit without that excess:
-      // the candidates are rejected, since the baseline is the task's own. A library the judge
-      // dispatches from the host (PyTorch, with its caching allocator) may hold memory honestly,
-      // so beside one the excess cannot be attributed and is only recorded.
-      const uint64_t excess = runner_excess();
-      const bool attributable = std::none_of(
-          m_libs.begin(), m_libs.end(), [](const candidate_lib& lib) { return lib.host_dispatch; });
-      size_t free_now = 0;
-      size_t total = 0;
-      cudaMemGetInfo(&free_now, &total);
-      m_runner_excess = excess;
-      if (attributable && excess > 0 && fits_in_free(need, free_now + excess)) {
-        fresh_off = "device memory held by the runners";
-        for (auto& lib : m_libs) {
-          if (!lib.rejected && lib.role != "baseline") {
-            reject(lib, {"abi.allocation",
-                         fmt::format("the runners hold {} bytes of device memory beyond their "
-                                     "allowance ({} bytes each), so that the judge's {} bytes "
-                                     "for fresh inputs do not fit: a candidate allocates device "
-                                     "memory of its own (the ABI gives it a workspace instead)",
-                                     excess, runner_memory_allowance, need)});
-          }
-        }
-      } else {
-        fresh_off = "device memory";
-      }
+      // Too little memory for fresh inputs: the device is too small for them, or a candidate's
+      // hoard took the room (check_room rejects it then).
+      fresh_off =
+          check_room(need, "fresh inputs") ? "device memory" : "device memory held by the runners";
     } else {
       for (size_t l = 0; l < lanes; ++l) {
         auto& row = fresh_inputs.emplace_back();
