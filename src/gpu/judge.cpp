@@ -1353,16 +1353,8 @@ private:
     if (m_libs.size() < 2) {
       return true;
     }
-    uint64_t per_set = 0;
-    uint64_t refs = 0;
-    for (const auto& t : s.inputs) {
-      per_set += t.bytes();
-    }
-    for (const auto& t : s.outputs) {
-      per_set += t.bytes();
-      refs += static_cast<uint64_t>(t.numel()) * 8;
-    }
-    return fits_on_device(per_set * static_cast<uint64_t>(sets) * m_libs.size() + refs);
+    // A lane per library: as one lane with that many times the sets, the references once.
+    return fits_on_device(lane_bytes(s, sets * static_cast<int>(m_libs.size())));
   }
 
   // Whether `bytes` more fit in the device's free memory, a fifth of it kept back.
@@ -1395,10 +1387,8 @@ private:
                     [](const candidate_lib& lib) { return lib.host_dispatch; })) {
       return false;
     }
-    m_runner_excess = runner_excess();
     size_t free_now = 0;
-    size_t total = 0;
-    cudaMemGetInfo(&free_now, &total);
+    m_runner_excess = runner_excess(&free_now);
     return m_runner_excess > 0 && fits_in_free(need, free_now + m_runner_excess);
   }
 
@@ -1441,17 +1431,17 @@ private:
     return need;
   }
 
-  // Device memory the runners hold beyond their allowance (runner_memory_excess). [bytes]
-  uint64_t runner_excess() const {
-    size_t free_now = 0;
+  // Device memory the runners hold beyond their allowance (runner_memory_excess), and the
+  // device's free memory it was found beside. [bytes]
+  uint64_t runner_excess(size_t* free_now) const {
     size_t total = 0;
-    if (cudaDeviceSynchronize() != cudaSuccess ||
-        cudaMemGetInfo(&free_now, &total) != cudaSuccess) {
+    *free_now = 0;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemGetInfo(free_now, &total) != cudaSuccess) {
       return 0;
     }
     const int64_t judge = judge_device_bytes().load() - m_judge_bytes_at_start;
     const int runners = static_cast<int>(m_libs.size()) + (m_empty.runner ? 1 : 0);
-    return runner_memory_excess(m_free_at_start, free_now,
+    return runner_memory_excess(m_free_at_start, *free_now,
                                 judge > 0 ? static_cast<uint64_t>(judge) : 0, runners,
                                 runner_memory_allowance);
   }
@@ -1864,7 +1854,7 @@ private:
   json m_verify_phases;         // verify_all's time by step
   bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
   size_t m_free_at_start = 0;   // device memory free before the runners started [bytes]
-  uint64_t m_runner_excess = 0; // what runner_excess() found when fresh inputs did not fit
+  uint64_t m_runner_excess = 0; // what runner_excess() found when last asked (check_room)
   bool m_hoard = false; // check_room found a candidate's hoard: nothing more is verified or timed
   int64_t m_judge_bytes_at_start = 0; // judge_device_bytes() then
   cudaStream_t m_stream = nullptr;

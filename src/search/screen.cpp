@@ -63,11 +63,15 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
                               const eval::candidate_input& best, const eval::options& gate,
                               const screen_options& screening) {
   staged_result out;
+  // One stage's evaluation: its result is the latest, and its wall time is recorded.
+  const auto run = [&](stage st, const eval::options& o) {
+    out.result = evaluate(c, candidate, best, o);
+    ++out.calls;
+    out.reached = st;
+    out.seconds[to_string(st)] = out.result.seconds;
+  };
   if (!screening.enabled) {
-    out.result = evaluate(c, candidate, best, gate);
-    out.calls = 1;
-    out.reached = stage::gate;
-    out.seconds["gate"] = out.result.seconds;
+    run(stage::gate, gate);
     if (!accepted(out.result) && verification_failure(out.result)) {
       out.reached = stage::verify;
       out.stopped_because = out.result.reason;
@@ -77,10 +81,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
   if (screening.separate_verify) {
     eval::options v = gate;
     v.verify_only = true;
-    out.result = evaluate(c, candidate, best, v);
-    ++out.calls;
-    out.reached = stage::verify;
-    out.seconds["verify"] = out.result.seconds;
+    run(stage::verify, v);
     if (!accepted(out.result)) {
       out.stopped_because = out.result.reason;
       return out;
@@ -88,10 +89,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
   }
   eval::options s = screening.screen;
   s.shape = gate.shape;
-  out.result = evaluate(c, candidate, best, s);
-  ++out.calls;
-  out.reached = stage::screen;
-  out.seconds["screen"] = out.result.seconds;
+  run(stage::screen, s);
   if (!accepted(out.result)) {
     out.reached = verification_failure(out.result) ? stage::verify : stage::screen;
     out.stopped_because = out.result.reason;
@@ -112,10 +110,7 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
     out.result.reason = "screen.not_promising";
     return out;
   }
-  out.result = evaluate(c, candidate, best, gate);
-  ++out.calls;
-  out.reached = stage::gate;
-  out.seconds["gate"] = out.result.seconds;
+  run(stage::gate, gate);
   return out;
 }
 
