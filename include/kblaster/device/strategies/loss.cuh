@@ -18,6 +18,15 @@
 #include "kblaster/device/families/loss.cuh"
 #include "kblaster/device/strategies/rows.cuh"
 
+// KB_LOSS_ROWS_MIN_BLOCKS (a macro set before the include, for experiments): the rows kernel's
+// minimum resident blocks per SM, which caps its registers. Unset, the launch bounds name only the
+// block size.
+#if defined(KB_LOSS_ROWS_MIN_BLOCKS)
+#define KB_LOSS_ROWS_BOUNDS(block) __launch_bounds__(block, KB_LOSS_ROWS_MIN_BLOCKS)
+#else
+#define KB_LOSS_ROWS_BOUNDS(block) __launch_bounds__(block)
+#endif
+
 namespace kb::strategies::loss {
 
 using kb::loss::config;
@@ -48,7 +57,7 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
 #if defined(__CUDACC__)
 
 template <template <class> class Op, class P, class T, int V, int Lanes, int Block>
-__global__ void __launch_bounds__(Block) rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L, scalars p,
+__global__ void KB_LOSS_ROWS_BOUNDS(Block) rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L, scalars p,
                                                      double* __restrict__ partials) {
   using A = float;
   using op = Op<A>;
