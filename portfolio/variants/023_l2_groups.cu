@@ -15,35 +15,27 @@
 // combines them in a fixed order (every block of the row gets bitwise the same statistics); pass 2
 // reads the slice again and writes kb_op::apply with streaming stores. While one block waits for
 // its row's states, the SM's other three blocks (other groups) load or store. N % 4 != 0,
-// unaligned tensors or more than 128 slices per row run a one-block-per-row two-pass kernel.
+// unaligned tensors or more than 128 slices per row run a one-block-per-row two-pass kernel
+// (the workspace, the exchange, that fallback and the entry points: header softmax_groups.cuh).
 // Hypothesis: about 1 read + 1 write of DRAM with the exchange hidden by the other blocks: near
 // 3.5 ms. Not yet measured.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
 
+#include <kblaster/device/portfolio/softmax_groups.cuh>
+
 #include <algorithm>
 
 namespace {
 
-using op = kb_op<float>;
-using state = op::state;
-using stats = op::stats;
+using kb::softmax_groups::plan;
+using kb::softmax_groups::state;
+using kb::softmax_groups::stats;
+using op = kb::softmax_groups::op;
 
 constexpr int threads = 256;
 constexpr int blocks_per_sm = 4;
 constexpr int batch = 8; // float4 loads in flight per thread
-constexpr int max_slices = 128;
-
-struct workspace_layout {
-  size_t states_bytes;
-  size_t total;
-};
-
-workspace_layout layout(int64_t rows) {
-  const size_t states = static_cast<size_t>(rows) * max_slices * sizeof(state);
-  const size_t aligned = (states + 255) / 256 * 256;
-  return {aligned, aligned + static_cast<size_t>(rows) * sizeof(unsigned)};
-}
 
 // Pass 1 over this block's slice: four online states per thread, then the block's state.
 __device__ __forceinline__ state slice_state(const float4* __restrict__ s4, int64_t n4) {
@@ -109,24 +101,7 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     const float4* s4 = reinterpret_cast<const float4*>(x + row * n + lo);
     const state t = slice_state(s4, n4);
     if (threadIdx.x < 32) {
-      const int lane = static_cast<int>(threadIdx.x);
-      if (lane == 0) {
-        partial[row * slices + c] = t;
-        __threadfence();
-        atomicAdd(arrived + row, 1u);
-      }
-      while (kb::load_acquire_gpu(arrived + row) < static_cast<unsigned>(slices)) {
-        __nanosleep(64);
-      }
-      state total = op::init();
-      for (int r = lane; r < slices; r += 32) {
-        total = op::combine(total, kb::load_cg_any(partial + row * slices + r));
-      }
-      total = kb::warp_reduce(total,
-                              [](const state& a, const state& b) { return op::combine(a, b); });
-      if (lane == 0) {
-        row_stats = op::finalize(total, n, p.v);
-      }
+      kb::softmax_groups::exchange(t, row, c, slices, n, partial, arrived, p, &row_stats);
     }
     __syncthreads();
     const stats st = row_stats;
@@ -134,36 +109,6 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     __syncthreads(); // row_stats may be rewritten
   }
 }
-
-// Any row: one block per row (grid-stride over rows), statistics then output from global memory.
-__global__ void __launch_bounds__(256)
-    softmax_rows(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
-                 kb::scalars p) {
-  __shared__ stats row_stats;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* xr = x + row * n;
-    state s = op::init();
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      s = op::accumulate(s, xr[i]);
-    }
-    s = kb::block_reduce(s, [](const state& a, const state& b) { return op::combine(a, b); });
-    if (threadIdx.x == 0) {
-      row_stats = op::finalize(s, n, p.v);
-    }
-    __syncthreads();
-    const stats st = row_stats;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      y[row * n + i] = op::apply(xr[i], st, 1.0f, 0.0f);
-    }
-    __syncthreads();
-  }
-}
-
-struct plan {
-  int slices = 0;
-  int64_t chunk = 0;
-  int grid = 0;
-};
 
 // Groups of S blocks such that the rows in flight fit in half the L2; slices == 0 if the grid
 // cannot be resident or a row needs more than max_slices.
@@ -184,7 +129,7 @@ plan plan_for(int64_t rows, int64_t n) {
   const int64_t fit = std::max<int64_t>(1, (static_cast<int64_t>(l2) / 2) / row_bytes);
   int64_t slices = (resident + fit - 1) / fit; // rows in flight = resident / slices <= fit
   slices = std::max<int64_t>(1, std::min<int64_t>(slices, (n + 3) / 4));
-  if (slices > max_slices || resident == 0) {
+  if (slices > kb::softmax_groups::max_slices || resident == 0) {
     return {};
   }
   const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(rows, resident / slices));
@@ -195,64 +140,15 @@ plan plan_for(int64_t rows, int64_t n) {
   return out;
 }
 
-bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
-  if (!kb::float32_map_args(args, 2) ||
-      kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
-    return false;
-  }
-  rows = kb::product(args->inputs[0], 0, 1);
-  n = args->inputs[0].shape[1];
-  return true;
-}
-
 } // namespace
 
 extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {
-  int64_t rows = 0;
-  int64_t n = 0;
-  if (!softmax_shape(args, rows, n)) {
-    return -1;
-  }
-  *bytes = layout(rows).total;
-  return 0;
+  return kb::softmax_groups::workspace_bytes(args, bytes);
 }
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  int64_t rows = 0;
-  int64_t n = 0;
-  if (!softmax_shape(args, rows, n)) {
-    return -1;
-  }
-  if (rows == 0 || n == 0) {
-    return 0;
-  }
-  const float* x = static_cast<const float*>(args->inputs[0].data);
-  float* y = static_cast<float*>(args->outputs[0].data);
-  const cudaStream_t stream = kb::stream_of(args);
-  kb::scalars p = kb::scalars_of(args);
-  const bool aligned = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  const plan pl = aligned ? plan_for(rows, n) : plan{};
-  if (pl.slices == 0) {
-    softmax_rows<<<kb::grid_for(rows, 1), 256, 0, stream>>>(x, y, rows, n, p);
-    return static_cast<int>(cudaGetLastError());
-  }
-  const workspace_layout w = layout(rows);
-  if (args->workspace == nullptr || args->workspace_bytes < w.total) {
-    return -1;
-  }
-  auto* base = static_cast<unsigned char*>(args->workspace);
-  state* partial = reinterpret_cast<state*>(base);
-  unsigned* arrived = reinterpret_cast<unsigned*>(base + w.states_bytes);
-  KB_RETURN_IF_CUDA_ERROR(
-      cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
-  int slices = pl.slices;
-  int64_t chunk = pl.chunk;
-  void* params[] = {&x, &y, &rows, &n, &slices, &chunk, &partial, &arrived, &p};
-  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(softmax_l2_groups), dim3(static_cast<unsigned>(pl.grid)),
-      dim3(threads), params, 0, stream));
-  return static_cast<int>(cudaGetLastError());
+  return kb::softmax_groups::launch(args, reinterpret_cast<const void*>(softmax_l2_groups), threads,
+                                    plan_for);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {

@@ -15,12 +15,15 @@
 // from shared memory. Every block of a row combines the S states in the same fixed order, so each
 // gets bitwise the same statistics (deterministic). Rows whose slice does not fit, N % 4 != 0 or
 // unaligned tensors run a one-block-per-row two-pass kernel (correct, not fast).
+// The workspace, the exchange, that fallback and the entry points are softmax_groups.cuh's.
 //
 // Knobs (macros, set before the include):
 //   KB_SOFTMAX_BLOCKS_PER_SM  resident blocks per SM (default 2)
 //   KB_SOFTMAX_THREADS        threads per block (default 512)
 //   KB_SOFTMAX_BUFFERS        slice buffers per block, 1 or 2 (default 2)
 #pragma once
+
+#include <kblaster/device/portfolio/softmax_groups.cuh>
 
 #include <algorithm>
 
@@ -36,26 +39,16 @@
 
 namespace {
 
-using op = kb_op<float>;
-using state = op::state;
-using stats = op::stats;
+using kb::softmax_groups::max_slices;
+using kb::softmax_groups::plan;
+using kb::softmax_groups::state;
+using kb::softmax_groups::stats;
+using op = kb::softmax_groups::op;
 
 constexpr int threads = KB_SOFTMAX_THREADS;
 constexpr int blocks_per_sm = KB_SOFTMAX_BLOCKS_PER_SM;
 constexpr int buffers = KB_SOFTMAX_BUFFERS;
 static_assert(buffers == 1 || buffers == 2, "one slice buffer, or two (the next row's load ahead)");
-constexpr int max_slices = 128;
-
-struct workspace_layout {
-  size_t states_bytes;
-  size_t total;
-};
-
-workspace_layout layout(int64_t rows) {
-  const size_t states = static_cast<size_t>(rows) * max_slices * sizeof(state);
-  const size_t aligned = (states + 255) / 256 * 256;
-  return {aligned, aligned + static_cast<size_t>(rows) * sizeof(unsigned)};
-}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -135,26 +128,7 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     state t = op::combine(op::combine(s[0], s[1]), op::combine(s[2], s[3]));
     t = kb::block_reduce(t, [](const state& a, const state& b2) { return op::combine(a, b2); });
     if (threadIdx.x < 32) {
-      const int lane = static_cast<int>(threadIdx.x);
-      if (lane == 0) {
-        partial[row * slices + c] = t;
-        __threadfence();
-        atomicAdd(arrived + row, 1u);
-      }
-      while (kb::load_acquire_gpu(arrived + row) < static_cast<unsigned>(slices)) {
-        __nanosleep(32);
-      }
-      // The S states are read by the warp at once (lane l: states l, l + 32, ...) and combined
-      // in a fixed order: every block of the row computes bitwise the same total.
-      state total = op::init();
-      for (int r = lane; r < slices; r += 32) {
-        total = op::combine(total, kb::load_cg_any(partial + row * slices + r));
-      }
-      total = kb::warp_reduce(total,
-                              [](const state& a, const state& b2) { return op::combine(a, b2); });
-      if (lane == 0) {
-        row_stats = op::finalize(total, n, p.v);
-      }
+      kb::softmax_groups::exchange(t, row, c, slices, n, partial, arrived, p, &row_stats);
     }
     __syncthreads();
     const stats st = row_stats;
@@ -172,39 +146,8 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
   }
 }
 
-// Any row: one block per row (grid-stride over rows), statistics then output from global memory.
-__global__ void __launch_bounds__(256)
-    softmax_rows(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
-                 kb::scalars p) {
-  __shared__ stats row_stats;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* xr = x + row * n;
-    state s = op::init();
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      s = op::accumulate(s, xr[i]);
-    }
-    s = kb::block_reduce(s, [](const state& a, const state& b) { return op::combine(a, b); });
-    if (threadIdx.x == 0) {
-      row_stats = op::finalize(s, n, p.v);
-    }
-    __syncthreads();
-    const stats st = row_stats;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      y[row * n + i] = op::apply(xr[i], st, 1.0f, 0.0f);
-    }
-    __syncthreads();
-  }
-}
-
 // The pipeline's launch plan for rows of n floats on the current device; slices == 0 if it does
 // not apply.
-struct plan {
-  int slices = 0;
-  int64_t chunk = 0;
-  int grid = 0;
-  size_t smem = 0;
-};
-
 plan plan_for(int64_t rows, int64_t n) {
   plan out;
   int dev = 0;
@@ -262,64 +205,15 @@ plan plan_for(int64_t rows, int64_t n) {
   return out;
 }
 
-bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
-  if (!kb::float32_map_args(args, 2) ||
-      kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
-    return false;
-  }
-  rows = kb::product(args->inputs[0], 0, 1);
-  n = args->inputs[0].shape[1];
-  return true;
-}
-
 } // namespace
 
 extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {
-  int64_t rows = 0;
-  int64_t n = 0;
-  if (!softmax_shape(args, rows, n)) {
-    return -1;
-  }
-  *bytes = layout(rows).total;
-  return 0;
+  return kb::softmax_groups::workspace_bytes(args, bytes);
 }
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  int64_t rows = 0;
-  int64_t n = 0;
-  if (!softmax_shape(args, rows, n)) {
-    return -1;
-  }
-  if (rows == 0 || n == 0) {
-    return 0;
-  }
-  const float* x = static_cast<const float*>(args->inputs[0].data);
-  float* y = static_cast<float*>(args->outputs[0].data);
-  const cudaStream_t stream = kb::stream_of(args);
-  kb::scalars p = kb::scalars_of(args);
-  const bool aligned = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  const plan pl = aligned ? plan_for(rows, n) : plan{};
-  if (pl.slices == 0) {
-    softmax_rows<<<kb::grid_for(rows, 1), 256, 0, stream>>>(x, y, rows, n, p);
-    return static_cast<int>(cudaGetLastError());
-  }
-  const workspace_layout w = layout(rows);
-  if (args->workspace == nullptr || args->workspace_bytes < w.total) {
-    return -1;
-  }
-  auto* base = static_cast<unsigned char*>(args->workspace);
-  state* partial = reinterpret_cast<state*>(base);
-  unsigned* arrived = reinterpret_cast<unsigned*>(base + w.states_bytes);
-  KB_RETURN_IF_CUDA_ERROR(
-      cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
-  int slices = pl.slices;
-  int64_t chunk = pl.chunk;
-  void* params[] = {&x, &y, &rows, &n, &slices, &chunk, &partial, &arrived, &p};
-  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(softmax_pipeline), dim3(static_cast<unsigned>(pl.grid)),
-      dim3(threads), params, pl.smem, stream));
-  return static_cast<int>(cudaGetLastError());
+  return kb::softmax_groups::launch(args, reinterpret_cast<const void*>(softmax_pipeline), threads,
+                                    plan_for);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
