@@ -177,7 +177,7 @@ struct plan {
   int64_t slices; // statistics slices per sample
 };
 
-bool plan_of(const kb_args* a, plan* pl) {
+inline bool plan_of(const kb_args* a, plan* pl) {
   if (a->num_inputs < 3 || !kb::float32_map_args(a, 2)) {
     return false;
   }
@@ -199,7 +199,7 @@ constexpr uint64_t align_up(uint64_t v) {
   return (v + 255) / 256 * 256;
 }
 
-uint64_t partial_bytes(const plan& pl) {
+inline uint64_t partial_bytes(const plan& pl) {
   return align_up(static_cast<uint64_t>(pl.samples * pl.slices) * sizeof(state));
 }
 
