@@ -7,7 +7,7 @@
 # already under $OUT is skipped, so a second call with the same $OUT goes on where one stopped.
 #   scripts/gpu-sanitize-portfolio.sh [suite, default core10] [seconds, default 540]
 # Environment: EXTRA, more candidate files (portfolio/variants/<task>_<idea>.cu) to check after
-# the portfolio.
+# the portfolio; ONLY_EXTRA=1, those files alone (no portfolio kernels, no strategies).
 # Output under $OUT (default out/sanitize-portfolio): one JSON and log per kernel, summary.txt,
 # the store, packed into sanitize-portfolio.tar.gz.
 set -uo pipefail
@@ -24,7 +24,8 @@ end=$(($(date +%s) + BUDGET))
 status=0
 # name task file, one line each: the portfolio kernels, then the strategies' default points.
 kernels=()
-for f in portfolio/"$SUITE"/*.cu; do
+ONLY_EXTRA=${ONLY_EXTRA:-0}
+[ "$ONLY_EXTRA" = 1 ] || for f in portfolio/"$SUITE"/*.cu; do
   name=$(basename "$f" .cu)
   kernels+=("$name ${name%%_*} $f")
 done
@@ -34,7 +35,7 @@ for f in ${EXTRA:-}; do
   kernels+=("$name ${name%%_*} $f")
 done
 mkdir -p "$OUT/strategies"
-for task in $("$K" tasks list --suite "$SUITE" --json | python3 -c 'import json,sys; print(" ".join(t["id"] for t in json.load(sys.stdin)))'); do
+[ "$ONLY_EXTRA" = 1 ] || for task in $("$K" tasks list --suite "$SUITE" --json | python3 -c 'import json,sys; print(" ".join(t["id"] for t in json.load(sys.stdin)))'); do
   for strategy in $("$K" strategies list --task "$SUITE/$task" --json | python3 -c 'import json,sys; print(" ".join(s["name"] for s in json.load(sys.stdin)))'); do
     f="$OUT/strategies/${task}_$strategy.cu"
     "$K" strategies generate --task "$SUITE/$task" --strategy "$strategy" -o "$f" >/dev/null 2>&1 &&
