@@ -296,6 +296,88 @@ __global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __
   }
 }
 
+// KB_RMSNORM_ROWS_L2PASS = 1 (variants 10x_rows_l2pass, 10x_rows_l2last): rows on the vector
+// path go through two passes per block of at most 256 threads, U = 2 packs per thread per step:
+// the sum of squares over the row, then the row read again (from L2: the block read it a moment
+// ago) with the weight, normalised and stored. Few registers per thread, so 8 blocks fit on an
+// SM; torch.compile's RMSNorm kernel (Inductor's looped reduction) has this shape. 2 also loads
+// x in the first pass with an L2 evict-last policy, so it stays for the second.
+#ifndef KB_RMSNORM_ROWS_L2PASS
+#define KB_RMSNORM_ROWS_L2PASS 0
+#endif
+template <int Hint, class P> __device__ __forceinline__ P load_first(const P* p) {
+  if constexpr (Hint == 2 && sizeof(P) == 16) {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    uint4 v;
+    asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(policy));
+    return v;
+  } else {
+    return *p;
+  }
+}
+
+template <class T, int U, int Hint>
+__global__ void __launch_bounds__(256) rmsnorm_rows_l2pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
+                                                           kb::scalars p) {
+  using P = typename pack_of<T, true>::type;
+  constexpr int E = pack_of<T, true>::elems;
+  const int64_t nv = h / E;
+  const P* xr = reinterpret_cast<const P*>(x) + blockIdx.x * nv;
+  const P* wr = reinterpret_cast<const P*>(w);
+  P* yr = reinterpret_cast<P*>(y) + blockIdx.x * nv;
+  const int64_t step = static_cast<int64_t>(U) * blockDim.x;
+  state s[4] = {op::init(), op::init(), op::init(), op::init()};
+  for (int64_t base = threadIdx.x; base < nv; base += step) {
+    P v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = base + static_cast<int64_t>(u) * blockDim.x;
+      if (j < nv) {
+        v[u] = load_first<Hint>(xr + j);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + static_cast<int64_t>(u) * blockDim.x < nv) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          s[e % 4] = op::accumulate(s[e % 4], element<T>(v[u], e));
+        }
+      }
+    }
+  }
+  state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
+  t = block_reduce_once(t, [](const state& a, const state& b) { return combine(a, b); });
+  const op::stats inv_rms = op::finalize(t, h, p.v);
+  for (int64_t base = threadIdx.x; base < nv; base += step) {
+    P v[U];
+    P wv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = base + static_cast<int64_t>(u) * blockDim.x;
+      if (j < nv) {
+        v[u] = xr[j];
+        wv[u] = load_cached(wr + j);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = base + static_cast<int64_t>(u) * blockDim.x;
+      if (j < nv) {
+        float o[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          o[e] = op::apply(element<T>(v[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
+        }
+        store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+      }
+    }
+  }
+}
+
 // KB_RMSNORM_ROWS_VPT (1, 2 or 4; default 4): the packs per thread of rows that fit that many per
 // thread in one block of row_threads (fp32 hidden 4096 at 2: 512 threads of 2 packs instead of 256
 // of 4); longer rows take 4, then 8 per thread as before. The variants 10x_rows_vpt1 and
@@ -317,6 +399,11 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
   const kb::scalars p = kb::scalars_of(a);
   const int64_t nv = h / pack_of<T, Vec>::elems;
   const auto grid = static_cast<unsigned>(rows);
+  if constexpr (KB_RMSNORM_ROWS_L2PASS != 0 && Vec) {
+    const unsigned threads = warps_for(nv, 2) < 256 ? warps_for(nv, 2) : 256;
+    rmsnorm_rows_l2pass<T, 2, KB_RMSNORM_ROWS_L2PASS><<<grid, threads, 0, stream>>>(x, w, y, h, p);
+    return static_cast<int>(cudaGetLastError());
+  }
   if (KB_RMSNORM_ROWS_PERSIST && nv <= 4LL * row_threads) {
     const auto kernel = rmsnorm_rows_persist<T, Vec, 4>;
     const unsigned threads = warps_for(nv, 4);
