@@ -85,7 +85,7 @@ struct bar_chart {
   std::vector<bar> bars;
   double reference = 1.0;
   std::string reference_label = "1.0x";
-  std::string value_suffix = "x"; // appended to the value labels ("1.37x")
+  std::string value_suffix = "x";  // appended to the value labels ("1.37x")
   std::vector<std::string> series; // names of the bars' series (at most 4); empty: none
   bar_chart_layout layout;
 };
@@ -162,11 +162,30 @@ struct task_comparison {
   bool correct = false; // our kernel passed verification and was timed
   double candidate_s = 0;
   interval candidate_ci;
+  // The judge's timing resolution for this evaluation [s] (stats' resolution_s: a sample is the
+  // window less the scheme's calibrated overhead, so a median is known to about this much in
+  // absolute terms); 0: unknown.
+  double resolution_s = 0;
   std::optional<std::string> fastest_method;
   double fastest_s = 0;
   interval fastest_ci;
   std::optional<double> eager_s;
 };
+
+// A ratio to PyTorch counts as measured only when our median is at least this many times the
+// timing resolution, so that the resolution moves it by at most 1 / resolved_multiple (10%).
+// Below it the kernel's time is of the order of what the window-less-overhead scheme can
+// resolve (launch-bound shapes: microseconds): the ratio is printed, marked, and left out of the
+// "resolved" geometric means and of the goals.
+inline constexpr double resolved_multiple = 10;
+bool resolved(const task_comparison& t);
+
+// The comparison of one task and shape from its parts: our kernel's median and interval (when
+// correct), the timing resolution, and the PyTorch provider's methods at that task and shape
+// (the fastest eligible one, and eager when correct and timed).
+task_comparison compare_task(std::string task, bool correct, double candidate_s,
+                             interval candidate_ci, double resolution_s,
+                             const std::vector<pytorch_method>& methods);
 
 // Speedup = PyTorch time / our time, with the interval that the two medians' intervals allow
 // ([fastest low / ours high, fastest high / ours low]). None when either side is missing.
@@ -180,19 +199,34 @@ std::optional<double> speedup_vs_eager(const task_comparison& t);
 // Over ALL tasks given: fast_p is the share of every task that is correct, has a fastest PyTorch
 // method and a speedup above p (an incorrect task or one without PyTorch figures counts as not
 // fast). The geometric means run over the tasks where both sides exist; their counts say over
-// how many.
+// how many. The `resolved` ones run over those of them whose median is resolved (`resolved`).
 struct suite_comparison {
   size_t tasks = 0;
   size_t correct = 0;
   size_t with_fastest = 0;
   size_t with_eager = 0;
+  size_t below_resolution = 0; // correct tasks whose median is not resolved
+  size_t with_fastest_resolved = 0;
+  size_t with_eager_resolved = 0;
   double fast_1_0_vs_fastest = 0;
   double fast_1_5_vs_fastest = 0;
   double fast_1_0_vs_eager = 0;
   std::optional<double> geomean_vs_fastest;
   std::optional<double> geomean_vs_eager;
+  std::optional<double> geomean_vs_fastest_resolved;
+  std::optional<double> geomean_vs_eager_resolved;
 };
 suite_comparison compare_suite(const std::vector<task_comparison>& tasks);
+
+// The goals: a geometric mean at or above `goal` over every task (each with the PyTorch figure,
+// none below the resolution), or over the resolved tasks alone (at least one).
+struct goal_check {
+  bool met = false;          // over every task
+  bool met_resolved = false; // over the resolved tasks
+};
+goal_check check_goal_vs_fastest(const suite_comparison& s, double goal);
+goal_check check_goal_vs_eager(const suite_comparison& s, double goal);
+
 nlohmann::json to_json(const suite_comparison& s);
 
 } // namespace kb::report

@@ -251,6 +251,55 @@ TEST(calibration_cli, commands_without_a_device_exit_blocked) {
   EXPECT_NE(list.output.find("conservative default"), std::string::npos) << list.output;
 }
 
+// A bench.json scored again without a device: the same ratios, each row marked resolved or
+// below the timing resolution, the resolved geometric means and the goals; a file without rows
+// is an input error, and nothing is stored.
+TEST(bench_cli, rescore_reads_a_bench_json_back_without_a_device) {
+  temp_dir dir("kb-bench-rescore");
+  const auto row = [](const std::string& shape, double ours, double fastest, double eager) {
+    return json{{"task", "101"},
+                {"name", "rmsnorm_f32"},
+                {"shape", shape},
+                {"verdict", "improved"},
+                {"statistics",
+                 {{"median_candidate_s", ours},
+                  {"median_candidate_ci_s", {ours * 0.99, ours * 1.01}},
+                  {"resolution_s", 2e-6}}},
+                {"pytorch",
+                 {{"compile",
+                   {{"correct", true},
+                    {"median_s", fastest},
+                    {"ci_s", {fastest, fastest}},
+                    {"compile", {{"status", "compiled"}, {"graphs", 1}, {"graph_breaks", 0}}}}},
+                  {"eager", {{"correct", true}, {"median_s", eager}}}}}};
+  };
+  json bench{{"rows", json::array({row("official", 40e-6, 36e-6, 48e-6),
+                                   row("t1-h4096", 1e-6, 4e-6, 8e-6)})}};
+  write_file_atomic(dir.path() / "bench.json", bench.dump());
+  const auto r =
+      kblaster(dir.path() / "store", {"bench", "--rescore", (dir.path() / "bench.json").string(),
+                                      "--goal-vs-fastest", "1.3"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| 101 rmsnorm_f32 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0.900x"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("below resolution (< 0.0200 ms)"), std::string::npos) << r.output;
+  const auto start = r.output.find("```json\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  const auto end = r.output.find("```", start + 8);
+  const auto summary = json::parse(r.output.substr(start + 8, end - start - 8));
+  EXPECT_EQ(summary.at("tasks_below_resolution"), 1);
+  EXPECT_NEAR(summary.at("geomean_vs_fastest_pytorch").get<double>(), std::sqrt(0.9 * 4), 1e-9);
+  EXPECT_NEAR(summary.at("geomean_vs_fastest_pytorch_resolved").get<double>(), 0.9, 1e-9);
+  EXPECT_EQ(summary.at("goal_vs_fastest_met"), false);
+  EXPECT_EQ(summary.at("goal_vs_fastest_met_resolved"), false);
+  EXPECT_FALSE(fs::exists(dir.path() / "store")) << "a rescore stores nothing";
+  write_file_atomic(dir.path() / "bad.json", "{\"runs\": []}");
+  EXPECT_EQ(
+      kblaster(dir.path() / "store", {"bench", "--rescore", (dir.path() / "bad.json").string()})
+          .exit_code,
+      exit_code::input);
+}
+
 // A calibration's JSON summarized again, without a device: the same counts, the rate's interval
 // and the uniformity of the p values; a file that is no calibration is an input error.
 TEST(calibration_cli, summarize_reads_a_calibration_back_without_a_device) {

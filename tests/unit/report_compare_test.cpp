@@ -130,5 +130,69 @@ TEST(report_compare, a_suite_without_pytorch_figures_has_no_geomean) {
   EXPECT_EQ(compare_suite({}).tasks, 0u);
 }
 
+// A median resolved is one at least resolved_multiple (10) times the timing resolution; below
+// it, the ratio is computed but left out of the resolved geometric means and of the goals.
+TEST(report_compare, medians_below_ten_times_the_resolution_are_not_resolved) {
+  auto t = task("a", true, 20e-6, 40e-6, 80e-6);
+  t.resolution_s = 2e-6;
+  EXPECT_TRUE(resolved(t)); // 20 us = 10 x 2 us
+  t.candidate_s = 19.9e-6;
+  EXPECT_FALSE(resolved(t));
+  t.resolution_s = 0; // unknown: nothing to hold against it
+  EXPECT_TRUE(resolved(t));
+}
+
+TEST(report_compare, resolved_geomeans_and_goals_leave_out_launch_bound_tasks) {
+  // Two large tasks at 0.9x of PyTorch's fastest (2x over eager) and two tiny ones at 4x (8x):
+  // the geomean over all is 1.897x, over the resolved tasks 0.9x.
+  std::vector<task_comparison> ts;
+  for (int i = 0; i < 2; ++i) {
+    ts.push_back(task("large" + std::to_string(i), true, 1e-3, 0.9e-3, 2e-3));
+    ts.push_back(task("tiny" + std::to_string(i), true, 1e-6, 4e-6, 8e-6));
+  }
+  for (auto& t : ts) {
+    t.resolution_s = 2e-6;
+  }
+  const auto s = compare_suite(ts);
+  EXPECT_EQ(s.below_resolution, 2u);
+  EXPECT_EQ(s.with_fastest, 4u);
+  EXPECT_EQ(s.with_fastest_resolved, 2u);
+  EXPECT_EQ(s.with_eager_resolved, 2u);
+  EXPECT_NEAR(*s.geomean_vs_fastest, std::sqrt(0.9 * 4.0), 1e-12);
+  EXPECT_NEAR(*s.geomean_vs_fastest_resolved, 0.9, 1e-12);
+  EXPECT_NEAR(*s.geomean_vs_eager_resolved, 2.0, 1e-12);
+  // 1.897x clears a 1.3x goal only through the tiny tasks: not met, either way.
+  const auto g = check_goal_vs_fastest(s, 1.3);
+  EXPECT_FALSE(g.met);
+  EXPECT_FALSE(g.met_resolved);
+  // Over eager (2x resolved, 4x all) a 1.5x goal holds for the resolved tasks; over every task
+  // it is not met while two are below the resolution.
+  const auto e = check_goal_vs_eager(s, 1.5);
+  EXPECT_FALSE(e.met);
+  EXPECT_TRUE(e.met_resolved);
+  // Without the tiny tasks both hold.
+  EXPECT_TRUE(check_goal_vs_eager(compare_suite({ts[0], ts[2]}), 1.5).met);
+  const json j = to_json(s);
+  EXPECT_EQ(j["tasks_below_resolution"].get<int>(), 2);
+  EXPECT_NEAR(j["geomean_vs_fastest_pytorch_resolved"].get<double>(), 0.9, 1e-12);
+}
+
+TEST(report_compare, compare_task_takes_the_fastest_eligible_method_and_eager) {
+  const auto pm = pytorch_methods_from_json(provider_methods());
+  const auto c = compare_task("x", true, 0.001, {0.00099, 0.00101}, 2e-6, pm);
+  ASSERT_TRUE(c.fastest_method);
+  EXPECT_EQ(*c.fastest_method, "max-autotune");
+  EXPECT_DOUBLE_EQ(c.fastest_s, 0.0015);
+  EXPECT_DOUBLE_EQ(c.fastest_ci.low, 0.00149);
+  EXPECT_DOUBLE_EQ(*c.eager_s, 0.002);
+  EXPECT_DOUBLE_EQ(c.resolution_s, 2e-6);
+  EXPECT_DOUBLE_EQ(speedup_vs_fastest(c)->value, 1.5);
+  // An incorrect kernel keeps no time of its own.
+  const auto w = compare_task("y", false, 0.001, {0.00099, 0.00101}, 2e-6, pm);
+  EXPECT_DOUBLE_EQ(w.candidate_s, 0);
+  EXPECT_FALSE(speedup_vs_fastest(w));
+  EXPECT_FALSE(compare_task("z", true, 0.001, {}, 2e-6, {}).fastest_method);
+}
+
 } // namespace
 } // namespace kb::report
