@@ -108,19 +108,12 @@ __device__ __forceinline__ state combine(const state& a, const state& b) { retur
 // A row held in registers (thread t owns the packs t, t + blockDim.x, ..., at most VPT of them)
 // normalised and written: the sum of squares over 4 interleaved states combined in a fixed order,
 // a fixed-order block reduction, 1/rms, the weight applied per element, one rounding to T.
-// KB_RMSNORM_ROWS_ONE_BARRIER = 1 (variants 10x_rows_onebar, 10x_rows_late_w): the one-row kernel
+// KB_RMSNORM_ROWS_ONE_BARRIER = 1 (variants 10x_rows_onebar, 10x_rows_minb3): the one-row kernel
 // exchanges the warps' partial sums through shared memory behind one barrier, and every thread
 // combines them in the same fixed order (warp 0, 1, ...), instead of kb::block_reduce's three
 // barriers and one thread's serial combine. 0 (the default): kb::block_reduce.
 #ifndef KB_RMSNORM_ROWS_ONE_BARRIER
 #define KB_RMSNORM_ROWS_ONE_BARRIER 0
-#endif
-// KB_RMSNORM_ROWS_LATE_WEIGHT = 1: the one-row kernel loads the weight after the row's reduction
-// (it is in L1/L2: every row reads it) instead of with x. It does not lower the register peak
-// (the apply phase holds x and the weight either way: fp32 hidden 4096 50 registers against 53),
-// so no variant uses it yet.
-#ifndef KB_RMSNORM_ROWS_LATE_WEIGHT
-#define KB_RMSNORM_ROWS_LATE_WEIGHT 0
 #endif
 // KB_RMSNORM_ROWS_MIN_BLOCKS (variants 10x_rows_minb3): the one-row kernel's launch bounds ask for
 // that many blocks of 512 threads per SM, so the register cap is 65536 / (512 * N): 3 gives 42,
@@ -130,15 +123,6 @@ __device__ __forceinline__ state combine(const state& a, const state& b) { retur
 #else
 #define KB_RMSNORM_ROWS_BOUNDS __launch_bounds__(row_threads)
 #endif
-
-// a if B, else b (arrays of registers chosen at compile time).
-template <bool B, class A> __device__ __forceinline__ const A& pick(const A& a, const A& b) {
-  if constexpr (B) {
-    return a;
-  } else {
-    return b;
-  }
-}
 
 // Reduces v over the block for a kernel that reduces once (no buffer reuse): the warps' partials
 // through shared memory behind one barrier, combined by every thread in warp order.
@@ -157,10 +141,9 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
   return acc;
 }
 
-template <class T, bool Vec, int VPT, bool Once = false, bool LateW = false>
+template <class T, bool Vec, int VPT, bool Once = false>
 __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT], const typename pack_of<T, Vec>::type (&wv)[VPT],
-                                              const typename pack_of<T, Vec>::type* wr, typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h,
-                                              const kb::scalars& p) {
+                                              typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h, const kb::scalars& p) {
   using P = typename pack_of<T, Vec>::type;
   constexpr int E = pack_of<T, Vec>::elems;
   state s[4] = {op::init(), op::init(), op::init(), op::init()};
@@ -180,17 +163,6 @@ __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::ty
     t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
   }
   const op::stats inv_rms = op::finalize(t, h, p.v);
-  P wl[VPT];
-  if constexpr (LateW) {
-#pragma unroll
-    for (int u = 0; u < VPT; ++u) {
-      const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-      if (j < nv) {
-        wl[u] = load_cached(wr + j);
-      }
-    }
-  }
-  const auto& wu = pick<LateW>(wl, wv);
 #pragma unroll
   for (int u = 0; u < VPT; ++u) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
@@ -198,7 +170,7 @@ __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::ty
       float o[E];
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wu[u], e), 0.0f);
+        o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
       }
       store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
     }
@@ -215,7 +187,6 @@ __global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x, con
   const P* xr = reinterpret_cast<const P*>(x) + blockIdx.x * nv;
   const P* wr = reinterpret_cast<const P*>(w);
   P* yr = reinterpret_cast<P*>(y) + blockIdx.x * nv;
-  constexpr bool late = KB_RMSNORM_ROWS_LATE_WEIGHT != 0;
   P xv[VPT];
   P wv[VPT];
 #pragma unroll
@@ -223,12 +194,10 @@ __global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x, con
     const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
     if (j < nv) {
       xv[u] = load_stream(xr + j);
-      if constexpr (!late) {
-        wv[u] = load_cached(wr + j);
-      }
+      wv[u] = load_cached(wr + j);
     }
   }
-  normalize_row<T, Vec, VPT, KB_RMSNORM_ROWS_ONE_BARRIER != 0, late>(xv, wv, wr, yr, nv, h, p);
+  normalize_row<T, Vec, VPT, KB_RMSNORM_ROWS_ONE_BARRIER != 0>(xv, wv, yr, nv, h, p);
 }
 
 // KB_RMSNORM_ROWS_PERSIST = 1: as rmsnorm_rows, but a grid of as many blocks as fit on the
@@ -271,7 +240,7 @@ __global__ void __launch_bounds__(row_threads) rmsnorm_rows_persist(const T* __r
         }
       }
     }
-    normalize_row<T, Vec, VPT>(xv, wv, wr, reinterpret_cast<P*>(y) + row * nv, nv, h, p);
+    normalize_row<T, Vec, VPT>(xv, wv, reinterpret_cast<P*>(y) + row * nv, nv, h, p);
 #pragma unroll
     for (int u = 0; u < VPT; ++u) {
       xv[u] = nx[u];
