@@ -42,6 +42,11 @@ std::string interval_ms(const report::interval& i) {
 
 } // namespace
 
+// A ratio to PyTorch with its interval, or "-".
+std::string speedup_cell(const std::optional<report::ratio>& r) {
+  return r ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", r->value, r->range.low, r->range.high) : "-";
+}
+
 // The overview's last column: whether our median is resolved (report::resolved).
 std::string resolved_cell(const report::task_comparison& cmp) {
   if (!cmp.correct) {
@@ -114,12 +119,9 @@ int rescore(const std::string& file, double goal_fastest, double goal_eager) {
   for (const auto& c : tasks) {
     const auto vf = report::speedup_vs_fastest(c);
     const auto ve = report::speedup_vs_eager(c);
-    t.add_row(
-        {c.task, c.correct ? ms(c.candidate_s) : "-", c.fastest_method.value_or("none"),
-         c.fastest_method ? ms(c.fastest_s) : "-",
-         vf ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", vf->value, vf->range.low, vf->range.high)
-            : "-",
-         ve ? fmt::format("{:.2f}x", *ve) : "-", resolved_cell(c)});
+    t.add_row({c.task, c.correct ? ms(c.candidate_s) : "-", c.fastest_method.value_or("none"),
+               c.fastest_method ? ms(c.fastest_s) : "-", speedup_cell(vf),
+               ve ? fmt::format("{:.2f}x", *ve) : "-", resolved_cell(c)});
   }
   const auto cmp = report::compare_suite(tasks);
   json vs = report::to_json(cmp);
@@ -407,10 +409,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                cmp.fastest_method
                    ? fmt::format("{} {}", ms(cmp.fastest_s), interval_ms(cmp.fastest_ci))
                    : "-",
-               vf ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", vf->value, vf->range.low,
-                                vf->range.high)
-                  : "-",
-               ve ? fmt::format("{:.2f}x", *ve) : "-",
+               speedup_cell(vf), ve ? fmt::format("{:.2f}x", *ve) : "-",
                vf ? fmt::format("{:+.4f} ms ({:+.1f}%){}", 1e3 * (cmp.candidate_s - cmp.fastest_s),
                                 100 * (cmp.candidate_s / cmp.fastest_s - 1),
                                 vf->value >= 1.0 ? " met" : "")
