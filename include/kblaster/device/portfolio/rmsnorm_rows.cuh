@@ -270,7 +270,11 @@ __global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __
 // the sum of squares over the row, then the row read again (from L2: the block read it a moment
 // ago) with the weight, normalised and stored. Few registers per thread, so 8 blocks fit on an
 // SM; torch.compile's RMSNorm kernel (Inductor's looped reduction) has this shape. 2 also loads
-// x in the first pass with an L2 evict-last policy, so it stays for the second.
+// x in the first pass with an L2 evict-last policy, so it stays for the second. 3 (variants
+// 10x_rows_reload): the whole row in one step per pass, on blocks of up to 512 threads of 1, 2 or
+// 4 packs (as the portfolio kernel holds it, but not across the reduction): the second pass
+// reads the row again (from L1) instead of keeping it in registers. Inductor's persistent-rblock
+// configuration of the same looped kernel has this shape.
 #ifndef KB_RMSNORM_ROWS_L2PASS
 #define KB_RMSNORM_ROWS_L2PASS 0
 #endif
@@ -288,8 +292,8 @@ template <int Hint, class P> __device__ __forceinline__ P load_first(const P* p)
   }
 }
 
-template <class T, int U, int Hint>
-__global__ void __launch_bounds__(256) rmsnorm_rows_l2pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
+template <class T, int U, int Hint, int MaxThreads = 256>
+__global__ void __launch_bounds__(MaxThreads) rmsnorm_rows_l2pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
                                                            kb::scalars p) {
   using P = typename pack_of<T, true>::type;
   constexpr int E = pack_of<T, true>::elems;
@@ -368,7 +372,17 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
   const kb::scalars p = kb::scalars_of(a);
   const int64_t nv = h / pack_of<T, Vec>::elems;
   const auto grid = static_cast<unsigned>(rows);
-  if constexpr (KB_RMSNORM_ROWS_L2PASS != 0 && Vec) {
+  if constexpr (KB_RMSNORM_ROWS_L2PASS == 3 && Vec) {
+    const auto threads = [&](int u) { return warps_for(nv, u) < row_threads ? warps_for(nv, u) : static_cast<unsigned>(row_threads); };
+    if (nv <= row_threads) {
+      rmsnorm_rows_l2pass<T, 1, 1, row_threads><<<grid, threads(1), 0, stream>>>(x, w, y, h, p);
+    } else if (nv <= 2LL * row_threads) {
+      rmsnorm_rows_l2pass<T, 2, 1, row_threads><<<grid, threads(2), 0, stream>>>(x, w, y, h, p);
+    } else {
+      rmsnorm_rows_l2pass<T, 4, 1, row_threads><<<grid, threads(4), 0, stream>>>(x, w, y, h, p);
+    }
+    return static_cast<int>(cudaGetLastError());
+  } else if constexpr (KB_RMSNORM_ROWS_L2PASS != 0 && Vec) {
     const unsigned threads = warps_for(nv, 2) < 256 ? warps_for(nv, 2) : 256;
     rmsnorm_rows_l2pass<T, 2, KB_RMSNORM_ROWS_L2PASS><<<grid, threads, 0, stream>>>(x, w, y, h, p);
     return static_cast<int>(cudaGetLastError());
