@@ -296,7 +296,10 @@ async function pageSuite(query) {
     box,
     table("suite-table", ["task", "shape", "verdict", "speedup over baseline [95% CI]", ...d.methods.map((m) => "over PyTorch " + m)],
       d.rows.map((r) => [r.task, r.shape, badge(r.verdict),
-        num(speedup(r.speedup, r.ci_low, r.ci_high)), ...d.methods.map((m) => num(r.vs_pytorch[m] ? fmt(r.vs_pytorch[m]) + "x" : "-"))])));
+        num(speedup(r.speedup, r.ci_low, r.ci_high)), ...d.methods.map((m) => num(r.vs_pytorch[m] ? fmt(r.vs_pytorch[m]) + "x" + (r.resolved === false ? "*" : "") : "-"))])),
+    d.rows.some((r) => r.resolved === false)
+      ? el("p", { class: "muted", id: "suite-resolution" }, "* below the timing resolution: our median is under 10 times the judge's resolution (about 2 us), so the ratio to PyTorch is not a measurement of the kernel")
+      : "");
   if (!d.rows.length) return;
   const xs = d.rows.map((_, i) => i);
   const colors = ["#2456c7", "#b3261e", "#137333", "#a05a00", "#7b3fb3"];

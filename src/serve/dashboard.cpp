@@ -3,6 +3,8 @@
 
 #include "common/error.hpp"
 #include "common/sha256.hpp"
+#include "eval/eval.hpp"
+#include "report/report.hpp"
 #include "search/memory.hpp"
 #include "task/task.hpp"
 
@@ -618,6 +620,16 @@ json dashboard::suite(std::optional<int64_t> run) const {
   }
   json rows = json::array();
   std::set<std::string> methods;
+  // Whether a median is resolved (report::resolved): at least 10 times the judge's timing
+  // resolution, the row's own where its record names it, else the judge's default.
+  const double default_resolution = eval::options().resolution_s;
+  auto add_resolved = [](json& row, const std::optional<double>& median, double resolution) {
+    report::task_comparison c;
+    c.correct = median.has_value();
+    c.candidate_s = median.value_or(0);
+    c.resolution_s = resolution;
+    row["resolved"] = !median || report::resolved(c);
+  };
   auto add_methods = [&](json& row, const std::string& task, const std::string& shape,
                          const std::optional<double>& median) {
     json by = json::object();
@@ -651,6 +663,7 @@ json dashboard::suite(std::optional<int64_t> run) const {
                   {"evaluation", it->id},
                   {"candidate_median_s", opt(e.candidate_median)}};
       add_methods(row, it->task_id, e.shape, e.candidate_median);
+      add_resolved(row, e.candidate_median, default_resolution);
       rows.push_back(row);
     }
     std::reverse(rows.begin(), rows.end());
@@ -674,6 +687,7 @@ json dashboard::suite(std::optional<int64_t> run) const {
                   {"ci_high", nullptr},
                   {"candidate_median_s", opt(median)}};
       add_methods(row, task, shape, median);
+      add_resolved(row, median, stt.value("resolution_s", default_resolution));
       rows.push_back(row);
     }
   }

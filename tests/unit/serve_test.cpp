@@ -170,6 +170,34 @@ TEST_F(serve_test, evidence_archive_unpacks_with_tar_and_passes_the_check) {
   EXPECT_THROW(evidence_archive(*st, 999999), not_found);
 }
 
+// The suite page from a bench.json: each row's ratio to every correct PyTorch method, and
+// whether our median is resolved (at least 10 times the timing resolution the row names).
+TEST_F(serve_test, suite_rows_from_a_bench_file_say_whether_the_median_is_resolved) {
+  const auto row = [](const std::string& shape, double median) {
+    return json{{"task", "101"},
+                {"shape", shape},
+                {"verdict", "improved"},
+                {"speedup", 2.0},
+                {"statistics", {{"median_candidate_s", median}, {"resolution_s", 2e-6}}}};
+  };
+  const json bench{
+      {"rows", json::array({row("official", 40e-6), row("t1-h4096", 1e-6)})},
+      {"pytorch",
+       {{"tasks",
+         {{"101",
+           {{"official", {{"compile", {{"correct", true}, {"median_s", 36e-6}}}}},
+            {"t1-h4096", {{"compile", {{"correct", true}, {"median_s", 4e-6}}}}}}}}}}}};
+  const fs::path file = dir->path() / "bench.json";
+  write_file_atomic(file, bench.dump());
+  const json s = dashboard(*st, {.bench_json = file}).suite(std::nullopt);
+  ASSERT_TRUE(s["available"].get<bool>()) << s.dump();
+  ASSERT_EQ(s["rows"].size(), 2u);
+  EXPECT_TRUE(s["rows"][0]["resolved"].get<bool>());
+  EXPECT_NEAR(s["rows"][0]["vs_pytorch"]["compile"].get<double>(), 0.9, 1e-12);
+  EXPECT_FALSE(s["rows"][1]["resolved"].get<bool>());
+  EXPECT_NEAR(s["rows"][1]["vs_pytorch"]["compile"].get<double>(), 4.0, 1e-12);
+}
+
 TEST(serve_time, seconds_between_iso_timestamps) {
   EXPECT_DOUBLE_EQ(*seconds_between("2026-11-30T21:00:00.000Z", "2026-11-30T21:01:02.500Z"), 62.5);
   EXPECT_DOUBLE_EQ(*seconds_between("2026-12-31T23:59:59Z", "2027-01-01T00:00:01Z"), 2.0);
