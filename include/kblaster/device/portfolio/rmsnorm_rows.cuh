@@ -105,6 +105,29 @@ template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const
 
 __device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
 
+// The squares of a pack's elements added into 4 interleaved states (element e into s[e % 4]).
+template <class T, bool Vec> __device__ __forceinline__ void accumulate_pack(state (&s)[4], const typename pack_of<T, Vec>::type& v) {
+#pragma unroll
+  for (int e = 0; e < pack_of<T, Vec>::elems; ++e) {
+    s[e % 4] = op::accumulate(s[e % 4], element<T>(v, e));
+  }
+}
+
+// A pack of x normalised (1/rms, the weight's pack applied per element), rounded once to T and
+// stored at yr[j].
+template <class T, bool Vec>
+__device__ __forceinline__ void store_normalized(typename pack_of<T, Vec>::type* yr, int64_t j, const typename pack_of<T, Vec>::type& x,
+                                                 const typename pack_of<T, Vec>::type& w, const op::stats& inv_rms) {
+  using P = typename pack_of<T, Vec>::type;
+  constexpr int E = pack_of<T, Vec>::elems;
+  float o[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    o[e] = op::apply(element<T>(x, e), inv_rms, element<T>(w, e), 0.0f);
+  }
+  store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+}
+
 // A row held in registers (thread t owns the packs t, t + blockDim.x, ..., at most VPT of them)
 // normalised and written: the sum of squares over 4 interleaved states combined in a fixed order,
 // a fixed-order block reduction, 1/rms, the weight applied per element, one rounding to T.
@@ -144,16 +167,11 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
 template <class T, bool Vec, int VPT, bool Once = false>
 __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT], const typename pack_of<T, Vec>::type (&wv)[VPT],
                                               typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h, const kb::scalars& p) {
-  using P = typename pack_of<T, Vec>::type;
-  constexpr int E = pack_of<T, Vec>::elems;
   state s[4] = {op::init(), op::init(), op::init(), op::init()};
 #pragma unroll
   for (int u = 0; u < VPT; ++u) {
     if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < nv) {
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        s[e % 4] = op::accumulate(s[e % 4], element<T>(xv[u], e));
-      }
+      accumulate_pack<T, Vec>(s, xv[u]);
     }
   }
   state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
@@ -167,12 +185,7 @@ __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::ty
   for (int u = 0; u < VPT; ++u) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
     if (j < nv) {
-      float o[E];
-#pragma unroll
-      for (int e = 0; e < E; ++e) {
-        o[e] = op::apply(element<T>(xv[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
-      }
-      store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+      store_normalized<T, Vec>(yr, j, xv[u], wv[u], inv_rms);
     }
   }
 }
@@ -315,10 +328,7 @@ __global__ void __launch_bounds__(MaxThreads) rmsnorm_rows_l2pass(const T* __res
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (base + static_cast<int64_t>(u) * blockDim.x < nv) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          s[e % 4] = op::accumulate(s[e % 4], element<T>(v[u], e));
-        }
+        accumulate_pack<T, true>(s, v[u]);
       }
     }
   }
@@ -340,12 +350,7 @@ __global__ void __launch_bounds__(MaxThreads) rmsnorm_rows_l2pass(const T* __res
     for (int u = 0; u < U; ++u) {
       const int64_t j = base + static_cast<int64_t>(u) * blockDim.x;
       if (j < nv) {
-        float o[E];
-#pragma unroll
-        for (int e = 0; e < E; ++e) {
-          o[e] = op::apply(element<T>(v[u], e), inv_rms, element<T>(wv[u], e), 0.0f);
-        }
-        store_stream(yr + j, make_pack<T, E>(o, static_cast<P*>(nullptr)));
+        store_normalized<T, true>(yr, j, v[u], wv[u], inv_rms);
       }
     }
   }
