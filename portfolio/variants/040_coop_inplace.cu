@@ -90,18 +90,11 @@ struct plan {
 };
 
 bool plan_of(const kb_args* a, plan* pl) {
-  if (a->num_inputs < 3 || !kb::float32_map_args(a, 2)) {
+  int64_t d = 0;
+  if (!kb::float32_sample_params_args(a, 2, 2, &d)) {
     return false;
   }
-  const kb_tensor& xt = a->inputs[0];
-  const int64_t d = kb::product(xt, 1, xt.ndim);
-  for (int i = 1; i <= 2; ++i) {
-    const kb_tensor& t = a->inputs[i];
-    if (t.dtype != KB_FLOAT32 || !kb::is_contiguous(t) || kb::numel(t) != d) {
-      return false;
-    }
-  }
-  pl->samples = xt.shape[0];
+  pl->samples = a->inputs[0].shape[0];
   pl->d = d;
   pl->grid = oc::resident_grid(blocks_per_sm);
   return pl->grid > 0;

@@ -42,6 +42,24 @@ inline bool float32_map_args(const kb_args* a, int min_ndim = 0) {
          is_contiguous(y) && numel(x) == numel(y);
 }
 
+// float32_map_args (at least min_ndim dims) and inputs 1..params: float32 and contiguous, with one
+// value per element of a sample (x's dims after the first), as LayerNorm's weight and bias. *d:
+// the elements of a sample.
+inline bool float32_sample_params_args(const kb_args* a, int params, int min_ndim, int64_t* d) {
+  if (a->num_inputs < 1 + params || !float32_map_args(a, min_ndim)) {
+    return false;
+  }
+  const kb_tensor& x = a->inputs[0];
+  *d = product(x, 1, x.ndim);
+  for (int i = 1; i <= params; ++i) {
+    const kb_tensor& t = a->inputs[i];
+    if (t.dtype != KB_FLOAT32 || !is_contiguous(t) || numel(t) != *d) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.
 inline unsigned grid_for(int64_t n, unsigned block, unsigned max_blocks = 132u * 32u) {
   const int64_t blocks = (n + block - 1) / block;
