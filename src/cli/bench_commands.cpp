@@ -40,8 +40,6 @@ std::string interval_ms(const report::interval& i) {
   return fmt::format("[{}, {}]", ms(i.low), ms(i.high));
 }
 
-} // namespace
-
 // A ratio to PyTorch with its interval, or "-".
 std::string speedup_cell(const std::optional<report::ratio>& r) {
   return r ? fmt::format("{:.3f}x [{:.3f}, {:.3f}]", r->value, r->range.low, r->range.high) : "-";
@@ -130,6 +128,8 @@ int rescore(const std::string& file, double goal_fastest, double goal_eager) {
              report::to_markdown(t), vs.dump(2));
   return exit_code::ok;
 }
+
+} // namespace
 
 void add_bench_commands(CLI::App& app, const global_options& globals, int* result) {
   auto* bench = app.add_subcommand(
@@ -354,11 +354,11 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const auto pm = report::pytorch_methods_from_json(methods);
         const std::string label = label_of(items[i]);
         const double resolution = stt.value("resolution_s", o.resolution_s);
-        const report::task_comparison cmp =
-            g ? report::compare_task(label, correct, g->median_candidate_s,
-                                     {g->median_candidate_low_s, g->median_candidate_high_s},
-                                     resolution, pm)
-              : report::compare_task(label, false, 0, {}, resolution, pm);
+        const report::task_comparison cmp = report::compare_task(
+            label, correct && g.has_value(), g ? g->median_candidate_s : 0,
+            g ? report::interval{g->median_candidate_low_s, g->median_candidate_high_s}
+              : report::interval{},
+            resolution, pm);
         for (const auto& m : pm) {
           provider.add_row(
               {label, m.name, std::string(report::to_string(m.compile)),

@@ -213,16 +213,24 @@ suite_comparison compare_suite(const std::vector<task_comparison>& tasks) {
   return s;
 }
 
+namespace {
+
+// A goal against one reference: over every task (each compared, none below the resolution) and
+// over the resolved ones.
+goal_check check_goal(const suite_comparison& s, const std::optional<double>& geomean,
+                      size_t compared, const std::optional<double>& geomean_resolved, double goal) {
+  return {geomean && compared == s.tasks && s.below_resolution == 0 && *geomean >= goal,
+          geomean_resolved && *geomean_resolved >= goal};
+}
+
+} // namespace
+
 goal_check check_goal_vs_fastest(const suite_comparison& s, double goal) {
-  return {s.geomean_vs_fastest && s.with_fastest == s.tasks && s.below_resolution == 0 &&
-              *s.geomean_vs_fastest >= goal,
-          s.geomean_vs_fastest_resolved && *s.geomean_vs_fastest_resolved >= goal};
+  return check_goal(s, s.geomean_vs_fastest, s.with_fastest, s.geomean_vs_fastest_resolved, goal);
 }
 
 goal_check check_goal_vs_eager(const suite_comparison& s, double goal) {
-  return {s.geomean_vs_eager && s.with_eager == s.tasks && s.below_resolution == 0 &&
-              *s.geomean_vs_eager >= goal,
-          s.geomean_vs_eager_resolved && *s.geomean_vs_eager_resolved >= goal};
+  return check_goal(s, s.geomean_vs_eager, s.with_eager, s.geomean_vs_eager_resolved, goal);
 }
 
 json to_json(const suite_comparison& s) {
