@@ -438,9 +438,10 @@ std::vector<strategy> make_library() {
         ints("staged", {0, 1},
              "1: fp32 C goes through shared memory and out in 16-byte row stores (whole lines, "
              "a quarter of the L2 requests of the fragments' 8-byte stores)"),
-        ints("split", {0, 1},
+        ints("split", {0, 1, 2},
              "1: big = v with its low 13 bits cleared (one LOP) and small = v - big as raw fp32 "
-             "bits, no cvt (0: both rounded by cvt.rna.tf32)"),
+             "bits, no cvt (0: both rounded by cvt.rna.tf32); 2: big rounded by integer add and "
+             "mask, the two cross terms as one bf16 mma of depth 16 (two mma per product)"),
         ints("presplit", {0, 1},
              "1: each chunk split once per block into (big, small) pairs in shared memory, the "
              "inner loop only loads and mma (twice the bytes: bk = 32 keeps two blocks per SM)")},

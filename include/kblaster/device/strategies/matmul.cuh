@@ -20,8 +20,10 @@
 // in shared memory with bank-conflict-free pitches, the accumulation order fixed (reproducible).
 // P: bk, min_blocks (blocks per SM the register budget is sized for), k_unroll, store_hint, and
 // optionally staged (C through shared memory), split (0: big and small rounded by cvt.rna;
-// 1: big by masking, small passed as raw fp32 bits) and presplit (each chunk split once per
-// block into (big, small) pairs in shared memory instead of once per warp at every k-step).
+// 1: big by masking, small passed as raw fp32 bits; 2: big rounded by an integer add and mask,
+// the two cross terms as one bf16 mma of depth 16, two mma per product instead of three) and
+// presplit (each chunk split once per block into (big, small) pairs in shared memory instead of
+// once per warp at every k-step).
 #pragma once
 
 #include "kblaster/device/families/matmul.cuh"
@@ -331,7 +333,14 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
 // order as the fp32 accumulation's own rounding over K = 64 (up to 64 x 2^-24 of sum |a b|), and
 // both far inside a tolerance of 1e-4.
 template <bool Split, int Mode = 0> __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
-  if constexpr (Mode == 1) {
+  if constexpr (Mode == 2) {
+    // Rounded without a cvt: adding half of the cleared range before masking rounds to nearest
+    // (ties away from zero, as cvt.rna); a carry into the exponent is the correct rounding up.
+    big = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+    if constexpr (Split) {
+      small = __float_as_uint(v - __uint_as_float(big));
+    }
+  } else if constexpr (Mode == 1) {
     big = __float_as_uint(v) & 0xffffe000u;
     if constexpr (Split) {
       small = __float_as_uint(v - __uint_as_float(big));
@@ -366,6 +375,42 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const
                "{%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two floats as a bf16x2 register, each rounded to nearest: lo in the low half (the lower k of
+// an mma fragment pair), hi in the high half.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16_bits(uint32_t lo, uint32_t hi) {
+  return pack_bf16(__uint_as_float(lo), __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Split mode 2: the two cross terms of an 8-deep step as one bf16 mma of depth 16. The k8
+// step's fragments of the TF32 mma (A: (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B: (t, g),
+// (t + 4, g)) are the bf16 mma's (A: (g, 2t..2t+1), (g + 8, 2t..2t+1), then the same at k + 8;
+// B: (2t..2t+1, g), then at k + 8) once its k runs 2t -> t and 2t + 1 -> t + 4, the same for A
+// and B. Its first 8 k hold a * b_small, its last 8 a_small * b. Per element pair of A:
+// cross_a = {bf16x2(a[g][t], a[g][t + 4]), rows g + 8, then the smalls likewise}; of B:
+// cross_b = {bf16x2 of the smalls, bf16x2 of the values}.
+// Error per product: bf16 rounding (2^-9) of a value times a small (< 2^-11 |v| after the
+// rounded split) and of the small itself, 2 x 2^-20 |a b| per cross term, with the dropped
+// a_small * b_small (2^-22): about 4.3 x 2^-20 of |a b| against 3 x 2^-20 for mode 1, still the
+// order of the fp32 accumulation's own rounding over K = 64.
+__device__ __forceinline__ void product_cross(float (&c)[4], const uint32_t (&a_big)[4], const uint32_t (&a_cross)[4],
+                                              const uint32_t (&b_big)[2], const uint32_t (&b_cross)[2]) {
+  mma_bf16(c, a_cross, b_cross);
+  mma(c, a_big, b_big);
 }
 
 // One tile's product: a_small * b_big + a_big * b_small + a_big * b_big in that order (the small
@@ -545,9 +590,56 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
           const uint4 hi = ap[(m + 8) * tc::pair_tile<bk>::a_pitch + slot];
           const uint32_t ab[4] = {lo.x, hi.x, lo.z, hi.z};
           const uint32_t asm_[4] = {lo.y, hi.y, lo.w, hi.w};
+          if constexpr (split && split_mode == 2) {
+            // The cross terms' bf16 pairs from the stored (big, small) pairs (tc::product_cross).
+            const uint32_t ax[4] = {tc::pack_bf16_bits(lo.x, lo.z), tc::pack_bf16_bits(hi.x, hi.z),
+                                    tc::pack_bf16_bits(lo.y, lo.w), tc::pack_bf16_bits(hi.y, hi.w)};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const uint32_t bx[2] = {tc::pack_bf16_bits(bsm[j][0], bsm[j][1]), tc::pack_bf16_bits(bb[j][0], bb[j][1])};
+              tc::product_cross(acc[i][j], ab, ax, bb[j], bx);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+            }
+          }
+        }
+      }
+    } else if constexpr (split && split_mode == 2) {
+#pragma unroll P::k_unroll
+      for (int kk = 0; kk < bk; kk += 8) {
+        uint32_t bb[4][2];
+        uint32_t bx[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int n = wn + j * 8 + g;
+          const float v0 = bs[(kk + t) * b_pitch + n];
+          const float v1 = bs[(kk + t + 4) * b_pitch + n];
+          uint32_t s0, s1;
+          tc::split<true, 2>(v0, bb[j][0], s0);
+          tc::split<true, 2>(v1, bb[j][1], s1);
+          bx[j][0] = tc::pack_bf16(__uint_as_float(s0), __uint_as_float(s1));
+          bx[j][1] = tc::pack_bf16(v0, v1);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int m = wm + i * 16 + g;
+          const float v[4] = {as[m * a_pitch + kk + t], as[(m + 8) * a_pitch + kk + t], as[m * a_pitch + kk + t + 4],
+                              as[(m + 8) * a_pitch + kk + t + 4]};
+          uint32_t ab[4];
+          uint32_t sm[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            tc::split<true, 2>(v[r], ab[r], sm[r]);
+          }
+          const uint32_t ax[4] = {tc::pack_bf16(v[0], v[2]), tc::pack_bf16(v[1], v[3]),
+                                  tc::pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2])),
+                                  tc::pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]))};
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+            tc::product_cross(acc[i][j], ab, ax, bb[j], bx[j]);
           }
         }
       }
@@ -750,7 +842,7 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(P::bk == 16 || P::bk == 32 || P::bk == 64, "bk: 16, 32 or 64");
   static_assert(P::min_blocks >= 1 && P::min_blocks <= 2, "min_blocks: 1 or 2");
   static_assert(P::k_unroll >= 1, "k_unroll: at least 1");
-  static_assert(tc::split_of<P>::value == 0 || tc::split_of<P>::value == 1, "split: 0 or 1");
+  static_assert(tc::split_of<P>::value >= 0 && tc::split_of<P>::value <= 2, "split: 0, 1 or 2");
   static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
 
   static int launch(const kb_args* a, const config& c) {
