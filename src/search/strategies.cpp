@@ -444,14 +444,19 @@ std::vector<strategy> make_library() {
              "mask, the two cross terms as one bf16 mma of depth 16 (two mma per product)"),
         ints("presplit", {0, 1},
              "1: each chunk split once per block into (big, small) pairs in shared memory, the "
-             "inner loop only loads and mma (twice the bytes: bk = 32 keeps two blocks per SM)")},
+             "inner loop only loads and mma (twice the bytes: bk = 32 keeps two blocks per SM)"),
+        ints("persistent", {0, 1},
+             "1 (fp32, aligned, K and N multiples of 4, presplit = 0): one block per SM over a "
+             "sequence of tiles, the next chunk copied while the current one is multiplied, C "
+             "out by bulk (TMA) stores that drain during the next tile")},
        {{"bk", 64},
         {"min_blocks", 2},
         {"k_unroll", 2},
         {"store_hint", "normal"},
         {"staged", 0},
         {"split", 1},
-        {"presplit", 0}},
+        {"presplit", 0},
+        {"persistent", 0}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
        false});

@@ -308,6 +308,12 @@ template <int Bk> struct pair_tile {
       (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk / 2) * b_pitch) * sizeof(float4);
 };
 
+template <class Q, class = void> struct persistent_of : std::integral_constant<int, 0> {};
+template <class Q> struct persistent_of<Q, std::void_t<decltype(Q::persistent)>> : std::integral_constant<int, Q::persistent> {};
+
+// The persistent kernel's shared memory: two fp32 operand buffers and the C tile.
+template <int Bk> constexpr size_t persistent_smem_bytes = 2 * tile<Bk>::smem_bytes + c_tile_bytes;
+
 template <class P> constexpr size_t operand_bytes_of() {
   return presplit_of<P>::value != 0 ? pair_tile<P::bk>::smem_bytes : tile<P::bk>::smem_bytes;
 }
@@ -426,6 +432,194 @@ __device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4
   mma(c, a_big, b_big);
 }
 
+// The fp32 chunk k0 .. k0 + Bk of the tile (m0, n0) into shared memory (A at as with pitch
+// tile<Bk>::a_pitch, B at bs with pitch b_pitch) by asynchronous 16-byte copies, no staging
+// registers; past M, N or K a copy of 0 bytes writes zeros. Needs K and N multiples of 4 and A, B
+// 16-byte aligned. The caller commits and waits.
+template <int Bk>
+__device__ __forceinline__ void copy_chunk(float* as, float* bs, const float* __restrict__ a, const float* __restrict__ b,
+                                           const dims& d, int64_t m0, int64_t n0, int64_t k0, int tid) {
+  constexpr int a_pitch = tile<Bk>::a_pitch;
+  // Asynchronous 16-byte copies (no staging registers beside the 64 accumulators); past M,
+  // N or K a copy of 0 bytes writes zeros. A thread's copies are a fixed number of rows
+  // apart, so one pointer per operand walks them.
+  constexpr int a_quads = Bk / 4;  // 16-byte pieces per row of the A chunk
+  constexpr int a_rows_per_step = threads / a_quads;
+  constexpr int b_quads = bn / 4;
+  constexpr int b_rows_per_step = threads / b_quads;
+  {
+    const int r0 = tid / a_quads;
+    const int c4 = tid % a_quads;
+    const bool k_in = k0 + c4 * 4 < d.k;
+    const float* src = a + (m0 + r0) * d.k + k0 + c4 * 4;
+#pragma unroll
+    for (int it = 0; it < bm / a_rows_per_step; ++it) {
+      const int r = r0 + it * a_rows_per_step;
+      const bool in = k_in && m0 + r < d.m;
+      copy16(as + r * a_pitch + c4 * 4, in ? src : a, in ? 16 : 0);
+      src += a_rows_per_step * d.k;
+    }
+  }
+  {
+    const int r0 = tid / b_quads;
+    const int c4 = tid % b_quads;
+    const bool n_in = n0 + c4 * 4 < d.n;
+    const float* src = b + (k0 + r0) * d.n + n0 + c4 * 4;
+#pragma unroll
+    for (int it = 0; it < Bk / b_rows_per_step; ++it) {
+      const int r = r0 + it * b_rows_per_step;
+      const bool in = n_in && k0 + r < d.k;
+      copy16(bs + r * b_pitch + c4 * 4, in ? src : b, in ? 16 : 0);
+      src += b_rows_per_step * d.n;
+    }
+  }
+}
+
+// One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch
+// tile<Bk>::a_pitch), B at bs (pitch b_pitch), fp32 values split per Mode (see split).
+template <bool Split, int Mode, int Bk, int KUnroll>
+__device__ __forceinline__ void chunk_product(const float* as, const float* bs, float (&acc)[4][4][4], int wm, int wn, int g,
+                                              int t) {
+  constexpr int a_pitch = tile<Bk>::a_pitch;
+  if constexpr (Split && Mode == 2) {
+#pragma unroll KUnroll
+    for (int kk = 0; kk < Bk; kk += 8) {
+      uint32_t bb[4][2];
+      uint32_t bx[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = wn + j * 8 + g;
+        const float v0 = bs[(kk + t) * b_pitch + n];
+        const float v1 = bs[(kk + t + 4) * b_pitch + n];
+        uint32_t s0, s1;
+        split<true, 2>(v0, bb[j][0], s0);
+        split<true, 2>(v1, bb[j][1], s1);
+        bx[j][0] = pack_bf16(__uint_as_float(s0), __uint_as_float(s1));
+        bx[j][1] = pack_bf16(v0, v1);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int m = wm + i * 16 + g;
+        const float v[4] = {as[m * a_pitch + kk + t], as[(m + 8) * a_pitch + kk + t], as[m * a_pitch + kk + t + 4],
+                            as[(m + 8) * a_pitch + kk + t + 4]};
+        uint32_t ab[4];
+        uint32_t sm[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          split<true, 2>(v[r], ab[r], sm[r]);
+        }
+        const uint32_t ax[4] = {pack_bf16(v[0], v[2]), pack_bf16(v[1], v[3]),
+                                pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2])),
+                                pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]))};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          product_cross(acc[i][j], ab, ax, bb[j], bx[j]);
+        }
+      }
+    }
+  } else {
+#pragma unroll KUnroll
+    for (int kk = 0; kk < Bk; kk += 8) {
+      uint32_t bb[4][2];
+      uint32_t bsm[4][2];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = wn + j * 8 + g;
+        split<Split, Mode>(bs[(kk + t) * b_pitch + n], bb[j][0], bsm[j][0]);
+        split<Split, Mode>(bs[(kk + t + 4) * b_pitch + n], bb[j][1], bsm[j][1]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int m = wm + i * 16 + g;
+        uint32_t ab[4];
+        uint32_t asm_[4];
+        split<Split, Mode>(as[m * a_pitch + kk + t], ab[0], asm_[0]);
+        split<Split, Mode>(as[(m + 8) * a_pitch + kk + t], ab[1], asm_[1]);
+        split<Split, Mode>(as[m * a_pitch + kk + t + 4], ab[2], asm_[2]);
+        split<Split, Mode>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          product<Split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+        }
+      }
+    }
+  }
+}
+
+// The accumulators, through the epilogue, into the C tile in shared memory (pitch c_pitch).
+// Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
+template <template <class> class Op>
+__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* srow = cs + (wm + i * 16 + g + h * 8) * c_pitch + wn + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        *reinterpret_cast<float2*>(srow + j * 8) =
+            make_float2(Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1]));
+      }
+    }
+  }
+}
+
+// The staged C tile (m0, n0) out to global memory, whole rows per warp: a warp's 16-byte stores
+// cover 512 contiguous bytes, guarded past M and N (scalar stores where N or C forbid quads).
+template <class T, cache_hint Hint>
+__device__ __forceinline__ void store_rows(T* __restrict__ c, const float* cs, const dims& d, int64_t m0, int64_t n0, int warp,
+                                           int lane) {
+  const int64_t col = n0 + 4 * lane;
+  const bool quad = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+  for (int r = warp; r < bm; r += threads / 32) {
+    const int64_t row = m0 + r;
+    if (row >= d.m) {
+      break;
+    }
+    const float4 v = *reinterpret_cast<const float4*>(cs + r * c_pitch + 4 * lane);
+    T* crow = c + row * d.n;
+    const float out[4] = {v.x, v.y, v.z, v.w};
+    if (quad && col + 3 < d.n) {
+      store_vec<T, float, 4, Hint>(crow + col, out);
+    } else {
+      for (int e = 0; e < 4; ++e) {
+        if (col + e < d.n) {
+          crow[col + e] = cvt<T>(out[e]);
+        }
+      }
+    }
+  }
+}
+
+// cp.async groups: commit this thread's copies; wait until at most N of its groups are pending.
+__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void copies_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// Bulk (TMA) stores from shared memory: the writes of the generic proxy made visible to the
+// async proxy, a store of `bytes` (a multiple of 16, both addresses 16-byte aligned), the commit
+// of this thread's bulk group, and the wait until its groups have read their shared memory.
+__device__ __forceinline__ void fence_async_shared() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_store(void* gmem, const void* smem, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  const auto src = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(src), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_wait_read() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#endif
+}
+
 } // namespace tc
 
 // VecLoad: fp32 storage, K and N multiples of 4 and A, B 16-byte aligned (float4 tile loads);
@@ -519,39 +713,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
         tc::store_pair<split_mode>(bp + (b_row + 2 * it) * tc::pair_tile<bk>::b_pitch + b_col, blo[it], bhi[it]);
       }
     } else if constexpr (VecLoad) {
-      // Asynchronous 16-byte copies (no staging registers beside the 64 accumulators); past M,
-      // N or K a copy of 0 bytes writes zeros. A thread's copies are a fixed number of rows
-      // apart, so one pointer per operand walks them.
-      constexpr int a_quads = bk / 4;                  // 16-byte pieces per row of the A chunk
-      constexpr int a_rows_per_step = tc::threads / a_quads;
-      constexpr int b_quads = tc::bn / 4;
-      constexpr int b_rows_per_step = tc::threads / b_quads;
-      {
-        const int r0 = tid / a_quads;
-        const int c4 = tid % a_quads;
-        const bool k_in = k0 + c4 * 4 < d.k;
-        const float* src = reinterpret_cast<const float*>(a) + (m0 + r0) * d.k + k0 + c4 * 4;
-#pragma unroll
-        for (int it = 0; it < tc::bm / a_rows_per_step; ++it) {
-          const int r = r0 + it * a_rows_per_step;
-          const bool in = k_in && m0 + r < d.m;
-          tc::copy16(as + r * a_pitch + c4 * 4, in ? src : a, in ? 16 : 0);
-          src += a_rows_per_step * d.k;
-        }
-      }
-      {
-        const int r0 = tid / b_quads;
-        const int c4 = tid % b_quads;
-        const bool n_in = n0 + c4 * 4 < d.n;
-        const float* src = reinterpret_cast<const float*>(b) + (k0 + r0) * d.n + n0 + c4 * 4;
-#pragma unroll
-        for (int it = 0; it < bk / b_rows_per_step; ++it) {
-          const int r = r0 + it * b_rows_per_step;
-          const bool in = n_in && k0 + r < d.k;
-          tc::copy16(bs + r * b_pitch + c4 * 4, in ? src : b, in ? 16 : 0);
-          src += b_rows_per_step * d.n;
-        }
-      }
+      tc::copy_chunk<bk>(as, bs, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), d, m0, n0, k0, tid);
       tc::copies_done();
     } else {
       for (int idx = tid; idx < tc::bm * bk; idx += tc::threads) {
@@ -607,68 +769,8 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
           }
         }
       }
-    } else if constexpr (split && split_mode == 2) {
-#pragma unroll P::k_unroll
-      for (int kk = 0; kk < bk; kk += 8) {
-        uint32_t bb[4][2];
-        uint32_t bx[4][2];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int n = wn + j * 8 + g;
-          const float v0 = bs[(kk + t) * b_pitch + n];
-          const float v1 = bs[(kk + t + 4) * b_pitch + n];
-          uint32_t s0, s1;
-          tc::split<true, 2>(v0, bb[j][0], s0);
-          tc::split<true, 2>(v1, bb[j][1], s1);
-          bx[j][0] = tc::pack_bf16(__uint_as_float(s0), __uint_as_float(s1));
-          bx[j][1] = tc::pack_bf16(v0, v1);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int m = wm + i * 16 + g;
-          const float v[4] = {as[m * a_pitch + kk + t], as[(m + 8) * a_pitch + kk + t], as[m * a_pitch + kk + t + 4],
-                              as[(m + 8) * a_pitch + kk + t + 4]};
-          uint32_t ab[4];
-          uint32_t sm[4];
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            tc::split<true, 2>(v[r], ab[r], sm[r]);
-          }
-          const uint32_t ax[4] = {tc::pack_bf16(v[0], v[2]), tc::pack_bf16(v[1], v[3]),
-                                  tc::pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2])),
-                                  tc::pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]))};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            tc::product_cross(acc[i][j], ab, ax, bb[j], bx[j]);
-          }
-        }
-      }
     } else {
-#pragma unroll P::k_unroll
-      for (int kk = 0; kk < bk; kk += 8) {
-        uint32_t bb[4][2];
-        uint32_t bsm[4][2];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int n = wn + j * 8 + g;
-          tc::split<split, split_mode>(bs[(kk + t) * b_pitch + n], bb[j][0], bsm[j][0]);
-          tc::split<split, split_mode>(bs[(kk + t + 4) * b_pitch + n], bb[j][1], bsm[j][1]);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int m = wm + i * 16 + g;
-          uint32_t ab[4];
-          uint32_t asm_[4];
-          tc::split<split, split_mode>(as[m * a_pitch + kk + t], ab[0], asm_[0]);
-          tc::split<split, split_mode>(as[(m + 8) * a_pitch + kk + t], ab[1], asm_[1]);
-          tc::split<split, split_mode>(as[m * a_pitch + kk + t + 4], ab[2], asm_[2]);
-          tc::split<split, split_mode>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
-          }
-        }
-      }
+      tc::chunk_product<split, split_mode, bk, P::k_unroll>(as, bs, acc, wm, wn, g, t);
     }
     __syncthreads();
   }
@@ -680,39 +782,9 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
     // 512 contiguous bytes (4 full lines) where a fragment store covers 8 rows x 32 bytes, a
     // quarter of the L2 requests per byte written.
     float* cs = reinterpret_cast<float*>(tc_smem);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float* srow = cs + (wm + i * 16 + g + h * 8) * tc::c_pitch + wn + 2 * t;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          *reinterpret_cast<float2*>(srow + j * 8) =
-              make_float2(Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1]));
-        }
-      }
-    }
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t);
     __syncthreads();
-    const int64_t col = n0 + 4 * lane;
-    const bool quad = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
-    for (int r = warp; r < tc::bm; r += tc::threads / 32) {
-      const int64_t row = m0 + r;
-      if (row >= d.m) {
-        break;
-      }
-      const float4 v = *reinterpret_cast<const float4*>(cs + r * tc::c_pitch + 4 * lane);
-      T* crow = c + row * d.n;
-      const float out[4] = {v.x, v.y, v.z, v.w};
-      if (quad && col + 3 < d.n) {
-        store_vec<T, float, 4, P::store_hint>(crow + col, out);
-      } else {
-        for (int e = 0; e < 4; ++e) {
-          if (col + e < d.n) {
-            crow[col + e] = cvt<T>(out[e]);
-          }
-        }
-      }
-    }
+    tc::store_rows<T, P::store_hint>(c, cs, d, m0, n0, warp, lane);
   } else {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -740,6 +812,109 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
         }
       }
     }
+  }
+}
+
+
+// persistent = 1 (fp32, K and N multiples of 4, A, B and C 16-byte aligned): one block per SM
+// walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ... as a flat sequence of (tile, chunk)
+// steps. The next step's chunk is copied (cp.async) into the second operand buffer while the
+// current one is multiplied, so the copies' latency hides behind the mma; a whole tile's C goes
+// through its own shared buffer and out by bulk stores (TMA, one 512-byte row per copy, issued by
+// warp 0), which drain while the next tile is multiplied: the warps never wait for their stores.
+// A tile that crosses M or N is written by guarded row stores instead. Shared memory: two
+// operand buffers and the C tile (204 KB at bk = 64).
+template <template <class> class Op, class P>
+__global__ void __launch_bounds__(tc::threads, 1)
+    tensor_core_persistent_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, dims d) {
+  constexpr int bk = P::bk;
+  constexpr bool split = true;
+  constexpr int split_mode = tc::split_of<P>::value;
+  constexpr int operand_floats = tc::tile<bk>::smem_bytes / sizeof(float);
+  extern __shared__ float4 tc_smem[];
+  float* buf = reinterpret_cast<float*>(tc_smem);
+  float* cs = buf + 2 * operand_floats;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int wm = (warp / 4) * 64;
+  const int wn = (warp % 4) * 32;
+  const int64_t tiles_n = ceil_div(d.n, tc::bn);
+  const int64_t tiles = ceil_div(d.m, tc::bm) * tiles_n;
+  const int64_t chunks = ceil_div(d.k, bk);
+  const auto copy = [&](float* dst, int64_t tile, int64_t chunk) {
+    tc::copy_chunk<bk>(dst, dst + tc::bm * tc::tile<bk>::a_pitch, a, b, d, tile / tiles_n * tc::bm,
+                       tile % tiles_n * tc::bn, chunk * bk, tid);
+  };
+
+  int64_t tile = blockIdx.x;
+  if (tile >= tiles) {
+    return;
+  }
+  copy(buf, tile, 0);
+  tc::copies_commit();
+  int cur = 0;
+  for (; tile < tiles; tile += gridDim.x) {
+    const int64_t m0 = tile / tiles_n * tc::bm;
+    const int64_t n0 = tile % tiles_n * tc::bn;
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          acc[i][j][r] = 0.0f;
+        }
+      }
+    }
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      // The next step: the next chunk of this tile, or the first of the block's next tile.
+      const int64_t next_tile = chunk + 1 < chunks ? tile : tile + gridDim.x;
+      if (next_tile < tiles) {
+        copy(buf + (cur ^ 1) * operand_floats, next_tile, chunk + 1 < chunks ? chunk + 1 : 0);
+      }
+      tc::copies_commit(); // possibly empty: the current chunk is then always the older group
+      tc::copies_wait<1>();
+      __syncthreads();
+      const float* as = buf + cur * operand_floats;
+      tc::chunk_product<split, split_mode, bk, P::k_unroll>(as, as + tc::bm * tc::tile<bk>::a_pitch, acc, wm, wn, g, t);
+      __syncthreads(); // the buffer is free for the copy two steps on
+      cur ^= 1;
+    }
+    // The C buffer is free once the previous tile's bulk stores have read it (warp 0 issued
+    // them) and the guarded stores' reads are past (the barrier).
+    if (warp == 0) {
+      tc::bulk_wait_read();
+    }
+    __syncthreads();
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t);
+    const bool whole = m0 + tc::bm <= d.m && n0 + tc::bn <= d.n;
+#if __CUDA_ARCH__ >= 900
+    if (whole) {
+      tc::fence_async_shared();
+    }
+#endif
+    __syncthreads();
+#if __CUDA_ARCH__ >= 900
+    if (whole) {
+      if (warp == 0) {
+#pragma unroll
+        for (int r = lane; r < tc::bm; r += 32) {
+          tc::bulk_store(c + (m0 + r) * d.n + n0, cs + r * tc::c_pitch, tc::bn * sizeof(float));
+        }
+        tc::bulk_commit();
+      }
+      continue;
+    }
+#endif
+    tc::store_rows<float, P::store_hint>(c, cs, d, m0, n0, warp, lane);
+  }
+  tc::copies_wait<0>(); // K = 0: the first copy was never waited for
+  if (warp == 0) {
+    tc::bulk_wait_read(); // the shared memory stays until the last stores have read it
   }
 }
 
@@ -844,6 +1019,7 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(P::k_unroll >= 1, "k_unroll: at least 1");
   static_assert(tc::split_of<P>::value >= 0 && tc::split_of<P>::value <= 2, "split: 0, 1 or 2");
   static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
+  static_assert(tc::persistent_of<P>::value == 0 || tc::persistent_of<P>::value == 1, "persistent: 0 or 1");
 
   static int launch(const kb_args* a, const config& c) {
     dims d{};
@@ -872,6 +1048,22 @@ template <template <class> class Op, class P> struct tensor_core {
         return static_cast<int>(cudaGetLastError());
       };
       const bool vec_store = d.n % 2 == 0 && aligned_to(C_, sizeof(T) * 2);
+      if constexpr (sizeof(T) == 4 && tc::persistent_of<P>::value != 0 && tc::presplit_of<P>::value == 0) {
+        if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16) && aligned_to(C_, 16)) {
+          const auto kernel = tensor_core_persistent_kernel<Op, P>;
+          constexpr size_t smem = tc::persistent_smem_bytes<P::bk>;
+          device_limits lim{};
+          KB_RETURN_IF_CUDA_ERROR(query_device(&lim));
+          if (static_cast<size_t>(lim.smem_optin) >= smem) {
+            if (const int rc = allow_dynamic_smem(kernel, smem); rc != 0) {
+              return rc;
+            }
+            const int64_t grid = min64(blocks, lim.sms);
+            kernel<<<static_cast<unsigned>(grid), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
+            return static_cast<int>(cudaGetLastError());
+          }
+        }
+      }
       if constexpr (sizeof(T) == 4) {
         if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16)) {
           return vec_store ? go(std::true_type{}, std::true_type{}) : go(std::true_type{}, std::false_type{});
