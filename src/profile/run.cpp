@@ -316,11 +316,15 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
       rep.detail["device"] = *device;
     }
     // The candidate already passed its check and ran in the first worker, with no profiler
-    // attached. A worker that then dies or stops answering under Nsight Compute was ended by the
-    // tool (an installation the sandbox cannot reach, a device it does not support), not by the
+    // attached. A worker that then dies, stops answering or never starts under Nsight Compute
+    // (the tool exits before it runs the worker: a harness error) was ended by the tool (an
+    // installation the sandbox cannot reach, a device it does not support), not by the
     // candidate: the events stand, and the report says why there are no counters.
-    if (under_ncu && obs.seconds && run.outcome.final == eval::verdict::rejected &&
-        (run.outcome.reason.starts_with("crash.") || run.outcome.reason.starts_with("hang."))) {
+    const bool ended_by_tool =
+        (run.outcome.final == eval::verdict::rejected &&
+         (run.outcome.reason.starts_with("crash.") || run.outcome.reason.starts_with("hang."))) ||
+        (run.outcome.final == eval::verdict::error && run.outcome.reason == "harness.error");
+    if (under_ncu && obs.seconds && ended_by_tool) {
       unavailable = fmt::format("Nsight Compute ended the worker that ran cleanly without it "
                                 "({}: {})",
                                 run.outcome.reason, run.outcome.message);

@@ -420,9 +420,9 @@ std::vector<strategy> make_library() {
        family::matmul,
        "Tensor cores at fp32 accuracy: fp32 operands split into big = tf32(v) and small = "
        "tf32(v - big), three mma.sync m16n8k8 per product (a_small*b_big + a_big*b_small + "
-       "a_big*b_big, fp32 accumulation; fp16 and bf16 are exact in TF32 and take one), a square "
-       "tile of C per block of 8 warps, K in bk-deep chunks in shared memory, pairs of outputs "
-       "per store.",
+       "a_big*b_big, fp32 accumulation; at split = 2 the two cross terms as one bf16 "
+       "m16n8k16; fp16 and bf16 are exact in TF32 and take one), a square tile of C per block "
+       "of 8 warps, K in bk-deep chunks in shared memory, pairs of outputs per store.",
        "products with N > 4 in fp32, fp16 or bf16 storage (for the FMA-bound ones: large M and N)",
        "The SIMT kernels are bound by the fp32 FMA rate; the split keeps fp32 accuracy (error "
        "about 2^-22 of each product) while the tensor cores run several times that rate, so the "
