@@ -475,6 +475,20 @@ __device__ __forceinline__ void copy_chunk(float* as, float* bs, const float* __
   }
 }
 
+// The warp's accumulators set to zero.
+__device__ __forceinline__ void zero(float (&acc)[4][4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        acc[i][j][r] = 0.0f;
+      }
+    }
+  }
+}
+
 // One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch
 // tile<Bk>::a_pitch), B at bs (pitch b_pitch), fp32 values split per Mode (see split).
 template <bool Split, int Mode, int Bk, int KUnroll>
@@ -648,16 +662,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) % tiles_n * tc::bn;
 
   float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        acc[i][j][r] = 0.0f;
-      }
-    }
-  }
+  tc::zero(acc);
 
   for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
     // The chunk into shared memory, zero past M, N and K: as fp32, or split (presplit).
@@ -860,16 +865,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
     const int64_t m0 = tile / tiles_n * tc::bm;
     const int64_t n0 = tile % tiles_n * tc::bn;
     float acc[4][4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          acc[i][j][r] = 0.0f;
-        }
-      }
-    }
+    tc::zero(acc);
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
       // The next step: the next chunk of this tile, or the first of the block's next tile.
       const int64_t next_tile = chunk + 1 < chunks ? tile : tile + gridDim.x;
