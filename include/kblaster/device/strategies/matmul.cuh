@@ -432,47 +432,53 @@ __device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4
   mma(c, a_big, b_big);
 }
 
-// The fp32 chunk k0 .. k0 + Bk of the tile (m0, n0) into shared memory (A at as with pitch
-// tile<Bk>::a_pitch, B at bs with pitch b_pitch) by asynchronous 16-byte copies, no staging
-// registers; past M, N or K a copy of 0 bytes writes zeros. Needs K and N multiples of 4 and A, B
-// 16-byte aligned. The caller commits and waits.
+// The fp32 chunk k0 .. k0 + Bk of A's rows m0 .. m0 + bm into shared memory (pitch
+// tile<Bk>::a_pitch) by asynchronous 16-byte copies, no staging registers; past M or K a copy of
+// 0 bytes writes zeros. A thread's copies are a fixed number of rows apart, so one pointer walks
+// them. Needs K a multiple of 4 and A 16-byte aligned. The caller commits and waits.
+template <int Bk>
+__device__ __forceinline__ void copy_a(float* as, const float* __restrict__ a, const dims& d, int64_t m0, int64_t k0, int tid) {
+  constexpr int a_pitch = tile<Bk>::a_pitch;
+  constexpr int a_quads = Bk / 4; // 16-byte pieces per row of the A chunk
+  constexpr int a_rows_per_step = threads / a_quads;
+  const int r0 = tid / a_quads;
+  const int c4 = tid % a_quads;
+  const bool k_in = k0 + c4 * 4 < d.k;
+  const float* src = a + (m0 + r0) * d.k + k0 + c4 * 4;
+#pragma unroll
+  for (int it = 0; it < bm / a_rows_per_step; ++it) {
+    const int r = r0 + it * a_rows_per_step;
+    const bool in = k_in && m0 + r < d.m;
+    copy16(as + r * a_pitch + c4 * 4, in ? src : a, in ? 16 : 0);
+    src += a_rows_per_step * d.k;
+  }
+}
+
+// The chunk's rows k0 .. k0 + Bk of B's columns n0 .. n0 + bn likewise (pitch b_pitch); needs N a
+// multiple of 4 and B 16-byte aligned.
+template <int Bk>
+__device__ __forceinline__ void copy_b(float* bs, const float* __restrict__ b, const dims& d, int64_t n0, int64_t k0, int tid) {
+  constexpr int b_quads = bn / 4;
+  constexpr int b_rows_per_step = threads / b_quads;
+  const int r0 = tid / b_quads;
+  const int c4 = tid % b_quads;
+  const bool n_in = n0 + c4 * 4 < d.n;
+  const float* src = b + (k0 + r0) * d.n + n0 + c4 * 4;
+#pragma unroll
+  for (int it = 0; it < Bk / b_rows_per_step; ++it) {
+    const int r = r0 + it * b_rows_per_step;
+    const bool in = n_in && k0 + r < d.k;
+    copy16(bs + r * b_pitch + c4 * 4, in ? src : b, in ? 16 : 0);
+    src += b_rows_per_step * d.n;
+  }
+}
+
+// Both operands' chunk of the tile (m0, n0): A at as, B at bs.
 template <int Bk>
 __device__ __forceinline__ void copy_chunk(float* as, float* bs, const float* __restrict__ a, const float* __restrict__ b,
                                            const dims& d, int64_t m0, int64_t n0, int64_t k0, int tid) {
-  constexpr int a_pitch = tile<Bk>::a_pitch;
-  // Asynchronous 16-byte copies (no staging registers beside the 64 accumulators); past M,
-  // N or K a copy of 0 bytes writes zeros. A thread's copies are a fixed number of rows
-  // apart, so one pointer per operand walks them.
-  constexpr int a_quads = Bk / 4;  // 16-byte pieces per row of the A chunk
-  constexpr int a_rows_per_step = threads / a_quads;
-  constexpr int b_quads = bn / 4;
-  constexpr int b_rows_per_step = threads / b_quads;
-  {
-    const int r0 = tid / a_quads;
-    const int c4 = tid % a_quads;
-    const bool k_in = k0 + c4 * 4 < d.k;
-    const float* src = a + (m0 + r0) * d.k + k0 + c4 * 4;
-#pragma unroll
-    for (int it = 0; it < bm / a_rows_per_step; ++it) {
-      const int r = r0 + it * a_rows_per_step;
-      const bool in = k_in && m0 + r < d.m;
-      copy16(as + r * a_pitch + c4 * 4, in ? src : a, in ? 16 : 0);
-      src += a_rows_per_step * d.k;
-    }
-  }
-  {
-    const int r0 = tid / b_quads;
-    const int c4 = tid % b_quads;
-    const bool n_in = n0 + c4 * 4 < d.n;
-    const float* src = b + (k0 + r0) * d.n + n0 + c4 * 4;
-#pragma unroll
-    for (int it = 0; it < Bk / b_rows_per_step; ++it) {
-      const int r = r0 + it * b_rows_per_step;
-      const bool in = n_in && k0 + r < d.k;
-      copy16(bs + r * b_pitch + c4 * 4, in ? src : b, in ? 16 : 0);
-      src += b_rows_per_step * d.n;
-    }
-  }
+  copy_a<Bk>(as, a, d, m0, k0, tid);
+  copy_b<Bk>(bs, b, d, n0, k0, tid);
 }
 
 // The warp's accumulators set to zero.
