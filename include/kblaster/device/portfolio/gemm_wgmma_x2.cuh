@@ -31,12 +31,13 @@ using kb::strategies::matmul::dims;
 
 constexpr int bk = 64;
 constexpr int steps = bk / 8;
-constexpr int a_pitch = tc::tile<bk>::a_pitch;            // floats
-constexpr int a_bytes = tc::bm * a_pitch * 4;              // 34,816
-constexpr int step_bytes = tc::bn * 32;                    // 4 KB: 128 rows x 32 bytes
-constexpr int b_big_bytes = steps * step_bytes;            // 32 KB
-constexpr int smem_bytes = a_bytes + 2 * b_big_bytes;      // 100,352
-static_assert(static_cast<size_t>(smem_bytes) >= tc::c_tile_bytes, "the C tile fits the operands' space");
+constexpr int a_pitch = tc::tile<bk>::a_pitch;        // floats
+constexpr int a_bytes = tc::bm * a_pitch * 4;         // 34,816
+constexpr int step_bytes = tc::bn * 32;               // 4 KB: 128 rows x 32 bytes
+constexpr int b_big_bytes = steps * step_bytes;       // 32 KB
+constexpr int smem_bytes = a_bytes + 2 * b_big_bytes; // 100,352
+static_assert(static_cast<size_t>(smem_bytes) >= tc::c_tile_bytes,
+              "the C tile fits the operands' space");
 
 // The wgmma instructions exist on sm_90a only; elsewhere the kernel traps (the host never
 // launches it there: launch checks the device).
@@ -55,7 +56,9 @@ __device__ __forceinline__ uint64_t descriptor(const void* smem) {
 
 // Byte offset of element (n, c) in a step's 128 x 32-byte K-major block, c counted in 4-byte
 // columns (c = 0..7: 8 TF32 values, or 8 bf16 pairs).
-__device__ __forceinline__ int b_offset(int n, int c) { return ((n / 8) * 2 + c / 4) * 128 + (n % 8) * 16 + (c % 4) * 4; }
+__device__ __forceinline__ int b_offset(int n, int c) {
+  return ((n / 8) * 2 + c / 4) * 128 + (n % 8) * 16 + (c % 4) * 4;
+}
 
 __device__ __forceinline__ void fence() {
 #if defined(KB_WGMMA_X2)
@@ -81,49 +84,55 @@ __device__ __forceinline__ void pin(float (&d)[64]) {
   }
 }
 
-__device__ __forceinline__ void wgmma_tf32(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc) {
+__device__ __forceinline__ void wgmma_tf32(float (&d)[64], const uint32_t (&a)[4],
+                                           uint64_t b_desc) {
 #if defined(KB_WGMMA_X2)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
 }
 
-__device__ __forceinline__ void wgmma_bf16(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc) {
+__device__ __forceinline__ void wgmma_bf16(float (&d)[64], const uint32_t (&a)[4],
+                                           uint64_t b_desc) {
 #if defined(KB_WGMMA_X2)
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
+                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
+                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
@@ -134,8 +143,9 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[64], const uint32_t (&a)[4
 // (lane % 4, lane / 4) takes k-step offset q of column r of an 8-column group, so that a warp's
 // 4-byte stores land on the 32 banks once (a core matrix row is 16 bytes, 8 rows a 128-byte
 // line) and its loads read 4 rows x 32 contiguous bytes.
-__device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_cross, const float* __restrict__ b,
-                                        const dims& d, int64_t n0, int64_t k0, int tid) {
+__device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_cross,
+                                        const float* __restrict__ b, const dims& d, int64_t n0,
+                                        int64_t k0, int tid) {
 #pragma unroll 4
   for (int it = 0; it < steps * 4 * tc::bn / tc::threads; ++it) {
     const int u = tid + it * tc::threads;
@@ -154,15 +164,16 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
     *reinterpret_cast<uint32_t*>(big + b_offset(row, q + 4)) = big_hi;
     // bf16 k positions 2q, 2q + 1: b_small at k, k + 4; 8 + 2q, 9 + 2q: b at k, k + 4.
     unsigned char* cross = b_cross + s * step_bytes;
-    *reinterpret_cast<uint32_t*>(cross + b_offset(row, q)) = tc::pack_bf16(__uint_as_float(small_lo), __uint_as_float(small_hi));
+    *reinterpret_cast<uint32_t*>(cross + b_offset(row, q)) =
+        tc::pack_bf16(__uint_as_float(small_lo), __uint_as_float(small_hi));
     *reinterpret_cast<uint32_t*>(cross + b_offset(row, q + 4)) = tc::pack_bf16(lo, hi);
   }
 }
 
 // A's fragments of k-step s for the warp's 16 rows (m = row0 + g, + 8): TF32 big values and the
 // bf16 cross pairs {a(k), a(k + 4)} and {a_small(k), a_small(k + 4)} per row.
-__device__ __forceinline__ void a_fragments(const float* as, int row0, int s, int g, int t, uint32_t (&big)[4],
-                                            uint32_t (&cross)[4]) {
+__device__ __forceinline__ void a_fragments(const float* as, int row0, int s, int g, int t,
+                                            uint32_t (&big)[4], uint32_t (&cross)[4]) {
   const int m = row0 + g;
   const int kk = s * 8 + t;
   const float v[4] = {as[m * a_pitch + kk], as[(m + 8) * a_pitch + kk], as[m * a_pitch + kk + 4],
@@ -180,7 +191,8 @@ __device__ __forceinline__ void a_fragments(const float* as, int row0, int s, in
 
 template <template <class> class Op, kb::strategies::cache_hint Hint>
 __global__ void __launch_bounds__(tc::threads, 2)
-    gemm_wgmma_x2(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, dims d) {
+    gemm_wgmma_x2(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
+                  dims d) {
 #if !defined(KB_WGMMA_X2)
   __trap();
 #endif
@@ -236,7 +248,8 @@ __global__ void __launch_bounds__(tc::threads, 2)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
-          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]), Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
+          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
+                      Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
     }
   }
   __syncthreads();
@@ -256,7 +269,8 @@ struct fallback_params {
   static constexpr int presplit = 0;
 };
 
-template <template <class> class Op, kb::strategies::cache_hint Hint> int launch(const kb_args* args, const kb::matmul::config& cfg) {
+template <template <class> class Op, kb::strategies::cache_hint Hint>
+int launch(const kb_args* args, const kb::matmul::config& cfg) {
   using strategy = kb::strategies::matmul::tensor_core<Op, fallback_params>;
   dims dd{};
   if (!kb::strategies::matmul::operands_of(args, cfg, &dd)) {
@@ -266,13 +280,17 @@ template <template <class> class Op, kb::strategies::cache_hint Hint> int launch
   const void* A_ = A.data;
   const void* B_ = args->inputs[cfg.b].data;
   void* C_ = args->outputs[0].data;
-  const bool fits = A.dtype == KB_FLOAT32 && dd.k % 4 == 0 && dd.n % 4 == 0 && kb::strategies::aligned_to(A_, 16) &&
-                    kb::strategies::aligned_to(B_, 16) && kb::strategies::aligned_to(C_, 16);
-  const int64_t blocks = kb::strategies::ceil_div(dd.m, tc::bm) * kb::strategies::ceil_div(dd.n, tc::bn);
+  const bool fits = A.dtype == KB_FLOAT32 && dd.k % 4 == 0 && dd.n % 4 == 0 &&
+                    kb::strategies::aligned_to(A_, 16) && kb::strategies::aligned_to(B_, 16) &&
+                    kb::strategies::aligned_to(C_, 16);
+  const int64_t blocks =
+      kb::strategies::ceil_div(dd.m, tc::bm) * kb::strategies::ceil_div(dd.n, tc::bn);
   int dev = 0;
   int major = 0;
-  const bool hopper = cudaGetDevice(&dev) == cudaSuccess &&
-                      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major == 9;
+  const bool hopper =
+      cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+      major == 9;
   if (!fits || !hopper || blocks == 0 || blocks > (int64_t{1} << 31) - 1) {
     return strategy::launch(args, cfg);
   }
