@@ -68,16 +68,7 @@ __global__ void __launch_bounds__(threads, KB_MMA_MIN_BLOCKS)
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * bn;
 
   float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        acc[i][j][r] = 0.0f;
-      }
-    }
-  }
+  kb::strategies::matmul::tc::zero(acc);
 
   for (int k0 = 0; k0 < K; k0 += bk) {
     // Tiles into shared memory, zero past M, N and K.

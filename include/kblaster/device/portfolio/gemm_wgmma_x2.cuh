@@ -84,59 +84,55 @@ __device__ __forceinline__ void pin(float (&d)[64]) {
   }
 }
 
+// The two m64n128 wgmma's shared asm text and operands: the predicate p made from the scale-d
+// flag %69 (always 1: accumulate), the 64 accumulators %0 .. %63, A's four registers
+// %64 .. %67 and B's descriptor %68.
+#define KB_WGMMA_PROLOGUE "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+#define KB_WGMMA_D_A_B                                                                             \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "     \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "     \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "     \
+  "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1"
+#define KB_WGMMA_ARGS(d, a, b_desc)                                                                \
+  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),                       \
+    "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),                     \
+    "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),                 \
+    "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                 \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),                 \
+    "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),                 \
+    "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),                 \
+    "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),                 \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),                 \
+    "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),                 \
+    "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                                            \
+  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1)
+
 __device__ __forceinline__ void wgmma_tf32(float (&d)[64], const uint32_t (&a)[4],
                                            uint64_t b_desc) {
 #if defined(KB_WGMMA_X2)
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-               "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  asm volatile(KB_WGMMA_PROLOGUE
+               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" KB_WGMMA_D_A_B
+               ";\n}\n" KB_WGMMA_ARGS(d, a, b_desc));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
 }
 
+// bf16 takes a transpose flag for B (0: K-major).
 __device__ __forceinline__ void wgmma_bf16(float (&d)[64], const uint32_t (&a)[4],
                                            uint64_t b_desc) {
 #if defined(KB_WGMMA_X2)
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
-               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
-               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-               "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-                 "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
-                 "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]),
-                 "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-                 "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
-                 "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-                 "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
-                 "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-                 "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),
-                 "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
-                 "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+  asm volatile(KB_WGMMA_PROLOGUE
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" KB_WGMMA_D_A_B
+               ", 0;\n}\n" KB_WGMMA_ARGS(d, a, b_desc));
 #else
   (void)d, (void)a, (void)b_desc;
 #endif
 }
+
+#undef KB_WGMMA_ARGS
+#undef KB_WGMMA_D_A_B
+#undef KB_WGMMA_PROLOGUE
 
 // The chunk k0 .. k0 + bk of B (columns n0 .. n0 + 127) split into the two K-major operands. A
 // thread takes the pair of rows (k, k + 4) of one column per unit, 16 units: lane (q, r) =
@@ -168,25 +164,6 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
         tc::pack_bf16(__uint_as_float(small_lo), __uint_as_float(small_hi));
     *reinterpret_cast<uint32_t*>(cross + b_offset(row, q + 4)) = tc::pack_bf16(lo, hi);
   }
-}
-
-// A's fragments of k-step s for the warp's 16 rows (m = row0 + g, + 8): TF32 big values and the
-// bf16 cross pairs {a(k), a(k + 4)} and {a_small(k), a_small(k + 4)} per row.
-__device__ __forceinline__ void a_fragments(const float* as, int row0, int s, int g, int t,
-                                            uint32_t (&big)[4], uint32_t (&cross)[4]) {
-  const int m = row0 + g;
-  const int kk = s * 8 + t;
-  const float v[4] = {as[m * a_pitch + kk], as[(m + 8) * a_pitch + kk], as[m * a_pitch + kk + 4],
-                      as[(m + 8) * a_pitch + kk + 4]};
-  uint32_t sm[4];
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    tc::split<true, 2>(v[r], big[r], sm[r]);
-  }
-  cross[0] = tc::pack_bf16(v[0], v[2]);
-  cross[1] = tc::pack_bf16(v[1], v[3]);
-  cross[2] = tc::pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2]));
-  cross[3] = tc::pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]));
 }
 
 template <template <class> class Op, kb::strategies::cache_hint Hint>
@@ -227,7 +204,7 @@ __global__ void __launch_bounds__(tc::threads, 2)
     uint32_t cross[2][4];
 #pragma unroll
     for (int s = 0; s < steps; ++s) {
-      a_fragments(as, row0, s, g, t, big[s % 2], cross[s % 2]);
+      tc::a_cross_fragments<a_pitch>(as, row0 + g, s * 8 + t, big[s % 2], cross[s % 2]);
       fence();
       pin(acc);
       wgmma_tf32(acc, big[s % 2], descriptor(b_big + s * step_bytes));

@@ -495,6 +495,24 @@ __device__ __forceinline__ void zero(float (&acc)[4][4][4]) {
   }
 }
 
+// Split mode 2's A fragments of one m16 x k8 tile from the fp32 rows in shared memory (pitch
+// Pitch): the TF32 big values of (m, k), (m + 8, k), (m, k + 4), (m + 8, k + 4) and the bf16 cross
+// pairs {a(k), a(k + 4)} of rows m and m + 8, then {a_small(k), a_small(k + 4)} of both (see
+// product_cross). m = the tile's row0 + g, k = its k0 + t.
+template <int Pitch>
+__device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k, uint32_t (&big)[4], uint32_t (&cross)[4]) {
+  const float v[4] = {as[m * Pitch + k], as[(m + 8) * Pitch + k], as[m * Pitch + k + 4], as[(m + 8) * Pitch + k + 4]};
+  uint32_t sm[4];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    split<true, 2>(v[r], big[r], sm[r]);
+  }
+  cross[0] = pack_bf16(v[0], v[2]);
+  cross[1] = pack_bf16(v[1], v[3]);
+  cross[2] = pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2]));
+  cross[3] = pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]));
+}
+
 // One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch
 // tile<Bk>::a_pitch), B at bs (pitch b_pitch), fp32 values split per Mode (see split).
 template <bool Split, int Mode, int Bk, int KUnroll>
@@ -519,18 +537,9 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int m = wm + i * 16 + g;
-        const float v[4] = {as[m * a_pitch + kk + t], as[(m + 8) * a_pitch + kk + t], as[m * a_pitch + kk + t + 4],
-                            as[(m + 8) * a_pitch + kk + t + 4]};
         uint32_t ab[4];
-        uint32_t sm[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          split<true, 2>(v[r], ab[r], sm[r]);
-        }
-        const uint32_t ax[4] = {pack_bf16(v[0], v[2]), pack_bf16(v[1], v[3]),
-                                pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2])),
-                                pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]))};
+        uint32_t ax[4];
+        a_cross_fragments<a_pitch>(as, wm + i * 16 + g, kk + t, ab, ax);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           product_cross(acc[i][j], ab, ax, bb[j], bx[j]);
