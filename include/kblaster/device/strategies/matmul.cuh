@@ -495,13 +495,9 @@ __device__ __forceinline__ void zero(float (&acc)[4][4][4]) {
   }
 }
 
-// Split mode 2's A fragments of one m16 x k8 tile from the fp32 rows in shared memory (pitch
-// Pitch): the TF32 big values of (m, k), (m + 8, k), (m, k + 4), (m + 8, k + 4) and the bf16 cross
-// pairs {a(k), a(k + 4)} of rows m and m + 8, then {a_small(k), a_small(k + 4)} of both (see
-// product_cross). m = the tile's row0 + g, k = its k0 + t.
-template <int Pitch>
-__device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k, uint32_t (&big)[4], uint32_t (&cross)[4]) {
-  const float v[4] = {as[m * Pitch + k], as[(m + 8) * Pitch + k], as[m * Pitch + k + 4], as[(m + 8) * Pitch + k + 4]};
+// Split mode 2's A fragments (see a_cross_fragments) from the four values (m, k), (m + 8, k), (m, k + 4),
+// (m + 8, k + 4).
+__device__ __forceinline__ void a_cross_split(const float (&v)[4], uint32_t (&big)[4], uint32_t (&cross)[4]) {
   uint32_t sm[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -511,6 +507,16 @@ __device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k,
   cross[1] = pack_bf16(v[1], v[3]);
   cross[2] = pack_bf16(__uint_as_float(sm[0]), __uint_as_float(sm[2]));
   cross[3] = pack_bf16(__uint_as_float(sm[1]), __uint_as_float(sm[3]));
+}
+
+// Split mode 2's A fragments of one m16 x k8 tile from the fp32 rows in shared memory (pitch
+// Pitch): the TF32 big values of (m, k), (m + 8, k), (m, k + 4), (m + 8, k + 4) and the bf16 cross
+// pairs {a(k), a(k + 4)} of rows m and m + 8, then {a_small(k), a_small(k + 4)} of both (see
+// product_cross). m = the tile's row0 + g, k = its k0 + t.
+template <int Pitch>
+__device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k, uint32_t (&big)[4], uint32_t (&cross)[4]) {
+  const float v[4] = {as[m * Pitch + k], as[(m + 8) * Pitch + k], as[m * Pitch + k + 4], as[(m + 8) * Pitch + k + 4]};
+  a_cross_split(v, big, cross);
 }
 
 // One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch

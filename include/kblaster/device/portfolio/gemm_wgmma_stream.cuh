@@ -1,0 +1,247 @@
+// fp32 GEMM (A @ B) for K <= 64 as a stream of C tiles: the product of gemm_wgmma_x2.cuh (per
+// 8-deep k-step one TF32 m64n128k8 wgmma for a_big * b_big and one bf16 m64n128k16 for the two
+// cross terms; see there and tc::product_cross) in a persistent kernel built so that C's write,
+// the task's floor, never waits on the arithmetic:
+// - B is split once, by a first kernel, into an image in the workspace: per 128-column block
+//   64 KB, the K-major TF32 big values then the bf16 cross pairs in the layout the wgmma read
+//   through their descriptors (gemm_wgmma_x2's store_b). A tile's B is then one bulk copy (TMA)
+//   into shared memory, double buffered and issued two tiles ahead, completing on an mbarrier.
+// - One block per SM (2 warpgroups of 64 rows x 128 columns) walks a contiguous range of the
+//   128 x 128 tiles, row-block by row-block; A's fragments of the current row-block (8 k-steps,
+//   split into TF32 and bf16 pairs) stay in registers and are reloaded only when the row-block
+//   changes. So a tile reads 64 KB of B from L2 and does no splitting.
+// - C is written by ordinary stores, which do not hold the warps up: store_mode::direct from
+//   the accumulators (a quad's pairs fill a 32-byte sector), store_mode::rows through a staging
+//   area in shared memory, 512 contiguous bytes per warp instruction (tc::store_rows). The warps
+//   go on to the next tile's wgmma while the stores drain. (Bulk row stores from the staging
+//   area, waited on before it is rewritten, made the block wait at that point: 2.95 ms.)
+// Shared memory: 2 x 64 KB of B (direct), plus 69,632 bytes of C (rows): 1 block per SM.
+//
+// Use: include after KB_TASK_MATH; launch<Op, Store>(args, cfg) runs fp32 storage with K <= 64, N a
+// multiple of 4 and C 16-byte aligned on sm_90 here and every other case through
+// matmul.tensor_core at its split = 2 point; workspace_bytes sizes the B image. sm_90a only.
+#pragma once
+
+#include "kblaster/device/async_copy.cuh"
+#include "kblaster/device/portfolio/gemm_wgmma_x2.cuh"
+
+namespace kb::portfolio::wgmma_stream {
+
+namespace tc = kb::strategies::matmul::tc;
+namespace x2 = kb::portfolio::wgmma_x2;
+using kb::strategies::matmul::dims;
+
+constexpr int max_k = x2::bk;                               // 64: one chunk, its A fragments held
+constexpr int steps = x2::steps;                            // 8
+constexpr int image_bytes = 2 * x2::b_big_bytes;            // 64 KB of B per 128 columns
+constexpr int c_bytes = static_cast<int>(tc::c_tile_bytes); // 69,632
+constexpr int smem_bytes = 2 * image_bytes + c_bytes;       // 200,704 (direct stores: 131,072)
+
+KB_HD int64_t image_blocks(const dims& d) {
+  return kb::strategies::ceil_div(d.n, tc::bn);
+}
+
+#if defined(__CUDACC__)
+
+// The B image: block j of the grid writes columns 128j .. 128j + 127.
+__global__ void __launch_bounds__(tc::threads)
+    split_b(const float* __restrict__ b, unsigned char* __restrict__ image, dims d) {
+  unsigned char* big = image + static_cast<int64_t>(blockIdx.x) * image_bytes;
+  x2::store_b(big, big + x2::b_big_bytes, b, d, static_cast<int64_t>(blockIdx.x) * tc::bn, 0,
+              threadIdx.x);
+}
+
+// The A fragments of the warp's 16 rows m, m + 8 (m = row-block + row0 + g) over the 8 k-steps,
+// zero past M and K.
+__device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& d, int64_t m, int t,
+                                       uint32_t (&big)[steps][4], uint32_t (&cross)[steps][4]) {
+  const bool in0 = m < d.m;
+  const bool in1 = m + 8 < d.m;
+  const float* r0 = a + m * d.k;
+  const float* r1 = r0 + 8 * d.k;
+#pragma unroll
+  for (int s = 0; s < steps; ++s) {
+    const int k0 = s * 8 + t;
+    const int k1 = k0 + 4;
+    const float v[4] = {in0 && k0 < d.k ? r0[k0] : 0.0f, in1 && k0 < d.k ? r1[k0] : 0.0f,
+                        in0 && k1 < d.k ? r0[k1] : 0.0f, in1 && k1 < d.k ? r1[k1] : 0.0f};
+    tc::a_cross_split(v, big[s], cross[s]);
+  }
+}
+
+// How C leaves: straight from the accumulators (each quad writes 32-byte sectors), or staged in
+// shared memory and written by whole 512-byte rows per warp instruction (tc::store_rows).
+enum class store_mode { direct, rows };
+
+template <template <class> class Op, store_mode Store>
+__global__ void __launch_bounds__(tc::threads, 1)
+    gemm_wgmma_stream(const float* __restrict__ a, const unsigned char* __restrict__ image,
+                      float* __restrict__ c, dims d) {
+#if !defined(KB_WGMMA_X2)
+  __trap();
+#endif
+  extern __shared__ float4 smem4[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+  unsigned char* bufs = smem;                                   // 2 x image_bytes
+  float* cs = reinterpret_cast<float*>(smem + 2 * image_bytes); // the C tile, pitch c_pitch
+  __shared__ alignas(8) uint64_t full[2];
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int row0 = (warp / 4) * 64 + (warp % 4) * 16;
+  const int64_t tiles_n = image_blocks(d);
+  const int64_t tiles = kb::strategies::ceil_div(d.m, tc::bm) * tiles_n;
+  const int64_t first = tiles * blockIdx.x / gridDim.x;
+  const int64_t last = tiles * (blockIdx.x + 1) / gridDim.x;
+  const auto fill = [&](int64_t tile, int buf) {
+    kb::async::bulk_load(bufs + buf * image_bytes, image + tile % tiles_n * image_bytes,
+                         image_bytes, &full[buf]);
+  };
+  if (tid == 0) {
+    kb::async::barrier_init(&full[0]);
+    kb::async::barrier_init(&full[1]);
+    kb::async::barrier_init_fence();
+    for (int i = 0; i < 2 && first + i < last; ++i) {
+      fill(first + i, i);
+    }
+  }
+  __syncthreads();
+
+  uint32_t big[steps][4];
+  uint32_t cross[steps][4];
+  int64_t block_m = -1;
+  float acc[64];
+  for (int64_t tile = first; tile < last; ++tile) {
+    const int64_t i = tile - first;
+    const int buf = static_cast<int>(i % 2);
+    const int64_t m0 = tile / tiles_n * tc::bm;
+    const int64_t n0 = tile % tiles_n * tc::bn;
+    if (m0 != block_m) {
+      load_a(a, d, m0 + row0 + g, t, big, cross);
+      block_m = m0;
+    }
+#pragma unroll
+    for (int r = 0; r < 64; ++r) {
+      acc[r] = 0.0f;
+    }
+    kb::async::wait_parity(&full[buf], static_cast<uint32_t>(i / 2 % 2));
+    const unsigned char* bb = bufs + buf * image_bytes; // both warpgroups read all of B
+    x2::fence();
+    x2::pin(acc);
+#pragma unroll
+    for (int s = 0; s < steps; ++s) {
+      x2::wgmma_tf32(acc, big[s], x2::descriptor(bb + s * x2::step_bytes));
+      x2::wgmma_bf16(acc, cross[s], x2::descriptor(bb + x2::b_big_bytes + s * x2::step_bytes));
+    }
+    x2::commit();
+    x2::pin(acc);
+    x2::wait<0>();
+    x2::pin(acc);
+    if constexpr (Store == store_mode::direct) {
+      __syncthreads(); // both warpgroups are done with buf
+      if (tid == 0 && tile + 2 < last) {
+        fill(tile + 2, buf);
+      }
+      // Accumulator v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v]: a quad's pair
+      // stores cover one 32-byte sector; N even, so a pair is in or out whole.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + row0 + g + 8 * h;
+        if (row < d.m) {
+          float* crow = c + row * d.n + n0 + 2 * t;
+#pragma unroll
+          for (int j = 0; j < 16; ++j) {
+            if (n0 + 8 * j + 2 * t < d.n) {
+              const float out[2] = {Op<float>::epilogue(acc[4 * j + 2 * h]),
+                                    Op<float>::epilogue(acc[4 * j + 2 * h + 1])};
+              kb::strategies::store_vec<float, float, 2, kb::strategies::cache_hint::streaming>(
+                  crow + 8 * j, out);
+            }
+          }
+        }
+      }
+    } else {
+      // The staging area's reads by the tile before are done (they precede this barrier in
+      // every thread), and both warpgroups are done with buf.
+      __syncthreads();
+      if (tid == 0 && tile + 2 < last) {
+        fill(tile + 2, buf);
+      }
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
+              make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
+                          Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
+        }
+      }
+      __syncthreads();
+      tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, m0, n0, warp, lane);
+    }
+  }
+}
+
+#endif
+
+inline int workspace_bytes(const kb_args* args, const kb::matmul::config& cfg, uint64_t* bytes) {
+  dims d{};
+  if (!kb::strategies::matmul::operands_of(args, cfg, &d)) {
+    return -1;
+  }
+  *bytes = args->inputs[cfg.a].dtype == KB_FLOAT32 && d.k <= max_k
+               ? static_cast<uint64_t>(image_blocks(d)) * image_bytes
+               : 0;
+  return 0;
+}
+
+template <template <class> class Op, store_mode Store>
+int launch(const kb_args* args, const kb::matmul::config& cfg) {
+  using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
+  dims dd{};
+  uint64_t need = 0;
+  if (!kb::strategies::matmul::operands_of(args, cfg, &dd) ||
+      workspace_bytes(args, cfg, &need) != 0) {
+    return -1;
+  }
+  const auto& A = args->inputs[cfg.a];
+  const void* C_ = args->outputs[0].data;
+  const int64_t tiles =
+      kb::strategies::ceil_div(dd.m, tc::bm) * kb::strategies::ceil_div(dd.n, tc::bn);
+  int dev = 0;
+  int major = 0;
+  int sms = 0;
+  const bool hopper =
+      cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      major == 9;
+  const bool fits = A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
+                    args->workspace != nullptr && args->workspace_bytes >= need &&
+                    kb::strategies::aligned_to(C_, 16) &&
+                    kb::strategies::aligned_to(args->workspace, 16);
+  if (!fits || !hopper || tiles == 0 || sms <= 0) {
+    return strategy::launch(args, cfg);
+  }
+#if defined(__CUDACC__)
+  const dims d = dd;
+  auto* image = static_cast<unsigned char*>(args->workspace);
+  split_b<<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
+      static_cast<const float*>(args->inputs[cfg.b].data), image, d);
+  const auto kernel = gemm_wgmma_stream<Op, Store>;
+  const int smem = Store == store_mode::direct ? 2 * image_bytes : smem_bytes;
+  if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
+    return rc;
+  }
+  const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  kernel<<<blocks, tc::threads, smem, kb::stream_of(args)>>>(
+      static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d);
+  return static_cast<int>(cudaGetLastError());
+#else
+  return -1;
+#endif
+}
+
+} // namespace kb::portfolio::wgmma_stream
