@@ -70,8 +70,9 @@ __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& 
 }
 
 // How C leaves: straight from the accumulators (each quad writes 32-byte sectors), or staged in
-// shared memory and written by whole 512-byte rows per warp instruction (tc::store_rows).
-enum class store_mode { direct, rows };
+// shared memory and written by whole 512-byte rows per warp instruction (tc::store_rows), right
+// after staging (rows) or while the next tile's wgmma run (rows_ahead).
+enum class store_mode { direct, rows, rows_ahead };
 
 template <template <class> class Op, store_mode Store>
 __global__ void __launch_bounds__(tc::threads, 1)
@@ -112,6 +113,8 @@ __global__ void __launch_bounds__(tc::threads, 1)
   uint32_t big[steps][4];
   uint32_t cross[steps][4];
   int64_t block_m = -1;
+  int64_t staged_m0 = 0; // the tile in the staging area (rows_ahead)
+  int64_t staged_n0 = 0;
   float acc[64];
   for (int64_t tile = first; tile < last; ++tile) {
     const int64_t i = tile - first;
@@ -137,6 +140,12 @@ __global__ void __launch_bounds__(tc::threads, 1)
     }
     x2::commit();
     x2::pin(acc);
+    if constexpr (Store == store_mode::rows_ahead) {
+      if (tile > first) {
+        tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
+                                                                     warp, lane);
+      }
+    }
     x2::wait<0>();
     x2::pin(acc);
     if constexpr (Store == store_mode::direct) {
@@ -179,7 +188,17 @@ __global__ void __launch_bounds__(tc::threads, 1)
         }
       }
       __syncthreads();
-      tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, m0, n0, warp, lane);
+      if constexpr (Store == store_mode::rows) {
+        tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, m0, n0, warp, lane);
+      }
+      staged_m0 = m0;
+      staged_n0 = n0;
+    }
+  }
+  if constexpr (Store == store_mode::rows_ahead) {
+    if (last > first) {
+      tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
+                                                                   warp, lane);
     }
   }
 }
