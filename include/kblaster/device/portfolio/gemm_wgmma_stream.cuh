@@ -43,12 +43,29 @@ KB_HD int64_t image_blocks(const dims& d) {
 
 #if defined(__CUDACC__)
 
-// The B image: block j of the grid writes columns 128j .. 128j + 127.
+// The B image: block j of the grid writes columns 128j .. 128j + 127 (k in x2::permuted_k's
+// order when Permuted).
+template <bool Permuted>
 __global__ void __launch_bounds__(tc::threads)
     split_b(const float* __restrict__ b, unsigned char* __restrict__ image, dims d) {
   unsigned char* big = image + static_cast<int64_t>(blockIdx.x) * image_bytes;
-  x2::store_b(big, big + x2::b_big_bytes, b, d, static_cast<int64_t>(blockIdx.x) * tc::bn, 0,
-              threadIdx.x);
+  x2::store_b<Permuted>(big, big + x2::b_big_bytes, b, d, static_cast<int64_t>(blockIdx.x) * tc::bn,
+                        0, threadIdx.x);
+}
+
+// The accumulators through the epilogue into the staging area (pitch c_pitch): accumulator
+// v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v].
+template <template <class> class Op>
+__device__ __forceinline__ void stage(float* cs, const float (&acc)[64], int row0, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
+          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
+                      Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
+    }
+  }
 }
 
 // The A fragments of the warp's 16 rows m, m + 8 (m = row-block + row0 + g) over the 8 k-steps,
@@ -73,6 +90,10 @@ __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& 
 // shared memory and written by whole 512-byte rows per warp instruction (tc::store_rows), right
 // after staging (rows) or while the next tile's wgmma run (rows_ahead).
 enum class store_mode { direct, rows, rows_ahead };
+
+// The order of a block's tiles: along C's rows, A held in registers and B's image streamed
+// (rows), or down C's columns, B's image held and A streamed (columns; stores as rows_ahead).
+enum class walk { rows, columns };
 
 template <template <class> class Op, store_mode Store>
 __global__ void __launch_bounds__(tc::threads, 1)
@@ -178,15 +199,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       if (tid == 0 && tile + 2 < last) {
         fill(tile + 2, buf);
       }
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
-              make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
-                          Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
-        }
-      }
+      stage<Op>(cs, acc, row0, g, t);
       __syncthreads();
       if constexpr (Store == store_mode::rows) {
         tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, m0, n0, warp, lane);
@@ -203,6 +216,151 @@ __global__ void __launch_bounds__(tc::threads, 1)
   }
 }
 
+// The column walk (walk::columns): the block's tiles taken column-block by column-block, B's
+// image of the current column-block held in shared memory (reloaded when it changes) and A's
+// fp32 rows of each tile brought by bulk copies (TMA), one per row, two tiles ahead, into rows
+// of a_pitch floats. The image's k are in x2::permuted_k's order, so a thread's A fragments for
+// the 8 k-steps are 4 16-byte loads per row, conflict-free at this pitch (rows 8 apart in a
+// quarter-warp land 16 banks apart). A tile reads 32 KB of A from L2 instead of 64 KB of B.
+// Needs K <= 64, K a multiple of 4 and A 16-byte aligned; A's buffers start zeroed, so columns
+// K .. 63 stay zero (and B's image is zero there).
+constexpr int a_pitch = 80;                        // floats: 80 = 16 mod 32 banks
+constexpr int a_tile_bytes = tc::bm * a_pitch * 4; // 40,960
+constexpr int columns_smem_bytes = image_bytes + 2 * a_tile_bytes + c_bytes; // 217,088
+
+template <template <class> class Op>
+__global__ void __launch_bounds__(tc::threads, 1)
+    gemm_wgmma_columns(const float* __restrict__ a, const unsigned char* __restrict__ image,
+                       float* __restrict__ c, dims d) {
+#if !defined(KB_WGMMA_X2)
+  __trap();
+#endif
+  extern __shared__ float4 smem4[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(smem4);
+  unsigned char* bs = smem;                                 // image_bytes
+  float* as = reinterpret_cast<float*>(smem + image_bytes); // 2 x a_tile_bytes
+  float* cs = reinterpret_cast<float*>(smem + image_bytes + 2 * a_tile_bytes);
+  __shared__ alignas(8) uint64_t a_full[2];
+  __shared__ alignas(8) uint64_t b_full;
+  const int tid = threadIdx.x;
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int row0 = (warp / 4) * 64 + (warp % 4) * 16;
+  const int64_t tiles_m = kb::strategies::ceil_div(d.m, tc::bm);
+  const int64_t tiles = tiles_m * image_blocks(d);
+  const int64_t first = tiles * blockIdx.x / gridDim.x;
+  const int64_t last = tiles * (blockIdx.x + 1) / gridDim.x;
+  const auto row_bytes = static_cast<uint32_t>(d.k * sizeof(float));
+  // Warp 0: tile's A rows into buffer buf (lane 0 announces the bytes first).
+  const auto fill_a = [&](int64_t tile, int buf) {
+    const int64_t m0 = tile % tiles_m * tc::bm;
+    const int64_t rows = d.m - m0 < tc::bm ? d.m - m0 : tc::bm;
+    if (lane == 0) {
+      kb::async::expect_bytes(&a_full[buf], static_cast<uint32_t>(rows) * row_bytes);
+    }
+    __syncwarp();
+    for (int r = lane; r < rows; r += 32) {
+      kb::async::bulk_copy(as + buf * (a_tile_bytes / 4) + r * a_pitch, a + (m0 + r) * d.k,
+                           row_bytes, &a_full[buf]);
+    }
+  };
+  const auto fill_b = [&](int64_t tile) {
+    kb::async::bulk_load(bs, image + tile / tiles_m * image_bytes, image_bytes, &b_full);
+  };
+  for (int i = tid; i < 2 * a_tile_bytes / 16; i += tc::threads) {
+    reinterpret_cast<float4*>(as)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  tc::fence_async_shared(); // the zeros before the bulk copies that write next to them
+  if (tid == 0) {
+    kb::async::barrier_init(&a_full[0]);
+    kb::async::barrier_init(&a_full[1]);
+    kb::async::barrier_init(&b_full);
+    kb::async::barrier_init_fence();
+  }
+  __syncthreads();
+  if (warp == 0 && first < last) {
+    if (lane == 0) {
+      fill_b(first);
+    }
+    for (int i = 0; i < 2 && first + i < last; ++i) {
+      fill_a(first + i, i);
+    }
+  }
+
+  uint32_t b_loads = 1; // fills of the B buffer so far
+  int64_t staged_m0 = 0;
+  int64_t staged_n0 = 0;
+  float acc[64];
+  for (int64_t tile = first; tile < last; ++tile) {
+    const int64_t i = tile - first;
+    const int buf = static_cast<int>(i % 2);
+    const int64_t m0 = tile % tiles_m * tc::bm;
+    const int64_t n0 = tile / tiles_m * tc::bn;
+    kb::async::wait_parity(&a_full[buf], static_cast<uint32_t>(i / 2 % 2));
+    uint32_t big[steps][4];
+    uint32_t cross[steps][4];
+    {
+      const float* r0 = as + buf * (a_tile_bytes / 4) + (row0 + g) * a_pitch + 4 * t;
+      const float* r1 = r0 + 8 * a_pitch;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 u = *reinterpret_cast<const float4*>(r0 + 16 * q);
+        const float4 w = *reinterpret_cast<const float4*>(r1 + 16 * q);
+        // Pieces q hold k-steps 2q (x, y) and 2q + 1 (z, w) as (k, k + 4) pairs.
+        const float lo[4] = {u.x, w.x, u.y, w.y};
+        const float hi[4] = {u.z, w.z, u.w, w.w};
+        tc::a_cross_split(lo, big[2 * q], cross[2 * q]);
+        tc::a_cross_split(hi, big[2 * q + 1], cross[2 * q + 1]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 64; ++r) {
+      acc[r] = 0.0f;
+    }
+    kb::async::wait_parity(&b_full, (b_loads - 1) % 2);
+    x2::fence();
+    x2::pin(acc);
+#pragma unroll
+    for (int s = 0; s < steps; ++s) {
+      x2::wgmma_tf32(acc, big[s], x2::descriptor(bs + s * x2::step_bytes));
+      x2::wgmma_bf16(acc, cross[s], x2::descriptor(bs + x2::b_big_bytes + s * x2::step_bytes));
+    }
+    x2::commit();
+    x2::pin(acc);
+    if (tile > first) {
+      tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
+                                                                   warp, lane);
+    }
+    x2::wait<0>();
+    x2::pin(acc);
+    // Both warpgroups are done with A's buffer, B and the staging area's rows.
+    __syncthreads();
+    if (warp == 0) {
+      if (tile + 2 < last) {
+        fill_a(tile + 2, buf);
+      }
+      if (tile + 1 < last && (tile + 1) / tiles_m != tile / tiles_m) {
+        if (lane == 0) {
+          fill_b(tile + 1);
+        }
+      }
+    }
+    if (tile + 1 < last && (tile + 1) / tiles_m != tile / tiles_m) {
+      ++b_loads;
+    }
+    stage<Op>(cs, acc, row0, g, t);
+    __syncthreads();
+    staged_m0 = m0;
+    staged_n0 = n0;
+  }
+  if (last > first) {
+    tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
+                                                                 warp, lane);
+  }
+}
+
 #endif
 
 inline int workspace_bytes(const kb_args* args, const kb::matmul::config& cfg, uint64_t* bytes) {
@@ -216,7 +374,7 @@ inline int workspace_bytes(const kb_args* args, const kb::matmul::config& cfg, u
   return 0;
 }
 
-template <template <class> class Op, store_mode Store>
+template <template <class> class Op, store_mode Store, walk Walk = walk::rows>
 int launch(const kb_args* args, const kb::matmul::config& cfg) {
   using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
   dims dd{};
@@ -237,26 +395,39 @@ int launch(const kb_args* args, const kb::matmul::config& cfg) {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       major == 9;
-  const bool fits = A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
-                    args->workspace != nullptr && args->workspace_bytes >= need &&
-                    kb::strategies::aligned_to(C_, 16) &&
-                    kb::strategies::aligned_to(args->workspace, 16);
+  const bool fits =
+      A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
+      args->workspace != nullptr && args->workspace_bytes >= need &&
+      kb::strategies::aligned_to(C_, 16) && kb::strategies::aligned_to(args->workspace, 16) &&
+      (Walk == walk::rows || (dd.k % 4 == 0 && kb::strategies::aligned_to(A.data, 16)));
   if (!fits || !hopper || tiles == 0 || sms <= 0) {
     return strategy::launch(args, cfg);
   }
 #if defined(__CUDACC__)
   const dims d = dd;
   auto* image = static_cast<unsigned char*>(args->workspace);
-  split_b<<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
-      static_cast<const float*>(args->inputs[cfg.b].data), image, d);
-  const auto kernel = gemm_wgmma_stream<Op, Store>;
-  const int smem = Store == store_mode::direct ? 2 * image_bytes : smem_bytes;
-  if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
+  split_b<Walk == walk::columns>
+      <<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
+          static_cast<const float*>(args->inputs[cfg.b].data), image, d);
+  const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  const auto run = [&](auto kernel, int smem) {
+    if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
+      return rc;
+    }
+    kernel<<<blocks, tc::threads, smem, kb::stream_of(args)>>>(
+        static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d);
+    return 0;
+  };
+  int rc = 0;
+  if constexpr (Walk == walk::columns) {
+    rc = run(gemm_wgmma_columns<Op>, columns_smem_bytes);
+  } else {
+    rc = run(gemm_wgmma_stream<Op, Store>,
+             Store == store_mode::direct ? 2 * image_bytes : smem_bytes);
+  }
+  if (rc != 0) {
     return rc;
   }
-  const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  kernel<<<blocks, tc::threads, smem, kb::stream_of(args)>>>(
-      static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d);
   return static_cast<int>(cudaGetLastError());
 #else
   return -1;

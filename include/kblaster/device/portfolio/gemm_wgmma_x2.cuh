@@ -134,11 +134,23 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[64], const uint32_t (&a)[4
 #undef KB_WGMMA_D_A_B
 #undef KB_WGMMA_PROLOGUE
 
+// A permutation of a 64-deep chunk's k under which a thread's A fragments for all 8 k-steps are
+// 16 contiguous values of a row: the pair (t, t + 4) of k-step s (the mma's k positions, t =
+// lane % 4) is the pair (p, p + 1) of the chunk, p = 16 (s / 2) + 4 t + 2 (s % 2); lane t's four
+// 16-byte pieces of a row are at 16c + 4t, c = 0 .. 3. The same permutation of A and B leaves
+// the product unchanged.
+KB_HD int permuted_k(int s, int t) {
+  return 16 * (s / 2) + 4 * t + 2 * (s % 2);
+}
+
 // The chunk k0 .. k0 + bk of B (columns n0 .. n0 + 127) split into the two K-major operands. A
 // thread takes the pair of rows (k, k + 4) of one column per unit, 16 units: lane (q, r) =
 // (lane % 4, lane / 4) takes k-step offset q of column r of an 8-column group, so that a warp's
 // 4-byte stores land on the 32 banks once (a core matrix row is 16 bytes, 8 rows a 128-byte
 // line) and its loads read 4 rows x 32 contiguous bytes.
+// Permuted: the rows are taken in the order of permuted_k (k-step s's (q, q + 4) from B's rows
+// p, p + 1), for a kernel whose A fragments come in that order.
+template <bool Permuted = false>
 __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_cross,
                                         const float* __restrict__ b, const dims& d, int64_t n0,
                                         int64_t k0, int tid) {
@@ -149,9 +161,17 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
     const int row = u / 4 % tc::bn;
     const int s = u / 4 / tc::bn;
     const int64_t n = n0 + row;
-    const int64_t k = k0 + s * 8 + q;
-    const float lo = n < d.n && k < d.k ? b[k * d.n + n] : 0.0f;
-    const float hi = n < d.n && k + 4 < d.k ? b[(k + 4) * d.n + n] : 0.0f;
+    float lo;
+    float hi;
+    if constexpr (Permuted) {
+      const int64_t k = k0 + permuted_k(s, q);
+      lo = n < d.n && k < d.k ? b[k * d.n + n] : 0.0f;
+      hi = n < d.n && k + 1 < d.k ? b[(k + 1) * d.n + n] : 0.0f;
+    } else {
+      const int64_t k = k0 + s * 8 + q;
+      lo = n < d.n && k < d.k ? b[k * d.n + n] : 0.0f;
+      hi = n < d.n && k + 4 < d.k ? b[(k + 4) * d.n + n] : 0.0f;
+    }
     uint32_t big_lo, small_lo, big_hi, small_hi;
     tc::split<true, 2>(lo, big_lo, small_lo);
     tc::split<true, 2>(hi, big_hi, small_hi);
@@ -196,7 +216,7 @@ __global__ void __launch_bounds__(tc::threads, 2)
   for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
     tc::copy_a<bk>(as, a, d, m0, k0, tid);
     tc::copies_commit();
-    store_b(b_big, b_cross, b, d, n0, k0, tid);
+    store_b<>(b_big, b_cross, b, d, n0, k0, tid);
     tc::copies_wait<0>();
     tc::fence_async_shared(); // the generic proxy's B stores, before the wgmma read them
     __syncthreads();
