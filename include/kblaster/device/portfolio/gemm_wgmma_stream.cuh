@@ -218,15 +218,16 @@ __global__ void __launch_bounds__(tc::threads, 1)
 
 // The column walk (walk::columns): the block's tiles taken column-block by column-block, B's
 // image of the current column-block held in shared memory (reloaded when it changes) and A's
-// fp32 rows of each tile brought by bulk copies (TMA), one per row, two tiles ahead, into rows
-// of a_pitch floats. The image's k are in x2::permuted_k's order, so a thread's A fragments for
-// the 8 k-steps are 4 16-byte loads per row, conflict-free at this pitch (rows 8 apart in a
-// quarter-warp land 16 banks apart). A tile reads 32 KB of A from L2 instead of 64 KB of B.
-// Needs K <= 64, K a multiple of 4 and A 16-byte aligned; A's buffers start zeroed, so columns
-// K .. 63 stay zero (and B's image is zero there).
-constexpr int a_pitch = 80;                        // floats: 80 = 16 mod 32 banks
-constexpr int a_tile_bytes = tc::bm * a_pitch * 4; // 40,960
-constexpr int columns_smem_bytes = image_bytes + 2 * a_tile_bytes + c_bytes; // 217,088
+// fp32 rows of each tile brought by one bulk copy (TMA; K = 64, so a tile's rows are 32 KB in
+// one piece), two tiles ahead. The image's k are in x2::permuted_k's order, so a thread's A
+// fragments for the 8 k-steps are 4 16-byte loads per row (rows 8 apart in a quarter-warp share
+// banks: 2-way conflicts on 8 loads per tile). A tile reads 32 KB of A from L2 instead of 64 KB
+// of B. (One bulk copy per 256-byte row into a conflict-free pitch instead: 3.67 ms, the block
+// waiting on its 128 small copies per tile.) Needs K = 64 and A 16-byte aligned; launch runs
+// other K through the row walk.
+constexpr int a_pitch = max_k;                                               // floats
+constexpr int a_tile_bytes = tc::bm * a_pitch * 4;                           // 32,768
+constexpr int columns_smem_bytes = image_bytes + 2 * a_tile_bytes + c_bytes; // 200,704
 
 template <template <class> class Op>
 __global__ void __launch_bounds__(tc::threads, 1)
@@ -252,19 +253,12 @@ __global__ void __launch_bounds__(tc::threads, 1)
   const int64_t tiles = tiles_m * image_blocks(d);
   const int64_t first = tiles * blockIdx.x / gridDim.x;
   const int64_t last = tiles * (blockIdx.x + 1) / gridDim.x;
-  const auto row_bytes = static_cast<uint32_t>(d.k * sizeof(float));
-  // Warp 0: tile's A rows into buffer buf (lane 0 announces the bytes first).
+  // Thread 0: tile's A rows into buffer buf.
   const auto fill_a = [&](int64_t tile, int buf) {
     const int64_t m0 = tile % tiles_m * tc::bm;
     const int64_t rows = d.m - m0 < tc::bm ? d.m - m0 : tc::bm;
-    if (lane == 0) {
-      kb::async::expect_bytes(&a_full[buf], static_cast<uint32_t>(rows) * row_bytes);
-    }
-    __syncwarp();
-    for (int r = lane; r < rows; r += 32) {
-      kb::async::bulk_copy(as + buf * (a_tile_bytes / 4) + r * a_pitch, a + (m0 + r) * d.k,
-                           row_bytes, &a_full[buf]);
-    }
+    kb::async::bulk_load(as + buf * (a_tile_bytes / 4), a + m0 * max_k,
+                         static_cast<uint32_t>(rows * max_k * sizeof(float)), &a_full[buf]);
   };
   const auto fill_b = [&](int64_t tile) {
     kb::async::bulk_load(bs, image + tile / tiles_m * image_bytes, image_bytes, &b_full);
@@ -280,10 +274,8 @@ __global__ void __launch_bounds__(tc::threads, 1)
     kb::async::barrier_init_fence();
   }
   __syncthreads();
-  if (warp == 0 && first < last) {
-    if (lane == 0) {
-      fill_b(first);
-    }
+  if (tid == 0 && first < last) {
+    fill_b(first);
     for (int i = 0; i < 2 && first + i < last; ++i) {
       fill_a(first + i, i);
     }
@@ -337,19 +329,16 @@ __global__ void __launch_bounds__(tc::threads, 1)
     x2::pin(acc);
     // Both warpgroups are done with A's buffer, B and the staging area's rows.
     __syncthreads();
-    if (warp == 0) {
+    const bool next_column = tile + 1 < last && (tile + 1) / tiles_m != tile / tiles_m;
+    if (tid == 0) {
       if (tile + 2 < last) {
         fill_a(tile + 2, buf);
       }
-      if (tile + 1 < last && (tile + 1) / tiles_m != tile / tiles_m) {
-        if (lane == 0) {
-          fill_b(tile + 1);
-        }
+      if (next_column) {
+        fill_b(tile + 1);
       }
     }
-    if (tile + 1 < last && (tile + 1) / tiles_m != tile / tiles_m) {
-      ++b_loads;
-    }
+    b_loads += next_column ? 1 : 0;
     stage<Op>(cs, acc, row0, g, t);
     __syncthreads();
     staged_m0 = m0;
@@ -395,22 +384,22 @@ int launch(const kb_args* args, const kb::matmul::config& cfg) {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       major == 9;
-  const bool fits =
-      A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
-      args->workspace != nullptr && args->workspace_bytes >= need &&
-      kb::strategies::aligned_to(C_, 16) && kb::strategies::aligned_to(args->workspace, 16) &&
-      (Walk == walk::rows || (dd.k % 4 == 0 && kb::strategies::aligned_to(A.data, 16)));
+  const bool fits = A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
+                    args->workspace != nullptr && args->workspace_bytes >= need &&
+                    kb::strategies::aligned_to(C_, 16) &&
+                    kb::strategies::aligned_to(args->workspace, 16);
   if (!fits || !hopper || tiles == 0 || sms <= 0) {
     return strategy::launch(args, cfg);
   }
 #if defined(__CUDACC__)
   const dims d = dd;
   auto* image = static_cast<unsigned char*>(args->workspace);
-  split_b<Walk == walk::columns>
-      <<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
-          static_cast<const float*>(args->inputs[cfg.b].data), image, d);
   const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
-  const auto run = [&](auto kernel, int smem) {
+  // B's image (k permuted for the column walk), then the kernel.
+  const auto run = [&](auto permuted, auto kernel, int smem) {
+    split_b<decltype(permuted)::value>
+        <<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
+            static_cast<const float*>(args->inputs[cfg.b].data), image, d);
     if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
       return rc;
     }
@@ -420,9 +409,13 @@ int launch(const kb_args* args, const kb::matmul::config& cfg) {
   };
   int rc = 0;
   if constexpr (Walk == walk::columns) {
-    rc = run(gemm_wgmma_columns<Op>, columns_smem_bytes);
+    if (d.k == max_k && kb::strategies::aligned_to(A.data, 16)) {
+      rc = run(std::true_type{}, gemm_wgmma_columns<Op>, columns_smem_bytes);
+    } else {
+      rc = run(std::false_type{}, gemm_wgmma_stream<Op, store_mode::rows_ahead>, smem_bytes);
+    }
   } else {
-    rc = run(gemm_wgmma_stream<Op, Store>,
+    rc = run(std::false_type{}, gemm_wgmma_stream<Op, Store>,
              Store == store_mode::direct ? 2 * image_bytes : smem_bytes);
   }
   if (rc != 0) {
