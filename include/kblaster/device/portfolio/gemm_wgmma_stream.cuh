@@ -53,21 +53,6 @@ __global__ void __launch_bounds__(tc::threads)
                         0, threadIdx.x);
 }
 
-// The accumulators through the epilogue into the staging area (pitch c_pitch): accumulator
-// v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v].
-template <template <class> class Op>
-__device__ __forceinline__ void stage(float* cs, const float (&acc)[64], int row0, int g, int t) {
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
-          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
-                      Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
-    }
-  }
-}
-
 // The A fragments of the warp's 16 rows m, m + 8 (m = row-block + row0 + g) over the 8 k-steps,
 // zero past M and K.
 __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& d, int64_t m, int t,
@@ -152,15 +137,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
     }
     kb::async::wait_parity(&full[buf], static_cast<uint32_t>(i / 2 % 2));
     const unsigned char* bb = bufs + buf * image_bytes; // both warpgroups read all of B
-    x2::fence();
-    x2::pin(acc);
-#pragma unroll
-    for (int s = 0; s < steps; ++s) {
-      x2::wgmma_tf32(acc, big[s], x2::descriptor(bb + s * x2::step_bytes));
-      x2::wgmma_bf16(acc, cross[s], x2::descriptor(bb + x2::b_big_bytes + s * x2::step_bytes));
-    }
-    x2::commit();
-    x2::pin(acc);
+    x2::issue_chunk(acc, big, cross, bb, bb + x2::b_big_bytes);
     if constexpr (Store == store_mode::rows_ahead) {
       if (tile > first) {
         tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
@@ -199,7 +176,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       if (tid == 0 && tile + 2 < last) {
         fill(tile + 2, buf);
       }
-      stage<Op>(cs, acc, row0, g, t);
+      x2::stage<Op>(cs, acc, row0, g, t);
       __syncthreads();
       if constexpr (Store == store_mode::rows) {
         tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, m0, n0, warp, lane);
@@ -312,15 +289,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       acc[r] = 0.0f;
     }
     kb::async::wait_parity(&b_full, (b_loads - 1) % 2);
-    x2::fence();
-    x2::pin(acc);
-#pragma unroll
-    for (int s = 0; s < steps; ++s) {
-      x2::wgmma_tf32(acc, big[s], x2::descriptor(bs + s * x2::step_bytes));
-      x2::wgmma_bf16(acc, cross[s], x2::descriptor(bs + x2::b_big_bytes + s * x2::step_bytes));
-    }
-    x2::commit();
-    x2::pin(acc);
+    x2::issue_chunk(acc, big, cross, bs, bs + x2::b_big_bytes);
     if (tile > first) {
       tc::store_rows<float, kb::strategies::cache_hint::streaming>(c, cs, d, staged_m0, staged_n0,
                                                                    warp, lane);
@@ -339,7 +308,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       }
     }
     b_loads += next_column ? 1 : 0;
-    stage<Op>(cs, acc, row0, g, t);
+    x2::stage<Op>(cs, acc, row0, g, t);
     __syncthreads();
     staged_m0 = m0;
     staged_n0 = n0;

@@ -186,6 +186,39 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
   }
 }
 
+// The accumulators through the epilogue into a C tile in shared memory (pitch c_pitch):
+// accumulator v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v].
+template <template <class> class Op>
+__device__ __forceinline__ void stage(float* cs, const float (&acc)[64], int row0, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
+          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
+                      Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
+    }
+  }
+}
+
+// A warpgroup's 64 x 128 product of one 64-deep chunk: per k-step s the TF32 and the bf16 wgmma
+// on A's fragments big[s], cross[s] and B's K-major blocks at b_big + s * step_bytes and
+// b_cross + s * step_bytes, issued and committed as one group (the caller waits).
+__device__ __forceinline__ void issue_chunk(float (&acc)[64], const uint32_t (&big)[steps][4],
+                                            const uint32_t (&cross)[steps][4],
+                                            const unsigned char* b_big,
+                                            const unsigned char* b_cross) {
+  fence();
+  pin(acc);
+#pragma unroll
+  for (int s = 0; s < steps; ++s) {
+    wgmma_tf32(acc, big[s], descriptor(b_big + s * step_bytes));
+    wgmma_bf16(acc, cross[s], descriptor(b_cross + s * step_bytes));
+  }
+  commit();
+  pin(acc);
+}
+
 template <template <class> class Op, kb::strategies::cache_hint Hint>
 __global__ void __launch_bounds__(tc::threads, 2)
     gemm_wgmma_x2(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
@@ -238,17 +271,8 @@ __global__ void __launch_bounds__(tc::threads, 2)
     __syncthreads(); // every warpgroup is done with the chunk before the next one is stored
   }
 
-  // Accumulator v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v].
   float* cs = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      *reinterpret_cast<float2*>(cs + (row0 + g + 8 * h) * tc::c_pitch + 8 * j + 2 * t) =
-          make_float2(Op<float>::epilogue(acc[4 * j + 2 * h]),
-                      Op<float>::epilogue(acc[4 * j + 2 * h + 1]));
-    }
-  }
+  stage<Op>(cs, acc, row0, g, t);
   __syncthreads();
   tc::store_rows<float, Hint>(c, cs, d, m0, n0, warp, lane);
 }

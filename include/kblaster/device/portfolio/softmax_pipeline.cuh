@@ -23,6 +23,7 @@
 //   KB_SOFTMAX_BUFFERS        slice buffers per block, 1 or 2 (default 2)
 #pragma once
 
+#include <kblaster/device/async_copy.cuh>
 #include <kblaster/device/portfolio/softmax_groups.cuh>
 
 #include <algorithm>
@@ -50,37 +51,8 @@ constexpr int blocks_per_sm = KB_SOFTMAX_BLOCKS_PER_SM;
 constexpr int buffers = KB_SOFTMAX_BUFFERS;
 static_assert(buffers == 1 || buffers == 2, "one slice buffer, or two (the next row's load ahead)");
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Thread 0: the slice [src, src + bytes) into shared memory at dst, completing on `bar`.
-__device__ __forceinline__ void bulk_load(float* dst, const float* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  if (bytes == 0) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
-    return;
-  }
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-
-__device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile("{\n"
-               ".reg .pred done;\n"
-               "WAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT;\n"
-               "}\n" ::"r"(smem_addr(bar)),
-               "r"(parity)
-               : "memory");
-}
+using kb::async::bulk_load;
+using kb::async::wait_parity;
 
 __global__ void __launch_bounds__(threads, blocks_per_sm)
     softmax_pipeline(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
@@ -98,9 +70,9 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
   float* const stage = reinterpret_cast<float*>(buf4);
   const auto buf = [&](int b) { return stage + b * chunk; };
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[0])) : "memory");
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[1])) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    kb::async::barrier_init(&full[0]);
+    kb::async::barrier_init(&full[1]);
+    kb::async::barrier_init_fence();
     if (first < rows) {
       bulk_load(buf(0), x + first * n + lo, bytes, &full[0]);
     }
