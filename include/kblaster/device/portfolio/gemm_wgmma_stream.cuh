@@ -53,6 +53,11 @@ __global__ void __launch_bounds__(tc::threads)
                         0, threadIdx.x);
 }
 
+// The first of block b's contiguous range of the tiles (the grid's blocks split them evenly).
+__device__ __forceinline__ int64_t first_tile(int64_t tiles, unsigned b) {
+  return tiles * b / gridDim.x;
+}
+
 // The A fragments of the warp's 16 rows m, m + 8 (m = row-block + row0 + g) over the 8 k-steps,
 // zero past M and K.
 __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& d, int64_t m, int t,
@@ -92,16 +97,12 @@ __global__ void __launch_bounds__(tc::threads, 1)
   unsigned char* bufs = smem;                                   // 2 x image_bytes
   float* cs = reinterpret_cast<float*>(smem + 2 * image_bytes); // the C tile, pitch c_pitch
   __shared__ alignas(8) uint64_t full[2];
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  const int row0 = (warp / 4) * 64 + (warp % 4) * 16;
+  const x2::place p;
+  const int tid = p.tid, warp = p.warp, lane = p.lane, g = p.g, t = p.t, row0 = p.row0;
   const int64_t tiles_n = image_blocks(d);
   const int64_t tiles = kb::strategies::ceil_div(d.m, tc::bm) * tiles_n;
-  const int64_t first = tiles * blockIdx.x / gridDim.x;
-  const int64_t last = tiles * (blockIdx.x + 1) / gridDim.x;
+  const int64_t first = first_tile(tiles, blockIdx.x);
+  const int64_t last = first_tile(tiles, blockIdx.x + 1);
   const auto fill = [&](int64_t tile, int buf) {
     kb::async::bulk_load(bufs + buf * image_bytes, image + tile % tiles_n * image_bytes,
                          image_bytes, &full[buf]);
@@ -146,11 +147,13 @@ __global__ void __launch_bounds__(tc::threads, 1)
     }
     x2::wait<0>();
     x2::pin(acc);
+    // Both warpgroups are done with buf, and (staged modes) the staging area's reads by the tile
+    // before are done: they precede this barrier in every thread.
+    __syncthreads();
+    if (tid == 0 && tile + 2 < last) {
+      fill(tile + 2, buf);
+    }
     if constexpr (Store == store_mode::direct) {
-      __syncthreads(); // both warpgroups are done with buf
-      if (tid == 0 && tile + 2 < last) {
-        fill(tile + 2, buf);
-      }
       // Accumulator v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v]: a quad's pair
       // stores cover one 32-byte sector; N even, so a pair is in or out whole.
 #pragma unroll
@@ -170,12 +173,6 @@ __global__ void __launch_bounds__(tc::threads, 1)
         }
       }
     } else {
-      // The staging area's reads by the tile before are done (they precede this barrier in
-      // every thread), and both warpgroups are done with buf.
-      __syncthreads();
-      if (tid == 0 && tile + 2 < last) {
-        fill(tile + 2, buf);
-      }
       x2::stage<Op>(cs, acc, row0, g, t);
       __syncthreads();
       if constexpr (Store == store_mode::rows) {
@@ -220,16 +217,12 @@ __global__ void __launch_bounds__(tc::threads, 1)
   float* cs = reinterpret_cast<float*>(smem + image_bytes + 2 * a_tile_bytes);
   __shared__ alignas(8) uint64_t a_full[2];
   __shared__ alignas(8) uint64_t b_full;
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  const int row0 = (warp / 4) * 64 + (warp % 4) * 16;
+  const x2::place p;
+  const int tid = p.tid, warp = p.warp, lane = p.lane, g = p.g, t = p.t, row0 = p.row0;
   const int64_t tiles_m = kb::strategies::ceil_div(d.m, tc::bm);
   const int64_t tiles = tiles_m * image_blocks(d);
-  const int64_t first = tiles * blockIdx.x / gridDim.x;
-  const int64_t last = tiles * (blockIdx.x + 1) / gridDim.x;
+  const int64_t first = first_tile(tiles, blockIdx.x);
+  const int64_t last = first_tile(tiles, blockIdx.x + 1);
   // Thread 0: tile's A rows into buffer buf.
   const auto fill_a = [&](int64_t tile, int buf) {
     const int64_t m0 = tile % tiles_m * tc::bm;

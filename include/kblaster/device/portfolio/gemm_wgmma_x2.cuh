@@ -186,6 +186,18 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
   }
 }
 
+// A thread's place in a block of 2 warpgroups: its lane's (g, t) = (lane / 4, lane % 4) in the
+// mma fragments and row0, the first of its warp's 16 rows of the block's 128 (warpgroup, then
+// warp).
+struct place {
+  int tid = static_cast<int>(threadIdx.x);
+  int warp = tid / 32;
+  int lane = tid % 32;
+  int g = lane / 4;
+  int t = lane % 4;
+  int row0 = (warp / 4) * 64 + (warp % 4) * 16;
+};
+
 // The accumulators through the epilogue into a C tile in shared memory (pitch c_pitch):
 // accumulator v + 2h + 4j of a thread is C[row0 + g + 8h][8j + 2t + v].
 template <template <class> class Op>
@@ -231,12 +243,8 @@ __global__ void __launch_bounds__(tc::threads, 2)
   float* as = reinterpret_cast<float*>(smem);
   unsigned char* b_big = smem + a_bytes;
   unsigned char* b_cross = b_big + b_big_bytes;
-  const int tid = threadIdx.x;
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  const int row0 = (warp / 4) * 64 + (warp % 4) * 16; // the warp's 16 rows: warpgroup, then warp
+  const place p;
+  const int tid = p.tid, warp = p.warp, lane = p.lane, g = p.g, t = p.t, row0 = p.row0;
   const int64_t tiles_n = kb::strategies::ceil_div(d.n, tc::bn);
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) / tiles_n * tc::bm;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) % tiles_n * tc::bn;
