@@ -14,12 +14,19 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// One thread: the barrier set to expect one arrival per phase, made visible to the async proxy.
-__device__ __forceinline__ void barrier_init(uint64_t* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+// One thread: the barrier set to expect `count` arrivals per phase (then barrier_init_fence).
+__device__ __forceinline__ void barrier_init(uint64_t* bar, uint32_t count = 1) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
 }
 __device__ __forceinline__ void barrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// This thread's arrival on the barrier's current phase; its memory accesses before it are
+// visible to the threads that see the phase complete (release, CTA scope).
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
 // One thread: the barrier's current phase is to receive `bytes` from bulk_copy calls (any thread).
@@ -45,7 +52,7 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
                                           uint64_t* bar) {
   if (bytes == 0) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+    arrive(bar);
     return;
   }
   expect_bytes(bar, bytes);
