@@ -25,8 +25,9 @@ launch overhead is outside the window; CUDA events around the call. At least 10 
 the relative stdev is under 0.5% after 0.5 s of measured time, or 5 s of wall time; median with a
 distribution-free 95% interval. The same method is also timed unqueued (flush, synchronize,
 events around the call from Python; a shorter series, at most 1 s or 500 samples): `unqueued_median_s` is what one call costs on an idle GPU,
-host launch overhead included. A method that fails the check is marked incorrect; one whose
-samples scatter (relative stdev above 5%) unstable. Writes JSON that `kblaster bench --pytorch
+host launch overhead included. A method that fails the check is marked incorrect (and is no
+reference); one whose samples scatter (relative stdev above 5%) unstable, a note only: its median
+still counts. Writes JSON that `kblaster bench --pytorch
 FILE` imports.
 
     kblaster tasks list --json > tasks.json

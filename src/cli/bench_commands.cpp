@@ -508,9 +508,9 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     if (!pytorch.is_null()) {
       versus = fmt::format(
           "## Against the fastest PyTorch method\n\nPer task, the fastest PyTorch method that is "
-          "correct, stable and really compiled (a compiled method with no graph or a graph break "
-          "is "
-          "`not_compiled` and does not count). The speedup's interval combines the two medians' "
+          "correct and really compiled (a compiled method with no graph or a graph break is "
+          "`not_compiled` and does not count; an `unstable` one, whose samples scatter, counts). "
+          "The speedup's interval combines the two medians' "
           "95% intervals; the target is the fastest method's median, the distance our median "
           "minus it. fast_p counts every task (an incorrect kernel or a task without PyTorch "
           "figures is not fast). Timing: a sample is the window less the scheme's calibrated "

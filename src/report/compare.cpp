@@ -94,7 +94,7 @@ std::vector<pytorch_method> pytorch_methods_from_json(const json& methods) {
 }
 
 bool eligible_for_fastest(const pytorch_method& m) {
-  return m.correct && m.stable && m.median_s && m.compile != compile_status::not_compiled;
+  return m.correct && m.median_s && m.compile != compile_status::not_compiled;
 }
 
 std::optional<size_t> fastest_method(const std::vector<pytorch_method>& methods) {

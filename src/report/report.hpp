@@ -137,7 +137,7 @@ std::string_view to_string(compile_status s);
 struct pytorch_method {
   std::string name;
   bool correct = false;
-  bool stable = true;
+  bool stable = true; // the provider's samples did not scatter (reported; does not exclude)
   compile_status compile = compile_status::eager;
   int graphs = 0;       // compiled methods only
   int graph_breaks = 0; // compiled methods only
@@ -151,8 +151,10 @@ struct pytorch_method {
 // an error (kb::error) naming the method.
 std::vector<pytorch_method> pytorch_methods_from_json(const nlohmann::json& methods);
 
-// Eligible for "fastest": correct, stable, timed and not `not_compiled`. The fastest eligible
-// method, or none.
+// Eligible for "fastest": correct, timed and not `not_compiled`. A method whose samples scatter
+// (stable = false) still counts: its median is its typical time, and leaving it out would compare
+// us with a slower method (a few stray samples among thousands make the scatter). The fastest
+// eligible method, or none.
 bool eligible_for_fastest(const pytorch_method& m);
 std::optional<size_t> fastest_method(const std::vector<pytorch_method>& methods);
 

@@ -29,9 +29,17 @@ json provider_methods() {
   })");
 }
 
-TEST(report_compare, fastest_method_skips_not_compiled_incorrect_and_unstable) {
-  const auto pm = pytorch_methods_from_json(provider_methods());
-  ASSERT_EQ(pm.size(), 5u);
+TEST(report_compare, fastest_method_skips_not_compiled_and_incorrect_but_counts_unstable) {
+  const auto all = pytorch_methods_from_json(provider_methods());
+  ASSERT_EQ(all.size(), 5u);
+  // The unstable method's median is the fastest correct one: it stays the reference.
+  const auto noisy = fastest_method(all);
+  ASSERT_TRUE(noisy);
+  EXPECT_EQ(all[*noisy].name, "noisy");
+  EXPECT_FALSE(all[*noisy].stable);
+  json without_noisy = provider_methods();
+  without_noisy.erase("noisy");
+  const auto pm = pytorch_methods_from_json(without_noisy);
   const auto best = fastest_method(pm);
   ASSERT_TRUE(best);
   EXPECT_EQ(pm[*best].name, "max-autotune");
@@ -51,7 +59,7 @@ TEST(report_compare, fastest_method_skips_not_compiled_incorrect_and_unstable) {
     }
   }
   // With every method excluded there is no fastest one.
-  json only_bad = provider_methods();
+  json only_bad = without_noisy;
   only_bad.erase("eager");
   only_bad.erase("max-autotune");
   EXPECT_FALSE(fastest_method(pytorch_methods_from_json(only_bad)));
@@ -178,7 +186,9 @@ TEST(report_compare, resolved_geomeans_and_goals_leave_out_launch_bound_tasks) {
 }
 
 TEST(report_compare, compare_task_takes_the_fastest_eligible_method_and_eager) {
-  const auto pm = pytorch_methods_from_json(provider_methods());
+  json methods = provider_methods();
+  methods.erase("noisy");
+  const auto pm = pytorch_methods_from_json(methods);
   const auto c = compare_task("x", true, 0.001, {0.00099, 0.00101}, 2e-6, pm);
   ASSERT_TRUE(c.fastest_method);
   EXPECT_EQ(*c.fastest_method, "max-autotune");
