@@ -1,6 +1,7 @@
-// On the GPU: every task's baseline passes verification and, timed against itself, gives "same"
-// (A/A); the checker proves it rejects trivial outputs; and the full evaluation of a freshly
-// compiled candidate at the official shape (compile, verify, time) takes at most 15 s median.
+// On the GPU: every task's baseline passes verification and, timed against itself (A/A), is
+// never improved or regressed and at least nine times in ten "same"; the checker proves it
+// rejects trivial outputs; and the full evaluation of a freshly compiled candidate at the
+// official shape (compile, verify, time) takes at most 15 s median.
 #include "gpu_test_support.hpp"
 
 #include "task/task.hpp"
@@ -18,7 +19,9 @@ TEST(baselines, verify_and_time_as_the_same_against_themselves) {
   nlohmann::json record = nlohmann::json::array();
   std::vector<double> seconds;
   std::random_device rd;
-  for (const auto& c : task::load_all(root)) {
+  const auto tasks = task::load_all(root);
+  size_t same = 0;
+  for (const auto& c : tasks) {
     auto o = base_options();
     const std::string source = read_file(c.baseline);
     // A comment with a fresh number gives the candidate its own digest, so it is compiled anew:
@@ -28,7 +31,13 @@ TEST(baselines, verify_and_time_as_the_same_against_themselves) {
                                      "baseline-copy.cu", "baseline"};
     const eval::candidate_input base{source, "baseline.cu", "baseline"};
     const auto r = eval::evaluate(root, c, cand, base, o, {});
-    EXPECT_EQ(r.final, eval::verdict::same) << c.id << ": " << r.reason << " " << r.message;
+    // A kernel against itself is never improved or regressed (the gate's false positive). It may
+    // be inconclusive when the sessions disagree: a 62 us RMSNorm measured 3.8% slower as the
+    // candidate in one session and level in the other (p between sessions 0.54), an interval
+    // that straddles 1 - delta.
+    EXPECT_TRUE(r.final == eval::verdict::same || r.final == eval::verdict::inconclusive)
+        << c.id << ": " << eval::to_string(r.final) << " " << r.reason << " " << r.message;
+    same += r.final == eval::verdict::same ? 1 : 0;
     EXPECT_TRUE(r.detail.value("checker_selftest", nlohmann::json::object()).value("sound", false))
         << c.id;
     auto s = summary(r);
@@ -44,6 +53,8 @@ TEST(baselines, verify_and_time_as_the_same_against_themselves) {
                 1e3 * r.detail.value("floor_seconds", 0.0),
                 100 * st.value("baseline_floor_fraction", 0.0), r.seconds);
   }
+  // And most are resolved as the same: at most one task in ten inconclusive.
+  EXPECT_GE(10 * same, 9 * tasks.size()) << same << " of " << tasks.size() << " same";
   std::sort(seconds.begin(), seconds.end());
   const double median = seconds[seconds.size() / 2];
   keep("baselines", {{"evaluations", record}, {"evaluation_seconds_median", median}});
