@@ -1,7 +1,7 @@
 // fp32 GEMM (A @ B) for K <= 64 with the warps split by role, so that C's write, the task's
 // floor, runs without a break: the product of gemm_wgmma_x2.cuh (per 8-deep k-step one TF32
 // m64n128k8 wgmma for a_big * b_big and one bf16 m64n128k16 for the two cross terms) in a
-// persistent kernel of 3 warpgroups per SM.
+// persistent kernel of 3 or 4 warpgroups per SM (1 block).
 // - Why roles: a warp's 16-byte stores of a 64 KB tile do not leave it free. It stalls on them
 //   until the store path has taken most of the tile, so a warp that both computes and stores
 //   spends the sum of the two per tile, not the larger (the stream kernel: 1.51 ms for 32768^2 x
@@ -13,16 +13,17 @@
 //   into registers, a thread's fragments as four 16-byte loads per row (K = 64) issued a tile
 //   ahead, and are split there. The accumulators go through the epilogue into one of two C
 //   staging buffers.
-// - One store warpgroup takes the staged tiles in turn and writes them by whole rows (512
-//   contiguous bytes per warp instruction), then frees the buffer. mbarriers carry the handoffs
-//   (staged: 256 arrivals, freed: 128). setmaxnreg gives the compute warps 224 registers and the
-//   store warps 56 (at 40 their loop spills); with two store warpgroups (Stores = 2), 200 and 56.
-//   Two store warpgroups write faster than one: 1.3067 ms against 1.5041 (the stream kernel in
-//   the same runs: 1.5152, 1.5145; evidence/h200/variants/).
+// - One or two store warpgroups take the staged tiles in turn, write them by whole rows (512
+//   contiguous bytes per warp instruction) and free the buffer. mbarriers carry the handoffs
+//   (staged: one arrival per compute thread, freed: one per store thread). setmaxnreg gives the
+//   compute warps 224 registers and the store warps 56 (at 40 their loop spills); with two store
+//   warpgroups (Stores = 2), 200 and 56.
+//   Two store warpgroups write faster than one: in one run 1.3355 ms against 1.5041, the stream
+//   kernel 1.5145 (evidence/h200/variants/16d866f).
 // Shared memory: 64 KB of B and 2 x 69,632 bytes of C = 204,800 bytes, 1 block per SM.
 //
-// Use: include after KB_TASK_MATH; launch<Op>(args, cfg) runs fp32 storage with K <= 64, N a
-// multiple of 4 and C 16-byte aligned on sm_90 here and every other case through
+// Use: include after KB_TASK_MATH; launch<Op, Stores>(args, cfg) runs fp32 storage with K <= 64, N
+// a multiple of 4 and C 16-byte aligned on sm_90 here and every other case through
 // matmul.tensor_core at its split = 2 point; wgmma_stream::workspace_bytes sizes the image.
 #pragma once
 
