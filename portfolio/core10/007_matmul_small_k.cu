@@ -6,12 +6,12 @@
 // image of the column held in shared memory, A's rows loaded into registers a tile ahead) and
 // stage each C tile into one of two buffers; two store warpgroups write the staged tiles by whole
 // 512-byte rows. 1.3067 ms against the kernel it replaced, 1.5152 ms, in one run
-// (evidence/h200/variants/16d866f). The kernel it replaced, whose warps both compute and store, is
-// the variant 007_wgmma_stream_ahead. Verified on the task's checks and, clean under the four
+// (evidence/h200/variants/16d866f). The kernel it replaced, whose warps both compute and store,
+// is the variant 007_wgmma_stream_ahead. Verified on the task's checks and, clean under the four
 // sanitizers, on a copy of the task with shapes its tiles do not divide
-// (evidence/h200/variants/16d866f, the task copy in bd863c2/ragged-task.toml). Other shapes, types
-// and alignments (K above 64, N not a multiple of 4, unaligned C, not sm_90) run matmul.tensor_core
-// at split = 2.
+// (evidence/h200/variants/16d866f; the task copy is bd863c2/ragged-task.toml there). Other
+// shapes, types and alignments (K above 64, N not a multiple of 4, unaligned C, not sm_90) run
+// matmul.tensor_core at split = 2.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
 #include <kblaster/device/portfolio/gemm_wgmma_roles.cuh>
