@@ -55,6 +55,13 @@ std::string resolved_cell(const report::task_comparison& cmp) {
                                              ms(report::resolved_multiple * cmp.resolution_s));
 }
 
+// The speedup over the fastest method that a kernel at the task's floor would have
+// (report::speedup_at_floor).
+std::string at_floor_cell(const report::task_comparison& cmp) {
+  const auto f = report::speedup_at_floor(cmp);
+  return f ? fmt::format("{:.3f}x", *f) : "-";
+}
+
 void add_goals(json& vs, const report::suite_comparison& cmp, double goal_fastest,
                double goal_eager) {
   const auto fastest = report::check_goal_vs_fastest(cmp, goal_fastest);
@@ -95,6 +102,7 @@ std::vector<report::task_comparison> comparisons_of(const json& bench) {
         report::compare_task(label, correct, correct ? stt["median_candidate_s"].get<double>() : 0,
                              ci, stt.value("resolution_s", 0.0),
                              report::pytorch_methods_from_json(row.value("pytorch", json()))));
+    out.back().floor_s = row.value("floor_s", 0.0);
   }
   return out;
 }
@@ -113,13 +121,14 @@ int rescore(const std::string& file, double goal_fastest, double goal_eager) {
                    {"its ms", report::align::right},
                    {"speedup vs fastest [interval]", report::align::right},
                    {"speedup vs eager", report::align::right},
+                   {"at the floor", report::align::right},
                    {"timing", report::align::left}});
   for (const auto& c : tasks) {
     const auto vf = report::speedup_vs_fastest(c);
     const auto ve = report::speedup_vs_eager(c);
     t.add_row({c.task, c.correct ? ms(c.candidate_s) : "-", c.fastest_method.value_or("none"),
                c.fastest_method ? ms(c.fastest_s) : "-", speedup_cell(vf),
-               ve ? fmt::format("{:.2f}x", *ve) : "-", resolved_cell(c)});
+               ve ? fmt::format("{:.2f}x", *ve) : "-", at_floor_cell(c), resolved_cell(c)});
   }
   const auto cmp = report::compare_suite(tasks);
   json vs = report::to_json(cmp);
@@ -219,6 +228,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                             {"speedup vs eager", report::align::right},
                             {"distance to target", report::align::right},
                             {"our floor fraction", report::align::right},
+                            {"at the floor", report::align::right},
                             {"timing", report::align::left}});
     report::table provider({{"task", report::align::left},
                             {"method", report::align::left},
@@ -354,11 +364,12 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const auto pm = report::pytorch_methods_from_json(methods);
         const std::string label = label_of(items[i]);
         const double resolution = stt.value("resolution_s", o.resolution_s);
-        const report::task_comparison cmp = report::compare_task(
+        report::task_comparison cmp = report::compare_task(
             label, correct && g.has_value(), g ? g->median_candidate_s : 0,
             g ? report::interval{g->median_candidate_low_s, g->median_candidate_high_s}
               : report::interval{},
             resolution, pm);
+        cmp.floor_s = floor;
         for (const auto& m : pm) {
           provider.add_row(
               {label, m.name, std::string(report::to_string(m.compile)),
@@ -415,7 +426,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                                 vf->value >= 1.0 ? " met" : "")
                   : "-",
                cmp.correct ? fmt::format("{:.1f}%", 100 * floor / cmp.candidate_s) : "-",
-               resolved_cell(cmp)});
+               at_floor_cell(cmp), resolved_cell(cmp)});
         }
         vs_pytorch.push_back(cmp);
         // Per task: every method with its median and interval, speedups and fraction of the floor.
@@ -512,8 +523,11 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           "`not_compiled` and does not count; an `unstable` one, whose samples scatter, counts). "
           "The speedup's interval combines the two medians' "
           "95% intervals; the target is the fastest method's median, the distance our median "
-          "minus it. fast_p counts every task (an incorrect kernel or a task without PyTorch "
-          "figures is not fast). Timing: a sample is the window less the scheme's calibrated "
+          "minus it. `at the floor` is the speedup a kernel running at the task's floor would "
+          "have (fastest / floor): what is left to win there; the summary's `_at_floor` "
+          "geometric means are the most the suite's could reach. fast_p counts every task (an "
+          "incorrect kernel or a task without PyTorch figures is not fast). Timing: a sample is "
+          "the window less the scheme's calibrated "
           "overhead, so a median is known to about the scheme's resolution ({:g} us) in absolute "
           "terms; a median under {:g} times it is `below resolution`: its ratio is shown but "
           "left out of the `_resolved` geometric means, and the goals over every task are not "

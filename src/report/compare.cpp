@@ -151,6 +151,13 @@ std::optional<ratio> speedup_vs_fastest(const task_comparison& t) {
   return r;
 }
 
+std::optional<double> speedup_at_floor(const task_comparison& t) {
+  if (!t.fastest_method || !(t.fastest_s > 0) || !(t.floor_s > 0)) {
+    return std::nullopt;
+  }
+  return t.fastest_s / t.floor_s;
+}
+
 std::optional<double> speedup_vs_eager(const task_comparison& t) {
   if (!t.correct || !t.eager_s || !(t.candidate_s > 0)) {
     return std::nullopt;
@@ -165,6 +172,8 @@ suite_comparison compare_suite(const std::vector<task_comparison>& tasks) {
   std::vector<double> vs_eager;
   std::vector<double> vs_fastest_resolved;
   std::vector<double> vs_eager_resolved;
+  std::vector<double> at_floor;
+  std::vector<double> at_floor_resolved;
   size_t fast_1_0 = 0;
   size_t fast_1_5 = 0;
   size_t eager_1_0 = 0;
@@ -179,6 +188,12 @@ suite_comparison compare_suite(const std::vector<task_comparison>& tasks) {
       }
       fast_1_0 += r->value > 1.0 ? 1 : 0;
       fast_1_5 += r->value > 1.5 ? 1 : 0;
+      if (const auto f = speedup_at_floor(t)) {
+        at_floor.push_back(*f);
+        if (measured) {
+          at_floor_resolved.push_back(*f);
+        }
+      }
     }
     if (const auto e = speedup_vs_eager(t)) {
       vs_eager.push_back(*e);
@@ -209,6 +224,12 @@ suite_comparison compare_suite(const std::vector<task_comparison>& tasks) {
   }
   if (!vs_eager.empty()) {
     s.geomean_vs_eager = geomean_of(vs_eager);
+  }
+  if (!at_floor.empty()) {
+    s.geomean_vs_fastest_at_floor = geomean_of(at_floor);
+  }
+  if (!at_floor_resolved.empty()) {
+    s.geomean_vs_fastest_at_floor_resolved = geomean_of(at_floor_resolved);
   }
   return s;
 }
@@ -249,7 +270,10 @@ json to_json(const suite_comparison& s) {
           {"geomean_vs_fastest_pytorch", opt(s.geomean_vs_fastest)},
           {"geomean_vs_pytorch_eager", opt(s.geomean_vs_eager)},
           {"geomean_vs_fastest_pytorch_resolved", opt(s.geomean_vs_fastest_resolved)},
-          {"geomean_vs_pytorch_eager_resolved", opt(s.geomean_vs_eager_resolved)}};
+          {"geomean_vs_pytorch_eager_resolved", opt(s.geomean_vs_eager_resolved)},
+          {"geomean_vs_fastest_pytorch_at_floor", opt(s.geomean_vs_fastest_at_floor)},
+          {"geomean_vs_fastest_pytorch_at_floor_resolved",
+           opt(s.geomean_vs_fastest_at_floor_resolved)}};
 }
 
 } // namespace kb::report

@@ -172,6 +172,9 @@ struct task_comparison {
   double fastest_s = 0;
   interval fastest_ci;
   std::optional<double> eager_s;
+  // The task's floor at this shape [s] (task::floor_seconds: its bytes at the measured copy rate
+  // or its FLOPs at the peak); 0: unknown.
+  double floor_s = 0;
 };
 
 // A ratio to PyTorch counts as measured only when our median is at least this many times the
@@ -198,6 +201,11 @@ struct ratio {
 std::optional<ratio> speedup_vs_fastest(const task_comparison& t);
 std::optional<double> speedup_vs_eager(const task_comparison& t);
 
+// The speedup over the fastest method that a kernel running at the task's floor would have:
+// fastest / floor, what is left to win there. Not a strict bound (a read-mostly kernel can
+// stream faster than the copy rate the floor counts). None without a fastest method or a floor.
+std::optional<double> speedup_at_floor(const task_comparison& t);
+
 // Over ALL tasks given: fast_p is the share of every task that is correct, has a fastest PyTorch
 // method and a speedup above p (an incorrect task or one without PyTorch figures counts as not
 // fast). The geometric means run over the tasks where both sides exist; their counts say over
@@ -217,6 +225,10 @@ struct suite_comparison {
   std::optional<double> geomean_vs_eager;
   std::optional<double> geomean_vs_fastest_resolved;
   std::optional<double> geomean_vs_eager_resolved;
+  // speedup_at_floor's geometric mean over the tasks of geomean_vs_fastest (and of its resolved
+  // one) that have a floor: the most those means could reach with every kernel at its floor.
+  std::optional<double> geomean_vs_fastest_at_floor;
+  std::optional<double> geomean_vs_fastest_at_floor_resolved;
 };
 suite_comparison compare_suite(const std::vector<task_comparison>& tasks);
 

@@ -185,6 +185,33 @@ TEST(report_compare, resolved_geomeans_and_goals_leave_out_launch_bound_tasks) {
   EXPECT_NEAR(j["geomean_vs_fastest_pytorch_resolved"].get<double>(), 0.9, 1e-12);
 }
 
+// What is left to win: the speedup a kernel at the task's floor would have over the fastest
+// method, per task and as the geometric means over the compared (and resolved) tasks.
+TEST(report_compare, speedup_at_the_floor_bounds_what_the_suite_can_reach) {
+  auto large = task("large", true, 1.1e-3, 1.0e-3, 2e-3); // PyTorch at 95% of a 0.95 ms floor
+  large.floor_s = 0.95e-3;
+  large.resolution_s = 2e-6;
+  auto tiny = task("tiny", true, 1e-6, 4e-6, 8e-6); // launch-bound: the floor is 0.1 us
+  tiny.floor_s = 0.1e-6;
+  tiny.resolution_s = 2e-6;
+  auto unknown = task("no-floor", true, 1e-3, 1e-3, 1e-3);
+  auto wrong = task("wrong", false, 0, 1e-3, 1e-3); // not compared: not in the means
+  wrong.floor_s = 0.5e-3;
+  ASSERT_TRUE(speedup_at_floor(large));
+  EXPECT_NEAR(*speedup_at_floor(large), 1.0 / 0.95, 1e-12);
+  EXPECT_NEAR(*speedup_at_floor(tiny), 40.0, 1e-9);
+  EXPECT_FALSE(speedup_at_floor(unknown));
+  EXPECT_FALSE(speedup_at_floor(task("no-pytorch", true, 1e-3, std::nullopt, 1e-3)));
+  const auto s = compare_suite({large, tiny, unknown, wrong});
+  ASSERT_TRUE(s.geomean_vs_fastest_at_floor);
+  EXPECT_NEAR(*s.geomean_vs_fastest_at_floor, std::sqrt(40.0 / 0.95), 1e-9);
+  ASSERT_TRUE(s.geomean_vs_fastest_at_floor_resolved);
+  EXPECT_NEAR(*s.geomean_vs_fastest_at_floor_resolved, 1.0 / 0.95, 1e-12);
+  const json j = to_json(s);
+  EXPECT_NEAR(j["geomean_vs_fastest_pytorch_at_floor_resolved"].get<double>(), 1.0 / 0.95, 1e-12);
+  EXPECT_TRUE(to_json(compare_suite({unknown}))["geomean_vs_fastest_pytorch_at_floor"].is_null());
+}
+
 TEST(report_compare, compare_task_takes_the_fastest_eligible_method_and_eager) {
   json methods = provider_methods();
   methods.erase("noisy");
