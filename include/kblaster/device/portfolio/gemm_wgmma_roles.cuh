@@ -240,35 +240,18 @@ __global__ void __launch_bounds__(roles<Stores>::threads, 1)
 template <template <class> class Op, int Stores = 1>
 int launch(const kb_args* args, const kb::matmul::config& cfg) {
   using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
-  dims dd{};
-  uint64_t need = 0;
-  if (!kb::strategies::matmul::operands_of(args, cfg, &dd) ||
-      stream::workspace_bytes(args, cfg, &need) != 0) {
+  stream::plan pl;
+  if (stream::plan_of(args, cfg, &pl) != 0) {
     return -1;
   }
-  const auto& A = args->inputs[cfg.a];
-  const void* C_ = args->outputs[0].data;
-  const int64_t tiles =
-      kb::strategies::ceil_div(dd.m, tc::bm) * kb::strategies::ceil_div(dd.n, tc::bn);
-  int dev = 0;
-  int major = 0;
-  int sms = 0;
-  const bool hopper =
-      cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
-      major == 9;
-  const bool fits = A.dtype == KB_FLOAT32 && dd.k <= stream::max_k && dd.n % 4 == 0 && need > 0 &&
-                    args->workspace != nullptr && args->workspace_bytes >= need &&
-                    kb::strategies::aligned_to(C_, 16) &&
-                    kb::strategies::aligned_to(args->workspace, 16);
-  if (!fits || !hopper || tiles == 0 || sms <= 0) {
+  if (!pl.taken) {
     return strategy::launch(args, cfg);
   }
 #if defined(__CUDACC__)
-  const dims d = dd;
+  const dims d = pl.d;
+  const auto& A = args->inputs[cfg.a];
   auto* image = static_cast<unsigned char*>(args->workspace);
-  const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  const auto blocks = pl.blocks;
   stream::split_b<true>
       <<<static_cast<unsigned>(stream::image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
           static_cast<const float*>(args->inputs[cfg.b].data), image, d);

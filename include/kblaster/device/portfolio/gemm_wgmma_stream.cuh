@@ -325,19 +325,24 @@ inline int workspace_bytes(const kb_args* args, const kb::matmul::config& cfg, u
   return 0;
 }
 
-template <template <class> class Op, store_mode Store, walk Walk = walk::rows>
-int launch(const kb_args* args, const kb::matmul::config& cfg) {
-  using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
-  dims dd{};
+// Whether the persistent wgmma kernels take a call, and their grid: fp32 storage, K <= 64, N a
+// multiple of 4, C and the workspace (holding the B image) 16-byte aligned, an sm_90 device;
+// otherwise (taken = false) the strategy point runs. -1: the operands do not fit the config.
+struct plan {
+  dims d{};
+  bool taken = false;
+  unsigned blocks = 0; // one per SM, at most one per tile
+};
+
+inline int plan_of(const kb_args* args, const kb::matmul::config& cfg, plan* out) {
   uint64_t need = 0;
-  if (!kb::strategies::matmul::operands_of(args, cfg, &dd) ||
+  if (!kb::strategies::matmul::operands_of(args, cfg, &out->d) ||
       workspace_bytes(args, cfg, &need) != 0) {
     return -1;
   }
-  const auto& A = args->inputs[cfg.a];
-  const void* C_ = args->outputs[0].data;
+  const dims& d = out->d;
   const int64_t tiles =
-      kb::strategies::ceil_div(dd.m, tc::bm) * kb::strategies::ceil_div(dd.n, tc::bn);
+      kb::strategies::ceil_div(d.m, tc::bm) * kb::strategies::ceil_div(d.n, tc::bn);
   int dev = 0;
   int major = 0;
   int sms = 0;
@@ -346,17 +351,30 @@ int launch(const kb_args* args, const kb::matmul::config& cfg) {
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       major == 9;
-  const bool fits = A.dtype == KB_FLOAT32 && dd.k <= max_k && dd.n % 4 == 0 && need > 0 &&
-                    args->workspace != nullptr && args->workspace_bytes >= need &&
-                    kb::strategies::aligned_to(C_, 16) &&
+  const bool fits = args->inputs[cfg.a].dtype == KB_FLOAT32 && d.k <= max_k && d.n % 4 == 0 &&
+                    need > 0 && args->workspace != nullptr && args->workspace_bytes >= need &&
+                    kb::strategies::aligned_to(args->outputs[0].data, 16) &&
                     kb::strategies::aligned_to(args->workspace, 16);
-  if (!fits || !hopper || tiles == 0 || sms <= 0) {
+  out->taken = fits && hopper && tiles > 0 && sms > 0;
+  out->blocks = out->taken ? static_cast<unsigned>(tiles < sms ? tiles : sms) : 0;
+  return 0;
+}
+
+template <template <class> class Op, store_mode Store, walk Walk = walk::rows>
+int launch(const kb_args* args, const kb::matmul::config& cfg) {
+  using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
+  plan pl;
+  if (plan_of(args, cfg, &pl) != 0) {
+    return -1;
+  }
+  if (!pl.taken) {
     return strategy::launch(args, cfg);
   }
 #if defined(__CUDACC__)
-  const dims d = dd;
+  const dims d = pl.d;
+  const auto& A = args->inputs[cfg.a];
   auto* image = static_cast<unsigned char*>(args->workspace);
-  const auto blocks = static_cast<unsigned>(tiles < sms ? tiles : sms);
+  const auto blocks = pl.blocks;
   // B's image (k permuted for the column walk), then the kernel.
   const auto run = [&](auto permuted, auto kernel, int smem) {
     split_b<decltype(permuted)::value>
