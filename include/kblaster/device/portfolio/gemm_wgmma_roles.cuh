@@ -239,33 +239,26 @@ __global__ void __launch_bounds__(roles<Stores>::threads, 1)
 
 template <template <class> class Op, int Stores = 1>
 int launch(const kb_args* args, const kb::matmul::config& cfg) {
-  using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
-  stream::plan pl;
-  if (stream::plan_of(args, cfg, &pl) != 0) {
-    return -1;
-  }
-  if (!pl.taken) {
-    return strategy::launch(args, cfg);
-  }
+  return stream::dispatch<Op>(args, cfg, [&](const stream::plan& pl, unsigned char* image) -> int {
 #if defined(__CUDACC__)
-  const dims d = pl.d;
-  const auto& A = args->inputs[cfg.a];
-  auto* image = static_cast<unsigned char*>(args->workspace);
-  const auto blocks = pl.blocks;
-  stream::split_b<true>
-      <<<static_cast<unsigned>(stream::image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
-          static_cast<const float*>(args->inputs[cfg.b].data), image, d);
-  const auto kernel = gemm_wgmma_roles<Op, Stores>;
-  if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem_bytes); rc != 0) {
-    return rc;
-  }
-  kernel<<<blocks, roles<Stores>::threads, smem_bytes, kb::stream_of(args)>>>(
-      static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d,
-      d.k == stream::max_k && kb::strategies::aligned_to(A.data, 16));
-  return static_cast<int>(cudaGetLastError());
+    const dims d = pl.d;
+    const auto& A = args->inputs[cfg.a];
+    stream::split_b<true>
+        <<<static_cast<unsigned>(stream::image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
+            static_cast<const float*>(args->inputs[cfg.b].data), image, d);
+    const auto kernel = gemm_wgmma_roles<Op, Stores>;
+    if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem_bytes); rc != 0) {
+      return rc;
+    }
+    kernel<<<pl.blocks, roles<Stores>::threads, smem_bytes, kb::stream_of(args)>>>(
+        static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d,
+        d.k == stream::max_k && kb::strategies::aligned_to(A.data, 16));
+    return static_cast<int>(cudaGetLastError());
 #else
-  return -1;
+    (void)pl, (void)image;
+    return -1;
 #endif
+  });
 }
 
 } // namespace kb::portfolio::wgmma_roles

@@ -360,51 +360,58 @@ inline int plan_of(const kb_args* args, const kb::matmul::config& cfg, plan* out
   return 0;
 }
 
-template <template <class> class Op, store_mode Store, walk Walk = walk::rows>
-int launch(const kb_args* args, const kb::matmul::config& cfg) {
-  using strategy = kb::strategies::matmul::tensor_core<Op, x2::fallback_params>;
+// The call through the persistent kernels, `fast(plan, image)` with the workspace as B's image,
+// when they take it; through the strategy point otherwise.
+template <template <class> class Op, class Fast>
+int dispatch(const kb_args* args, const kb::matmul::config& cfg, Fast&& fast) {
   plan pl;
   if (plan_of(args, cfg, &pl) != 0) {
     return -1;
   }
   if (!pl.taken) {
-    return strategy::launch(args, cfg);
+    return kb::strategies::matmul::tensor_core<Op, x2::fallback_params>::launch(args, cfg);
   }
+  return fast(pl, static_cast<unsigned char*>(args->workspace));
+}
+
+template <template <class> class Op, store_mode Store, walk Walk = walk::rows>
+int launch(const kb_args* args, const kb::matmul::config& cfg) {
+  return dispatch<Op>(args, cfg, [&](const plan& pl, unsigned char* image) -> int {
 #if defined(__CUDACC__)
-  const dims d = pl.d;
-  const auto& A = args->inputs[cfg.a];
-  auto* image = static_cast<unsigned char*>(args->workspace);
-  const auto blocks = pl.blocks;
-  // B's image (k permuted for the column walk), then the kernel.
-  const auto run = [&](auto permuted, auto kernel, int smem) {
-    split_b<decltype(permuted)::value>
-        <<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
-            static_cast<const float*>(args->inputs[cfg.b].data), image, d);
-    if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
+    const dims d = pl.d;
+    const auto& A = args->inputs[cfg.a];
+    // B's image (k permuted for the column walk), then the kernel.
+    const auto run = [&](auto permuted, auto kernel, int smem) {
+      split_b<decltype(permuted)::value>
+          <<<static_cast<unsigned>(image_blocks(d)), tc::threads, 0, kb::stream_of(args)>>>(
+              static_cast<const float*>(args->inputs[cfg.b].data), image, d);
+      if (const int rc = kb::strategies::allow_dynamic_smem(kernel, smem); rc != 0) {
+        return rc;
+      }
+      kernel<<<pl.blocks, tc::threads, smem, kb::stream_of(args)>>>(
+          static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d);
+      return 0;
+    };
+    int rc = 0;
+    if constexpr (Walk == walk::columns) {
+      if (d.k == max_k && kb::strategies::aligned_to(A.data, 16)) {
+        rc = run(std::true_type{}, gemm_wgmma_columns<Op>, columns_smem_bytes);
+      } else {
+        rc = run(std::false_type{}, gemm_wgmma_stream<Op, store_mode::rows_ahead>, smem_bytes);
+      }
+    } else {
+      rc = run(std::false_type{}, gemm_wgmma_stream<Op, Store>,
+               Store == store_mode::direct ? 2 * image_bytes : smem_bytes);
+    }
+    if (rc != 0) {
       return rc;
     }
-    kernel<<<blocks, tc::threads, smem, kb::stream_of(args)>>>(
-        static_cast<const float*>(A.data), image, static_cast<float*>(args->outputs[0].data), d);
-    return 0;
-  };
-  int rc = 0;
-  if constexpr (Walk == walk::columns) {
-    if (d.k == max_k && kb::strategies::aligned_to(A.data, 16)) {
-      rc = run(std::true_type{}, gemm_wgmma_columns<Op>, columns_smem_bytes);
-    } else {
-      rc = run(std::false_type{}, gemm_wgmma_stream<Op, store_mode::rows_ahead>, smem_bytes);
-    }
-  } else {
-    rc = run(std::false_type{}, gemm_wgmma_stream<Op, Store>,
-             Store == store_mode::direct ? 2 * image_bytes : smem_bytes);
-  }
-  if (rc != 0) {
-    return rc;
-  }
-  return static_cast<int>(cudaGetLastError());
+    return static_cast<int>(cudaGetLastError());
 #else
-  return -1;
+    (void)pl, (void)image;
+    return -1;
 #endif
+  });
 }
 
 } // namespace kb::portfolio::wgmma_stream
