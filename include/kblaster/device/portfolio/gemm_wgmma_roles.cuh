@@ -75,7 +75,7 @@ struct a_rows {
 };
 
 __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& d, int64_t m, int t,
-                                       bool quads, a_rows& out) { // quads: K = 64, A aligned
+                                       bool quads, a_rows& out) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = m + 8 * h;
@@ -118,7 +118,7 @@ __device__ __forceinline__ void split_a(const a_rows& in, uint32_t (&big)[x2::st
   }
 }
 
-// The compute warps' barrier (named barrier 1): the store warpgroup does not take part.
+// The compute warps' barrier (named barrier 1): the store warpgroups do not take part.
 __device__ __forceinline__ void compute_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(compute_threads) : "memory");
 }
