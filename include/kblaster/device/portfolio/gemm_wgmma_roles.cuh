@@ -68,14 +68,9 @@ template <int N> __device__ __forceinline__ void registers_down() {
 #endif
 }
 
-// The 16 k-positions of each of a thread's two rows (m and m + 8) that its A fragments take, in
-// x2::permuted_k's order: piece c holds k = 16c + 4t .. 16c + 4t + 3. Zero past M and K.
-struct a_rows {
-  float v[2][16];
-};
-
+// A thread's A values for its rows m and m + 8 (x2::permuted_rows), zero past M and K.
 __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& d, int64_t m, int t,
-                                       bool quads, a_rows& out) {
+                                       bool quads, x2::permuted_rows& out) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t row = m + 8 * h;
@@ -99,21 +94,6 @@ __device__ __forceinline__ void load_a(const float* __restrict__ a, const dims& 
           out.v[h][4 * c + e] = row < d.m && k < d.k ? __ldg(r + 16 * c + e) : 0.0f;
         }
       }
-    }
-  }
-}
-
-// The rows' values split into the fragments of the 8 k-steps: step s = 2c + j holds the pair
-// (16c + 4t + 2j, + 1), its (t, t + 4) positions.
-__device__ __forceinline__ void split_a(const a_rows& in, uint32_t (&big)[x2::steps][4],
-                                        uint32_t (&cross)[x2::steps][4]) {
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float v[4] = {in.v[0][4 * c + 2 * j], in.v[1][4 * c + 2 * j],
-                          in.v[0][4 * c + 2 * j + 1], in.v[1][4 * c + 2 * j + 1]};
-      tc::a_cross_split(v, big[2 * c + j], cross[2 * c + j]);
     }
   }
 }
@@ -198,7 +178,7 @@ __global__ void __launch_bounds__(roles<Stores>::threads, 1)
   const x2::place p;
   const int g = p.g, t = p.t, row0 = p.row0;
   uint32_t b_loads = 1; // fills of the B buffer so far
-  a_rows next;
+  x2::permuted_rows next;
   if (first < last) {
     load_a(a, d, first % tiles_m * tc::bm + row0 + g, t, a_quads, next);
   }
@@ -208,7 +188,7 @@ __global__ void __launch_bounds__(roles<Stores>::threads, 1)
     const int s = static_cast<int>(i % 2);
     uint32_t big[x2::steps][4];
     uint32_t cross[x2::steps][4];
-    split_a(next, big, cross);
+    x2::split_permuted(next, big, cross);
     if (tile + 1 < last) {
       load_a(a, d, (tile + 1) % tiles_m * tc::bm + row0 + g, t, a_quads, next);
     }

@@ -264,18 +264,17 @@ __global__ void __launch_bounds__(tc::threads, 1)
     uint32_t big[steps][4];
     uint32_t cross[steps][4];
     {
+      x2::permuted_rows rows;
       const float* r0 = as + buf * (a_tile_bytes / 4) + (row0 + g) * a_pitch + 4 * t;
-      const float* r1 = r0 + 8 * a_pitch;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float4 u = *reinterpret_cast<const float4*>(r0 + 16 * q);
-        const float4 w = *reinterpret_cast<const float4*>(r1 + 16 * q);
-        // Pieces q hold k-steps 2q (x, y) and 2q + 1 (z, w) as (k, k + 4) pairs.
-        const float lo[4] = {u.x, w.x, u.y, w.y};
-        const float hi[4] = {u.z, w.z, u.w, w.w};
-        tc::a_cross_split(lo, big[2 * q], cross[2 * q]);
-        tc::a_cross_split(hi, big[2 * q + 1], cross[2 * q + 1]);
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          *reinterpret_cast<float4*>(&rows.v[h][4 * q]) =
+              *reinterpret_cast<const float4*>(r0 + 8 * h * a_pitch + 16 * q);
+        }
       }
+      x2::split_permuted(rows, big, cross);
     }
 #pragma unroll
     for (int r = 0; r < 64; ++r) {

@@ -186,6 +186,27 @@ __device__ __forceinline__ void store_b(unsigned char* b_big, unsigned char* b_c
   }
 }
 
+// A thread's A values in permuted_k's order: for each of its two rows (m, m + 8), the 16 at
+// k = 16c + 4t .. 16c + 4t + 3, c = 0 .. 3 (four 16-byte pieces per row).
+struct permuted_rows {
+  float v[2][16];
+};
+
+// Those values split into the fragments of the 8 k-steps: step s = 2c + j takes the pair
+// (16c + 4t + 2j, + 1) as its (t, t + 4) positions.
+__device__ __forceinline__ void split_permuted(const permuted_rows& in, uint32_t (&big)[steps][4],
+                                               uint32_t (&cross)[steps][4]) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float v[4] = {in.v[0][4 * c + 2 * j], in.v[1][4 * c + 2 * j],
+                          in.v[0][4 * c + 2 * j + 1], in.v[1][4 * c + 2 * j + 1]};
+      tc::a_cross_split(v, big[2 * c + j], cross[2 * c + j]);
+    }
+  }
+}
+
 // A thread's place in a block of 2 warpgroups: its lane's (g, t) = (lane / 4, lane % 4) in the
 // mma fragments and row0, the first of its warp's 16 rows of the block's 128 (warpgroup, then
 // warp).
