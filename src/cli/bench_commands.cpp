@@ -100,9 +100,8 @@ std::vector<report::task_comparison> comparisons_of(const json& bench) {
     }
     out.push_back(
         report::compare_task(label, correct, correct ? stt["median_candidate_s"].get<double>() : 0,
-                             ci, stt.value("resolution_s", 0.0),
+                             ci, stt.value("resolution_s", 0.0), row.value("floor_s", 0.0),
                              report::pytorch_methods_from_json(row.value("pytorch", json()))));
-    out.back().floor_s = row.value("floor_s", 0.0);
   }
   return out;
 }
@@ -364,12 +363,11 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const auto pm = report::pytorch_methods_from_json(methods);
         const std::string label = label_of(items[i]);
         const double resolution = stt.value("resolution_s", o.resolution_s);
-        report::task_comparison cmp = report::compare_task(
+        const report::task_comparison cmp = report::compare_task(
             label, correct && g.has_value(), g ? g->median_candidate_s : 0,
             g ? report::interval{g->median_candidate_low_s, g->median_candidate_high_s}
               : report::interval{},
-            resolution, pm);
-        cmp.floor_s = floor;
+            resolution, floor, pm);
         for (const auto& m : pm) {
           provider.add_row(
               {label, m.name, std::string(report::to_string(m.compile)),

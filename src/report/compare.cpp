@@ -113,12 +113,13 @@ bool resolved(const task_comparison& t) {
 }
 
 task_comparison compare_task(std::string task, bool correct, double candidate_s,
-                             interval candidate_ci, double resolution_s,
+                             interval candidate_ci, double resolution_s, double floor_s,
                              const std::vector<pytorch_method>& methods) {
   task_comparison cmp;
   cmp.task = std::move(task);
   cmp.correct = correct;
   cmp.resolution_s = resolution_s;
+  cmp.floor_s = floor_s;
   if (correct) {
     cmp.candidate_s = candidate_s;
     cmp.candidate_ci = candidate_ci;

@@ -186,10 +186,10 @@ inline constexpr double resolved_multiple = 10;
 bool resolved(const task_comparison& t);
 
 // The comparison of one task and shape from its parts: our kernel's median and interval (when
-// correct), the timing resolution, and the PyTorch provider's methods at that task and shape
-// (the fastest eligible one, and eager when correct and timed).
+// correct), the timing resolution, the task's floor (0: unknown), and the PyTorch provider's
+// methods at that task and shape (the fastest eligible one, and eager when correct and timed).
 task_comparison compare_task(std::string task, bool correct, double candidate_s,
-                             interval candidate_ci, double resolution_s,
+                             interval candidate_ci, double resolution_s, double floor_s,
                              const std::vector<pytorch_method>& methods);
 
 // Speedup = PyTorch time / our time, with the interval that the two medians' intervals allow

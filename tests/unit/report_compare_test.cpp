@@ -216,19 +216,20 @@ TEST(report_compare, compare_task_takes_the_fastest_eligible_method_and_eager) {
   json methods = provider_methods();
   methods.erase("noisy");
   const auto pm = pytorch_methods_from_json(methods);
-  const auto c = compare_task("x", true, 0.001, {0.00099, 0.00101}, 2e-6, pm);
+  const auto c = compare_task("x", true, 0.001, {0.00099, 0.00101}, 2e-6, 0.0008, pm);
   ASSERT_TRUE(c.fastest_method);
   EXPECT_EQ(*c.fastest_method, "max-autotune");
   EXPECT_DOUBLE_EQ(c.fastest_s, 0.0015);
   EXPECT_DOUBLE_EQ(c.fastest_ci.low, 0.00149);
   EXPECT_DOUBLE_EQ(*c.eager_s, 0.002);
   EXPECT_DOUBLE_EQ(c.resolution_s, 2e-6);
+  EXPECT_DOUBLE_EQ(c.floor_s, 0.0008);
   EXPECT_DOUBLE_EQ(speedup_vs_fastest(c)->value, 1.5);
   // An incorrect kernel keeps no time of its own.
-  const auto w = compare_task("y", false, 0.001, {0.00099, 0.00101}, 2e-6, pm);
+  const auto w = compare_task("y", false, 0.001, {0.00099, 0.00101}, 2e-6, 0.0008, pm);
   EXPECT_DOUBLE_EQ(w.candidate_s, 0);
   EXPECT_FALSE(speedup_vs_fastest(w));
-  EXPECT_FALSE(compare_task("z", true, 0.001, {}, 2e-6, {}).fastest_method);
+  EXPECT_FALSE(compare_task("z", true, 0.001, {}, 2e-6, 0, {}).fastest_method);
 }
 
 } // namespace
