@@ -192,10 +192,7 @@ __global__ void __launch_bounds__(roles<Stores>::threads, 1)
     if (tile + 1 < last) {
       load_a(a, d, (tile + 1) % tiles_m * tc::bm + row0 + g, t, a_quads, next);
     }
-#pragma unroll
-    for (int r = 0; r < 64; ++r) {
-      acc[r] = 0.0f;
-    }
+    x2::zero(acc);
     kb::async::wait_parity(&b_full, (b_loads - 1) % 2);
     x2::issue_chunk(acc, big, cross, bs, bs + x2::b_big_bytes);
     x2::wait<0>();

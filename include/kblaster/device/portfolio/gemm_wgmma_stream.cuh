@@ -132,10 +132,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       load_a(a, d, m0 + row0 + g, t, big, cross);
       block_m = m0;
     }
-#pragma unroll
-    for (int r = 0; r < 64; ++r) {
-      acc[r] = 0.0f;
-    }
+    x2::zero(acc);
     kb::async::wait_parity(&full[buf], static_cast<uint32_t>(i / 2 % 2));
     const unsigned char* bb = bufs + buf * image_bytes; // both warpgroups read all of B
     x2::issue_chunk(acc, big, cross, bb, bb + x2::b_big_bytes);
@@ -276,10 +273,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       }
       x2::split_permuted(rows, big, cross);
     }
-#pragma unroll
-    for (int r = 0; r < 64; ++r) {
-      acc[r] = 0.0f;
-    }
+    x2::zero(acc);
     kb::async::wait_parity(&b_full, (b_loads - 1) % 2);
     x2::issue_chunk(acc, big, cross, bs, bs + x2::b_big_bytes);
     if (tile > first) {

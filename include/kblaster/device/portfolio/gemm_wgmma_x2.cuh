@@ -76,6 +76,14 @@ template <int N> __device__ __forceinline__ void wait() {
 #endif
 }
 
+// The accumulators set to zero before a tile's first chunk.
+__device__ __forceinline__ void zero(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    d[i] = 0.0f;
+  }
+}
+
 // Keeps the accumulators in the registers the wgmma use (no copies between them).
 __device__ __forceinline__ void pin(float (&d)[64]) {
 #pragma unroll
@@ -271,10 +279,7 @@ __global__ void __launch_bounds__(tc::threads, 2)
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) % tiles_n * tc::bn;
 
   float acc[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    acc[i] = 0.0f;
-  }
+  zero(acc);
   for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
     tc::copy_a<bk>(as, a, d, m0, k0, tid);
     tc::copies_commit();
