@@ -164,7 +164,67 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
   return acc;
 }
 
-template <class T, bool Vec, int VPT, bool Once = false>
+// A state's 32-bit words moved across the warp by __shfl_xor_sync or __shfl_sync.
+template <class S> __device__ __forceinline__ S shfl_xor_any(const S& v, int mask) {
+  static_assert(sizeof(S) % 4 == 0, "reduction state must be a multiple of 4 bytes");
+  uint32_t words[sizeof(S) / 4];
+  memcpy(words, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
+    words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask);
+  }
+  S out;
+  memcpy(&out, words, sizeof(S));
+  return out;
+}
+template <class S> __device__ __forceinline__ S shfl_from(const S& v, int lane) {
+  uint32_t words[sizeof(S) / 4];
+  memcpy(words, &v, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
+    words[i] = __shfl_sync(0xffffffffu, words[i], lane);
+  }
+  S out;
+  memcpy(&out, words, sizeof(S));
+  return out;
+}
+
+// Reduces v over the block for a kernel that reduces once: the warps' partials through shared
+// memory behind one barrier, then in every warp a pairwise tree over them in registers (lane i
+// holds warp i's partial; at each step the lane with the lower index is the left operand, so all
+// lanes of a pair hold the same bits), and lane 0's total broadcast. The chain after the barrier
+// is one shared load and log2(warps) + 1 shuffles, where kb::block_reduce has two more barriers
+// and one thread combining the warps' partials one after another (15 dependent shared loads at
+// 16 warps) while the block waits. The same fixed order everywhere, so the result is reproducible.
+template <class S, class Combine>
+__device__ __forceinline__ S block_reduce_tree(S v, Combine combine) {
+  __shared__ S partial[32];
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int warps = static_cast<int>(blockDim.x / 32);
+  v = kb::warp_reduce(v, combine);
+  if (lane == 0) {
+    partial[threadIdx.x / 32] = v;
+  }
+  __syncthreads();
+  S acc = partial[lane < warps ? lane : 0];
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const S other = shfl_xor_any(acc, offset);
+    if ((lane ^ offset) < warps) {
+      acc = (lane & offset) != 0 ? combine(other, acc) : combine(acc, other);
+    }
+  }
+  return shfl_from(acc, 0);
+}
+
+// KB_RMSNORM_ROWS_TREE = 1 (variants 10x_rows_tree*): the one-row kernel reduces with
+// block_reduce_tree. 0 (the default): as KB_RMSNORM_ROWS_ONE_BARRIER says.
+#ifndef KB_RMSNORM_ROWS_TREE
+#define KB_RMSNORM_ROWS_TREE 0
+#endif
+
+// Reduce: 0 kb::block_reduce, 1 block_reduce_once, 2 block_reduce_tree.
+template <class T, bool Vec, int VPT, int Reduce = 0>
 __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT], const typename pack_of<T, Vec>::type (&wv)[VPT],
                                               typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h, const kb::scalars& p) {
   state s[4] = {op::init(), op::init(), op::init(), op::init()};
@@ -175,7 +235,9 @@ __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::ty
     }
   }
   state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
-  if constexpr (Once) {
+  if constexpr (Reduce == 2) {
+    t = block_reduce_tree(t, [](const state& a, const state& b) { return combine(a, b); });
+  } else if constexpr (Reduce == 1) {
     t = block_reduce_once(t, [](const state& a, const state& b) { return combine(a, b); });
   } else {
     t = kb::block_reduce(t, [](const state& a, const state& b) { return combine(a, b); });
@@ -210,7 +272,8 @@ __global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x, con
       wv[u] = load_cached(wr + j);
     }
   }
-  normalize_row<T, Vec, VPT, KB_RMSNORM_ROWS_ONE_BARRIER != 0>(xv, wv, yr, nv, h, p);
+  constexpr int reduce = KB_RMSNORM_ROWS_TREE != 0 ? 2 : (KB_RMSNORM_ROWS_ONE_BARRIER != 0 ? 1 : 0);
+  normalize_row<T, Vec, VPT, reduce>(xv, wv, yr, nv, h, p);
 }
 
 // KB_RMSNORM_ROWS_PERSIST = 1: as rmsnorm_rows, but a grid of as many blocks as fit on the
