@@ -1,6 +1,8 @@
 # Inductor's kernels for F.rms_norm (torch.compile, default mode) at the shapes given on the
-# command line as dtype:tokens:hidden, with the launch config each settled on; run under ncu with
-# a triton kernel filter to profile them.
+# command line as dtype:tokens:hidden (f32, f16 or bf16), with the launch config each settled on.
+# With TORCH_LOGS=output_code it logs the generated Triton source; under ncu with a kernel filter
+# (-k regex:triton --launch-skip 2 --launch-count 1) it profiles the third call of one shape.
+# Needs a CUDA device and PyTorch. Output on the H200: evidence/h200/llm/profiles-d3d07ce/.
 import gc, sys, torch
 import torch.nn.functional as F
 from torch._inductor.runtime.triton_heuristics import CachingAutotuner
@@ -14,6 +16,10 @@ for spec in sys.argv[1:]:
         fn(x, w)
     torch.cuda.synchronize()
     for o in gc.get_objects():
-        if isinstance(o, CachingAutotuner):
+        try:
+            tuner = isinstance(o, CachingAutotuner)
+        except ReferenceError:  # a dead weak proxy among the objects
+            continue
+        if tuner:
             cfgs = [str(l.config) for l in getattr(o, "launchers", [])]
             print(f"{spec}: {o.fn.__name__} configs={cfgs} size_hints={getattr(o, 'size_hints', None)}", flush=True)
