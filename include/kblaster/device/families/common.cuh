@@ -67,17 +67,29 @@ inline unsigned grid_for(int64_t n, unsigned block, unsigned max_blocks = 132u *
 }
 
 #if defined(__CUDACC__)
-template <class S> __device__ __forceinline__ S shfl_down_any(const S& v, int offset) {
+// v's 32-bit words, each moved across the warp by `shuffle` (one __shfl_*_sync on a word).
+template <class S, class Shuffle>
+__device__ __forceinline__ S shfl_words(const S& v, Shuffle shuffle) {
   static_assert(sizeof(S) % 4 == 0, "reduction state must be a multiple of 4 bytes");
   uint32_t words[sizeof(S) / 4];
   memcpy(words, &v, sizeof(S));
 #pragma unroll
   for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
-    words[i] = __shfl_down_sync(0xffffffffu, words[i], offset);
+    words[i] = shuffle(words[i]);
   }
   S out;
   memcpy(&out, words, sizeof(S));
   return out;
+}
+template <class S> __device__ __forceinline__ S shfl_down_any(const S& v, int offset) {
+  return shfl_words(v, [offset](uint32_t w) { return __shfl_down_sync(0xffffffffu, w, offset); });
+}
+template <class S> __device__ __forceinline__ S shfl_xor_any(const S& v, int mask) {
+  return shfl_words(v, [mask](uint32_t w) { return __shfl_xor_sync(0xffffffffu, w, mask); });
+}
+// Lane `lane`'s v, in every lane.
+template <class S> __device__ __forceinline__ S shfl_idx_any(const S& v, int lane) {
+  return shfl_words(v, [lane](uint32_t w) { return __shfl_sync(0xffffffffu, w, lane); });
 }
 
 // V consecutive floats as one vector word (float, float2, float4): its type, its components

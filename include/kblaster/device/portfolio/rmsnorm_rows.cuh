@@ -164,31 +164,6 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
   return acc;
 }
 
-// A state's 32-bit words moved across the warp by __shfl_xor_sync or __shfl_sync.
-template <class S> __device__ __forceinline__ S shfl_xor_any(const S& v, int mask) {
-  static_assert(sizeof(S) % 4 == 0, "reduction state must be a multiple of 4 bytes");
-  uint32_t words[sizeof(S) / 4];
-  memcpy(words, &v, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
-    words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask);
-  }
-  S out;
-  memcpy(&out, words, sizeof(S));
-  return out;
-}
-template <class S> __device__ __forceinline__ S shfl_from(const S& v, int lane) {
-  uint32_t words[sizeof(S) / 4];
-  memcpy(words, &v, sizeof(S));
-#pragma unroll
-  for (int i = 0; i < static_cast<int>(sizeof(S) / 4); ++i) {
-    words[i] = __shfl_sync(0xffffffffu, words[i], lane);
-  }
-  S out;
-  memcpy(&out, words, sizeof(S));
-  return out;
-}
-
 // Reduces v over the block for a kernel that reduces once: the warps' partials through shared
 // memory behind one barrier, then in every warp a pairwise tree over them in registers (lane i
 // holds warp i's partial; at each step the lane with the lower index is the left operand, so all
@@ -209,12 +184,12 @@ __device__ __forceinline__ S block_reduce_tree(S v, Combine combine) {
   S acc = partial[lane < warps ? lane : 0];
 #pragma unroll
   for (int offset = 1; offset < 32; offset *= 2) {
-    const S other = shfl_xor_any(acc, offset);
+    const S other = kb::shfl_xor_any(acc, offset);
     if ((lane ^ offset) < warps) {
       acc = (lane & offset) != 0 ? combine(other, acc) : combine(acc, other);
     }
   }
-  return shfl_from(acc, 0);
+  return kb::shfl_idx_any(acc, 0);
 }
 
 // KB_RMSNORM_ROWS_TREE = 1 (variants 10x_rows_tree*): the one-row kernel reduces with
