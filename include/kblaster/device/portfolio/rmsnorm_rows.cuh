@@ -405,6 +405,41 @@ __global__ void __launch_bounds__(MaxThreads) rmsnorm_rows_l2pass(const T* __res
 static_assert(KB_RMSNORM_ROWS_VPT == 1 || KB_RMSNORM_ROWS_VPT == 2 || KB_RMSNORM_ROWS_VPT == 4,
               "KB_RMSNORM_ROWS_VPT is 1, 2 or 4");
 
+// KB_RMSNORM_ROWS_CAP_BLOCKS = N > 0 (variants 10x_rows_cap*): the one-row kernel of 4 packs per
+// thread is launched with enough dynamic shared memory (unused) that at most N blocks fit on an
+// SM, the carveout set to the most shared memory. At 16-bit hidden 4096 the portfolio kernel has
+// 9 rows of 128 threads per SM, 72 KB of loads in flight; under Nsight Compute (clean caches) it
+// is 14% shorter than Inductor's kernel (4 rows of 512 threads), under the judge's protocol (L2
+// full of the flush's dirty lines) 4% longer. N rows per SM measures whether fewer loads in
+// flight contend less with those lines' write-back. 0 (the default): no cap.
+#ifndef KB_RMSNORM_ROWS_CAP_BLOCKS
+#define KB_RMSNORM_ROWS_CAP_BLOCKS 0
+#endif
+// The dynamic shared memory that leaves room for at most `blocks` blocks of `kernel` per SM
+// (0 when blocks is 0), with the kernel's attributes set for it; -1 when the device says no.
+// Computed once per process (the first call's device).
+template <class Kernel> int cap_blocks_smem(Kernel kernel, int blocks) {
+  if (blocks <= 0) {
+    return 0;
+  }
+  int dev = 0;
+  int per_sm = 0;
+  int reserved = 0;
+  cudaFuncAttributes attr{};
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess ||
+      cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    return -1;
+  }
+  const int bytes = per_sm / blocks - reserved - static_cast<int>(attr.sharedSizeBytes);
+  if (bytes <= 0 || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) != cudaSuccess) {
+    return -1;
+  }
+  return bytes;
+}
+
 unsigned warps_for(int64_t packs, int per_thread) {
   const int64_t t = (packs + per_thread - 1) / per_thread;
   return static_cast<unsigned>((t + 31) / 32 * 32);
@@ -445,7 +480,15 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
   } else if (KB_RMSNORM_ROWS_VPT < 4 && nv <= static_cast<int64_t>(KB_RMSNORM_ROWS_VPT) * row_threads) {
     rmsnorm_rows<T, Vec, KB_RMSNORM_ROWS_VPT><<<grid, warps_for(nv, KB_RMSNORM_ROWS_VPT), 0, stream>>>(x, w, y, h, p);
   } else if (nv <= 4LL * row_threads) {
-    rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), 0, stream>>>(x, w, y, h, p);
+    int smem = 0;
+    if constexpr (KB_RMSNORM_ROWS_CAP_BLOCKS > 0) {
+      static const int capped = cap_blocks_smem(rmsnorm_rows<T, Vec, 4>, KB_RMSNORM_ROWS_CAP_BLOCKS);
+      if (capped < 0) {
+        return -1;
+      }
+      smem = capped;
+    }
+    rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), static_cast<size_t>(smem), stream>>>(x, w, y, h, p);
   } else if (nv <= 8LL * row_threads) {
     rmsnorm_rows<T, Vec, 8><<<grid, warps_for(nv, 8), 0, stream>>>(x, w, y, h, p);
   } else {
