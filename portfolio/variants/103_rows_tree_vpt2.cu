@@ -4,7 +4,7 @@
 // warp's registers) instead of kb::block_reduce's three barriers and one thread's serial combine,
 // and 2 16-byte pack(s) of x per thread where a row fits that in one block of 512 threads
 // (KB_RMSNORM_ROWS_VPT = 2). 10x_rows_vpt2 (kb::block_reduce) lost or tied at 4096 x 4096
-// (evidence/h200/variants/b9c9a72) while Inductor's kernel, 512 threads of one pack per row, beat
+// (evidence/h200/variants/b9c9a72) while Inductor's kernel, one row per block of 512 threads, beat
 // ours: this measures whether the serial combine was the cost.
 #define KB_RMSNORM_ROWS_VPT 2
 #define KB_RMSNORM_ROWS_TREE 1
