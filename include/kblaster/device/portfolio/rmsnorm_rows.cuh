@@ -147,15 +147,22 @@ __device__ __forceinline__ void store_normalized(typename pack_of<T, Vec>::type*
 #define KB_RMSNORM_ROWS_BOUNDS __launch_bounds__(row_threads)
 #endif
 
-// Reduces v over the block for a kernel that reduces once (no buffer reuse): the warps' partials
-// through shared memory behind one barrier, combined by every thread in warp order.
-template <class S, class Combine> __device__ __forceinline__ S block_reduce_once(S v, Combine combine) {
+// Each warp's total of v in shared memory (partial[warp]), visible to the whole block behind one
+// barrier; for a kernel that reduces once (the buffer is not reused).
+template <class S, class Combine> __device__ __forceinline__ const S* warp_partials_once(S v, Combine combine) {
   __shared__ S partial[32];
   v = kb::warp_reduce(v, combine);
   if (threadIdx.x % 32 == 0) {
     partial[threadIdx.x / 32] = v;
   }
   __syncthreads();
+  return partial;
+}
+
+// Reduces v over the block for a kernel that reduces once: the warps' partials
+// (warp_partials_once), combined by every thread in warp order.
+template <class S, class Combine> __device__ __forceinline__ S block_reduce_once(S v, Combine combine) {
+  const S* partial = warp_partials_once(v, combine);
   S acc = partial[0];
   const int warps = static_cast<int>(blockDim.x / 32);
   for (int i = 1; i < warps; ++i) {
@@ -164,8 +171,8 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
   return acc;
 }
 
-// Reduces v over the block for a kernel that reduces once: the warps' partials through shared
-// memory behind one barrier, then in every warp a pairwise tree over them in registers (lane i
+// Reduces v over the block for a kernel that reduces once: the warps' partials
+// (warp_partials_once), then in every warp a pairwise tree over them in registers (lane i
 // holds warp i's partial; at each step the lane with the lower index is the left operand, so all
 // lanes of a pair hold the same bits), and lane 0's total broadcast. The chain after the barrier
 // is one shared load and log2(warps) + 1 shuffles, where kb::block_reduce has two more barriers
@@ -173,14 +180,9 @@ template <class S, class Combine> __device__ __forceinline__ S block_reduce_once
 // 16 warps) while the block waits. The same fixed order everywhere, so the result is reproducible.
 template <class S, class Combine>
 __device__ __forceinline__ S block_reduce_tree(S v, Combine combine) {
-  __shared__ S partial[32];
+  const S* partial = warp_partials_once(v, combine);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int warps = static_cast<int>(blockDim.x / 32);
-  v = kb::warp_reduce(v, combine);
-  if (lane == 0) {
-    partial[threadIdx.x / 32] = v;
-  }
-  __syncthreads();
   S acc = partial[lane < warps ? lane : 0];
 #pragma unroll
   for (int offset = 1; offset < 32; offset *= 2) {
