@@ -24,7 +24,8 @@
 // One block per chunk of Threads x PerThread 16-byte packs (the RMSNorm row kernels' layout: one
 // row per block), loads issued before the stores.
 template <int Threads, int PerThread>
-__global__ void __launch_bounds__(Threads) chunks(const uint4* __restrict__ x, uint4* __restrict__ y) {
+__global__ void __launch_bounds__(Threads)
+    chunks(const uint4* __restrict__ x, uint4* __restrict__ y) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * Threads * PerThread + threadIdx.x;
   uint4 v[PerThread];
 #pragma unroll
@@ -38,7 +39,8 @@ __global__ void __launch_bounds__(Threads) chunks(const uint4* __restrict__ x, u
 }
 
 // A grid that fits at once walking the packs, 4 per thread per step.
-__global__ void __launch_bounds__(512) grid_stride(const uint4* __restrict__ x, uint4* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(512)
+    grid_stride(const uint4* __restrict__ x, uint4* __restrict__ y, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (; i + 3 * stride < n; i += 4 * stride) {
@@ -57,8 +59,9 @@ __global__ void __launch_bounds__(512) grid_stride(const uint4* __restrict__ x, 
   }
 }
 
-// Reads n packs; writes only when their sum is a value the fill never gives (keeps the loads).
-__global__ void __launch_bounds__(512) read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
+// Reads n packs; writes only when their running sum hits one constant (keeps the loads).
+__global__ void __launch_bounds__(512)
+    read_all(const uint4* __restrict__ p, int64_t n, unsigned* sink) {
   unsigned acc = 0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -70,20 +73,14 @@ __global__ void __launch_bounds__(512) read_all(const uint4* __restrict__ p, int
   }
 }
 
-bool read_flush = false;
-
-template <class F> double median_ms(F launch, void* flush, size_t flush_bytes) {
+// Median of 31 samples of `launch` (after one warm-up), `cold_l2(i)` queued before sample i.
+template <class Cold, class F> double median_ms(Cold cold_l2, F launch) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   std::vector<float> v;
   for (int i = 0; i < 32; ++i) {
-    if (read_flush) {
-      read_all<<<132 * 4, 512>>>(static_cast<const uint4*>(flush), static_cast<int64_t>(flush_bytes / 16),
-                                 static_cast<unsigned*>(flush));
-    } else {
-      cudaMemsetAsync(flush, i & 0xff, flush_bytes);
-    }
+    cold_l2(i);
     cudaEventRecord(a);
     launch();
     cudaEventRecord(b);
@@ -102,7 +99,7 @@ template <class F> double median_ms(F launch, void* flush, size_t flush_bytes) {
 
 int main(int argc, char** argv) {
   const double ceiling = argc > 1 ? std::atof(argv[1]) : 4.287e12;
-  read_flush = argc > 2 && std::string(argv[2]) == "read";
+  const bool read_flush = argc > 2 && std::string(argv[2]) == "read";
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   cudaDeviceProp prop{};
@@ -110,9 +107,10 @@ int main(int argc, char** argv) {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  std::printf("%s, %d SMs, L2 %d MB, driver API %d, runtime %d; ceiling %.4g B/s; L2 made cold by %s\n",
-              prop.name, sms, prop.l2CacheSize >> 20, driver, runtime, ceiling,
-              read_flush ? "reading 256 MB (clean lines)" : "a 256 MB memset (dirty lines)");
+  std::printf(
+      "%s, %d SMs, L2 %d MB, driver API %d, runtime %d; ceiling %.4g B/s; L2 made cold by %s\n",
+      prop.name, sms, prop.l2CacheSize >> 20, driver, runtime, ceiling,
+      read_flush ? "reading 256 MB (clean lines)" : "a 256 MB memset (dirty lines)");
   const size_t max_bytes = size_t(1) << 30;
   const size_t flush_bytes = size_t(256) << 20;
   uint4 *x, *y;
@@ -123,6 +121,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   cudaMemset(x, 1, max_bytes);
+  const auto cold_l2 = [&](int i) {
+    if (read_flush) {
+      read_all<<<sms * 4, 512>>>(static_cast<const uint4*>(flush),
+                                 static_cast<int64_t>(flush_bytes / 16),
+                                 static_cast<unsigned*>(flush));
+    } else {
+      cudaMemsetAsync(flush, i & 0xff, flush_bytes);
+    }
+  };
   std::printf("%-10s %-28s %10s %9s %8s\n", "MB each", "copy", "us", "TB/s", "floor %");
   for (size_t mb : {8, 16, 32, 64, 128, 256, 1024}) {
     const size_t bytes = mb << 20;
@@ -132,13 +139,16 @@ int main(int argc, char** argv) {
       std::printf("%-10zu %-28s %10.2f %9.3f %7.1f%%\n", mb, name, ms * 1e3, 2.0 * bytes / s / 1e12,
                   100.0 * (2.0 * bytes / ceiling) / s);
     };
-    report("cudaMemcpyAsync", median_ms([&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); }, flush,
-                                        flush_bytes));
-    report("chunks 512 x 1 (8 KB)", median_ms([&] { chunks<512, 1><<<n / 512, 512>>>(x, y); }, flush, flush_bytes));
-    report("chunks 128 x 4 (8 KB)", median_ms([&] { chunks<128, 4><<<n / 512, 128>>>(x, y); }, flush, flush_bytes));
-    report("chunks 256 x 4 (16 KB)", median_ms([&] { chunks<256, 4><<<n / 1024, 256>>>(x, y); }, flush, flush_bytes));
+    report("cudaMemcpyAsync",
+           median_ms(cold_l2, [&] { cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice); }));
+    report("chunks 512 x 1 (8 KB)",
+           median_ms(cold_l2, [&] { chunks<512, 1><<<n / 512, 512>>>(x, y); }));
+    report("chunks 128 x 4 (8 KB)",
+           median_ms(cold_l2, [&] { chunks<128, 4><<<n / 512, 128>>>(x, y); }));
+    report("chunks 256 x 4 (16 KB)",
+           median_ms(cold_l2, [&] { chunks<256, 4><<<n / 1024, 256>>>(x, y); }));
     report("grid-stride 4 x 512 / SM",
-           median_ms([&] { grid_stride<<<sms * 4, 512>>>(x, y, n); }, flush, flush_bytes));
+           median_ms(cold_l2, [&] { grid_stride<<<sms * 4, 512>>>(x, y, n); }));
   }
   const cudaError_t e = cudaDeviceSynchronize();
   std::printf("status: %s\n", cudaGetErrorString(e));
