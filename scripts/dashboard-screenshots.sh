@@ -5,6 +5,7 @@
 # (tests/browser/dashboard.mjs), which also checks each screenshot for gross breakage.
 #   scripts/dashboard-screenshots.sh STORE_DIR [BENCH_JSON]
 # e.g. on the store of an H200 run:
+#   gunzip -k evidence/h200/core10/bench.json.gz
 #   scripts/dashboard-screenshots.sh ~/.local/share/kblaster evidence/h200/core10/bench.json
 set -euo pipefail
 cd "$(dirname "$0")/.."

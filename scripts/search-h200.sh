@@ -5,7 +5,7 @@
 #   (c) optimize:   `kblaster optimize --proposer builtin` per core10 task, with screening, and a
 #                   short run without screening on the same tasks for candidates per minute.
 #   (d) summary:    each optimize task's best against the best known kernel for it (the portfolio's
-#                   in ../core10/bench.json, or the table's best point), as speedups over the
+#                   in ../core10/bench.json.gz, or the table's best point), as speedups over the
 #                   baseline measured within each run: optimize/summary.json (CPU only).
 #   scripts/search-h200.sh [table|experiment|optimize|noscreen|summary|all]   (default: all)
 # Every step is resumable: the table keeps what it has, and a task whose JSON exists is skipped,
@@ -112,12 +112,13 @@ if [ "$step" = noscreen ] || [ "$step" = all ]; then
 fi
 
 if [ "$step" = summary ] || [ "$step" = all ]; then
-  python3 - "$OUT" "${BENCH:-evidence/h200/core10/bench.json}" <<'PY' | tee "$OUT/summary.log"
-import glob, json, os, sys
+  python3 - "$OUT" "${BENCH:-evidence/h200/core10/bench.json.gz}" <<'PY' | tee "$OUT/summary.log"
+import glob, gzip, json, os, sys
 out, bench_path = sys.argv[1], sys.argv[2]
 known = {}  # task -> (speedup over its baseline, where from)
 if os.path.exists(bench_path):
-    for row in json.load(open(bench_path))["rows"]:
+    opener = gzip.open if bench_path.endswith(".gz") else open
+    for row in json.load(opener(bench_path, "rt"))["rows"]:
         task = os.path.basename(row["file"]).split("_")[0]
         if row.get("verdict") == "improved":
             known[task] = (row["statistics"]["speedup"], "portfolio " + row["file"])

@@ -24,4 +24,11 @@ done
   echo "staged $(date -u +%FT%TZ)"
 } >"$DEST/SOURCE"
 du -sh "$DEST"
+# What travels: the tracked tree (scripts/check-tree-size.sh keeps it under 48 MB) and this stage,
+# within the GPU machine's 64 MiB carry; nothing has to be moved out of the tree first.
+tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+stage=$(du -sb "$DEST" | cut -f1)
+echo "tree $((tree / 1000000)) MB + stage $((stage / 1000000)) MB = $(((tree + stage) / 1000000)) MB (carry limit 67 MB, 64 MiB)"
+[ $((tree + stage)) -le $((64 * 1024 * 1024)) ] ||
+  echo "stage-build: the tree and the stage are over 64 MiB together; see scripts/check-tree-size.sh" >&2
 echo "on the GPU machine: mkdir -p build && rm -rf $B && cp -a $DEST $B"

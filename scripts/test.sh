@@ -2,6 +2,8 @@
 # Installs dependencies, builds, and runs the tests that need no GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# No tracked file over 5 MB, the tracked tree under 48 MB (it travels to the GPU machine).
+scripts/check-tree-size.sh
 scripts/install-deps.sh --tests
 # The dashboard's libraries and its browser test driver, exactly as the lockfile names them.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
