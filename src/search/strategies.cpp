@@ -576,6 +576,26 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/scan.cuh",
        "kb::strategies::scan::block_rows",
        false});
+  add({"scan.split_row",
+       family::scan,
+       "Few long rows: each row in chunks of `chunk` elements, a block per chunk; a first kernel "
+       "writes each chunk's total (double, fixed-order block reduction) to the workspace, a second "
+       "starts each chunk from the fold of the row's earlier totals in chunk order and scans it "
+       "as scan.block_rows does.",
+       "scans along a contiguous axis (inner < 32) of fewer rows than two per SM, each at least "
+       "64Ki elements long",
+       "A block per row leaves most SMs idle when the rows are few and long; chunks spread every "
+       "row over the device, at the cost of reading it twice (the second read mostly from L2).",
+       [](const shape_features& f) {
+         return f.inner < 32 && f.rows() < 2 * device_sms && f.extent >= 65536;
+       },
+       {ints("block", {256, 512, 1024}, "threads per block"),
+        ints("items_per_thread", {2, 4, 8, 16}, "elements per thread and tile"),
+        ints("chunk", {16384, 65536, 262144}, "row elements per block"), compensated},
+       {{"block", 512}, {"items_per_thread", 8}, {"chunk", 16384}, {"compensated", 1}},
+       "kblaster/device/strategies/scan.cuh",
+       "kb::strategies::scan::split_row",
+       true});
   add({"scan.columns",
        family::scan,
        "A thread per row of a strided axis, neighbouring threads on neighbouring inner positions "
@@ -911,6 +931,7 @@ std::vector<profile::state> addressed_states(const strategy& st) {
       {"pool.direct", {state::latency_bound, state::memory_bound, state::unknown}},
       {"scan.block_rows", {state::latency_bound, state::memory_bound, state::small_grid, state::unknown}},
       {"scan.columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"scan.split_row", {state::small_grid, state::latency_bound, state::unknown}},
       {"pool.tiled", {state::memory_bound, state::compute_bound, state::balanced, state::unknown}},
       {"matmul.register_tiled",
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},

@@ -132,7 +132,7 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"916", {"pool.direct", "pool.tiled"}},     // kernel 4, stride 3
       {"917", {"pool.direct"}},                   // kernel 2, stride 2: no overlap
       {"918", {"pool.direct", "pool.tiled"}},
-      {"919", {"scan.block_rows"}},
+      {"919", {"scan.block_rows", "scan.split_row"}}, // 32 rows of 256Ki
       {"920", {"scan.block_rows"}},
       {"921", {"scan.columns"}},                  // cumprod over a middle dim, inner 4096
   };
