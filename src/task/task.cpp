@@ -143,7 +143,7 @@ std::vector<int64_t> pool_output_shape(const pool_params& p, const std::vector<i
 
 std::string default_family_math_source(family f) {
   return fmt::format("// Math of a {} task: the family's parameters describe the operation; the "
-                     "epilogue (applied\n// to each output value) is the identity.\n"
+                     "epilogue (applied\n// to each pool and scan output value) is the identity.\n"
                      "#pragma once\n#include <kblaster/device/core.cuh>\n\n"
                      "template <class A> struct kb_op {{\n"
                      "  static KB_HD A epilogue(A v, const double* kb_params) {{\n"
@@ -625,7 +625,7 @@ std::string loss_expression(const reader& r, const std::string& field, const std
   return out;
 }
 
-// An integer field of a family table, when present; `what` says what it must be.
+// An integer field of a family table, when present (anything but an integer is an error).
 std::optional<int64_t> table_int(const reader& r, const toml::table& t, const std::string& key,
                                  const std::string& path) {
   const toml::node* n = t.get(key);
