@@ -169,6 +169,15 @@ shape_class classify_shape(const shape_features& f) {
     k.layout = f.inner > 1 ? "strided" : "rows";
     k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.rows())};
     break;
+  case task::family::scan:
+  case task::family::argreduce:
+    k.layout = f.inner > 1 ? "strided" : "rows";
+    k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.rows())};
+    break;
+  case task::family::pool:
+    k.layout = fmt::format("pool{}d{}", f.pool_rank, f.overlapping ? "-overlap" : "");
+    k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.outer), log2_bucket(f.window)};
+    break;
   case task::family::matmul:
     k.layout = "gemm";
     k.log2_buckets = {log2_bucket(f.m), log2_bucket(f.n), log2_bucket(f.k)};

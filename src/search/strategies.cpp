@@ -483,6 +483,135 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tiled",
        false});
+  // ---- argreduce ---------------------------------------------------------------------------------
+  add({"argreduce.rows",
+       family::argreduce,
+       "A warp (threads_per_row = 32) or a block per row of the reduced axis: vector loads with "
+       "`unroll` vectors in flight per thread, (value, index) pairs reduced with warp shuffles and a "
+       "fixed-order block reduction (first index on ties, NaN wins).",
+       "arg-reductions over a contiguous axis (inner < 32), e.g. argmax over the last dim",
+       "The baseline walks each row with one thread and 4-byte loads; a warp or block per row with "
+       "16-byte loads keeps the loads in flight that the memory bandwidth needs.",
+       [](const shape_features& f) { return f.inner < 32; },
+       {ints("threads_per_row", {32, 64, 128, 256, 512, 1024},
+             "32: a warp per row (8 rows per block); more: a block per row"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        ints("unroll", {1, 2, 4, 8}, "vectors per thread loaded before any is compared")},
+       {{"threads_per_row", 32}, {"vector_bytes", 16}, {"unroll", 4}},
+       "kblaster/device/strategies/argreduce.cuh",
+       "kb::strategies::argreduce::by_rows",
+       false});
+  add({"argreduce.columns",
+       family::argreduce,
+       "A thread per output, neighbouring threads on neighbouring inner positions (coalesced "
+       "loads), walking the reduced axis with `unroll` loads in flight; `split` threads share an "
+       "output's axis and meet in shared memory in a fixed order.",
+       "arg-reductions over a strided axis (inner >= 32), e.g. argmax over dim 1 of (B, D, N)",
+       "A row-per-warp kernel reads a strided axis one scattered element per lane; threads along "
+       "the contiguous inner dimension read whole lines, and unrolled loads raise the loads in "
+       "flight.",
+       [](const shape_features& f) { return f.inner >= 32; },
+       {ints("block_cols", {32, 64, 128, 256}, "outputs (threads along the inner dimension) per block"),
+        ints("split", {1, 2, 4}, "threads sharing one output's reduced axis"),
+        ints("unroll", {1, 2, 4, 8}, "loads in flight per thread")},
+       {{"block_cols", 128}, {"split", 2}, {"unroll", 4}},
+       "kblaster/device/strategies/argreduce.cuh",
+       "kb::strategies::argreduce::by_columns",
+       false});
+
+  // ---- pool -------------------------------------------------------------------------------------
+  add({"pool.direct",
+       family::pool,
+       "A thread per output column and rows_per_thread consecutive output rows: a warp covers 32 "
+       "consecutive outputs along the innermost dim (coalesced stores, loads `stride` apart), the "
+       "thread's rows share window rows through L1; fp32 compute.",
+       "every pooling task (max or avg, 1-3 pooled dims)",
+       "The baseline's thread per output recomputes the full index decomposition for every output; "
+       "several output rows per thread amortise it and reuse the window rows the neighbouring "
+       "output row reads, while a warp along the innermost dim keeps the stores coalesced.",
+       [](const shape_features&) { return true; },
+       {ints("block", {128, 256, 512, 1024}, "threads per block"),
+        ints("rows_per_thread", {1, 2, 4}, "consecutive output rows per thread")},
+       {{"block", 256}, {"rows_per_thread", 2}},
+       "kblaster/device/strategies/pool.cuh",
+       "kb::strategies::pool::direct",
+       false});
+  add({"pool.tiled",
+       family::pool,
+       "A block per tile of tile_h x tile_w outputs: for each depth tap the tile's input footprint "
+       "(with its halo; padding as -inf or 0) is staged in shared memory with coalesced loads "
+       "along the innermost dim, and each thread pools its outputs from shared memory (footprints "
+       "over 48 KiB fall back to the direct kernel).",
+       "pooling with overlapping windows (a stride below the window's extent along some dim)",
+       "With overlapping windows every input element is read by several windows; staging the "
+       "tile's footprint once in shared memory turns those reads into shared-memory hits and the "
+       "global loads into whole coalesced lines.",
+       [](const shape_features& f) { return f.overlapping; },
+       {ints("tile_w", {32, 64, 128}, "outputs along the innermost dim per tile"),
+        ints("tile_h", {1, 2, 4, 8}, "output rows per tile (1 for 1-d pooling)"),
+        ints("block", {128, 256, 512}, "threads per block")},
+       {{"tile_w", 32}, {"tile_h", 8}, {"block", 256}},
+       "kblaster/device/strategies/pool.cuh",
+       "kb::strategies::pool::tiled",
+       false});
+
+  // ---- scan -------------------------------------------------------------------------------------
+  const param_axis compensated =
+      ints("compensated", {1, 0},
+           "1: the carries between warps and tiles in double (the error of a long row grows with "
+           "the tile, not the row); 0: all in fp32");
+  add({"scan.block_rows",
+       family::scan,
+       "A block per row, walked in tiles of block x items_per_thread elements in scan order: each "
+       "warp scans its 32 x items_per_thread elements with shuffles (coalesced loads), the warps' "
+       "totals meet in shared memory in warp order and the row's carry passes from tile to tile.",
+       "scans along a contiguous axis (inner < 32), e.g. cumsum over the last dim",
+       "The baseline walks each row with one thread, one dependent add and one scattered load at "
+       "a time; a block per row reads whole lines per warp and scans them in parallel, so the row "
+       "streams at memory speed.",
+       [](const shape_features& f) { return f.inner < 32; },
+       {ints("block", {128, 256, 512, 1024}, "threads per block (one row per block)"),
+        ints("items_per_thread", {1, 2, 4, 8, 16}, "elements per thread and tile"), compensated},
+       {{"block", 256}, {"items_per_thread", 8}, {"compensated", 1}},
+       "kblaster/device/strategies/scan.cuh",
+       "kb::strategies::scan::block_rows",
+       false});
+  add({"scan.split_row",
+       family::scan,
+       "Few long rows: each row in chunks of `chunk` elements, a block per chunk; a first kernel "
+       "writes each chunk's total (double, fixed-order block reduction) to the workspace, a second "
+       "starts each chunk from the fold of the row's earlier totals in chunk order and scans it "
+       "as scan.block_rows does.",
+       "scans along a contiguous axis (inner < 32) of fewer rows than two per SM, each at least "
+       "64Ki elements long",
+       "A block per row leaves most SMs idle when the rows are few and long; chunks spread every "
+       "row over the device, at the cost of reading it twice (the second read mostly from L2).",
+       [](const shape_features& f) {
+         return f.inner < 32 && f.rows() < 2 * device_sms && f.extent >= 65536;
+       },
+       {ints("block", {256, 512, 1024}, "threads per block"),
+        ints("items_per_thread", {2, 4, 8, 16}, "elements per thread and tile"),
+        ints("chunk", {16384, 65536, 262144}, "row elements per block"), compensated},
+       {{"block", 512}, {"items_per_thread", 8}, {"chunk", 16384}, {"compensated", 1}},
+       "kblaster/device/strategies/scan.cuh",
+       "kb::strategies::scan::split_row",
+       true});
+  add({"scan.columns",
+       family::scan,
+       "A thread per row of a strided axis, neighbouring threads on neighbouring inner positions "
+       "(coalesced loads and stores), walking the axis with `unroll` loads in flight.",
+       "scans along a strided axis (inner >= 32), e.g. cumsum over dim 1 of (B, N, D)",
+       "A block per strided row reads one scattered element per lane; threads along the "
+       "contiguous inner dimension read and write whole lines, and unrolled loads keep several "
+       "lines in flight while the running value carries sequentially.",
+       [](const shape_features& f) { return f.inner >= 32; },
+       {ints("block", {64, 128, 256, 512}, "threads per block"),
+        ints("unroll", {1, 2, 4, 8}, "loads in flight per thread"), compensated},
+       {{"block", 128}, {"unroll", 4}, {"compensated", 1}},
+       "kblaster/device/strategies/scan.cuh",
+       "kb::strategies::scan::columns",
+       false});
+
   return lib;
 }
 
@@ -563,6 +692,48 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
         f.supported_dtypes = f.supported_dtypes && inputs[pi].type == x.type;
       }
     }
+    break;
+  }
+  case task::family::scan:
+  case task::family::argreduce: {
+    int xi = -1;
+    if (with_role(c.inputs, "x", &xi) == nullptr) {
+      return f;
+    }
+    const auto& x = inputs[xi];
+    f.storage = x.type;
+    f.elements = x.numel();
+    layout_of(x);
+    f.supported_dtypes = supported(x) && outputs[0].type == (c.fam == task::family::argreduce
+                                                                 ? task::dtype::int64
+                                                                 : x.type);
+    int mi = -1;
+    if (c.fam == task::family::scan && with_role(c.inputs, "mask", &mi) != nullptr) {
+      f.supported_dtypes = f.supported_dtypes && inputs[mi].type != task::dtype::float64 &&
+                           inputs[mi].numel() == x.numel();
+    }
+    break;
+  }
+  case task::family::pool: {
+    int xi = -1;
+    if (with_role(c.inputs, "x", &xi) == nullptr || !c.pool) {
+      return f;
+    }
+    const auto& x = inputs[xi];
+    f.storage = x.type;
+    f.elements = outputs[0].numel();
+    f.pool_rank = c.pool->rank;
+    f.outer = f.extent = f.inner = 1;
+    const int first = static_cast<int>(x.shape.size()) - c.pool->rank;
+    for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) {
+      (i < first ? f.outer : f.extent) *= x.shape[i];
+    }
+    f.window = 1;
+    for (int i = 0; i < c.pool->rank; ++i) {
+      f.window *= c.pool->kernel[i];
+      f.overlapping = f.overlapping || c.pool->stride[i] < (c.pool->kernel[i] - 1) * c.pool->dilation[i] + 1;
+    }
+    f.supported_dtypes = supported(x) && outputs[0].type == x.type;
     break;
   }
   case task::family::matmul: {
@@ -755,6 +926,13 @@ std::vector<profile::state> addressed_states(const strategy& st) {
       {"loss.block_row", {state::memory_bound, state::unknown}},
       {"loss.columns", {state::memory_bound, state::latency_bound, state::unknown}},
       {"matmul.matvec", {state::memory_bound, state::small_grid, state::unknown}},
+      {"argreduce.rows", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"argreduce.columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"pool.direct", {state::latency_bound, state::memory_bound, state::unknown}},
+      {"scan.block_rows", {state::latency_bound, state::memory_bound, state::small_grid, state::unknown}},
+      {"scan.columns", {state::memory_bound, state::latency_bound, state::unknown}},
+      {"scan.split_row", {state::small_grid, state::latency_bound, state::unknown}},
+      {"pool.tiled", {state::memory_bound, state::compute_bound, state::balanced, state::unknown}},
       {"matmul.register_tiled",
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
       {"matmul.tensor_core",

@@ -31,6 +31,12 @@ struct shape_features {
   bool has_weight = false;
   bool has_bias = false;
   bool pointwise = false; // loss: the target is a floating-point tensor of x's shape
+  // pool: x viewed as [outer planes, extent = the pooled dims' elements]; the spatial rank, the
+  // elements of a window and whether neighbouring windows overlap (a stride below the kernel's
+  // extent along some dim, so a shared-memory tile reuses inputs).
+  int pool_rank = 0;
+  int64_t window = 0;
+  bool overlapping = false;
   // matmul: C (m x n) = A (m x k) @ B (k x n).
   int64_t m = 0;
   int64_t n = 0;

@@ -93,18 +93,62 @@ std::string to_string(family f) {
     return "loss";
   case family::matmul:
     return "matmul";
+  case family::pool:
+    return "pool";
+  case family::scan:
+    return "scan";
+  case family::argreduce:
+    return "argreduce";
   }
   return "?";
 }
 
 std::optional<family> family_from_string(const std::string& s) {
-  for (family f :
-       {family::elementwise, family::normalize, family::reduce, family::loss, family::matmul}) {
+  for (family f : {family::elementwise, family::normalize, family::reduce, family::loss,
+                   family::matmul, family::pool, family::scan, family::argreduce}) {
     if (to_string(f) == s) {
       return f;
     }
   }
   return std::nullopt;
+}
+
+std::string to_string(pool_kind k) { return k == pool_kind::max ? "max" : "avg"; }
+std::string to_string(scan_op o) { return o == scan_op::sum ? "sum" : "prod"; }
+std::string to_string(argreduce_op o) { return o == argreduce_op::argmax ? "argmax" : "argmin"; }
+
+int64_t pool_output_size(int64_t in, int kernel, int stride, int padding, int dilation,
+                         bool ceil_mode) {
+  // PyTorch's div_rtn: division rounding toward negative infinity.
+  const int64_t num = in + 2 * int64_t{padding} - int64_t{dilation} * (kernel - 1) - 1 +
+                      (ceil_mode ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  // The last window must start inside the input or its left padding.
+  if (ceil_mode && (out - 1) * stride >= in + padding) {
+    --out;
+  }
+  return out;
+}
+
+std::vector<int64_t> pool_output_shape(const pool_params& p, const std::vector<int64_t>& x) {
+  std::vector<int64_t> out = x;
+  const size_t first = x.size() >= static_cast<size_t>(p.rank) ? x.size() - p.rank : 0;
+  for (size_t i = first; i < x.size(); ++i) {
+    const size_t k = i - first;
+    out[i] = pool_output_size(x[i], p.kernel.at(k), p.stride.at(k), p.padding.at(k),
+                              p.dilation.at(k), p.ceil_mode);
+  }
+  return out;
+}
+
+std::string default_family_math_source(family f) {
+  return fmt::format("// Math of a {} task: the family's parameters describe the operation; the "
+                     "epilogue (applied\n// to each pool and scan output value) is the identity.\n"
+                     "#pragma once\n#include <kblaster/device/core.cuh>\n\n"
+                     "template <class A> struct kb_op {{\n"
+                     "  static KB_HD A epilogue(A v, const double* kb_params) {{\n"
+                     "    (void)kb_params;\n    return v;\n  }}\n}};\n",
+                     to_string(f));
 }
 
 std::string to_string(task_kind k) {
@@ -581,6 +625,193 @@ std::string loss_expression(const reader& r, const std::string& field, const std
   return out;
 }
 
+// An integer field of a family table, when present (anything but an integer is an error).
+std::optional<int64_t> table_int(const reader& r, const toml::table& t, const std::string& key,
+                                 const std::string& path) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) {
+    return std::nullopt;
+  }
+  if (!n->is_integer()) {
+    r.error(path + key, "an integer", n);
+  }
+  return n->as_integer()->get();
+}
+
+// A family table's axis: an integer in [-rank, rank), returned non-negative.
+int table_dim(const reader& r, const toml::table& t, const std::string& path, int rank) {
+  const auto d = table_int(r, t, "dim", path);
+  if (!d) {
+    r.error(path + "dim", "the axis of x (an integer, required)");
+  }
+  if (*d < -rank || *d >= rank) {
+    r.error(path + "dim",
+            fmt::format("an axis of x, which has {} dims (-{} to {}; got {})", rank, rank,
+                        rank - 1, *d),
+            t.get("dim"));
+  }
+  return static_cast<int>(*d < 0 ? *d + rank : *d);
+}
+
+// A per-spatial-dim field of [pool]: one integer for every dim, or an array of `rank` integers.
+std::vector<int> pool_ints(const reader& r, const toml::table& t, const std::string& key,
+                           int rank, std::optional<std::vector<int>> fallback, int64_t min) {
+  const toml::node* n = t.get(key);
+  const std::string field = "pool." + key;
+  const std::string what = fmt::format("an integer >= {} or an array of {} of them", min, rank);
+  if (n == nullptr) {
+    if (!fallback) {
+      r.error(field, what + " (required)");
+    }
+    return *fallback;
+  }
+  std::vector<int64_t> values;
+  if (n->is_integer()) {
+    values.assign(static_cast<size_t>(rank), n->as_integer()->get());
+  } else if (n->is_array()) {
+    const auto& a = *n->as_array();
+    if (a.size() != static_cast<size_t>(rank)) {
+      r.error(field, fmt::format("{} (the pool's rank is {}; got {} values)", what, rank, a.size()),
+              n);
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_integer()) {
+        r.error(field + "[" + std::to_string(i) + "]", "an integer", &a[i]);
+      }
+      values.push_back(a[i].as_integer()->get());
+    }
+  } else {
+    r.error(field, what, n);
+  }
+  std::vector<int> out;
+  for (const int64_t v : values) {
+    if (v < min || v > 1 << 20) {
+      r.error(field, fmt::format("{} (got {})", what, v), n);
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+pool_params parse_pool(const reader& r, const toml::table& t, const tensor_spec& x) {
+  pool_params p;
+  const std::string kind = r.str(t, "kind", "pool.");
+  if (kind == "max") {
+    p.kind = pool_kind::max;
+  } else if (kind == "avg") {
+    p.kind = pool_kind::avg;
+  } else {
+    r.error("pool.kind", "max or avg (got \"" + kind + "\")", t.get("kind"));
+  }
+  const toml::node* kernel = t.get("kernel");
+  if (const auto rank = table_int(r, t, "rank", "pool.")) {
+    p.rank = static_cast<int>(*rank);
+  } else if (kernel != nullptr && kernel->is_array()) {
+    p.rank = static_cast<int>(kernel->as_array()->size());
+  } else {
+    r.error("pool.rank",
+            "the number of pooled dims, 1, 2 or 3 (required unless pool.kernel is an array)");
+  }
+  if (p.rank < 1 || p.rank > 3) {
+    r.error("pool.rank", fmt::format("1, 2 or 3 spatial dims (got {})", p.rank), t.get("rank"));
+  }
+  const int xr = static_cast<int>(x.shape.size());
+  if (xr != p.rank + 1 && xr != p.rank + 2) {
+    r.error("pool", fmt::format("an input x of {} or {} dims for a {}-d pool ((N,) C and the pooled "
+                                "dims; '{}' has {})",
+                                p.rank + 1, p.rank + 2, p.rank, x.name, xr));
+  }
+  p.kernel = pool_ints(r, t, "kernel", p.rank, std::nullopt, 1);
+  p.stride = pool_ints(r, t, "stride", p.rank, p.kernel, 1);
+  p.padding = pool_ints(r, t, "padding", p.rank, std::vector<int>(p.rank, 0), 0);
+  p.dilation = pool_ints(r, t, "dilation", p.rank, std::vector<int>(p.rank, 1), 1);
+  p.ceil_mode = r.boolean(t, "ceil_mode", "pool.", false);
+  for (int i = 0; i < p.rank; ++i) {
+    if (p.padding[i] > p.kernel[i] / 2) {
+      r.error("pool.padding",
+              fmt::format("at most half the kernel (dim {}: padding {} with kernel {})", i,
+                          p.padding[i], p.kernel[i]),
+              t.get("padding"));
+    }
+  }
+  if (p.kind == pool_kind::avg) {
+    if (std::any_of(p.dilation.begin(), p.dilation.end(), [](int d) { return d != 1; })) {
+      r.error("pool.dilation", "1 (average pooling has no dilation)", t.get("dilation"));
+    }
+    p.count_include_pad = r.boolean(t, "count_include_pad", "pool.", true);
+    if (const auto d = table_int(r, t, "divisor_override", "pool.")) {
+      if (*d <= 0 || *d > 1 << 30) {
+        r.error("pool.divisor_override", "a positive integer", t.get("divisor_override"));
+      }
+      p.divisor_override = static_cast<int>(*d);
+    }
+  } else {
+    for (const char* key : {"count_include_pad", "divisor_override"}) {
+      if (t.get(key) != nullptr) {
+        r.error(std::string("pool.") + key, "nothing: max pooling has no " + std::string(key),
+                t.get(key));
+      }
+    }
+  }
+  for (const auto& [k, v] : t) {
+    static const std::set<std::string> known{"kind",     "rank",      "kernel",
+                                             "stride",   "padding",   "dilation",
+                                             "ceil_mode", "count_include_pad", "divisor_override"};
+    if (!known.count(std::string(k.str()))) {
+      r.error("pool." + std::string(k.str()),
+              "one of kind, rank, kernel, stride, padding, dilation, ceil_mode, "
+              "count_include_pad, divisor_override (unknown field)",
+              &v);
+    }
+  }
+  return p;
+}
+
+scan_params parse_scan(const reader& r, const toml::table& t, const tensor_spec& x) {
+  scan_params p;
+  const std::string op = r.str(t, "op", "scan.");
+  if (op == "sum") {
+    p.op = scan_op::sum;
+  } else if (op == "prod") {
+    p.op = scan_op::prod;
+  } else {
+    r.error("scan.op", "sum or prod (got \"" + op + "\")", t.get("op"));
+  }
+  p.dim = table_dim(r, t, "scan.", static_cast<int>(x.shape.size()));
+  p.reverse = r.boolean(t, "reverse", "scan.", false);
+  p.exclusive = r.boolean(t, "exclusive", "scan.", false);
+  p.masked = r.boolean(t, "masked", "scan.", false);
+  for (const auto& [k, v] : t) {
+    static const std::set<std::string> known{"op", "dim", "reverse", "exclusive", "masked"};
+    if (!known.count(std::string(k.str()))) {
+      r.error("scan." + std::string(k.str()),
+              "one of op, dim, reverse, exclusive, masked (unknown field)", &v);
+    }
+  }
+  return p;
+}
+
+argreduce_params parse_argreduce(const reader& r, const toml::table& t, const tensor_spec& x) {
+  argreduce_params p;
+  const std::string op = r.str(t, "op", "argreduce.");
+  if (op == "argmax") {
+    p.op = argreduce_op::argmax;
+  } else if (op == "argmin") {
+    p.op = argreduce_op::argmin;
+  } else {
+    r.error("argreduce.op", "argmax or argmin (got \"" + op + "\")", t.get("op"));
+  }
+  p.dim = table_dim(r, t, "argreduce.", static_cast<int>(x.shape.size()));
+  p.keepdim = r.boolean(t, "keepdim", "argreduce.", false);
+  for (const auto& [k, v] : t) {
+    static const std::set<std::string> known{"op", "dim", "keepdim"};
+    if (!known.count(std::string(k.str()))) {
+      r.error("argreduce." + std::string(k.str()), "one of op, dim, keepdim (unknown field)", &v);
+    }
+  }
+  return p;
+}
+
 // A pytorch task's resolution (DIR/resolved.json, written by `pytorch_oracle.py describe` from
 // the module it runs): the module's state becomes inputs after the forward's, and its outputs
 // the contract's outputs, each sized by dims of its own in every shape. A resolution of another
@@ -698,7 +929,9 @@ contract load_contract(const fs::path& task_toml) {
   if (c.kind == task_kind::native) {
     const auto f = family_from_string(fam);
     if (!f) {
-      r.error("family", "one of elementwise, normalize, reduce, loss, matmul (got \"" + fam + "\")",
+      r.error("family",
+              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce (got \"" +
+                  fam + "\")",
               root.get("family"));
     }
     c.fam = *f;
@@ -719,7 +952,12 @@ contract load_contract(const fs::path& task_toml) {
     c.degenerate.emplace_back(*degenerate[i].as_string());
   }
   const toml::node* loss_table = root.get("loss");
-  if (c.kind == task_kind::native && loss_table == nullptr) {
+  // pool, scan and argreduce: the family's table describes the operation; the math (an identity
+  // epilogue) and the baseline are generated unless the contract names files of its own.
+  const bool table_family = c.kind == task_kind::native &&
+                            (c.fam == family::pool || c.fam == family::scan ||
+                             c.fam == family::argreduce);
+  if (c.kind == task_kind::native && loss_table == nullptr && !table_family) {
     c.math = c.dir / r.str(root, "math", "", std::string("math.cuh"));
     c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
     for (const auto& [field, path] :
@@ -733,7 +971,7 @@ contract load_contract(const fs::path& task_toml) {
     c.baseline = fs::weakly_canonical(c.baseline);
   } else if (c.kind == task_kind::native) {
     // Resolved after the inputs and params are read (below): the math and the baseline are
-    // generated from the [loss] expressions.
+    // generated from the [loss] expressions or the family's table.
   } else {
     const auto& m = r.table(root, "module", "");
     module_spec spec;
@@ -951,6 +1189,106 @@ contract load_contract(const fs::path& task_toml) {
     }
   }
 
+  for (const auto& [key, f] : {std::pair{"pool", family::pool}, std::pair{"scan", family::scan},
+                               std::pair{"argreduce", family::argreduce}}) {
+    const toml::node* n = root.get(key);
+    if (n != nullptr && (c.kind != task_kind::native || c.fam != f)) {
+      r.error(key, std::string("family = \"") + key + "\" (the table describes that family's operation)",
+              n);
+    }
+  }
+  if (table_family) {
+    const std::string key = to_string(c.fam);
+    const toml::node* n = root.get(key);
+    if (n == nullptr || !n->is_table()) {
+      r.error(key, "a table [" + key + "] describing the operation (required for family " + key +
+                       ")",
+              n);
+    }
+    const auto& t = *n->as_table();
+    const tensor_spec* x = nullptr;
+    const tensor_spec* mask = nullptr;
+    for (const auto& in : c.inputs) {
+      if (in.role == "x" && x == nullptr) {
+        x = &in;
+      } else if (in.role == "mask" && mask == nullptr) {
+        mask = &in;
+      }
+    }
+    if (x == nullptr || !is_floating(x->type)) {
+      r.error("inputs", "an input with role = \"x\" of a floating-point dtype (family " + key + ")");
+    }
+    if (c.outputs.size() != 1) {
+      r.error("outputs", "one output (family " + key + ")");
+    }
+    const dtype out_type = c.fam == family::argreduce ? dtype::int64 : x->type;
+    if (c.outputs[0].type != out_type) {
+      r.error("outputs[0].dtype", to_string(out_type) + " (family " + key +
+                                      (c.fam == family::argreduce ? " gives indices" : ": x's dtype") +
+                                      "; got " + to_string(c.outputs[0].type) + ")");
+    }
+    if (c.fam == family::pool) {
+      c.pool = parse_pool(r, t, *x);
+    } else if (c.fam == family::scan) {
+      c.scan = parse_scan(r, t, *x);
+      if (c.scan->masked && mask == nullptr) {
+        r.error("scan.masked", "an input with role = \"mask\" of x's shape (the scan is masked)",
+                t.get("masked"));
+      }
+      if (!c.scan->masked && mask != nullptr) {
+        r.error("scan.masked", "true: input '" + mask->name + "' has role = \"mask\"");
+      }
+      if (mask != nullptr && mask->type == dtype::float64) {
+        r.error("inputs", "a mask of dtype float32, float16, bfloat16, int32 or int64 ('" +
+                              mask->name + "' is float64)");
+      }
+    } else {
+      c.argreduce = parse_argreduce(r, t, *x);
+    }
+    if (c.fam != family::pool) {
+      const int dim = c.scan ? c.scan->dim : c.argreduce->dim;
+      if (!c.reduce_dims.empty() && c.reduce_dims != std::vector<int>{dim}) {
+        r.error("reduce_dims", fmt::format("nothing, or [{}] (the table's dim)", dim),
+                root.get("reduce_dims"));
+      }
+      c.reduce_dims = {dim};
+    } else if (!c.reduce_dims.empty()) {
+      r.error("reduce_dims", "nothing (family pool pools the last pool.rank dims)",
+              root.get("reduce_dims"));
+    }
+    std::string math = default_family_math_source(c.fam);
+    const std::string header = fmt::format("<kblaster/device/families/{}.cuh>", key);
+    std::string macro = key;
+    std::transform(macro.begin(), macro.end(), macro.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    const std::string baseline =
+        fmt::format("// Baseline generated by kblaster: the plain {} driver over the task's math.\n"
+                    "#include {}\n#include KB_TASK_MATH\n\n{}KB_{}_BASELINE(kb_op, "
+                    "kb_family_config)\n",
+                    key, header, family_config_source(c), macro);
+    const fs::path gen =
+        default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
+    fs::create_directories(gen);
+    if (root.get("math") != nullptr) {
+      c.math = fs::weakly_canonical(c.dir / r.str(root, "math", ""));
+      if (!fs::is_regular_file(c.math)) {
+        r.error("math", "the path of an existing file", root.get("math"));
+      }
+    } else {
+      c.math = gen / "math.cuh";
+      write_file_if_changed(c.math, math);
+    }
+    if (root.get("baseline") != nullptr) {
+      c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
+      if (!fs::is_regular_file(c.baseline)) {
+        r.error("baseline", "the path of an existing file", root.get("baseline"));
+      }
+    } else {
+      c.baseline = gen / "baseline.cu";
+      write_file_if_changed(c.baseline, baseline);
+    }
+  }
+
   const auto& shapes = r.array(root, "shapes", "");
   for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string path = "shapes[" + std::to_string(i) + "].";
@@ -1007,6 +1345,61 @@ contract load_contract(const fs::path& task_toml) {
             r.error(t.name + ".shape[" + std::to_string(k) + "] at shape '" + s.name + "'",
                     "a positive size from the shape's dims (" + std::string(e.what()) + ")");
           }
+        }
+      }
+    }
+  }
+
+  if (table_family) {
+    // The output's (and the mask's) shape at every shape case is the one the operation gives.
+    const auto concrete = [](const tensor_spec& t, const shape_case& s) {
+      std::vector<int64_t> v;
+      for (const auto& e : t.shape) {
+        v.push_back(eval_expr(e, s.dims));
+      }
+      return v;
+    };
+    const auto text = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+    const tensor_spec& x = *std::find_if(c.inputs.begin(), c.inputs.end(),
+                                         [](const tensor_spec& t) { return t.role == "x"; });
+    for (const auto& s : c.shapes) {
+      const auto xs = concrete(x, s);
+      if (!c.pool) {
+        continue;
+      }
+      const auto want = pool_output_shape(*c.pool, xs);
+      for (int i = 0; i < c.pool->rank; ++i) {
+        const size_t d = xs.size() - c.pool->rank + i;
+        if (want[d] < 1) {
+          r.error("pool", fmt::format("windows that fit the input: at shape '{}' pooled dim {} of "
+                                      "size {} gives no output (kernel {}, padding {}, dilation {})",
+                                      s.name, i, xs[d], c.pool->kernel[i], c.pool->padding[i],
+                                      c.pool->dilation[i]));
+        }
+      }
+    }
+    for (const auto& s : c.shapes) {
+      const auto xs = concrete(x, s);
+      std::vector<int64_t> want = xs;
+      if (c.pool) {
+        want = pool_output_shape(*c.pool, xs);
+      } else if (c.argreduce) {
+        if (c.argreduce->keepdim) {
+          want[static_cast<size_t>(c.argreduce->dim)] = 1;
+        } else {
+          want.erase(want.begin() + c.argreduce->dim);
+        }
+      }
+      const auto got = concrete(c.outputs[0], s);
+      if (got != want) {
+        r.error("outputs[0].shape",
+                fmt::format("{} at shape '{}' (what the {} gives for x of shape {}; got {})",
+                            text(want), s.name, to_string(c.fam), text(xs), text(got)));
+      }
+      for (const auto& in : c.inputs) {
+        if (in.role == "mask" && concrete(in, s) != xs) {
+          r.error(in.name + ".shape", fmt::format("x's shape {} at shape '{}' (a mask; got {})",
+                                                  text(xs), s.name, text(concrete(in, s))));
         }
       }
     }
@@ -1385,6 +1778,29 @@ nlohmann::json to_json(const contract& c) {
     j["family"] = to_string(c.fam);
   }
   j["reduce_dims"] = c.reduce_dims;
+  if (c.pool) {
+    j["pool"] = {{"kind", to_string(c.pool->kind)},
+                 {"rank", c.pool->rank},
+                 {"kernel", c.pool->kernel},
+                 {"stride", c.pool->stride},
+                 {"padding", c.pool->padding},
+                 {"dilation", c.pool->dilation},
+                 {"ceil_mode", c.pool->ceil_mode},
+                 {"count_include_pad", c.pool->count_include_pad},
+                 {"divisor_override", c.pool->divisor_override}};
+  }
+  if (c.scan) {
+    j["scan"] = {{"op", to_string(c.scan->op)},
+                 {"dim", c.scan->dim},
+                 {"reverse", c.scan->reverse},
+                 {"exclusive", c.scan->exclusive},
+                 {"masked", c.scan->masked}};
+  }
+  if (c.argreduce) {
+    j["argreduce"] = {{"op", to_string(c.argreduce->op)},
+                      {"dim", c.argreduce->dim},
+                      {"keepdim", c.argreduce->keepdim}};
+  }
   j["pytorch"] = c.pytorch;
   if (c.module) {
     j["module"] = {{"source", c.module->source.string()},
@@ -1492,6 +1908,46 @@ std::string family_config_source(const contract& c) {
   case family::matmul:
     return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}}};\n",
                        input_index(c, "a", true), input_index(c, "b", true));
+  case family::pool: {
+    if (!c.pool) {
+      fail_input("{}: family pool needs its [pool] table", c.file.string());
+    }
+    const auto& p = *c.pool;
+    // Three spatial slots (D, H, W); a pool of lower rank leaves the outer slots at the identity
+    // window (kernel 1, stride 1, no padding).
+    const auto slots = [&](const std::vector<int>& v, int identity) {
+      std::vector<int> out(3, identity);
+      for (int i = 0; i < p.rank; ++i) {
+        out[static_cast<size_t>(3 - p.rank + i)] = v.at(static_cast<size_t>(i));
+      }
+      return fmt::format("{{{}}}", fmt::join(out, ", "));
+    };
+    return fmt::format("static constexpr kb::pool::config kb_family_config{{{}, {}, {}, {}, {}, {}, "
+                       "{}, {}, {}, {}}};\n",
+                       p.kind == pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank,
+                       slots(p.kernel, 1), slots(p.stride, 1), slots(p.padding, 0),
+                       slots(p.dilation, 1), p.ceil_mode ? 1 : 0, p.count_include_pad ? 1 : 0,
+                       p.divisor_override, input_index(c, "x", true));
+  }
+  case family::scan: {
+    if (!c.scan) {
+      fail_input("{}: family scan needs its [scan] table", c.file.string());
+    }
+    const auto& p = *c.scan;
+    return fmt::format("static constexpr kb::scan::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n",
+                       p.dim, p.op == scan_op::sum ? "kb::scan::sum" : "kb::scan::prod",
+                       p.reverse ? 1 : 0, p.exclusive ? 1 : 0, input_index(c, "x", true),
+                       p.masked ? input_index(c, "mask", true) : -1);
+  }
+  case family::argreduce: {
+    if (!c.argreduce) {
+      fail_input("{}: family argreduce needs its [argreduce] table", c.file.string());
+    }
+    const auto& p = *c.argreduce;
+    return fmt::format("static constexpr kb::argreduce::config kb_family_config{{{}, {}, {}}};\n",
+                       p.dim, p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
+                       input_index(c, "x", true));
+  }
   }
   return "";
 }
@@ -1523,6 +1979,15 @@ std::string oracle_module_source(const contract& c) {
     break;
   case family::matmul:
     macro = "KB_MATMUL_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::pool:
+    macro = "KB_POOL_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::scan:
+    macro = "KB_SCAN_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::argreduce:
+    macro = "KB_ARGREDUCE_ORACLE(kb_op, kb_family_config)";
     break;
   }
   return fmt::format("// Oracle module of task {} ({}), generated from {}.\n"

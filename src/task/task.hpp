@@ -27,9 +27,63 @@ int abi_dtype(dtype d);
 
 // The op families the search knows. Each names the device functions a task's math file provides
 // (include/kblaster/device/families/<family>.cuh documents them).
-enum class family { elementwise, normalize, reduce, loss, matmul };
+enum class family { elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce };
 std::string to_string(family f);
 std::optional<family> family_from_string(const std::string& s);
+
+// Family `pool` (TOML table [pool]): PyTorch's MaxPool1d/2d/3d and AvgPool1d/2d/3d over the last
+// `rank` dims of the input `x` (N, C, spatial... contiguous; the dims before the spatial ones are
+// independent planes). Per spatial dim (outermost first): kernel, stride (default: the kernel),
+// padding (implicit -inf for max, 0 for avg) and dilation (max only).
+enum class pool_kind { max, avg };
+std::string to_string(pool_kind k);
+struct pool_params {
+  pool_kind kind = pool_kind::max;
+  int rank = 2; // spatial dims, 1-3
+  std::vector<int> kernel;
+  std::vector<int> stride;
+  std::vector<int> padding;
+  std::vector<int> dilation;
+  bool ceil_mode = false;
+  bool count_include_pad = true; // avg: padded positions count in the divisor
+  int divisor_override = 0;      // avg: the divisor when > 0
+};
+// The output extent of one spatial dim (PyTorch's pooling_output_shape): floor or ceil of
+// (in + 2 pad - dilation (kernel - 1) - 1) / stride + 1, and with ceil_mode the last window must
+// start inside the input or its left padding.
+int64_t pool_output_size(int64_t in, int kernel, int stride, int padding, int dilation,
+                         bool ceil_mode);
+// The output shape for input shape `x` (its last p.rank dims pooled; the others kept).
+std::vector<int64_t> pool_output_shape(const pool_params& p, const std::vector<int64_t>& x);
+
+// Family `scan` (TOML table [scan]): cumulative sum or product of `x` along `dim`, optionally
+// from the end (reverse), exclusive (each output leaves out its own element) and masked (x times
+// an input with role "mask" of x's shape, as torch.cumsum(x * mask, dim)). Output: x's shape.
+enum class scan_op { sum, prod };
+std::string to_string(scan_op o);
+struct scan_params {
+  scan_op op = scan_op::sum;
+  int dim = 0; // an axis of x (negative values in the TOML count from the end)
+  bool reverse = false;
+  bool exclusive = false;
+  bool masked = false;
+};
+
+// Family `argreduce` (TOML table [argreduce]): torch.argmax / torch.argmin of `x` over `dim`,
+// an int64 output of x's shape without `dim` (or with 1 there under keepdim). Ties give the first
+// index; NaN counts as the largest (argmax) and the smallest (argmin) value, as PyTorch.
+enum class argreduce_op { argmax, argmin };
+std::string to_string(argreduce_op o);
+struct argreduce_params {
+  argreduce_op op = argreduce_op::argmax;
+  int dim = 0; // an axis of x (negative values in the TOML count from the end)
+  bool keepdim = false;
+};
+
+// The header every pool, scan and argreduce task's math is by default (the families' operation
+// is fully described by their parameters): kb_op<A>::epilogue, the identity, applied to each
+// output value of pool and scan (a math file of one's own may fuse an elementwise epilogue).
+std::string default_family_math_source(family f);
 
 // How input values are drawn. The same counter-based generator runs on the CPU and the GPU.
 struct distribution {
@@ -107,6 +161,9 @@ struct contract {
   task_kind kind = task_kind::native;
   family fam = family::elementwise;  // native tasks only
   std::vector<int> reduce_dims;      // normalize/reduce/loss: the reduced axes of the `x` input
+  std::optional<pool_params> pool;           // family pool
+  std::optional<scan_params> scan;           // family scan
+  std::optional<argreduce_params> argreduce; // family argreduce
   std::string pytorch;               // the PyTorch expression the task mirrors
   std::string kernelbench;           // the KernelBench problem it mirrors, when it does
   fs::path math;                     // absolute path of the math header (native tasks)

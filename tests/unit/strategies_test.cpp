@@ -126,6 +126,15 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"910", {"loss.pointwise"}},
       {"911", {"loss.pointwise"}},
       {"912", {"normalize.strided_columns"}}, // 036 at another shape, bfloat16
+      {"913", {"argreduce.rows"}},
+      {"914", {"argreduce.columns"}},             // argmin over a middle dim, inner 4096
+      {"915", {"pool.direct", "pool.tiled"}},     // overlapping dilated windows
+      {"916", {"pool.direct", "pool.tiled"}},     // kernel 4, stride 3
+      {"917", {"pool.direct"}},                   // kernel 2, stride 2: no overlap
+      {"918", {"pool.direct", "pool.tiled"}},
+      {"919", {"scan.block_rows", "scan.split_row"}}, // 32 rows of 256Ki
+      {"920", {"scan.block_rows"}},
+      {"921", {"scan.columns"}},                  // cumprod over a middle dim, inner 4096
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {
