@@ -487,6 +487,7 @@ task_result optimizer::optimize(const task::contract& given) {
                        {"m", features.m},
                        {"n", features.n},
                        {"k", features.k},
+                       {"batch", features.batch},
                        {"elements", features.elements},
                        {"shape_class", key.shape.to_string()},
                        {"bottleneck",

@@ -179,8 +179,10 @@ shape_class classify_shape(const shape_features& f) {
     k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.outer), log2_bucket(f.window)};
     break;
   case task::family::matmul:
-    k.layout = "gemm";
-    k.log2_buckets = {log2_bucket(f.m), log2_bucket(f.n), log2_bucket(f.k)};
+    // A batch of products counts as one with the batch's rows (the work a tile grid covers);
+    // diag(a) @ B is a row scaling, bound by memory like nothing else in the family.
+    k.layout = f.diag ? "diag" : "gemm";
+    k.log2_buckets = {log2_bucket(f.m * f.batch), log2_bucket(f.n), log2_bucket(f.k)};
     break;
   }
   return k;

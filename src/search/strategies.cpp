@@ -405,7 +405,7 @@ std::vector<strategy> make_library() {
        "The baseline reads B once per output row (from L2) and reduces one row per block; several "
        "rows per block cut the "
        "B traffic, 16-byte loads of A and split-K keep every SM streaming A at full bandwidth.",
-       [](const shape_features& f) { return f.n <= 4; },
+       [](const shape_features& f) { return f.n <= 4 && !f.diag; },
        {ints("block", {128, 256, 512}, "threads per block"),
         ints("rows", {2, 4, 8, 16}, "rows of A per block"),
         ints("vector_bytes", {4, 8, 16},
@@ -427,7 +427,7 @@ std::vector<strategy> make_library() {
        "The SIMT kernels are bound by the fp32 FMA rate; the split keeps fp32 accuracy (error "
        "about 2^-22 of each product) while the tensor cores run several times that rate, so the "
        "product moves toward the output-write bound.",
-       [](const shape_features& f) { return f.n > 4; },
+       [](const shape_features& f) { return f.n > 4 && !f.diag; },
        {ints("bk", {32, 64}, "depth of the K chunks held in shared memory"),
         ints("min_blocks", {1, 2},
              "blocks per SM the register budget is sized for (2: one block's stores overlap the "
@@ -459,7 +459,7 @@ std::vector<strategy> make_library() {
         {"persistent", 0}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
-       false});
+       true});
   add({"matmul.register_tiled",
        family::matmul,
        "Register-tiled fp32 SIMT product: a bm x bn tile per block, tm x tn outputs per thread "
@@ -472,7 +472,7 @@ std::vector<strategy> make_library() {
        "The baseline's 16x16 tile computes one output per thread and reloads shared memory for "
        "every FMA; an 8x8 register "
        "tile does 64 FMAs per 16 shared-memory values, which moves the kernel toward the FMA peak.",
-       [](const shape_features& f) { return f.n > 4; },
+       [](const shape_features& f) { return f.n > 4 && !f.diag; },
        {ints("bm", {64, 128}, "rows of C per block"),
         ints("bn", {64, 128}, "columns of C per block"),
         ints("bk", {8, 16, 32}, "depth of the K slices staged in shared memory"),
@@ -482,7 +482,7 @@ std::vector<strategy> make_library() {
        {{"bm", 128}, {"bn", 128}, {"bk", 16}, {"tm", 8}, {"tn", 8}, {"store_hint", "normal"}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tiled",
-       false});
+       true});
   // ---- argreduce ---------------------------------------------------------------------------------
   add({"argreduce.rows",
        family::argreduce,
@@ -612,6 +612,23 @@ std::vector<strategy> make_library() {
        "kb::strategies::scan::columns",
        false});
 
+  add({"matmul.row_scale",
+       family::matmul,
+       "diag(a) @ B as a row scaling: a thread per vector of vector_bytes along a row of B, "
+       "c = epilogue(alpha * a[m] * b[m, n]) in one pass (B transposed first into the workspace "
+       "when the task stores it transposed).",
+       "diag(a) @ B (the contract's diag_a)",
+       "A diagonal matrix times B needs one multiply per element of B: reading B once and writing "
+       "C once is the whole cost, where a dense product would spend K times the FLOPs.",
+       [](const shape_features& f) { return f.diag; },
+       {ints("block", {128, 256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        names("hint", {"normal", "streaming"}, "kb::strategies::cache_hint",
+              "cache policy of the loads of B and the stores of C (streaming: evict first)")},
+       {{"block", 256}, {"vector_bytes", 16}, {"hint", "streaming"}},
+       "kblaster/device/strategies/matmul.cuh",
+       "kb::strategies::matmul::row_scale",
+       true});
   return lib;
 }
 
@@ -745,14 +762,17 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     const auto& a = inputs[ai];
     const auto& b = inputs[bi];
     f.storage = a.type;
-    if (a.shape.size() == 2 && b.shape.size() == 2) {
-      f.m = a.shape[0];
-      f.k = a.shape[1];
-      f.n = b.shape[1];
+    const auto product = task::matmul_shape_of(c, s);
+    if (product) {
+      f.m = product->m;
+      f.n = product->n;
+      f.k = product->k;
+      f.batch = product->batch;
     }
+    f.diag = c.matmul && c.matmul->diag_a;
     f.elements = outputs[0].numel();
     f.supported_dtypes = supported(a) && b.type == a.type && outputs[0].type == a.type &&
-                         a.shape.size() == 2 && b.shape.size() == 2;
+                         product.has_value();
     break;
   }
   }
@@ -933,6 +953,7 @@ std::vector<profile::state> addressed_states(const strategy& st) {
       {"scan.columns", {state::memory_bound, state::latency_bound, state::unknown}},
       {"scan.split_row", {state::small_grid, state::latency_bound, state::unknown}},
       {"pool.tiled", {state::memory_bound, state::compute_bound, state::balanced, state::unknown}},
+      {"matmul.row_scale", {state::memory_bound, state::latency_bound, state::unknown}},
       {"matmul.register_tiled",
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
       {"matmul.tensor_core",

@@ -151,6 +151,22 @@ struct module_spec {
   std::vector<std::string> forward;
 };
 
+// The matmul family's forms, from the contract's [matmul] table (docs/task-format.md, "Matmul
+// forms"); include/kblaster/device/families/matmul.cuh defines the same semantics on the device.
+enum class matmul_mask { none, lower, upper }; // lower keeps c[m][n] with n <= m (tril), upper n >= m
+std::string to_string(matmul_mask m);
+std::optional<matmul_mask> matmul_mask_from_string(const std::string& s);
+
+struct matmul_params {
+  bool batch = false;   // leading dims of a and/or b are batch dims (one of them may lack them)
+  bool trans_a = false; // a holds A transposed: its last two dims are (K, M)
+  bool trans_b = false; // b holds B transposed: (N, K)
+  double alpha = 1.0;   // c = epilogue(alpha * (A @ B))
+  matmul_mask mask = matmul_mask::none;
+  bool diag_a = false;  // a is the diagonal of A, a vector of K values (M = K): a row scaling
+  bool operator==(const matmul_params&) const = default;
+};
+
 struct contract {
   fs::path dir;  // the task's folder
   fs::path file; // its task.toml
@@ -188,6 +204,8 @@ struct contract {
   tolerance tol;
   roofline roof;
   std::string digest; // SHA-256 over task.toml, the math header and the baseline
+  // family matmul: its form (absent: the plain product, matmul_params{}).
+  std::optional<matmul_params> matmul;
 
   const shape_case& official() const;
   const shape_case& shape(const std::string& name) const;
@@ -207,6 +225,20 @@ std::vector<concrete_tensor> concrete_inputs(const contract& c, const shape_case
 std::vector<concrete_tensor> concrete_outputs(const contract& c, const shape_case& s);
 double roofline_bytes(const contract& c, const shape_case& s);
 double roofline_flops(const contract& c, const shape_case& s);
+
+// The product of a matmul task at one shape as the kernels see it: the batch count and the
+// per-batch dims. A batched `a` times an unbatched `b`, with neither transposed nor a mask, folds
+// its batches into m (a 3D or 4D tensor times a matrix is one product with more rows).
+struct matmul_shape {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+// std::nullopt, with *why saying what does not fit, when the inputs with roles a and b and the
+// first output do not form a product of the task's form.
+std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case& s,
+                                            std::string* why = nullptr);
 
 // Evaluates an integer expression (+ - * / parentheses, integers, dim names) over the dims.
 int64_t eval_expr(const std::string& expr, const std::map<std::string, int64_t>& dims);

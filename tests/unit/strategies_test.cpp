@@ -135,6 +135,17 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"919", {"scan.block_rows", "scan.split_row"}}, // 32 rows of 256Ki
       {"920", {"scan.block_rows"}},
       {"921", {"scan.columns"}},                  // cumprod over a middle dim, inner 4096
+      // The matmul forms: every GEMM strategy takes batches, transposes, factors and masks;
+      // diag(a) @ B is a row scaling only.
+      {"939", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"922", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"923", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"924", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"925", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"926", {"matmul.row_scale"}},
+      {"927", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"928", {"matmul.register_tiled", "matmul.tensor_core"}},
+      {"929", {"matmul.matvec"}},
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {
@@ -568,6 +579,25 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("004", "matmul.matvec", find_strategy("matmul.matvec").defaults, "official"),
             2048 * 16 * 4);
   EXPECT_EQ(bytes_for("004", "matmul.matvec", {{"k_chunk", 0}}, "official"), 0u);
+  // The GEMM strategies' workspace holds the transposed operands (each rounded to 256 bytes):
+  // A (4096 x 2048 fp32) for 922, A and B for 924; none for the plain, batched and diag forms.
+  const uint64_t operand = 4096u * 2048 * 4;
+  EXPECT_EQ(bytes_for("922", "matmul.tensor_core", find_strategy("matmul.tensor_core").defaults,
+                      "official"),
+            operand);
+  EXPECT_EQ(bytes_for("924", "matmul.register_tiled",
+                      find_strategy("matmul.register_tiled").defaults, "official"),
+            2 * operand);
+  // 37 x 100 and 77 x 37 fp32 at the odd shape: 14800 -> 14848 and 11396 -> 11520.
+  EXPECT_EQ(bytes_for("924", "matmul.register_tiled",
+                      find_strategy("matmul.register_tiled").defaults, "odd"),
+            14848u + 11520u);
+  EXPECT_EQ(bytes_for("939", "matmul.tensor_core", find_strategy("matmul.tensor_core").defaults,
+                      "official"),
+            0u);
+  EXPECT_EQ(bytes_for("926", "matmul.row_scale", find_strategy("matmul.row_scale").defaults,
+                      "official"),
+            0u);
 }
 
 } // namespace

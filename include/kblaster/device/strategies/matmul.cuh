@@ -24,6 +24,16 @@
 // the two cross terms as one bf16 mma of depth 16, two mma per product instead of three) and
 // presplit (each chunk split once per block into (big, small) pairs in shared memory instead of
 // once per warp at every k-step).
+//
+// matmul::row_scale<Op, P>: diag(a) @ B as a row scaling, c[m, n] = epilogue(alpha * a[m] *
+// b[m, n]) with V-element accesses along the rows; memory bound. P: block, vector_bytes, hint.
+//
+// Every strategy takes every form of the family (families/matmul.cuh) through forms::plan: a
+// transposed operand is transposed into the workspace first (so workspace_bytes is that size, plus
+// matvec's partial sums), batches run as blockIdx.z of the tiled kernels (matvec: one launch per
+// batch), alpha is applied before the epilogue, and the triangular mask zeroes its elements in a
+// pass after the product; the tiled kernels skip the tiles the mask zeroes whole. The GEMM
+// strategies refuse diag(a) @ B, and row_scale takes only it.
 #pragma once
 
 #include "kblaster/device/families/matmul.cuh"
@@ -98,7 +108,7 @@ __global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ 
       }
       const int64_t out = (m0 + threadIdx.x) * d.n + n;
       if (splits == 1) {
-        c[out] = cvt<T>(Op<float>::epilogue(sum));
+        c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d));
       } else {
         partials[q * d.m * d.n + out] = sum;
       }
@@ -110,13 +120,13 @@ __global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ 
 // A thread per output: the chunks' partial sums in a fixed order, then the epilogue.
 template <template <class> class Op, class T>
 __global__ void __launch_bounds__(256) matvec_finish_kernel(const float* __restrict__ partials, int64_t outputs, int64_t splits,
-                                                            T* __restrict__ c) {
+                                                            T* __restrict__ c, dims d) {
   for (int64_t out = int64_t{blockIdx.x} * 256 + threadIdx.x; out < outputs; out += int64_t{gridDim.x} * 256) {
     float sum = partials[out];
     for (int64_t q = 1; q < splits; ++q) {
       sum += partials[q * outputs + out];
     }
-    c[out] = cvt<T>(Op<float>::epilogue(sum));
+    c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d));
   }
 }
 
@@ -147,6 +157,12 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
   const int64_t m0 = blockIdx.x / tiles_n * P::bm;
   const int64_t n0 = blockIdx.x % tiles_n * P::bn;
   const int64_t slices = ceil_div(d.k, P::bk);
+  if (kb::matmul::tile_masked(d.mask, m0, n0, P::bm, P::bn)) {
+    return; // zero throughout: written by the mask pass
+  }
+  a += static_cast<int64_t>(blockIdx.z) * d.sa;
+  b += static_cast<int64_t>(blockIdx.z) * d.sb;
+  c += static_cast<int64_t>(blockIdx.z) * d.sc;
 
   float ra[shape::a_loads];
   float rb[shape::b_loads];
@@ -247,7 +263,7 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
       float out[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        out[q] = Op<float>::epilogue(acc[i][g * 4 + q]);
+        out[q] = kb::matmul::finish<Op>(acc[i][g * 4 + q], d);
       }
       if (VecStore && n + 3 < d.n) {
         store_vec<T, float, 4, P::store_hint>(c + m * d.n + n, out);
@@ -584,7 +600,7 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
 // The accumulators, through the epilogue, into the C tile in shared memory (pitch c_pitch).
 // Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
 template <template <class> class Op>
-__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t) {
+__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t, const dims& d) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -593,7 +609,7 @@ __device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], 
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         *reinterpret_cast<float2*>(srow + j * 8) =
-            make_float2(Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1]));
+            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d));
       }
     }
   }
@@ -681,6 +697,12 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   const int64_t tiles_n = ceil_div(d.n, tc::bn);
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) / tiles_n * tc::bm;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) % tiles_n * tc::bn;
+  if (kb::matmul::tile_masked(d.mask, m0, n0, tc::bm, tc::bn)) {
+    return; // zero throughout: written by the mask pass
+  }
+  a += static_cast<int64_t>(blockIdx.z) * d.sa;
+  b += static_cast<int64_t>(blockIdx.z) * d.sb;
+  c += static_cast<int64_t>(blockIdx.z) * d.sc;
 
   float acc[4][4][4];
   tc::zero(acc);
@@ -808,7 +830,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
     // 512 contiguous bytes (4 full lines) where a fragment store covers 8 rows x 32 bytes, a
     // quarter of the L2 requests per byte written.
     float* cs = reinterpret_cast<float*>(tc_smem);
-    tc::stage_c<Op>(cs, acc, wm, wn, g, t);
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d);
     __syncthreads();
     tc::store_rows<T, P::store_hint>(c, cs, d, m0, n0, warp, lane);
   } else {
@@ -824,7 +846,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int64_t col = n0 + wn + j * 8 + 2 * t;
-          const float out[2] = {Op<float>::epilogue(acc[i][j][2 * h]), Op<float>::epilogue(acc[i][j][2 * h + 1])};
+          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d)};
           if (VecStore && col + 1 < d.n) {
             store_vec<T, float, 2, P::store_hint>(crow + col, out);
           } else {
@@ -870,6 +892,9 @@ __global__ void __launch_bounds__(tc::threads, 1)
   const int64_t tiles_n = ceil_div(d.n, tc::bn);
   const int64_t tiles = ceil_div(d.m, tc::bm) * tiles_n;
   const int64_t chunks = ceil_div(d.k, bk);
+  a += static_cast<int64_t>(blockIdx.z) * d.sa;
+  b += static_cast<int64_t>(blockIdx.z) * d.sb;
+  c += static_cast<int64_t>(blockIdx.z) * d.sc;
   const auto copy = [&](float* dst, int64_t tile, int64_t chunk) {
     tc::copy_chunk<bk>(dst, dst + tc::bm * tc::tile<bk>::a_pitch, a, b, d, tile / tiles_n * tc::bm,
                        tile % tiles_n * tc::bn, chunk * bk, tid);
@@ -907,7 +932,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       tc::bulk_wait_read();
     }
     __syncthreads();
-    tc::stage_c<Op>(cs, acc, wm, wn, g, t);
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d);
     const bool whole = m0 + tc::bm <= d.m && n0 + tc::bn <= d.n;
 #if __CUDA_ARCH__ >= 900
     if (whole) {
@@ -935,14 +960,149 @@ __global__ void __launch_bounds__(tc::threads, 1)
   }
 }
 
+
+// ---- the forms: transposed operands, the mask, diag(a) @ B ------------------------------------
+
+// Batched 32 x 32 tiled transpose of `rows` x `cols` matrices (blockIdx.z: the matrix), moved as
+// raw bits W of the storage type's size.
+template <class W>
+__global__ void __launch_bounds__(256) transpose_kernel(const W* __restrict__ in, W* __restrict__ out, int64_t rows, int64_t cols) {
+  __shared__ W t[32][33];
+  const int64_t z = blockIdx.z;
+  in += z * rows * cols;
+  out += z * rows * cols;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    if (r0 + i < rows && c0 + threadIdx.x < cols) {
+      t[i][threadIdx.x] = in[(r0 + i) * cols + c0 + threadIdx.x];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    if (c0 + i < cols && r0 + threadIdx.x < rows) {
+      out[(c0 + i) * rows + r0 + threadIdx.x] = t[threadIdx.x][i];
+    }
+  }
+}
+
+// The masked elements of every row of C set to zero: a block per row in a grid-stride loop.
+template <class T> __global__ void __launch_bounds__(256) mask_kernel(T* __restrict__ c, dims d) {
+  for (int64_t r = blockIdx.x; r < d.batch * d.m; r += gridDim.x) {
+    const int64_t m = r % d.m;
+    const int64_t begin = d.mask == kb::matmul::mask_lower ? m + 1 : 0;
+    const int64_t end = d.mask == kb::matmul::mask_lower ? d.n : min64(m, d.n);
+    for (int64_t n = begin + threadIdx.x; n < end; n += 256) {
+      c[r * d.n + n] = cvt<T>(0.0f);
+    }
+  }
+}
+
+// diag(a) @ B: c[m, n] = epilogue(alpha * a[m] * b[m, n]), V elements of a row per access.
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block) row_scale_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
+                                                             dims d) {
+  const int64_t per_row = d.n / V;
+  const int64_t total = d.m * per_row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * P::block + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * P::block) {
+    const int64_t m = i / per_row;
+    const int64_t at = m * d.n + i % per_row * V;
+    const float s = cvt<float>(a[m]);
+    float v[V];
+    load_vec<float, T, V, P::hint>(b + at, v);
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      v[q] = kb::matmul::finish<Op>(s * v[q], d);
+    }
+    store_vec<T, float, V, P::hint>(c + at, v);
+  }
+}
+
 #endif
 
+// The plain 2D product of the hand-written kernels (include/kblaster/device/portfolio).
 inline bool operands_of(const kb_args* a, const config& c, dims* d) {
   if (a->num_outputs < 1 || c.a < 0 || c.a >= a->num_inputs || c.b < 0 || c.b >= a->num_inputs) {
     return false;
   }
   return kb::matmul::dims_of(a, c, d) && a->outputs[0].dtype == a->inputs[c.a].dtype;
 }
+
+namespace forms {
+
+inline uint64_t round_up(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+inline uint64_t storage_bytes(kb_dtype t) { return t == KB_FLOAT32 ? 4 : (t == KB_FLOAT64 ? 8 : 2); }
+
+// Any form of the product (kb::matmul::layout_of) as the strategies run it: a transposed operand
+// is first transposed into the workspace (a_bytes, then b_bytes, each rounded to 256 bytes), so
+// that every kernel reads row-major A (m x k) and B (k x n); batches are blockIdx.z (or a loop of
+// launches); alpha is applied in the epilogue; the mask zeroes its elements in a pass after the
+// product (the tiled kernels skip the tiles it zeroes whole).
+struct plan {
+  kb::matmul::layout L{};
+  uint64_t a_bytes = 0;
+  uint64_t b_bytes = 0;
+  uint64_t bytes() const { return a_bytes + b_bytes; }
+};
+
+inline bool plan_of(const kb_args* a, const config& c, plan* p) {
+  if (!kb::matmul::layout_of(a, c, &p->L) || a->outputs[0].dtype != a->inputs[c.a].dtype) {
+    return false;
+  }
+  const dims& d = p->L.d;
+  const uint64_t e = storage_bytes(a->inputs[c.a].dtype);
+  p->a_bytes = p->L.trans_a ? round_up(e * static_cast<uint64_t>((d.sa != 0 ? d.batch : 1) * d.m * d.k)) : 0;
+  p->b_bytes = p->L.trans_b ? round_up(e * static_cast<uint64_t>((d.sb != 0 ? d.batch : 1) * d.k * d.n)) : 0;
+  return true;
+}
+
+template <class T> int transpose(const T* in, T* out, int64_t matrices, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (ceil_div(rows, 32) > 65535 || matrices > 65535 || ceil_div(cols, 32) > (int64_t{1} << 31) - 1) {
+    return -1;
+  }
+  using W = typename std::conditional<sizeof(T) == 4, uint32_t, uint16_t>::type;
+  const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)), static_cast<unsigned>(ceil_div(rows, 32)), static_cast<unsigned>(matrices));
+  transpose_kernel<W><<<grid, dim3(32, 8), 0, stream>>>(reinterpret_cast<const W*>(in), reinterpret_cast<W*>(out), rows, cols);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// The row-major operands: the inputs, or their transposes written to the workspace (checked by
+// the caller to hold p.bytes()).
+template <class T> int operands(const kb_args* a, const config& c, const plan& p, const T** A, const T** B) {
+  const dims& d = p.L.d;
+  *A = static_cast<const T*>(a->inputs[c.a].data);
+  *B = static_cast<const T*>(a->inputs[c.b].data);
+  char* ws = static_cast<char*>(a->workspace);
+  if (p.L.trans_a) {
+    T* out = reinterpret_cast<T*>(ws);
+    if (const int rc = transpose(*A, out, d.sa != 0 ? d.batch : 1, d.k, d.m, stream_of(a)); rc != 0) {
+      return rc;
+    }
+    *A = out;
+  }
+  if (p.L.trans_b) {
+    T* out = reinterpret_cast<T*>(ws + p.a_bytes);
+    if (const int rc = transpose(*B, out, d.sb != 0 ? d.batch : 1, d.n, d.k, stream_of(a)); rc != 0) {
+      return rc;
+    }
+    *B = out;
+  }
+  return 0;
+}
+
+template <class T> int apply_mask(const kb_args* a, T* C, const dims& d) {
+  if (d.mask == kb::matmul::mask_none) {
+    return 0;
+  }
+  mask_kernel<T><<<capped_grid(d.batch * d.m, 65535), 256, 0, stream_of(a)>>>(C, d);
+  return static_cast<int>(cudaGetLastError());
+}
+
+// Whether a kernel with blockIdx.x over `blocks` tiles and blockIdx.z over the batch can cover d.
+inline bool grid_fits(int64_t blocks, const dims& d) { return blocks <= (int64_t{1} << 31) - 1 && d.batch <= 65535; }
+
+} // namespace forms
 
 template <template <class> class Op, class P> struct matvec {
   static_assert(P::block % 32 == 0 && P::block <= 1024 && P::block >= 64, "block: a multiple of 32 in [64, 1024]");
@@ -951,38 +1111,51 @@ template <template <class> class Op, class P> struct matvec {
   static int64_t splits(const dims& d) { return P::k_chunk == 0 ? 1 : max64(1, ceil_div(d.k, P::k_chunk)); }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
-    dims d{};
-    if (!operands_of(a, c, &d)) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p)) {
       return -1;
     }
-    *bytes = splits(d) > 1 ? static_cast<uint64_t>(splits(d) * d.m * d.n) * sizeof(float) : 0;
+    const dims& d = p.L.d;
+    *bytes = p.bytes() + (splits(d) > 1 ? static_cast<uint64_t>(splits(d) * d.m * d.n) * sizeof(float) : 0);
     return 0;
   }
 
   static int launch(const kb_args* a, const config& c) {
-    dims d{};
+    forms::plan p;
     uint64_t need = 0;
-    if (!operands_of(a, c, &d) || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need) {
+    if (!forms::plan_of(a, c, &p) || p.L.diag || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need) {
       return -1;
     }
+    const dims& d = p.L.d;
     const int64_t nsplit = splits(d);
-    float* partials = static_cast<float*>(a->workspace);
+    float* partials = reinterpret_cast<float*>(static_cast<char*>(a->workspace) + p.bytes());
     return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       constexpr int V = vec_elems<T, P::vector_bytes>();
-      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
-      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      const T* A_ = nullptr;
+      const T* B_ = nullptr;
+      if (const int rc = forms::operands<T>(a, c, p, &A_, &B_); rc != 0) {
+        return rc;
+      }
       T* C_ = static_cast<T*>(a->outputs[0].data);
       const auto go = [&](auto vec) {
         constexpr int W = decltype(vec)::value;
         const int64_t chunk_vecs = ceil_div(ceil_div(d.k, nsplit), W);
         const int64_t work = ceil_div(d.m, P::rows) * d.n * nsplit;
-        matvec_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(A_, B_, C_, d, nsplit, chunk_vecs, partials);
-        if (nsplit > 1) {
-          matvec_finish_kernel<Op, T><<<capped_grid(ceil_div(d.m * d.n, 256), 65535), 256, 0, stream_of(a)>>>(partials, d.m * d.n,
-                                                                                                           nsplit, C_);
+        // The batches one after the other (matrix-vector products are memory bound: each launch
+        // streams its own A).
+        for (int64_t z = 0; z < d.batch; ++z) {
+          const T* Az = A_ + z * d.sa;
+          const T* Bz = B_ + z * d.sb;
+          T* Cz = C_ + z * d.sc;
+          matvec_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(Az, Bz, Cz, d, nsplit, chunk_vecs, partials);
+          if (nsplit > 1) {
+            matvec_finish_kernel<Op, T><<<capped_grid(ceil_div(d.m * d.n, 256), 65535), 256, 0, stream_of(a)>>>(partials, d.m * d.n,
+                                                                                                             nsplit, Cz, d);
+          }
         }
-        return static_cast<int>(cudaGetLastError());
+        KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+        return forms::apply_mask<T>(a, C_, d);
       };
       // Vectors along K: B a contiguous vector (N == 1), every row of A aligned.
       if (d.n == 1 && d.k % V == 0 && aligned_to(A_, sizeof(T) * V) && aligned_to(B_, sizeof(T) * V)) {
@@ -999,27 +1172,44 @@ template <template <class> class Op, class P> struct tiled {
   static_assert(P::bm % P::tm == 0 && P::bn % P::tn == 0, "bm, bn: multiples of tm, tn");
   static_assert(shape::threads % 32 == 0 && shape::threads <= 1024, "(bm / tm) * (bn / tn): a multiple of 32, at most 1024");
 
-  static int launch(const kb_args* a, const config& c) {
-    dims d{};
-    if (!operands_of(a, c, &d)) {
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p)) {
       return -1;
     }
+    *bytes = p.bytes();
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p) || p.L.diag || a->workspace_bytes < p.bytes()) {
+      return -1;
+    }
+    const dims& d = p.L.d;
     const int64_t blocks = ceil_div(d.m, P::bm) * ceil_div(d.n, P::bn);
-    if (blocks > (int64_t{1} << 31) - 1) {
+    if (!forms::grid_fits(blocks, d)) {
       return -1;
     }
     return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
-      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      const T* A_ = nullptr;
+      const T* B_ = nullptr;
+      if (const int rc = forms::operands<T>(a, c, p, &A_, &B_); rc != 0) {
+        return rc;
+      }
       T* C_ = static_cast<T*>(a->outputs[0].data);
       const auto go = [&](auto vec_store) {
         const auto kernel = tiled_kernel<Op, P, T, decltype(vec_store)::value>;
         if (const int rc = allow_dynamic_smem(kernel, shape::smem_bytes); rc != 0) {
           return rc;
         }
-        kernel<<<static_cast<unsigned>(blocks), shape::threads, shape::smem_bytes, stream_of(a)>>>(A_, B_, C_, d);
-        return static_cast<int>(cudaGetLastError());
+        if (blocks > 0) {
+          kernel<<<dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(d.batch)), shape::threads, shape::smem_bytes,
+                   stream_of(a)>>>(A_, B_, C_, d);
+        }
+        KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+        return forms::apply_mask<T>(a, C_, d);
       };
       // 4-element stores need every row of C to start aligned.
       if (d.n % 4 == 0 && aligned_to(C_, sizeof(T) * 4)) {
@@ -1038,13 +1228,23 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
   static_assert(tc::persistent_of<P>::value == 0 || tc::persistent_of<P>::value == 1, "persistent: 0 or 1");
 
-  static int launch(const kb_args* a, const config& c) {
-    dims d{};
-    if (!operands_of(a, c, &d)) {
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p)) {
       return -1;
     }
+    *bytes = p.bytes();
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p) || p.L.diag || a->workspace_bytes < p.bytes()) {
+      return -1;
+    }
+    const dims& d = p.L.d;
     const int64_t blocks = ceil_div(d.m, tc::bm) * ceil_div(d.n, tc::bn);
-    if (blocks > (int64_t{1} << 31) - 1) {
+    if (!forms::grid_fits(blocks, d)) {
       return -1;
     }
     if (blocks == 0) {
@@ -1052,17 +1252,22 @@ template <template <class> class Op, class P> struct tensor_core {
     }
     return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* A_ = static_cast<const T*>(a->inputs[c.a].data);
-      const T* B_ = static_cast<const T*>(a->inputs[c.b].data);
+      const T* A_ = nullptr;
+      const T* B_ = nullptr;
+      if (const int rc = forms::operands<T>(a, c, p, &A_, &B_); rc != 0) {
+        return rc;
+      }
       T* C_ = static_cast<T*>(a->outputs[0].data);
+      const unsigned batch = static_cast<unsigned>(d.batch);
       const auto go = [&](auto vec_load, auto vec_store) {
         const auto kernel = tensor_core_kernel<Op, P, T, decltype(vec_load)::value, decltype(vec_store)::value>;
         constexpr size_t smem = tc::smem_bytes_of<P>();
         if (const int rc = allow_dynamic_smem(kernel, smem); rc != 0) {
           return rc;
         }
-        kernel<<<static_cast<unsigned>(blocks), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
-        return static_cast<int>(cudaGetLastError());
+        kernel<<<dim3(static_cast<unsigned>(blocks), 1, batch), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
+        KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+        return forms::apply_mask<T>(a, C_, d);
       };
       const bool vec_store = d.n % 2 == 0 && aligned_to(C_, sizeof(T) * 2);
       if constexpr (sizeof(T) == 4 && tc::persistent_of<P>::value != 0 && tc::presplit_of<P>::value == 0) {
@@ -1076,8 +1281,9 @@ template <template <class> class Op, class P> struct tensor_core {
               return rc;
             }
             const int64_t grid = min64(blocks, lim.sms);
-            kernel<<<static_cast<unsigned>(grid), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
-            return static_cast<int>(cudaGetLastError());
+            kernel<<<dim3(static_cast<unsigned>(grid), 1, batch), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
+            KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+            return forms::apply_mask<T>(a, C_, d);
           }
         }
       }
@@ -1087,6 +1293,51 @@ template <template <class> class Op, class P> struct tensor_core {
         }
       }
       return vec_store ? go(std::false_type{}, std::true_type{}) : go(std::false_type{}, std::false_type{});
+    });
+  }
+};
+
+// diag(a) @ B (and its transposed-B, scaled and masked forms): a row scaling, bound by memory.
+template <template <class> class Op, class P> struct row_scale {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p)) {
+      return -1;
+    }
+    *bytes = p.bytes();
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    forms::plan p;
+    if (!forms::plan_of(a, c, &p) || !p.L.diag || a->workspace_bytes < p.bytes()) {
+      return -1;
+    }
+    const dims& d = p.L.d;
+    return dispatch_storage(a->inputs[c.a].dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      constexpr int V = vec_elems<T, P::vector_bytes>();
+      const T* A_ = nullptr;
+      const T* B_ = nullptr;
+      if (const int rc = forms::operands<T>(a, c, p, &A_, &B_); rc != 0) {
+        return rc;
+      }
+      T* C_ = static_cast<T*>(a->outputs[0].data);
+      const auto go = [&](auto vec) {
+        constexpr int W = decltype(vec)::value;
+        const int64_t work = ceil_div(d.m * (d.n / W), P::block);
+        if (work > 0) {
+          row_scale_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(A_, B_, C_, d);
+        }
+        KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
+        return forms::apply_mask<T>(a, C_, d);
+      };
+      if (d.n % V == 0 && aligned_to(B_, sizeof(T) * V) && aligned_to(C_, sizeof(T) * V)) {
+        return go(std::integral_constant<int, V>{});
+      }
+      return go(std::integral_constant<int, 1>{});
     });
   }
 };
