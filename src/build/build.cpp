@@ -14,20 +14,8 @@
 
 namespace kb::build {
 
-std::string to_string(outcome o) {
-  switch (o) {
-  case outcome::ok:
-    return "ok";
-  case outcome::compile_error:
-    return "compile_error";
-  case outcome::timeout:
-    return "timeout";
-  case outcome::crashed:
-    return "crashed";
-  case outcome::unavailable:
-    return "unavailable";
-  }
-  return "?";
+std::string to_string(outcome v) {
+  return std::string(outcome_names.name(v));
 }
 
 nlohmann::json result::to_json() const {
@@ -44,13 +32,7 @@ nlohmann::json result::to_json() const {
 }
 
 std::optional<outcome> outcome_from_string(const std::string& s) {
-  for (auto o : {outcome::ok, outcome::compile_error, outcome::timeout, outcome::crashed,
-                 outcome::unavailable}) {
-    if (to_string(o) == s) {
-      return o;
-    }
-  }
-  return std::nullopt;
+  return outcome_names.parse(s);
 }
 
 result result::from_json(const nlohmann::json& j) {

@@ -3,6 +3,7 @@
 // made of the digests of everything that decides the binary.
 #pragma once
 
+#include "common/names.hpp"
 #include "common/process.hpp"
 #include "task/task.hpp"
 
@@ -33,6 +34,13 @@ toolchain detect_toolchain(const std::optional<std::string>& arch = std::nullopt
 std::vector<std::string> gencode_flags(const std::string& arch);
 
 enum class outcome { ok, compile_error, timeout, crashed, unavailable };
+inline constexpr auto outcome_names =
+    name_table<outcome>({{outcome::ok, "ok"},
+                         {outcome::compile_error, "compile_error"},
+                         {outcome::timeout, "timeout"},
+                         {outcome::crashed, "crashed"},
+                         {outcome::unavailable, "unavailable"}});
+static_assert(outcome_names.well_formed());
 std::string to_string(outcome o);
 std::optional<outcome> outcome_from_string(const std::string& s);
 

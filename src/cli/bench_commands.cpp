@@ -4,10 +4,9 @@
 #include "cli/executor_options.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
-#include "eval/detail/seed.hpp"
 #include "eval/eval.hpp"
-#include "eval/stats.hpp"
 #include "report/report.hpp"
+#include "stats/stats.hpp"
 #include "task/task.hpp"
 
 #include <fmt/format.h>
@@ -300,7 +299,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
           // The inputs' seed is drawn here rather than inside the evaluation: it is part of the
           // queue's key, so a bench through workers measures afresh, as one in this process
           // does, instead of reusing an earlier run's result from a shared store.
-          oi.seed_base = eval::detail::evaluation_seed(0);
+          oi.seed_base = eval::evaluation_seed(0);
           const eval::candidate_input cand{read_file(it.file), it.file.filename().string(),
                                            "portfolio"};
           const eval::candidate_input base{read_file(it.c->baseline), "baseline.cu", "baseline"};

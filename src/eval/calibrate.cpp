@@ -3,7 +3,7 @@
 // far from 1.0 those comparisons reach (the spread, which sets the gate's delta) are properties of
 // this machine.
 #include "eval/eval.hpp"
-#include "eval/stats.hpp"
+#include "stats/stats.hpp"
 
 #include "common/error.hpp"
 #include "common/fs.hpp"

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "build/build.hpp"
+#include "common/names.hpp"
 #include "eval/protocol.hpp"
 #include "store/store.hpp"
 #include "task/task.hpp"
@@ -50,8 +51,17 @@ struct timing_options {
 // `detail.profile` beside the verdict they cannot change. `improved`: only when the verdict is
 // improved (a new best); `always`: every candidate the gate compared (a baseline's A/A run).
 enum class profile_mode { none, improved, always };
+inline constexpr auto profile_mode_names =
+    name_table<profile_mode>({{profile_mode::none, "none"},
+                              {profile_mode::improved, "improved"},
+                              {profile_mode::always, "always"}});
+static_assert(profile_mode_names.well_formed());
 std::string to_string(profile_mode m);
 std::optional<profile_mode> profile_mode_from_string(const std::string& s);
+
+// The seed of one evaluation: the one given (a replay, `eval --seed N`), else drawn from the
+// system's CSPRNG. Kept below 2^53 so that every JSON reader holds it exactly.
+uint64_t evaluation_seed(uint64_t given);
 
 struct options {
   std::string shape = "official";

@@ -7,11 +7,10 @@
 #include "common/sha256.hpp"
 #include "eval/detail/isolation.hpp"
 #include "eval/detail/sanitizer.hpp"
-#include "eval/detail/seed.hpp"
 #include "eval/protocol.hpp"
 #include "eval/session.hpp"
-#include "eval/stats.hpp"
 #include "sandbox/sandbox.hpp"
+#include "stats/stats.hpp"
 
 #include <fmt/format.h>
 #include <openssl/rand.h>
@@ -98,25 +97,12 @@ void from_json(const json& j, gate_summary& g) {
   }
 }
 
-std::string to_string(profile_mode m) {
-  switch (m) {
-  case profile_mode::none:
-    return "none";
-  case profile_mode::improved:
-    return "improved";
-  case profile_mode::always:
-    return "always";
-  }
-  return "?";
+std::string to_string(profile_mode v) {
+  return std::string(profile_mode_names.name(v));
 }
 
 std::optional<profile_mode> profile_mode_from_string(const std::string& s) {
-  for (auto m : {profile_mode::none, profile_mode::improved, profile_mode::always}) {
-    if (to_string(m) == s) {
-      return m;
-    }
-  }
-  return std::nullopt;
+  return profile_mode_names.parse(s);
 }
 
 device_probe probe_device() {
@@ -549,7 +535,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   // Inputs, the order of calls and the anti-cache positions come from this seed: drawn from the
   // CSPRNG for every evaluation unless given (`eval --seed N` replays one), always recorded.
   options opt = given;
-  opt.seed_base = detail::evaluation_seed(given.seed_base);
+  opt.seed_base = evaluation_seed(given.seed_base);
   const auto say = [&](const std::string& s) {
     if (progress) {
       progress(s);

@@ -11,6 +11,7 @@
 // proposals.
 #pragma once
 
+#include "common/names.hpp"
 #include "search/proposer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -46,12 +47,29 @@ enum class status {
   malformed_response, // a 2xx whose body is not a chat completion
   budget_exhausted,   // refused before sending: a budget would be exceeded
 };
+inline constexpr auto status_names =
+    name_table<status>({{status::ok, "ok"},
+                        {status::unauthorized, "unauthorized"},
+                        {status::forbidden, "forbidden"},
+                        {status::quota, "quota"},
+                        {status::rate_limited, "rate_limited"},
+                        {status::timeout, "timeout"},
+                        {status::unreachable, "unreachable"},
+                        {status::server_error, "server_error"},
+                        {status::bad_request, "bad_request"},
+                        {status::malformed_response, "malformed_response"},
+                        {status::budget_exhausted, "budget_exhausted"}});
+static_assert(status_names.well_formed());
 std::string to_string(status s);
 std::optional<status> status_from_string(std::string_view s);
 
 // Which field carries the answer-length limit: older servers know only `max_tokens`, newer
 // OpenAI models accept only `max_completion_tokens`.
 enum class token_limit_param { max_tokens, max_completion_tokens };
+inline constexpr auto token_limit_param_names = name_table<token_limit_param>(
+    {{token_limit_param::max_tokens, "max_tokens"},
+     {token_limit_param::max_completion_tokens, "max_completion_tokens"}});
+static_assert(token_limit_param_names.well_formed());
 std::string to_string(token_limit_param p);
 std::optional<token_limit_param> token_limit_param_from_string(std::string_view s);
 

@@ -13,20 +13,6 @@ namespace kb::llm {
 
 namespace {
 
-constexpr std::array status_names{
-    std::pair{status::ok, "ok"},
-    std::pair{status::unauthorized, "unauthorized"},
-    std::pair{status::forbidden, "forbidden"},
-    std::pair{status::quota, "quota"},
-    std::pair{status::rate_limited, "rate_limited"},
-    std::pair{status::timeout, "timeout"},
-    std::pair{status::unreachable, "unreachable"},
-    std::pair{status::server_error, "server_error"},
-    std::pair{status::bad_request, "bad_request"},
-    std::pair{status::malformed_response, "malformed_response"},
-    std::pair{status::budget_exhausted, "budget_exhausted"},
-};
-
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') {
@@ -37,36 +23,20 @@ std::optional<std::string> env(const char* name) {
 
 } // namespace
 
-std::string to_string(status s) {
-  for (const auto& [value, name] : status_names) {
-    if (value == s) {
-      return name;
-    }
-  }
-  return "unknown";
+std::string to_string(status v) {
+  return std::string(status_names.name(v));
 }
 
 std::optional<status> status_from_string(std::string_view s) {
-  for (const auto& [value, name] : status_names) {
-    if (s == name) {
-      return value;
-    }
-  }
-  return std::nullopt;
+  return status_names.parse(s);
 }
 
-std::string to_string(token_limit_param p) {
-  return p == token_limit_param::max_tokens ? "max_tokens" : "max_completion_tokens";
+std::string to_string(token_limit_param v) {
+  return std::string(token_limit_param_names.name(v));
 }
 
 std::optional<token_limit_param> token_limit_param_from_string(std::string_view s) {
-  if (s == "max_tokens") {
-    return token_limit_param::max_tokens;
-  }
-  if (s == "max_completion_tokens") {
-    return token_limit_param::max_completion_tokens;
-  }
-  return std::nullopt;
+  return token_limit_param_names.parse(s);
 }
 
 std::optional<api_key> read_api_key(const client_config& config) {

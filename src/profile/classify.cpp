@@ -10,32 +10,12 @@ namespace kb::profile {
 
 using nlohmann::json;
 
-std::string to_string(state s) {
-  switch (s) {
-  case state::memory_bound:
-    return "memory_bound";
-  case state::compute_bound:
-    return "compute_bound";
-  case state::latency_bound:
-    return "latency_bound";
-  case state::small_grid:
-    return "small_grid";
-  case state::balanced:
-    return "balanced";
-  case state::unknown:
-    return "unknown";
-  }
-  return "?";
+std::string to_string(state v) {
+  return std::string(state_names.name(v));
 }
 
 std::optional<state> state_from_string(const std::string& s) {
-  for (state v : {state::memory_bound, state::compute_bound, state::latency_bound,
-                  state::small_grid, state::balanced, state::unknown}) {
-    if (to_string(v) == s) {
-      return v;
-    }
-  }
-  return std::nullopt;
+  return state_names.parse(s);
 }
 
 json assessment::to_json() const {

@@ -8,25 +8,12 @@
 
 namespace kb::profile {
 
-std::string to_string(plan p) {
-  switch (p) {
-  case plan::triage:
-    return "triage";
-  case plan::memory:
-    return "memory";
-  case plan::scheduler:
-    return "scheduler";
-  }
-  return "?";
+std::string to_string(plan v) {
+  return std::string(plan_names.name(v));
 }
 
 std::optional<plan> plan_from_string(const std::string& s) {
-  for (plan p : {plan::triage, plan::memory, plan::scheduler}) {
-    if (to_string(p) == s) {
-      return p;
-    }
-  }
-  return std::nullopt;
+  return plan_names.parse(s);
 }
 
 std::vector<std::string> plan_sections(plan p) {

@@ -9,6 +9,7 @@
 // ERR_NVGPUCTRPERM) mean events only, said in every output; they never fail a run.
 #pragma once
 
+#include "common/names.hpp"
 #include "eval/eval.hpp"
 #include "task/task.hpp"
 
@@ -39,6 +40,9 @@ enum class plan {
   memory,    // MemoryWorkloadAnalysis (and its tables: sectors per request)
   scheduler, // SchedulerStats, WarpStateStats
 };
+inline constexpr auto plan_names = name_table<plan>(
+    {{plan::triage, "triage"}, {plan::memory, "memory"}, {plan::scheduler, "scheduler"}});
+static_assert(plan_names.well_formed());
 std::string to_string(plan p);
 std::optional<plan> plan_from_string(const std::string& s);
 std::vector<std::string> plan_sections(plan p);
@@ -180,6 +184,13 @@ eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
 
 // Stored, so names round-trip through strings.
 enum class state { memory_bound, compute_bound, latency_bound, small_grid, balanced, unknown };
+inline constexpr auto state_names = name_table<state>({{state::memory_bound, "memory_bound"},
+                                                       {state::compute_bound, "compute_bound"},
+                                                       {state::latency_bound, "latency_bound"},
+                                                       {state::small_grid, "small_grid"},
+                                                       {state::balanced, "balanced"},
+                                                       {state::unknown, "unknown"}});
+static_assert(state_names.well_formed());
 std::string to_string(state s);
 std::optional<state> state_from_string(const std::string& s);
 
@@ -214,6 +225,9 @@ assessment classify(const observation& o);
 // --------------------------------------------------------------------------
 
 enum class counter_source { ncu, cupti };
+inline constexpr auto counter_source_names =
+    name_table<counter_source>({{counter_source::ncu, "ncu"}, {counter_source::cupti, "cupti"}});
+static_assert(counter_source_names.well_formed());
 std::string to_string(counter_source s);
 std::optional<counter_source> counter_source_from_string(const std::string& s);
 
@@ -243,6 +257,12 @@ struct request {
 
 // Stored, so names round-trip through strings.
 enum class status { profiled, events_only, rejected, error, blocked };
+inline constexpr auto status_names = name_table<status>({{status::profiled, "profiled"},
+                                                         {status::events_only, "events_only"},
+                                                         {status::rejected, "rejected"},
+                                                         {status::error, "error"},
+                                                         {status::blocked, "blocked"}});
+static_assert(status_names.well_formed());
 std::string to_string(status s);
 std::optional<status> status_from_string(const std::string& s);
 

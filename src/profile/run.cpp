@@ -20,44 +20,20 @@ namespace kb::profile {
 
 using nlohmann::json;
 
-std::string to_string(counter_source s) {
-  return s == counter_source::ncu ? "ncu" : "cupti";
+std::string to_string(counter_source v) {
+  return std::string(counter_source_names.name(v));
 }
 
 std::optional<counter_source> counter_source_from_string(const std::string& s) {
-  if (s == "ncu") {
-    return counter_source::ncu;
-  }
-  if (s == "cupti") {
-    return counter_source::cupti;
-  }
-  return std::nullopt;
+  return counter_source_names.parse(s);
 }
 
-std::string to_string(status s) {
-  switch (s) {
-  case status::profiled:
-    return "profiled";
-  case status::events_only:
-    return "events_only";
-  case status::rejected:
-    return "rejected";
-  case status::error:
-    return "error";
-  case status::blocked:
-    return "blocked";
-  }
-  return "?";
+std::string to_string(status v) {
+  return std::string(status_names.name(v));
 }
 
 std::optional<status> status_from_string(const std::string& s) {
-  for (status v :
-       {status::profiled, status::events_only, status::rejected, status::error, status::blocked}) {
-    if (to_string(v) == s) {
-      return v;
-    }
-  }
-  return std::nullopt;
+  return status_names.parse(s);
 }
 
 json access::to_json() const {

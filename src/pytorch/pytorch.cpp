@@ -69,18 +69,8 @@ parsed_problem parsed_problem_from_json(const json& j) {
   }
 }
 
-std::string to_string(import_status s) {
-  switch (s) {
-  case import_status::imported:
-    return "imported";
-  case import_status::flagged:
-    return "flagged";
-  case import_status::needs_gpu_evaluation:
-    return "needs_gpu_evaluation";
-  case import_status::failed:
-    return "failed";
-  }
-  return "?";
+std::string to_string(import_status v) {
+  return std::string(import_status_names.name(v));
 }
 
 json import_result::to_json() const {

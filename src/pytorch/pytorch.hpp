@@ -5,6 +5,7 @@
 // references on the GPU machine (docs/task-format.md describes both interfaces).
 #pragma once
 
+#include "common/names.hpp"
 #include "task/task.hpp"
 
 #include <nlohmann/json.hpp>
@@ -58,6 +59,12 @@ parsed_problem parsed_problem_from_json(const nlohmann::json& j);
 // ---- import ---------------------------------------------------------------------------------
 
 enum class import_status { imported, flagged, needs_gpu_evaluation, failed };
+inline constexpr auto import_status_names =
+    name_table<import_status>({{import_status::imported, "imported"},
+                               {import_status::flagged, "flagged"},
+                               {import_status::needs_gpu_evaluation, "needs_gpu_evaluation"},
+                               {import_status::failed, "failed"}});
+static_assert(import_status_names.well_formed());
 std::string to_string(import_status s);
 
 struct import_result {

@@ -37,16 +37,8 @@ double geomean_of(const std::vector<double>& x) {
 
 } // namespace
 
-std::string_view to_string(compile_status s) {
-  switch (s) {
-  case compile_status::eager:
-    return "eager";
-  case compile_status::compiled:
-    return "compiled";
-  case compile_status::not_compiled:
-    return "not_compiled";
-  }
-  return "?";
+std::string_view to_string(compile_status v) {
+  return compile_status_names.name(v);
 }
 
 std::vector<pytorch_method> pytorch_methods_from_json(const json& methods) {

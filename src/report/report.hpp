@@ -5,6 +5,8 @@
 // any browser or markdown viewer shows.
 #pragma once
 
+#include "common/names.hpp"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include <optional>
@@ -131,6 +133,11 @@ std::string to_svg(const roofline_chart& chart);
 // How a PyTorch method ran: eager code, or torch.compile with the graphs Dynamo captured. A
 // compiled method with no graph or a graph break ran (partly) eagerly: not_compiled.
 enum class compile_status { eager, compiled, not_compiled };
+inline constexpr auto compile_status_names =
+    name_table<compile_status>({{compile_status::eager, "eager"},
+                                {compile_status::compiled, "compiled"},
+                                {compile_status::not_compiled, "not_compiled"}});
+static_assert(compile_status_names.well_formed());
 std::string_view to_string(compile_status s);
 
 // One PyTorch method at one task and shape, as scripts/pytorch_baselines.py measured it.

@@ -26,15 +26,6 @@ namespace kb::sandbox {
 
 namespace {
 
-constexpr std::array identity_names{
-    std::pair{identity::automatic, "automatic"}, std::pair{identity::nobody, "nobody"},
-    std::pair{identity::caller, "caller"}, std::pair{identity::root_mapped, "root-mapped"},
-    std::pair{identity::root, "root"}};
-
-constexpr std::array isolation_names{std::pair{isolation::sandboxed, "sandboxed"},
-                                     std::pair{isolation::unprotected, "unprotected"},
-                                     std::pair{isolation::blocked, "blocked"}};
-
 // The CUDA toolkit the project was built with (its bin/ holds nvcc).
 fs::path toolkit_dir() {
   return fs::path(KBLASTER_NVCC).parent_path().parent_path();
@@ -201,37 +192,31 @@ std::string last_line(std::string_view text) {
 } // namespace
 
 std::string to_string(identity who) {
-  for (const auto& [value, name] : identity_names) {
-    if (value == who) {
-      return name;
-    }
+  const auto name = identity_names.name(who);
+  if (name == "?") {
+    fail("unknown sandbox identity {}", static_cast<int>(who));
   }
-  fail("unknown sandbox identity {}", static_cast<int>(who));
+  return std::string(name);
 }
 
 identity identity_from_string(std::string_view text) {
-  for (const auto& [value, name] : identity_names) {
-    if (text == name) {
-      return value;
-    }
+  if (auto who = identity_names.parse(text)) {
+    return *who;
   }
   fail_input("unknown sandbox identity '{}'", text);
 }
 
 std::string to_string(isolation level) {
-  for (const auto& [value, name] : isolation_names) {
-    if (value == level) {
-      return name;
-    }
+  const auto name = isolation_names.name(level);
+  if (name == "?") {
+    fail("unknown isolation level {}", static_cast<int>(level));
   }
-  fail("unknown isolation level {}", static_cast<int>(level));
+  return std::string(name);
 }
 
 isolation isolation_from_string(std::string_view text) {
-  for (const auto& [value, name] : isolation_names) {
-    if (text == name) {
-      return value;
-    }
+  if (auto level = isolation_names.parse(text)) {
+    return *level;
   }
   fail_input("unknown isolation level '{}'", text);
 }

@@ -10,6 +10,7 @@
 // blocked unless the user passed --no-sandbox, and that choice is recorded (see `decide`).
 #pragma once
 
+#include "common/names.hpp"
 #include "common/process.hpp"
 
 #include <cstdint>
@@ -37,6 +38,12 @@ enum class identity {
                // does not enforce the process limit
   root,        // root without a user namespace: uid 0 without capabilities, no process limit
 };
+inline constexpr auto identity_names = name_table<identity>({{identity::automatic, "automatic"},
+                                                             {identity::nobody, "nobody"},
+                                                             {identity::caller, "caller"},
+                                                             {identity::root_mapped, "root-mapped"},
+                                                             {identity::root, "root"}});
+static_assert(identity_names.well_formed());
 std::string to_string(identity who);
 identity identity_from_string(std::string_view text); // throws kb::input_error
 
@@ -123,6 +130,11 @@ enum class isolation {
   unprotected, // the user passed --no-sandbox: candidates run with limits but no isolation
   blocked,     // no sandbox and no --no-sandbox: GPU stages must not run
 };
+inline constexpr auto isolation_names =
+    name_table<isolation>({{isolation::sandboxed, "sandboxed"},
+                           {isolation::unprotected, "unprotected"},
+                           {isolation::blocked, "blocked"}});
+static_assert(isolation_names.well_formed());
 std::string to_string(isolation level);
 isolation isolation_from_string(std::string_view text); // throws kb::input_error
 

@@ -10,6 +10,7 @@
 // one GPU), so a verdict does not depend on how many GPUs there are.
 #pragma once
 
+#include "common/names.hpp"
 #include "eval/eval.hpp"
 #include "store/store.hpp"
 #include "task/task.hpp"
@@ -156,6 +157,14 @@ enum class cluster_fate {
   timeout,  // TIMEOUT: the evaluation took longer than the limit; fails (cluster.timeout)
   failed,   // FAILED: the worker exited non-zero; resubmitted while attempts remain
 };
+inline constexpr auto cluster_fate_names =
+    name_table<cluster_fate>({{cluster_fate::waiting, "waiting"},
+                              {cluster_fate::running, "running"},
+                              {cluster_fate::finished, "finished"},
+                              {cluster_fate::lost, "lost"},
+                              {cluster_fate::timeout, "timeout"},
+                              {cluster_fate::failed, "failed"}});
+static_assert(cluster_fate_names.well_formed());
 cluster_fate slurm_fate(const std::string& state);
 std::string to_string(cluster_fate f);
 

@@ -17,30 +17,12 @@ namespace kb::search {
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
-std::string to_string(outcome o) {
-  switch (o) {
-  case outcome::improved:
-    return "improved";
-  case outcome::no_improvement:
-    return "no_improvement";
-  case outcome::failed:
-    return "failed";
-  case outcome::blocked:
-    return "blocked";
-  case outcome::timeout:
-    return "timeout";
-  }
-  return "?";
+std::string to_string(outcome v) {
+  return std::string(outcome_names.name(v));
 }
 
 std::optional<outcome> outcome_from_string(const std::string& s) {
-  for (outcome o : {outcome::improved, outcome::no_improvement, outcome::failed, outcome::blocked,
-                    outcome::timeout}) {
-    if (to_string(o) == s) {
-      return o;
-    }
-  }
-  return std::nullopt;
+  return outcome_names.parse(s);
 }
 
 std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
@@ -102,24 +84,8 @@ int exit_status(const std::vector<outcome>& outcomes) {
   return exit_code::ok;
 }
 
-std::string to_string(search_stop s) {
-  switch (s) {
-  case search_stop::steps:
-    return "steps";
-  case search_stop::wall_budget:
-    return "wall_budget";
-  case search_stop::gpu_budget:
-    return "gpu_budget";
-  case search_stop::evaluation_budget:
-    return "evaluation_budget";
-  case search_stop::floor_target:
-    return "floor_target";
-  case search_stop::proposals_exhausted:
-    return "proposals_exhausted";
-  case search_stop::no_strategy:
-    return "no_strategy";
-  }
-  return "?";
+std::string to_string(search_stop v) {
+  return std::string(search_stop_names.name(v));
 }
 
 json task_result::to_json() const {

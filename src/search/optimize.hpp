@@ -6,6 +6,7 @@
 // and the task ends in exactly one outcome.
 #pragma once
 
+#include "common/names.hpp"
 #include "eval/eval.hpp"
 #include "search/memory.hpp"
 #include "search/proposer.hpp"
@@ -23,6 +24,13 @@
 namespace kb::search {
 
 enum class outcome { improved, no_improvement, failed, blocked, timeout };
+inline constexpr auto outcome_names =
+    name_table<outcome>({{outcome::improved, "improved"},
+                         {outcome::no_improvement, "no_improvement"},
+                         {outcome::failed, "failed"},
+                         {outcome::blocked, "blocked"},
+                         {outcome::timeout, "timeout"}});
+static_assert(outcome_names.well_formed());
 std::string to_string(outcome o);
 std::optional<outcome> outcome_from_string(const std::string& s);
 
@@ -38,6 +46,15 @@ enum class search_stop {
   proposals_exhausted,
   no_strategy
 };
+inline constexpr auto search_stop_names =
+    name_table<search_stop>({{search_stop::steps, "steps"},
+                             {search_stop::wall_budget, "wall_budget"},
+                             {search_stop::gpu_budget, "gpu_budget"},
+                             {search_stop::evaluation_budget, "evaluation_budget"},
+                             {search_stop::floor_target, "floor_target"},
+                             {search_stop::proposals_exhausted, "proposals_exhausted"},
+                             {search_stop::no_strategy, "no_strategy"}});
+static_assert(search_stop_names.well_formed());
 std::string to_string(search_stop s);
 
 struct budget {

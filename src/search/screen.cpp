@@ -8,16 +8,8 @@ namespace kb::search {
 
 using nlohmann::json;
 
-std::string to_string(stage s) {
-  switch (s) {
-  case stage::verify:
-    return "verify";
-  case stage::screen:
-    return "screen";
-  case stage::gate:
-    return "gate";
-  }
-  return "?";
+std::string to_string(stage v) {
+  return std::string(stage_names.name(v));
 }
 
 eval::options screening_options(const eval::options& step, double max_wall) {

@@ -7,6 +7,7 @@
 // improved), and the stage and reason are recorded.
 #pragma once
 
+#include "common/names.hpp"
 #include "eval/eval.hpp"
 #include "task/task.hpp"
 
@@ -20,6 +21,9 @@
 namespace kb::search {
 
 enum class stage { verify, screen, gate };
+inline constexpr auto stage_names = name_table<stage>(
+    {{stage::verify, "verify"}, {stage::screen, "screen"}, {stage::gate, "gate"}});
+static_assert(stage_names.well_formed());
 std::string to_string(stage s);
 
 struct screen_options {

@@ -32,22 +32,8 @@ cluster_fate slurm_fate(const std::string& state_text) {
   return it != fates.end() ? it->second : cluster_fate::failed;
 }
 
-std::string to_string(cluster_fate f) {
-  switch (f) {
-  case cluster_fate::waiting:
-    return "waiting";
-  case cluster_fate::running:
-    return "running";
-  case cluster_fate::finished:
-    return "finished";
-  case cluster_fate::lost:
-    return "lost";
-  case cluster_fate::timeout:
-    return "timeout";
-  case cluster_fate::failed:
-    return "failed";
-  }
-  return "failed";
+std::string to_string(cluster_fate v) {
+  return std::string(cluster_fate_names.name(v));
 }
 
 namespace {

@@ -9,25 +9,12 @@ namespace kb::search {
 
 using nlohmann::json;
 
-std::string to_string(state_source s) {
-  switch (s) {
-  case state_source::analytic:
-    return "analytic";
-  case state_source::ncu:
-    return "ncu";
-  case state_source::cupti:
-    return "cupti";
-  }
-  return "?";
+std::string to_string(state_source v) {
+  return std::string(state_source_names.name(v));
 }
 
 std::optional<state_source> state_source_from_string(const std::string& s) {
-  for (auto v : {state_source::analytic, state_source::ncu, state_source::cupti}) {
-    if (to_string(v) == s) {
-      return v;
-    }
-  }
-  return std::nullopt;
+  return state_source_names.parse(s);
 }
 
 json bottleneck::to_json() const {

@@ -4,6 +4,7 @@
 // between tasks along). Which states a strategy addresses is in strategies.hpp.
 #pragma once
 
+#include "common/names.hpp"
 #include "eval/eval.hpp"
 #include "profile/profile.hpp"
 #include "search/proposer.hpp"
@@ -19,6 +20,11 @@ namespace kb::search {
 
 // Where a bottleneck state came from. Stored, so names round-trip through strings.
 enum class state_source { analytic, ncu, cupti };
+inline constexpr auto state_source_names =
+    name_table<state_source>({{state_source::analytic, "analytic"},
+                              {state_source::ncu, "ncu"},
+                              {state_source::cupti, "cupti"}});
+static_assert(state_source_names.well_formed());
 std::string to_string(state_source s);
 std::optional<state_source> state_source_from_string(const std::string& s);
 

@@ -10,8 +10,6 @@ namespace kb::store {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> job_state_names = {"queued", "running", "done", "failed"};
-
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -47,16 +45,11 @@ job read_job(const detail::statement& s) {
 } // namespace
 
 std::string to_string(job_state s) {
-  return std::string(job_state_names.at(static_cast<size_t>(s)));
+  return std::string(job_state_names.name(s));
 }
 
 std::optional<job_state> job_state_from_string(const std::string& s) {
-  for (size_t i = 0; i < job_state_names.size(); ++i) {
-    if (job_state_names[i] == s) {
-      return static_cast<job_state>(i);
-    }
-  }
-  return std::nullopt;
+  return job_state_names.parse(s);
 }
 
 int64_t store::enqueue(const job_key& key, const nlohmann::json& payload,

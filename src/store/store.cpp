@@ -28,26 +28,8 @@ namespace kb::store {
 namespace {
 
 template <class E, size_t N>
-std::optional<E> from_name(const std::array<std::string_view, N>& names, const std::string& s) {
-  for (size_t i = 0; i < N; ++i) {
-    if (names[i] == s) {
-      return static_cast<E>(i);
-    }
-  }
-  return std::nullopt;
-}
-
-// In enum order.
-constexpr std::array<std::string_view, 3> run_status_names = {"running", "finished", "interrupted"};
-constexpr std::array<std::string_view, 7> verdict_names = {
-    "improved", "same", "regressed", "inconclusive", "rejected", "error", "blocked"};
-constexpr std::array<std::string_view, 5> origin_names = {"baseline", "portfolio", "proposer",
-                                                          "import", "adversarial"};
-
-template <class E, size_t N>
-E parse_stored(const std::array<std::string_view, N>& names, const std::string& s,
-               const char* what) {
-  if (auto e = from_name<E>(names, s)) {
+E parse_stored(const names_of<E, N>& names, const std::string& s, const char* what) {
+  if (auto e = names.parse(s)) {
     return *e;
   }
   fail("store database: unknown {} '{}'", what, s);
@@ -56,22 +38,22 @@ E parse_stored(const std::array<std::string_view, N>& names, const std::string& 
 } // namespace
 
 std::string to_string(run_status s) {
-  return std::string(run_status_names.at(static_cast<size_t>(s)));
+  return std::string(run_status_names.name(s));
 }
 std::optional<run_status> run_status_from_string(const std::string& s) {
-  return from_name<run_status>(run_status_names, s);
+  return run_status_names.parse(s);
 }
 std::string to_string(verdict v) {
-  return std::string(verdict_names.at(static_cast<size_t>(v)));
+  return std::string(verdict_names.name(v));
 }
 std::optional<verdict> verdict_from_string(const std::string& s) {
-  return from_name<verdict>(verdict_names, s);
+  return verdict_names.parse(s);
 }
 std::string to_string(candidate_origin o) {
-  return std::string(origin_names.at(static_cast<size_t>(o)));
+  return std::string(candidate_origin_names.name(o));
 }
 std::optional<candidate_origin> candidate_origin_from_string(const std::string& s) {
-  return from_name<candidate_origin>(origin_names, s);
+  return candidate_origin_names.parse(s);
 }
 
 // ---- Location ----
@@ -731,7 +713,7 @@ run_info read_run(const detail::statement& s) {
   r.args = nlohmann::json::parse(s.column_text(2));
   r.started = s.column_text(3);
   r.finished = s.column_optional_text(4).value_or("");
-  r.status = parse_stored<run_status>(run_status_names, s.column_text(5), "run status");
+  r.status = parse_stored(run_status_names, s.column_text(5), "run status");
   r.outcome = s.column_text(6);
   r.reason = s.column_text(7);
   r.tool_version = s.column_text(8);
@@ -776,7 +758,7 @@ std::vector<evaluation_row> store::evaluations_of_run(int64_t run) const {
     row.id = s.column_int(0);
     row.task_id = s.column_text(1);
     row.strategy = s.column_text(2);
-    row.origin = parse_stored<candidate_origin>(origin_names, s.column_text(3), "candidate origin");
+    row.origin = parse_stored(candidate_origin_names, s.column_text(3), "candidate origin");
     row.samples_digest = s.column_optional_text(4).value_or("");
     row.detail_digest = s.column_text(5);
     row.created = s.column_text(6);
@@ -787,7 +769,7 @@ std::vector<evaluation_row> store::evaluations_of_run(int64_t run) const {
     e.environment = s.column_optional_int(10);
     e.build = s.column_optional_int(11);
     e.shape = s.column_text(12);
-    e.verdict = parse_stored<verdict>(verdict_names, s.column_text(13), "verdict");
+    e.verdict = parse_stored(verdict_names, s.column_text(13), "verdict");
     e.reason = s.column_text(14);
     e.candidate_median = s.column_optional_double(15);
     e.baseline_median = s.column_optional_double(16);

@@ -10,6 +10,7 @@
 // A `store` object is one connection: use one per thread, and open a new one after fork().
 #pragma once
 
+#include "common/names.hpp"
 #include "task/task.hpp"
 
 #include <nlohmann/json.hpp>
@@ -29,16 +30,36 @@ namespace kb::store {
 namespace fs = std::filesystem;
 
 enum class run_status { running, finished, interrupted };
+inline constexpr auto run_status_names =
+    name_table<run_status>({{run_status::running, "running"},
+                            {run_status::finished, "finished"},
+                            {run_status::interrupted, "interrupted"}});
+static_assert(run_status_names.well_formed());
 std::string to_string(run_status s);
 std::optional<run_status> run_status_from_string(const std::string& s);
 
 // How a candidate compared with its baseline (rejected: failed verification; error: the tool or
 // the candidate crashed; blocked: a stage could not run here).
 enum class verdict { improved, same, regressed, inconclusive, rejected, error, blocked };
+inline constexpr auto verdict_names = name_table<verdict>({{verdict::improved, "improved"},
+                                                           {verdict::same, "same"},
+                                                           {verdict::regressed, "regressed"},
+                                                           {verdict::inconclusive, "inconclusive"},
+                                                           {verdict::rejected, "rejected"},
+                                                           {verdict::error, "error"},
+                                                           {verdict::blocked, "blocked"}});
+static_assert(verdict_names.well_formed());
 std::string to_string(verdict v);
 std::optional<verdict> verdict_from_string(const std::string& s);
 
 enum class candidate_origin { baseline, portfolio, proposer, import, adversarial };
+inline constexpr auto candidate_origin_names =
+    name_table<candidate_origin>({{candidate_origin::baseline, "baseline"},
+                                  {candidate_origin::portfolio, "portfolio"},
+                                  {candidate_origin::proposer, "proposer"},
+                                  {candidate_origin::import, "import"},
+                                  {candidate_origin::adversarial, "adversarial"}});
+static_assert(candidate_origin_names.well_formed());
 std::string to_string(candidate_origin o);
 std::optional<candidate_origin> candidate_origin_from_string(const std::string& s);
 
@@ -248,6 +269,11 @@ struct gc_report {
 // ---- The job queue ----
 
 enum class job_state { queued, running, done, failed };
+inline constexpr auto job_state_names = name_table<job_state>({{job_state::queued, "queued"},
+                                                               {job_state::running, "running"},
+                                                               {job_state::done, "done"},
+                                                               {job_state::failed, "failed"}});
+static_assert(job_state_names.well_formed());
 std::string to_string(job_state s);
 std::optional<job_state> job_state_from_string(const std::string& s);
 

@@ -1,5 +1,7 @@
 // The modules of src/ depend on each other one way: the graph of `#include "module/..."` lines
-// between folders has no cycle, and the library's modules never include the CLI.
+// between folders has no cycle, and the library's modules never include the CLI. A module's
+// detail/ folder is its own: no other module includes from it (what another module needs belongs
+// in the owner's public header). stats/ (the gate's statistics) needs nothing but common/.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -43,6 +46,41 @@ graph module_includes(const fs::path& src) {
     }
   }
   return g;
+}
+
+// The path of another module's detail/ header that `line`, in a file of `module`, includes.
+std::optional<std::string> foreign_detail(const std::string& module, const std::string& line) {
+  static const std::regex include(R"re(^\s*#\s*include\s+"(([a-z_]+)/([^"]*/)?detail/[^"]*)")re");
+  std::smatch m;
+  if (std::regex_search(line, m, include) && m[2] != module) {
+    return m[1].str();
+  }
+  return std::nullopt;
+}
+
+// Every include of another module's detail/ under src/, as "file -> header".
+std::vector<std::string> foreign_detail_includes(const fs::path& src) {
+  std::vector<std::string> found;
+  for (const auto& dir : fs::directory_iterator(src)) {
+    if (!dir.is_directory()) {
+      continue;
+    }
+    const std::string module = dir.path().filename().string();
+    for (const auto& f : fs::recursive_directory_iterator(dir.path())) {
+      if (!f.is_regular_file()) {
+        continue;
+      }
+      std::ifstream in(f.path());
+      std::string line;
+      while (std::getline(in, line)) {
+        if (auto header = foreign_detail(module, line)) {
+          found.push_back(fs::relative(f.path(), src).generic_string() + " -> " + *header);
+        }
+      }
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 // A cycle through the graph as "a -> b -> a", or "" when there is none.
@@ -92,6 +130,40 @@ TEST(Architecture, ModulesIncludeEachOtherOneWay) {
     if (module != "cli") {
       EXPECT_EQ(deps.count("cli"), 0u) << module << " includes the CLI";
     }
+  }
+}
+
+TEST(Architecture, StatisticsAreARoomOfTheirOwn) {
+  // stats/ holds pure functions of samples: it sits below eval/ and gpu/ and needs only common/.
+  const auto g = module_includes(fs::path(KBLASTER_SOURCE_DIR) / "src");
+  ASSERT_EQ(g.count("stats"), 1u);
+  for (const auto& dep : g.at("stats")) {
+    EXPECT_EQ(dep, "common") << "stats/ includes " << dep;
+  }
+  EXPECT_EQ(g.at("eval").count("stats"), 1u) << "eval/ decides with stats/";
+  EXPECT_EQ(g.at("common").count("stats"), 0u);
+}
+
+TEST(Architecture, TheDetailRuleSeesAReach) {
+  EXPECT_EQ(foreign_detail("cli", R"(#include "eval/detail/seed.hpp")"), "eval/detail/seed.hpp");
+  EXPECT_EQ(foreign_detail("gpu", R"(  # include "eval/x/detail/y.hpp")"), "eval/x/detail/y.hpp");
+  EXPECT_EQ(foreign_detail("eval", R"(#include "eval/detail/seed.hpp")"), std::nullopt);
+  EXPECT_EQ(foreign_detail("cli", R"(#include "eval/eval.hpp")"), std::nullopt);
+  EXPECT_EQ(foreign_detail("cli", R"(#include "eval/details.hpp")"), std::nullopt);
+  EXPECT_EQ(foreign_detail("cli", R"(// #include "eval/detail/seed.hpp")"), std::nullopt);
+}
+
+TEST(Architecture, NoModuleIncludesAnotherModulesDetail) {
+  // gpu/ runs eval's device ops, check rule and NVML wrapper until they move into gpu/; no other
+  // reach is allowed, and this list only shrinks.
+  const std::set<std::string> moving = {
+      "gpu/judge.cpp -> eval/detail/device_ops.hpp",
+      "gpu/judge.cpp -> eval/detail/judge.hpp",
+      "gpu/judge.cpp -> eval/detail/nvml.hpp",
+      "gpu/runner.cpp -> eval/detail/device_ops.hpp",
+  };
+  for (const auto& reach : foreign_detail_includes(fs::path(KBLASTER_SOURCE_DIR) / "src")) {
+    EXPECT_EQ(moving.count(reach), 1u) << reach << ": another module's detail/";
   }
 }
 

@@ -1,7 +1,7 @@
 // The judge-runner protocol's parts that need no GPU: message framing with descriptors, the
 // bounded byte capture of a runner's output, the host-work rule and the sanitizer summaries.
 #include "eval/detail/sanitizer.hpp"
-#include "eval/detail/seed.hpp"
+#include "eval/eval.hpp"
 #include "gpu/detail/capture.hpp"
 #include "gpu/detail/channel.hpp"
 #include "gpu/detail/messages.hpp"

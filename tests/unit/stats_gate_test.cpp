@@ -4,7 +4,7 @@
 // "significant" far more often than alpha; the block and session test is not, and a real 3%
 // difference is still found.
 #include "common/error.hpp"
-#include "eval/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <gtest/gtest.h>
 

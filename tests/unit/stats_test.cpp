@@ -1,5 +1,5 @@
 #include "common/error.hpp"
-#include "eval/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "eval/stats.hpp"
+#include "stats/stats.hpp"
 
 #include "common/error.hpp"
 
@@ -350,26 +350,11 @@ ratio_interval bootstrap_median_ratio(std::span<const double> a, std::span<const
 // ---- Verdict -----------------------------------------------------------------------------------
 
 std::string to_string(verdict v) {
-  switch (v) {
-  case verdict::improved:
-    return "improved";
-  case verdict::same:
-    return "same";
-  case verdict::regressed:
-    return "regressed";
-  case verdict::inconclusive:
-    return "inconclusive";
-  }
-  return "?";
+  return std::string(verdict_names.name(v));
 }
 
 std::optional<verdict> verdict_from_string(const std::string& s) {
-  for (verdict v : {verdict::improved, verdict::same, verdict::regressed, verdict::inconclusive}) {
-    if (to_string(v) == s) {
-      return v;
-    }
-  }
-  return std::nullopt;
+  return verdict_names.parse(s);
 }
 
 double gate_delta(double aa_spread, double min_delta) {
@@ -821,30 +806,12 @@ structured_comparison compare_structured(std::span<const timed_sample> a,
 
 // ---- Stopping rule -----------------------------------------------------------------------------
 
-std::string to_string(stop_reason r) {
-  switch (r) {
-  case stop_reason::running:
-    return "running";
-  case stop_reason::converged:
-    return "converged";
-  case stop_reason::noise_stable:
-    return "noise_stable";
-  case stop_reason::max_samples:
-    return "max_samples";
-  case stop_reason::timeout:
-    return "timeout";
-  }
-  return "?";
+std::string to_string(stop_reason v) {
+  return std::string(stop_reason_names.name(v));
 }
 
 std::optional<stop_reason> stop_reason_from_string(const std::string& s) {
-  for (stop_reason r : {stop_reason::running, stop_reason::converged, stop_reason::noise_stable,
-                        stop_reason::max_samples, stop_reason::timeout}) {
-    if (to_string(r) == s) {
-      return r;
-    }
-  }
-  return std::nullopt;
+  return stop_reason_names.parse(s);
 }
 
 stopping_rule::stopping_rule(const stopping_options& options) : m_options(options) {
