@@ -36,7 +36,8 @@ enum class search_stop {
   evaluation_budget,
   floor_target,
   proposals_exhausted,
-  no_strategy
+  no_strategy,
+  interrupted // SIGINT or SIGTERM
 };
 std::string to_string(search_stop s);
 
