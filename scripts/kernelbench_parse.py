@@ -49,6 +49,30 @@ BINOPS = {
 }
 
 
+# Constant arithmetic stays small: a hostile file's 10**10**10 or 1/0 is refused, never computed.
+MAX_INT_BITS = 256
+
+
+def checked(op, a, b):
+    if isinstance(op, ast.Pow):
+        if isinstance(b, (int, float)) and abs(b) > 64:
+            raise Unsupported(f"exponent {b} is too large")
+        if isinstance(a, (int, float)) and abs(a) > 2 ** 64:
+            raise Unsupported("power of too large a number")
+    if isinstance(a, (list, tuple, str)) or isinstance(b, (list, tuple, str)):
+        # Repetition of a sequence ([0] * 10**9): refused beyond a small length.
+        n = b if isinstance(a, (list, tuple, str)) else a
+        if isinstance(n, int) and abs(n) > 4096:
+            raise Unsupported("repetition of a sequence is too long")
+    try:
+        v = BINOPS[type(op)](a, b)
+    except (ZeroDivisionError, OverflowError, TypeError, ValueError) as e:
+        raise Unsupported(f"constant arithmetic fails: {e}")
+    if isinstance(v, int) and v.bit_length() > MAX_INT_BITS:
+        raise Unsupported("constant is too large")
+    return v
+
+
 def const_eval(node, env):
     """The value of constant arithmetic over known constants; Unsupported otherwise."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str)):
@@ -61,7 +85,7 @@ def const_eval(node, env):
         v = const_eval(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
-        return BINOPS[type(node.op)](const_eval(node.left, env), const_eval(node.right, env))
+        return checked(node.op, const_eval(node.left, env), const_eval(node.right, env))
     if isinstance(node, (ast.Tuple, ast.List)):
         out = []
         for e in node.elts:
@@ -490,6 +514,18 @@ def parse_file(path):
     return result
 
 
+def parse_file_safely(path):
+    """parse_file, with anything a hostile file provokes (deep nesting, huge numbers) failing
+    that file alone: the batch goes on."""
+    try:
+        return parse_file(path)
+    except (RecursionError, MemoryError, OverflowError, ValueError, TypeError,
+            ZeroDivisionError, Unsupported) as e:
+        name = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(os.path.basename(path))[0])
+        return {"file": os.path.abspath(path), "name": name, "status": "failed",
+                "reason": f"not understood: {type(e).__name__}: {str(e)[:200]}"}
+
+
 def main(argv):
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
         print(__doc__)
@@ -501,7 +537,7 @@ def main(argv):
             print("--out needs a file", file=sys.stderr)
             return 64
         out, files = files[1], files[2:]
-    text = json.dumps([parse_file(p) for p in files], indent=1, sort_keys=True) + "\n"
+    text = json.dumps([parse_file_safely(p) for p in files], indent=1, sort_keys=True) + "\n"
     if out is None:
         sys.stdout.write(text)
     else:

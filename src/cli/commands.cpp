@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 
 #include "common/error.hpp"
+#include "eval/eval.hpp"
 #include "task/task.hpp"
 
 #include <fmt/format.h>
@@ -137,6 +138,10 @@ int run(int argc, char** argv) {
                  "another folder of tasks, searched after the project's tasks/ (repeatable; also "
                  "$KBLASTER_TASKS=dir1:dir2)")
       ->allow_extra_args(false);
+  app.set_version_flag("--version",
+                       fmt::format("kblaster {}\njudge protocol {}\ncommit {}", KBLASTER_VERSION,
+                                   eval::judge_protocol_version, KBLASTER_COMMIT),
+                       "print the version, the judge protocol's version and the commit");
   bool want_help = false;
   app.add_flag("-h,--help", want_help, "show help");
   app.add_subcommand("help", "show help")->callback([&] { want_help = true; });
@@ -174,6 +179,9 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) {
+      if (dynamic_cast<const CLI::CallForVersion*>(&e) != nullptr) {
+        fmt::print("{}\n", e.what());
+      }
       return 0;
     }
     fmt::print(stderr, "kblaster: {}\n", e.what());

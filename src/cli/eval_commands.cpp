@@ -10,6 +10,10 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <unistd.h>
 
 namespace kb::cli {
@@ -28,6 +32,20 @@ std::string ms(double s) {
   return fmt::format("{:.4f} ms", s * 1e3);
 }
 
+// The last `lines` lines of a log, each indented, ending in a newline ("" for an empty log).
+std::string indented_tail(const std::string& log, size_t lines) {
+  std::vector<std::string> all;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    all.push_back(line);
+  }
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) {
+    out += "          " + all[i] + "\n";
+  }
+  return out;
+}
+
 void print_summary(const task::contract& c, const eval::result& r) {
   const auto& d = r.detail;
   fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite, r.context.shape);
@@ -40,6 +58,10 @@ void print_summary(const task::contract& c, const eval::result& r) {
     if (const auto b = r.builds.find(who); b != r.builds.end()) {
       fmt::print("compile   {:<9} {} {}\n", who, build::to_string(b->second.status),
                  b->second.cached ? "(cached)" : fmt::format("({:.1f} s)", b->second.seconds));
+      if (!b->second.ok()) {
+        // The compiler's own words, where the user looks (the last lines hold the errors).
+        fmt::print("{}", indented_tail(b->second.log, 40));
+      }
     }
   }
   for (const auto& l : r.verification) {

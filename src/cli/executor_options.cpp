@@ -127,6 +127,8 @@ make_executor(const global_options& globals, const executor_plan& plan,
       say("note: the store is a folder; Slurm jobs on other hosts need a postgresql:// store "
           "and a shared KBLASTER_STORE_FILES");
     }
+    q.devices = fmt::format("slurm:{}:{}:{}", plan.slurm.partition, plan.slurm.account,
+                            plan.slurm.gres);
     search::slurm_options s = plan.slurm;
     s.log_dir = logs;
     s.store_files = st.shared() ? st.dir().string() : "";
@@ -135,6 +137,7 @@ make_executor(const global_options& globals, const executor_plan& plan,
   }
   const auto uuids = search::resolve_gpus(plan.gpus);
   say(fmt::format("{} GPU workers: {}", uuids.size(), fmt::join(uuids, ", ")));
+  q.devices = fmt::format("gpus:{}", fmt::join(uuids, ","));
   return search::make_queue_executor(
       root, q, search::make_gpu_workers(self_executable(), location, uuids, logs));
 }

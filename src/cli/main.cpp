@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 
 #include <fmt/format.h>
 
@@ -7,8 +8,14 @@
 #include <exception>
 
 int main(int argc, char** argv) {
+  kb::install_stop_handlers();
   try {
-    return kb::cli::run(argc, argv);
+    const int code = kb::cli::run(argc, argv);
+    if (const int sig = kb::stop_requested(); sig != 0) {
+      fmt::print(stderr, "kblaster: stopped by {}\n", kb::signal_name(sig));
+      return 128 + sig;
+    }
+    return code;
   } catch (const kb::input_error& e) {
     fmt::print(stderr, "kblaster: error: {}\n", e.what());
     return kb::exit_code::input;

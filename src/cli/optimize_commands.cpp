@@ -3,6 +3,7 @@
 #include "cli/executor_options.hpp"
 #include "cli/llm_options.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/fs.hpp"
 #include "sandbox/sandbox.hpp"
 #include "search/builtin_proposer.hpp"
@@ -24,12 +25,35 @@ namespace {
 
 using nlohmann::json;
 
+// The longest budget taken: 30 days.
+constexpr long max_duration_seconds = 30L * 24 * 3600;
+
+// Why a duration ("10m", "90s", "1h", "600") cannot be a budget, or "" when it can: it must be
+// more than nothing and at most 30 days.
+std::string duration_problem(const std::string& text) {
+  std::smatch m;
+  if (!std::regex_match(text, m, std::regex("0*([0-9]{1,9})([smh]?)"))) {
+    return "expected a duration such as 90s, 10m or 1h (at most 30 days), got \"" + text + "\"";
+  }
+  const long n = std::stol(m[1]);
+  const std::string unit = m[2];
+  const long seconds = unit == "h" ? n * 3600 : unit == "m" ? n * 60 : n;
+  if (seconds <= 0) {
+    return "\"" + text + "\" is no time at all: a budget must be at least 1s";
+  }
+  if (seconds > max_duration_seconds) {
+    return "\"" + text + "\" is more than 30 days";
+  }
+  return "";
+}
+
 // "10m", "90s", "1h", "600" -> seconds.
 std::chrono::seconds parse_duration(const std::string& text) {
-  std::smatch m;
-  if (!std::regex_match(text, m, std::regex("([0-9]+)([smh]?)"))) {
-    fail_input("--budget {}: expected a duration such as 90s, 10m or 1h", text);
+  if (const auto problem = duration_problem(text); !problem.empty()) {
+    fail_input("--budget {}: {}", text, problem);
   }
+  std::smatch m;
+  std::regex_match(text, m, std::regex("0*([0-9]{1,9})([smh]?)"));
   const long n = std::stol(m[1]);
   const std::string unit = m[2];
   return std::chrono::seconds(unit == "h" ? n * 3600 : unit == "m" ? n * 60 : n);
@@ -89,13 +113,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   opt->add_option("--rollouts", rollouts, "candidates proposed per step")->check(CLI::Range(1, 16));
   opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
   // Checked while parsing, so a bad value is a usage error before any work starts.
-  const CLI::Validator duration(
-      [](std::string& v) {
-        return std::regex_match(v, std::regex("[0-9]+[smh]?"))
-                   ? std::string()
-                   : "expected a duration such as 90s, 10m or 1h, got \"" + v + "\"";
-      },
-      "DURATION");
+  const CLI::Validator duration([](std::string& v) { return duration_problem(v); }, "DURATION");
   opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)")->check(duration);
   opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task")
       ->check(duration);
@@ -333,6 +351,14 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
           results.push_back(std::move(*r));
         }
       }
+    }
+    if (const int sig = stop_requested(); sig != 0) {
+      // Stopped: the run stays resumable (tasks without an outcome continue from their
+      // checkpoints).
+      st.finish_run(run, store::run_status::interrupted, "interrupted", "run.interrupted");
+      fmt::print(stderr, "run {} stopped by {}: continue it with kblaster optimize --resume {}\n",
+                 run, signal_name(sig), run);
+      return;
     }
     st.finish_run(run, store::run_status::finished, "finished", "");
     print_summary(results);

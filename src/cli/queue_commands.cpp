@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace kb::cli {
 
 void add_queue_commands(CLI::App& app, const global_options& globals, int* result) {
@@ -61,13 +63,20 @@ void add_queue_commands(CLI::App& app, const global_options& globals, int* resul
                     "tells batches apart (jobs with one tag and index are one)");
   probe->callback([&globals, result] {
     auto st = open_store(globals);
+    std::map<store::enqueue_outcome, int> found;
     st.atomically([&] {
       for (int i = 0; i < probe_count; ++i) {
-        st.enqueue({"probe", fmt::format("{}-{}", probe_tag, i), "probe"},
-                   {{"probe_seconds", probe_seconds}});
+        ++found[st.submit({"probe", fmt::format("{}-{}", probe_tag, i), "probe"},
+                          {{"probe_seconds", probe_seconds}})
+                    .outcome];
       }
     });
-    fmt::print("{} probe jobs of {} s enqueued in {}\n", probe_count, probe_seconds, st.location());
+    // What the queue holds now for these jobs: only new and retried ones will be worked.
+    fmt::print("{} probe jobs of {} s in {}: {} enqueued, {} already waiting, {} already done, {} "
+               "failed and queued again, {} failed with no retry left\n",
+               probe_count, probe_seconds, st.location(), found[store::enqueue_outcome::created],
+               found[store::enqueue_outcome::waiting], found[store::enqueue_outcome::done],
+               found[store::enqueue_outcome::retried], found[store::enqueue_outcome::failed]);
     *result = exit_code::ok;
   });
 

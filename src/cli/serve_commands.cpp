@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
+
 #include <unistd.h>
 
 namespace kb::cli {
@@ -20,6 +23,7 @@ void add_serve_commands(CLI::App& app, const global_options& globals, int* resul
     int port = 8765;
     std::optional<std::filesystem::path> bench;
     std::optional<std::filesystem::path> port_file;
+    std::vector<std::string> allow_hosts;
   };
   auto opts = std::make_shared<options>();
   auto* cmd = app.add_subcommand("serve", "a read-only web dashboard over the store");
@@ -30,6 +34,8 @@ void add_serve_commands(CLI::App& app, const global_options& globals, int* resul
   cmd->add_option("--bind", opts->bind, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--bench", opts->bench, "bench.json of `kblaster bench` for the suite page");
   cmd->add_option("--port-file", opts->port_file, "write the port listened on to this file");
+  cmd->add_option("--allow-host", opts->allow_hosts,
+                  "another name browsers reach the dashboard by (repeatable)");
   cmd->callback([&globals, result, opts] {
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
     const std::filesystem::path server = self.parent_path() / "kblaster-serve";
@@ -53,6 +59,9 @@ void add_serve_commands(CLI::App& app, const global_options& globals, int* resul
     }
     if (opts->port_file) {
       args.insert(args.end(), {"--port-file", opts->port_file->string()});
+    }
+    for (const auto& h : opts->allow_hosts) {
+      args.insert(args.end(), {"--allow-host", h});
     }
     std::vector<char*> argv;
     for (auto& a : args) {

@@ -199,6 +199,7 @@ void add_evidence_commands(CLI::App& app, const global_options& globals, int* re
     int64_t run = 0;
     std::filesystem::path out;
     std::filesystem::path dir;
+    std::string manifest_sha256;
   };
   auto opts = std::make_shared<options>();
   auto* cmd =
@@ -225,8 +226,15 @@ void add_evidence_commands(CLI::App& app, const global_options& globals, int* re
 
   auto* check = cmd->add_subcommand("check", "verify an evidence folder against its MANIFEST");
   check->add_option("dir", opts->dir, "evidence folder")->required();
+  check->add_option("--manifest-sha256", opts->manifest_sha256,
+                    "the MANIFEST digest `evidence export` printed (and its author published): "
+                    "a folder whose MANIFEST was rewritten fails");
   check->callback([result, opts, print_problems] {
-    const auto report = store::check_evidence(opts->dir);
+    auto report = store::check_evidence(opts->dir);
+    if (!opts->manifest_sha256.empty() && report.manifest_digest != opts->manifest_sha256) {
+      report.problems.push_back(fmt::format("MANIFEST sha256 {} is not the published {}",
+                                            report.manifest_digest, opts->manifest_sha256));
+    }
     print_problems(report);
     fmt::print("{}: run {}, {} file(s), MANIFEST sha256 {}: {}\n", opts->dir.string(), report.run,
                report.files, report.manifest_digest,

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -23,6 +25,53 @@ namespace kb {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+// ---- Children to stop on SIGINT/SIGTERM ----
+// The process groups of the children alive now, in slots a signal handler can read (a child is
+// registered once forked and leaves when reaped).
+constexpr size_t max_tracked = 1024;
+std::atomic<pid_t> tracked[max_tracked];
+std::atomic<int> stop_signal{0};
+
+void track(pid_t pid, bool cleanup) {
+  if (stop_signal.load() != 0 && !cleanup) {
+    // Stopping: whatever starts now ends at once.
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  for (auto& slot : tracked) {
+    pid_t empty = 0;
+    if (slot.compare_exchange_strong(empty, pid)) {
+      return;
+    }
+  }
+}
+
+void untrack(pid_t pid) {
+  for (auto& slot : tracked) {
+    pid_t mine = pid;
+    if (slot.compare_exchange_strong(mine, 0)) {
+      return;
+    }
+  }
+}
+
+void kill_tracked(int sig) {
+  for (auto& slot : tracked) {
+    if (const pid_t pid = slot.load(); pid > 0) {
+      ::kill(-pid, sig);
+    }
+  }
+}
+
+// Async-signal-safe: a flag, signals to the children's groups, and on a second signal _exit.
+void on_stop_signal(int sig) {
+  const int before = stop_signal.exchange(sig);
+  kill_tracked(SIGKILL);
+  if (before != 0) {
+    _exit(128 + sig);
+  }
+}
 
 struct env_block {
   std::vector<std::string> storage;
@@ -208,6 +257,7 @@ process_result run_process(const process_spec& spec) {
     exec_child(spec, argv, env, 3);
   }
   setpgid(pid, pid);
+  track(pid, spec.cleanup);
   close(in_pipe[0]);
   close(out_pipe[1]);
   fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
@@ -278,6 +328,7 @@ process_result run_process(const process_spec& spec) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  untrack(pid);
   if (!result.timed_out) {
     // Descendants that outlive the child would hold resources; the group dies with it.
     ::kill(-pid, SIGKILL);
@@ -301,7 +352,9 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
   if (pipe(in_pipe) != 0 || pipe(res_pipe) != 0) {
     fail("pipe: {}", std::strerror(errno));
   }
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int log_fd = open(log_path.c_str(),
+                          O_WRONLY | O_CREAT | O_CLOEXEC | (spec.log_append ? O_APPEND : O_TRUNC),
+                          0600);
   if (log_fd < 0) {
     fail("cannot open {}: {}", log_path.string(), std::strerror(errno));
   }
@@ -331,6 +384,7 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
     exec_child(with_fd, argv, env, pass_fd >= 0 ? passed_fd + 1 : child_result_fd + 1);
   }
   setpgid(m_pid, m_pid);
+  track(m_pid, spec.cleanup);
   close(in_pipe[0]);
   close(res_pipe[1]);
   close(log_fd);
@@ -432,6 +486,7 @@ bool child_process::running() {
   if (r == m_pid) {
     m_reaped = true;
     m_status = status;
+    untrack(m_pid);
     return false;
   }
   return true;
@@ -448,6 +503,7 @@ void child_process::kill() {
   }
   m_reaped = true;
   m_status = status;
+  untrack(m_pid);
 }
 
 process_result child_process::reap(int status) const {
@@ -473,6 +529,7 @@ process_result child_process::wait(std::chrono::milliseconds timeout) {
     if (r == m_pid) {
       m_reaped = true;
       m_status = status;
+      untrack(m_pid);
       break;
     }
     if (clock::now() >= deadline) {
@@ -496,6 +553,46 @@ std::filesystem::path worker_executable() {
     return env;
   }
   return self_executable();
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int stop_requested() {
+  return stop_signal.load();
+}
+
+void request_stop(int sig) {
+  stop_signal.store(sig);
+}
+
+const std::vector<std::string>& worker_environment_names() {
+  // What a worker needs to find its tools, its cache and its tasks; nothing that holds a
+  // credential (an API key, a database password) is among them.
+  static const std::vector<std::string> names = {
+      "PATH",          "HOME",          "USER",          "LOGNAME",         "LANG",
+      "LC_ALL",        "LC_CTYPE",      "TZ",            "TMPDIR",          "LD_LIBRARY_PATH",
+      "XDG_CACHE_HOME", "CUDA_HOME",    "CUDA_PATH",     "KBLASTER_TASKS",  "KBLASTER_ROOT",
+      "KBLASTER_STORE_FILES", "KBLASTER_PYTHON", "KBLASTER_NVCC", "KBLASTER_NCU",
+      "KBLASTER_CUPTI", "KBLASTER_CACHE", "KBLASTER_BWRAP", "KBLASTER_WORKER_EXE",
+      "KBLASTER_RUNNER_EXACT"};
+  return names;
+}
+
+std::map<std::string, std::string> worker_environment() {
+  std::map<std::string, std::string> env;
+  for (const auto& name : worker_environment_names()) {
+    if (const char* value = std::getenv(name.c_str()); value != nullptr) {
+      env[name] = value;
+    }
+  }
+  return env;
 }
 
 } // namespace kb

@@ -46,6 +46,8 @@ struct process_spec {
   size_t output_limit = 16u << 20;      // [bytes] kept of stdout+stderr
   resource_limits rlimits;
   std::optional<process_credentials> run_as;
+  bool log_append = false; // child_process: add to the log instead of starting it afresh
+  bool cleanup = false;    // runs even once a stop was asked for (scancel); others end at once
 };
 
 struct process_result {
@@ -106,6 +108,23 @@ std::filesystem::path self_executable();
 // The kblaster executable that runs workers and probes: $KBLASTER_WORKER_EXE when set (a test
 // binary sets it to the kblaster it was built with), else the running executable.
 std::filesystem::path worker_executable();
+
+// The environment a worker process (a `queue work` per GPU, a Slurm job) gets: the variables of
+// worker_environment_names() that are set here, and nothing else of this process's environment,
+// so that a credential it holds (the model's API key, a database password) does not travel.
+// What a worker must be told (where the store is) is added by name, per worker.
+const std::vector<std::string>& worker_environment_names();
+std::map<std::string, std::string> worker_environment();
+
+// SIGINT and SIGTERM: the first kills every child alive (each one's process group: nvcc, bwrap,
+// judge workers, queue workers) and sets the stop flag, which loops that take work (the queue's
+// workers and waiters, the search) check to end cleanly; a second ends the process at once.
+// `kblaster` installs them at start.
+void install_stop_handlers();
+// The signal that asked this process to stop, or 0.
+int stop_requested();
+// Asks for a stop as a signal would, without one (tests).
+void request_stop(int sig);
 
 // Human name of a signal ("SIGSEGV").
 std::string signal_name(int sig);

@@ -254,6 +254,12 @@ inline constexpr double limit_headroom_tensor = 2.0;
 // is measured again (2: each bandwidth the best of several streaming kernels).
 inline constexpr int limits_method_version = 2;
 
+// The version of the judge's protocol: how a candidate is verified and timed and what a verdict
+// and a speedup mean. Raised with every change that can change a verdict or a speedup; kept with
+// every evaluation (detail.provenance, with the tool's version and the device's UUID) and part of
+// every queue key, so that a result of an earlier judge is never handed back as a new one.
+inline constexpr int judge_protocol_version = 1;
+
 // Runs the measuring kernels on device 0 in this process (GPU).
 store::device_limits measure_device_limits();
 nlohmann::json to_json(const store::device_limits& limits);

@@ -156,6 +156,11 @@ bool is_generated_pytorch_baseline(const task::contract& c, const candidate_inpu
          in.source == read_file(c.baseline);
 }
 
+// The task's own baseline file, byte for byte: the one source compiled outside the sandbox.
+bool is_task_baseline(const task::contract& c, const candidate_input& in) {
+  return !c.baseline.empty() && fs::exists(c.baseline) && in.source == read_file(c.baseline);
+}
+
 protocol::distribution distribution_of(const task::distribution& d, const task::shape_case& s) {
   double b = d.b;
   if (!d.b_expr.empty()) {
@@ -432,8 +437,11 @@ prepared prepare(const fs::path& root, const task::contract& c,
   for (const auto& [role, input] : inputs) {
     auto req = build::candidate_request(root, c, input->source, role + ".cu");
     req.timeout = opt.compile_timeout;
-    // The project's own baselines are trusted; everything else compiles in the sandbox.
-    build::compiler& cc = input->origin == "baseline" ? trusted : untrusted;
+    // The task's own baseline, recognised by its source (never by a name or an origin a caller
+    // chose), is trusted; everything else compiles in the sandbox.
+    const bool own = is_task_baseline(c, *input);
+    d["trusted_builds"][role] = own;
+    build::compiler& cc = own ? trusted : untrusted;
     role_builds.push_back(
         std::async(std::launch::async, [&cc, req = std::move(req)] { return cc.compile(req); }));
   }
@@ -577,6 +585,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     d["reason"] = res.reason;
     d["message"] = res.message;
     d["seconds"] = res.seconds;
+    // Which tool, judge and device produced this result (a queue result travels between hosts).
+    d["provenance"] = {{"kblaster", KBLASTER_VERSION},
+                       {"judge_protocol", judge_protocol_version},
+                       {"device_uuid", res.context.device ? res.context.device->uuid : ""}};
     return res;
   };
 

@@ -359,6 +359,8 @@ inline constexpr std::string_view malformed_answer = "llm.malformed_answer"; // 
 inline constexpr std::string_view no_code = "llm.no_code";
 inline constexpr std::string_view truncated = "llm.truncated";       // cut at the token limit
 inline constexpr std::string_view repair_limit = "llm.repair_limit"; // no repair turns left
+// The answer named its strategy with a name reserved for a candidate's origin ("baseline").
+inline constexpr std::string_view reserved_strategy = "llm.reserved_strategy";
 std::string of(status s);
 } // namespace reason
 

@@ -162,6 +162,13 @@ search::proposal_result llm_proposer::ask(const std::vector<chat_message>& messa
                                 fmt::format("the code of the {} defines no kb_launch", where)));
       continue;
     }
+    if (search::is_reserved_strategy_name(parsed.strategy)) {
+      results.push_back(failure(reason::reserved_strategy,
+                                fmt::format("the {} names its strategy \"{}\", a name reserved "
+                                            "for where a candidate comes from",
+                                            where, parsed.strategy)));
+      continue;
+    }
     search::proposal p;
     p.source = parsed.code;
     p.strategy = parsed.strategy.empty() ? "llm.unnamed" : parsed.strategy;

@@ -5,6 +5,7 @@
 #include <toml++/toml.h>
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <utility>
@@ -132,6 +133,28 @@ void validate(const client_config& config) {
   }
   if (!config.base_url.starts_with("http://") && !config.base_url.starts_with("https://")) {
     fail_input("the LLM base URL must start with http:// or https://");
+  }
+  if (config.base_url.starts_with("http://")) {
+    // Plain HTTP would send the API key in clear: only to this machine.
+    std::string host = config.base_url.substr(7);
+    host = host.substr(0, host.find_first_of("/?#"));
+    if (const auto at = host.rfind('@'); at != std::string::npos) {
+      host = host.substr(at + 1);
+    }
+    if (host.starts_with("[")) {
+      host = host.substr(1, host.find(']') - 1);
+    } else {
+      host = host.substr(0, host.find(':'));
+    }
+    for (char& ch : host) {
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    const bool loopback = host == "localhost" || host == "::1" || host.starts_with("127.");
+    if (!loopback) {
+      fail_input("the LLM base URL http://{} is plain HTTP to another machine, which would send "
+                 "the API key in clear: use https:// (http:// is for localhost only)",
+                 host);
+    }
   }
   if (config.model.empty()) {
     fail_input("no LLM model: give --llm-model, set KBLASTER_LLM_MODEL or model in the [llm] "

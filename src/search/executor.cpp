@@ -164,11 +164,15 @@ eval::result eval_result_from_json(const json& j) {
   }
 }
 
-store::job_key job_key_of(const task::contract& c, const eval_request& r) {
+store::job_key job_key_of(const task::contract& c, const eval_request& r,
+                          const std::string& devices) {
   json protocol = options_json(r.options);
   protocol.erase("cache_dir"); // where builds are cached changes no result
   protocol["baseline"] = sha256_hex(r.baseline.source);
   protocol["contract"] = c.digest;
+  protocol["kblaster"] = KBLASTER_VERSION;
+  protocol["judge_protocol"] = eval::judge_protocol_version;
+  protocol["devices"] = devices;
   return {c.id, sha256_hex(r.candidate.source), sha256_hex(protocol.dump())};
 }
 
@@ -215,15 +219,40 @@ public:
   eval::result evaluate(const task::contract& c, const eval::candidate_input& candidate,
                         const eval::candidate_input& baseline, const eval::options& opt) override {
     const eval_request request{m_root, c.file, candidate, baseline, opt};
-    const auto key = job_key_of(c, request);
+    const auto key = job_key_of(c, request, m_opt.devices);
     store::store st(m_opt.store);
-    const int64_t id = st.enqueue(key, to_json(request), m_opt.run, m_opt.max_attempts);
+    const int64_t id = st.submit(key, to_json(request), m_opt.run, m_opt.max_attempts).id;
     {
       std::lock_guard lock(m_mutex);
       m_pending.insert(id);
     }
     m_wake.notify_all();
+    const auto deadline = std::chrono::steady_clock::now() + m_opt.job_deadline;
+    const auto give_up = [&](const std::string& reason, const std::string& message) {
+      {
+        std::lock_guard lock(m_mutex);
+        m_pending.erase(id);
+      }
+      eval::result r;
+      r.final = eval::verdict::error;
+      r.reason = reason;
+      r.message = message;
+      r.detail = {{"job", id}};
+      return r;
+    };
     while (true) {
+      if (const int sig = stop_requested(); sig != 0) {
+        // The job stays in the queue (a worker that holds it is stopped with this process, and
+        // its lease runs out): `--resume` or another run takes it again.
+        return give_up("run.interrupted",
+                       fmt::format("stopped by {} while job {} waited", signal_name(sig), id));
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        st.abandon(id, "queue.deadline");
+        return give_up("queue.deadline",
+                       fmt::format("job {} did not finish within {} s", id,
+                                   m_opt.job_deadline.count()));
+      }
       const auto j = st.find_job(id);
       if (!j) {
         fail("queue job {} vanished from the store", id);
@@ -304,23 +333,43 @@ public:
     }
     // A worker per GPU, started on first need and again if it ended (its job, if any, is taken
     // again when the lease runs out).
+    const auto now = std::chrono::steady_clock::now();
     for (size_t i = 0; i < m_uuids.size(); ++i) {
       if (m_children[i] && m_children[i]->running()) {
         continue;
       }
+      auto& b = m_backoff[i];
+      if (m_children[i]) {
+        // It ended: one that ended soon after its start is started again later each time
+        // (0.2 s, 0.4 s, ... up to a minute), so a worker that cannot start is not restarted
+        // five times a second forever.
+        m_children[i].reset();
+        b.failures = now - b.started < std::chrono::seconds(30) ? b.failures + 1 : 0;
+        b.next = now + std::min<std::chrono::milliseconds>(
+                           std::chrono::milliseconds(200) * (1LL << std::min(b.failures, 9)),
+                           std::chrono::minutes(1));
+      }
+      if (now < b.next) {
+        continue;
+      }
+      b.started = now;
       fs::create_directories(m_logs);
       process_spec spec;
       // A worker waits a while for more work before it ends; it is started again on need.
+      // The store's location (a URL may hold a password) goes in the environment, which only
+      // this user can read, not on the command line, which everyone can; the worker gets an
+      // explicit environment, not this process's (its API key stays here).
       spec.argv = {m_kblaster.string(),
-                   "--store",
-                   m_store,
                    "queue",
                    "work",
                    "--idle-exit",
                    "60",
                    "--name",
                    fmt::format("gpu{}-{}", i, m_uuids[i])};
-      spec.env_overrides["CUDA_VISIBLE_DEVICES"] = m_uuids[i];
+      spec.env = worker_environment();
+      (*spec.env)["KBLASTER_STORE"] = m_store;
+      (*spec.env)["CUDA_VISIBLE_DEVICES"] = m_uuids[i];
+      spec.log_append = true; // every start of this GPU's worker, one after the other
       m_children[i] = std::make_unique<child_process>(
           spec, m_logs / fmt::format("worker-gpu{}.log", i), "KBLASTER_UNUSED_FD");
     }
@@ -340,6 +389,12 @@ private:
   std::vector<std::string> m_uuids;
   fs::path m_logs;
   std::vector<std::unique_ptr<child_process>> m_children;
+  struct backoff {
+    int failures = 0; // starts in a row that ended within 30 s
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point next; // no start before this
+  };
+  std::map<size_t, backoff> m_backoff;
 };
 
 std::string host_name() {
@@ -470,8 +525,16 @@ namespace {
 eval::result run_job(const store::job& j, const std::string& worker) {
   if (j.payload.contains("probe_seconds")) {
     // A probe: work of a known duration, for measuring the queue itself (`queue probe`).
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(j.payload.at("probe_seconds").get<double>()));
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(
+                               j.payload.at("probe_seconds").get<double>()));
+    while (std::chrono::steady_clock::now() < until) {
+      if (stop_requested() != 0) {
+        fail("stopped by {}", signal_name(stop_requested()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     eval::result probe;
     probe.final = eval::verdict::same;
     probe.reason = "queue.probe";
@@ -500,7 +563,8 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
   std::optional<store::store> renewal;
   worker_summary summary;
   auto idle_since = std::chrono::steady_clock::now();
-  while (opt.max_jobs == 0 || summary.done + summary.failed < opt.max_jobs) {
+  while ((opt.max_jobs == 0 || summary.done + summary.failed < opt.max_jobs) &&
+         stop_requested() == 0) {
     auto j = st.claim(name, opt.lease, opt.only_job);
     if (!j) {
       if (opt.only_job || std::chrono::steady_clock::now() - idle_since >= opt.idle_exit) {
@@ -543,6 +607,14 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
     }
     cv.notify_all();
     renewer.join();
+    if (const int sig = stop_requested(); sig != 0) {
+      // Stopped mid-job: what it measured may be cut short, so the job goes back to the queue
+      // for another worker (this attempt counts as one of the job's attempts).
+      st.release(j->id, name, "worker.interrupted", true);
+      say(fmt::format("job {}: given back to the queue (stopped by {})", j->id,
+                      signal_name(sig)));
+      break;
+    }
     if (ok) {
       st.complete(j->id, name, result);
       ++summary.done;

@@ -42,8 +42,11 @@ eval_request eval_request_from_json(const nlohmann::json& j);
 // A result from a queue job (eval::to_json wrote it); kb::error for one that cannot be read.
 eval::result eval_result_from_json(const nlohmann::json& j);
 // The queue key: the task, the candidate source's digest and the protocol (the digest of the
-// baseline's source and of every option that decides the result).
-store::job_key job_key_of(const task::contract& c, const eval_request& r);
+// baseline's source, of every option that decides the result, of this tool's version and the
+// judge protocol's version, and of `devices`: the GPUs the executor may run the job on). A result
+// of another version or of other devices has another key, so it is never reused.
+store::job_key job_key_of(const task::contract& c, const eval_request& r,
+                          const std::string& devices = "");
 
 class executor {
 public:
@@ -79,6 +82,11 @@ struct queue_options {
   std::chrono::milliseconds poll{200};         // how often results are looked for
   int max_attempts = 3;                        // per job
   std::optional<int64_t> run;                  // the run the jobs belong to
+  std::string devices; // where jobs run (GPU UUIDs, a Slurm partition and gres): in each key
+  // How long one evaluation may wait for its job; past it the job is abandoned (queue.deadline)
+  // and the evaluation is an error. The search's own budget ends it sooner: a stop (SIGINT,
+  // SIGTERM) ends every wait at once (run.interrupted).
+  std::chrono::seconds job_deadline{6 * 3600};
   std::function<void(const std::string&)> say; // progress lines (may be empty)
 };
 std::unique_ptr<executor> make_queue_executor(fs::path project_root, queue_options opt,

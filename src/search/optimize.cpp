@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "common/process.hpp"
 #include "common/sha256.hpp"
 #include "pytorch/pytorch.hpp"
 #include "search/state.hpp"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <future>
 
 namespace kb::search {
@@ -118,7 +120,30 @@ optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
       m_gpu(std::move(gpu)), m_evaluate(std::move(evaluate)), m_compile(std::move(compile)),
       m_progress(std::move(progress)) {}
 
+bool is_reserved_strategy_name(std::string_view name) {
+  std::string n;
+  for (const char ch : name) {
+    if (std::isspace(static_cast<unsigned char>(ch)) == 0) {
+      n += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+  }
+  for (const char* reserved : {"baseline", "portfolio", "oracle", "import", "adversarial"}) {
+    if (n == reserved || n.starts_with(std::string(reserved) + ".")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 namespace {
+
+// A task stopped by SIGINT/SIGTERM gets no outcome: `--resume` continues it from its last
+// checkpoint.
+void record_unless_stopped(store::store& st, const store::outcome_record& o) {
+  if (stop_requested() == 0) {
+    st.record_outcome(o);
+  }
+}
 
 // The best so far, and how it was found; checkpointed after every evaluation.
 struct progress_state {
@@ -203,7 +228,7 @@ task_result optimizer::optimize(const task::contract& given) {
     const auto [o, reason] = classify_outcome(in);
     res.final = o;
     res.reason = reason;
-    m_store.record_outcome({m_run, task_row, to_string(o), reason, std::nullopt});
+    record_unless_stopped(m_store, {m_run, task_row, to_string(o), reason, std::nullopt});
     say(fmt::format("task {}: {} ({})", c.id, to_string(o), reason));
     return res;
   }
@@ -218,7 +243,7 @@ task_result optimizer::optimize(const task::contract& given) {
     res.wall_seconds = std::chrono::duration<double>(clock_type::now() - started).count();
     res.candidates_per_minute =
         res.wall_seconds > 0 ? 60.0 * p.evaluations / res.wall_seconds : 0.0;
-    m_store.record_outcome({m_run, task_row, to_string(o), reason, res.best_candidate});
+    record_unless_stopped(m_store, {m_run, task_row, to_string(o), reason, res.best_candidate});
     say(fmt::format("task {}: {} ({}) after {} evaluations; best {} {:.3f}x over the baseline",
                     c.id, to_string(o), reason, p.evaluations, res.best_strategy, res.speedup));
     return res;
@@ -281,6 +306,9 @@ task_result optimizer::optimize(const task::contract& given) {
 
   // The limit of the budget that is reached, if any.
   const auto limit_reached = [&]() -> std::optional<search_stop> {
+    if (stop_requested() != 0) {
+      return search_stop::interrupted;
+    }
     if (clock_type::now() - started > m_opt.limits.wall) {
       return search_stop::wall_budget;
     }
@@ -298,7 +326,7 @@ task_result optimizer::optimize(const task::contract& given) {
   const auto features = features_of(c, shape);
   // The bottleneck state of the best so far (the baseline's first): it keys memory, ranks the
   // strategies and goes into every step's record, experience and prompt.
-  bottleneck state = assess(c, shape, p.seconds, p.strategy == "baseline" ? &base : nullptr);
+  bottleneck state = assess(c, shape, p.seconds, p.source == baseline.source ? &base : nullptr);
   res.baseline_state = assess(c, shape, res.baseline_seconds, &base).to_json();
   memory_key key{c.fam, state.state, classify_shape(features)};
   bool exhausted = false;
@@ -336,6 +364,13 @@ task_result optimizer::optimize(const task::contract& given) {
     for (int r = 0; r < m_opt.rollouts; ++r) {
       ctx.rollout = r;
       auto pr = m_proposer.propose(ctx);
+      if (pr.candidate && is_reserved_strategy_name(pr.candidate->strategy)) {
+        pr.failure = "propose.reserved_strategy";
+        pr.message = fmt::format("a proposal named its strategy \"{}\", a name reserved for "
+                                 "where a candidate comes from; refused",
+                                 pr.candidate->strategy);
+        pr.candidate.reset();
+      }
       if (!pr.candidate) {
         exhausted = pr.exhausted;
         failures.push_back({"", json::object(), "propose", pr.failure, pr.message});
@@ -378,8 +413,10 @@ task_result optimizer::optimize(const task::contract& given) {
       }
       const eval::candidate_input cand{prop.source, prop.strategy + ".cu", "proposer",
                                        prop.strategy, prop.params};
+      // The best is trusted as the baseline only when it is the task's own baseline, by its
+      // source: never by the name a proposer gave it.
       const eval::candidate_input best{p.source, p.strategy + ".cu",
-                                       p.strategy == "baseline" ? "baseline" : "proposer",
+                                       p.source == baseline.source ? "baseline" : "proposer",
                                        p.strategy, p.params};
       say(fmt::format("task {} step {}: {} {}", c.id, step, prop.strategy, prop.params.dump()));
       const json why = choice_record(state, ctx, prop);
@@ -542,8 +579,9 @@ task_result optimizer::optimize(const task::contract& given) {
   res.best_seconds = p.seconds;
   res.floor_fraction = floor / p.seconds;
 
-  // The final gate: the best against the baseline, full protocol.
-  if (p.strategy != "baseline") {
+  // The final gate: the best against the baseline, full protocol (not once stopped: the run is
+  // interrupted and `--resume` continues it).
+  if (p.source != baseline.source && stop_requested() == 0) {
     say(fmt::format("task {}: confirming {} against the baseline", c.id, p.strategy));
     const eval::candidate_input best{p.source, p.strategy + ".cu", "proposer", p.strategy,
                                      p.params};

@@ -44,7 +44,8 @@ enum class search_stop {
   evaluation_budget,
   floor_target,
   proposals_exhausted,
-  no_strategy
+  no_strategy,
+  interrupted // SIGINT or SIGTERM
 };
 inline constexpr auto search_stop_names =
     name_table<search_stop>({{search_stop::steps, "steps"},
@@ -53,7 +54,8 @@ inline constexpr auto search_stop_names =
                              {search_stop::evaluation_budget, "evaluation_budget"},
                              {search_stop::floor_target, "floor_target"},
                              {search_stop::proposals_exhausted, "proposals_exhausted"},
-                             {search_stop::no_strategy, "no_strategy"}});
+                             {search_stop::no_strategy, "no_strategy"},
+                             {search_stop::interrupted, "interrupted"}});
 static_assert(search_stop_names.well_formed());
 std::string to_string(search_stop s);
 

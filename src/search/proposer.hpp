@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kb::search {
@@ -78,6 +79,11 @@ struct proposal {
   std::string origin;             // "builtin", "llm:<model>"
   nlohmann::json trace;           // proposer-specific record (prompt and answer digests, ...)
 };
+
+// Strategy names that mean where a candidate came from, not how it was written ("baseline",
+// "portfolio", "oracle", "import"): no proposer may use them. Trust never follows a name (the
+// task's own baseline is recognised by its source), but a name must not pretend either.
+bool is_reserved_strategy_name(std::string_view name);
 
 struct proposal_result {
   std::optional<proposal> candidate;

@@ -100,6 +100,15 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
                                      "sent to the gate",
                                      estimate, pass_at);
     out.result.reason = "screen.not_promising";
+    // The record says what the row says (evidence check compares them), and keeps the judge's.
+    if (out.result.detail.is_object()) {
+      auto& d = out.result.detail;
+      d["screen"] = {{"judge_verdict", d.value("verdict", nlohmann::json())},
+                     {"judge_reason", d.value("reason", nlohmann::json())}};
+      d["verdict"] = eval::to_string(out.result.final);
+      d["reason"] = out.result.reason;
+      d["message"] = out.result.message;
+    }
     return out;
   }
   run(stage::gate, gate);

@@ -1,5 +1,6 @@
 // The Slurm worker provider: sbatch per queue job, squeue/sacct to follow, requeue what was lost.
 #include "common/error.hpp"
+#include "common/fs.hpp"
 #include "common/process.hpp"
 #include "search/executor.hpp"
 
@@ -38,10 +39,11 @@ std::string to_string(cluster_fate v) {
 
 namespace {
 
-process_result run(const std::vector<std::string>& argv) {
+process_result run(const std::vector<std::string>& argv, bool cleanup = false) {
   process_spec p;
   p.argv = argv;
   p.timeout = std::chrono::seconds(60);
+  p.cleanup = cleanup;
   return run_process(p);
 }
 
@@ -73,6 +75,9 @@ public:
   int slots() const override { return m_opt.max_jobs; }
 
   void tend(store::store& st, const std::vector<int64_t>& pending) override {
+    if (stop_requested() != 0) {
+      return; // stopping: nothing more is submitted
+    }
     follow(st);
     for (const int64_t job : pending) {
       if (m_by_job.contains(job) || static_cast<int>(m_by_job.size()) >= m_opt.max_jobs) {
@@ -90,8 +95,10 @@ public:
   }
 
   void shutdown() override {
+    // Also on SIGINT/SIGTERM (the executor shuts its workers down): nothing submitted is left
+    // running on the cluster.
     for (const auto& [job, id] : m_by_job) {
-      run({"scancel", id});
+      run({"scancel", id}, true);
     }
     m_by_job.clear();
   }
@@ -101,6 +108,20 @@ private:
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch())
         .count();
+  }
+
+  // The file holding the store's location (mode 0600), written once beside the jobs' logs.
+  fs::path store_location_file() {
+    const fs::path file = m_opt.log_dir / "store-location";
+    if (!m_location_written) {
+      if (file.string().find(',') != std::string::npos) {
+        fail_input("the Slurm log folder {} holds a comma, which sbatch --export cannot carry",
+                   m_opt.log_dir.string());
+      }
+      write_file_atomic(file, m_store + "\n", 0600);
+      m_location_written = true;
+    }
+    return file;
   }
 
   void submit(int64_t job) {
@@ -121,6 +142,16 @@ private:
       argv.push_back("--time=" + m_opt.time_limit);
     }
     argv.insert(argv.end(), m_opt.extra.begin(), m_opt.extra.end());
+    // The job's environment is explicit: the names worker_environment() allows (their values as
+    // they are here), and where the store is, as a file only this user reads, so the store's URL
+    // (which may hold a password) is in no command line and no job script, and the model's API
+    // key stays on this host.
+    std::string exported = "--export=";
+    for (const auto& [name, value] : worker_environment()) {
+      exported += name + ",";
+    }
+    exported += "KBLASTER_STORE_FILE=" + store_location_file().string();
+    argv.push_back(exported);
     std::string command;
     if (!m_opt.setup.empty()) {
       // The cluster's own preparation first; a line that fails ends the job before the worker.
@@ -129,8 +160,7 @@ private:
     if (!m_opt.store_files.empty()) {
       command += "KBLASTER_STORE_FILES=" + shell_quote(m_opt.store_files) + " ";
     }
-    command += fmt::format("exec {} --store {} queue work --job {}", shell_quote(m_kblaster),
-                           shell_quote(m_store), job);
+    command += fmt::format("exec {} queue work --job {}", shell_quote(m_kblaster), job);
     argv.push_back("--wrap=" + command);
     const auto r = run(argv);
     if (!r.ok()) {
@@ -214,6 +244,7 @@ private:
   slurm_options m_opt;
   std::map<int64_t, std::string> m_by_job; // queue job -> Slurm job id
   std::map<int64_t, int> m_resubmits;
+  bool m_location_written = false;
 };
 
 } // namespace

@@ -22,8 +22,10 @@ std::string sbatch_arg_problem(const std::string& arg) {
                        arg);
   }
   // What every evaluation job needs as the executor sets it.
+  // --export: a job gets an explicit environment, never the submitter's whole one.
   static const std::vector<std::string> long_taken{"--wrap",   "--parsable", "--job-name",
-                                                   "--output", "--ntasks",   "--array"};
+                                                   "--output", "--ntasks",   "--array",
+                                                   "--export"};
   static const std::vector<std::string> short_taken{"-J", "-o", "-n", "-a"};
   for (const auto& o : long_taken) {
     if (arg == o || arg.starts_with(o + "=")) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -95,6 +96,98 @@ std::string manifest_path(const fs::path& out, const fs::path& file) {
   return file.lexically_relative(out).generic_string();
 }
 
+bool same_number(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_null() || b.is_null()) {
+    return a.is_null() == b.is_null();
+  }
+  if (!a.is_number() || !b.is_number()) {
+    return false;
+  }
+  const double x = a.get<double>();
+  const double y = b.get<double>();
+  return std::abs(x - y) <= 1e-9 * std::max(std::abs(x), std::abs(y));
+}
+
+// What a forger who edits rows.json and rewrites MANIFEST cannot keep consistent: every blob a
+// row names must be in the folder (whatever the blob list says), and each evaluation's verdict,
+// reason, medians and speedup must be the ones its detail blob (the judge's whole record) holds,
+// the speedup the ratio of the medians.
+void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& document,
+                              const std::map<std::string, std::string>& listed,
+                              evidence_report& report) {
+  const auto& tables = document.at("tables");
+  for (const auto& [table, rows] : tables.items()) {
+    for (const auto& row : rows) {
+      for (const auto& [column, value] : row.items()) {
+        const bool names_blob = column.ends_with("_digest") || column == "digest" ||
+                                column == "contract_blob";
+        if (names_blob && value.is_string() &&
+            !listed.contains("blobs/" + value.get<std::string>())) {
+          report.problems.push_back(fmt::format("{} row {}: its {} blob {} is missing", table,
+                                                row.value("id", int64_t{0}), column,
+                                                value.get<std::string>()));
+        }
+      }
+    }
+  }
+  if (!tables.contains("evaluations")) {
+    return;
+  }
+  for (const auto& row : tables.at("evaluations")) {
+    const int64_t id = row.value("id", int64_t{0});
+    const auto problem = [&](const std::string& what) {
+      report.problems.push_back(fmt::format("evaluation {}: {}", id, what));
+    };
+    if (!row.contains("detail_digest") || !row["detail_digest"].is_string()) {
+      problem("it names no detail blob");
+      continue;
+    }
+    const std::string digest = row["detail_digest"].get<std::string>();
+    if (!listed.contains("blobs/" + digest)) {
+      continue; // reported above
+    }
+    nlohmann::json detail;
+    try {
+      detail = nlohmann::json::parse(read_file(dir / "blobs" / digest));
+    } catch (const std::exception& e) {
+      problem(fmt::format("its detail blob cannot be read: {}", e.what()));
+      continue;
+    }
+    if (!detail.is_object()) {
+      problem("its detail blob is not a record");
+      continue;
+    }
+    if (detail.contains("verdict") && detail["verdict"] != row.value("verdict", nlohmann::json())) {
+      problem(fmt::format("the row says {} but its detail blob says {}", row.value("verdict", ""),
+                          detail["verdict"].dump()));
+    }
+    if (detail.contains("reason") && detail["reason"] != row.value("reason", nlohmann::json())) {
+      problem(fmt::format("the row's reason {} is not its detail blob's {}",
+                          row.value("reason", ""), detail["reason"].dump()));
+    }
+    const nlohmann::json speedup = row.value("speedup", nlohmann::json());
+    const nlohmann::json base = row.value("baseline_median", nlohmann::json());
+    const nlohmann::json cand = row.value("candidate_median", nlohmann::json());
+    if (base.is_number() && cand.is_number() && speedup.is_number() &&
+        cand.get<double>() > 0 &&
+        !same_number(speedup, base.get<double>() / cand.get<double>())) {
+      problem(fmt::format("its speedup {} is not the ratio of its medians ({} / {})",
+                          speedup.dump(), base.dump(), cand.dump()));
+    }
+    if (detail.contains("statistics") && detail["statistics"].is_object()) {
+      const auto& st = detail["statistics"];
+      for (const auto& [column, key] : {std::pair{"speedup", "speedup"},
+                                        std::pair{"baseline_median", "median_baseline_s"},
+                                        std::pair{"candidate_median", "median_candidate_s"}}) {
+        if (st.contains(key) && !same_number(row.value(column, nlohmann::json()), st[key])) {
+          problem(fmt::format("its {} {} is not the {} {} of its detail blob", column,
+                              row.value(column, nlohmann::json()).dump(), key, st[key].dump()));
+        }
+      }
+    }
+  }
+}
+
 } // namespace
 
 evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
@@ -147,9 +240,19 @@ evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
       {"tables", tables},
       {"blobs", blobs},
   };
-  write_file_atomic(out / "rows.json", document.dump(2) + "\n");
-  for (const auto& digest : digests) {
-    m_impl->blobs.export_to(digest, out, fs::path("blobs") / digest);
+  // A blob that is missing or corrupt ends the export with nothing left behind: never a partial
+  // folder that looks like evidence.
+  try {
+    write_file_atomic(out / "rows.json", document.dump(2) + "\n");
+    for (const auto& digest : digests) {
+      m_impl->blobs.export_to(digest, out, fs::path("blobs") / digest);
+    }
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(out, ec)) {
+      fs::remove_all(entry.path(), ec);
+    }
+    throw;
   }
 
   // Hashed from the files as written, so the manifest vouches for what is on disk.
@@ -249,6 +352,7 @@ evidence_report check_evidence(const fs::path& dir) {
         report.problems.push_back("rows.json is not a kblaster evidence document");
       }
       report.run = document.value("run", int64_t{0});
+      check_rows_against_blobs(dir, document, listed, report);
       for (const auto& blob : document.at("blobs")) {
         const std::string digest = blob.at("digest").get<std::string>();
         const std::string path = "blobs/" + digest;

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "store/detail/impl.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace kb::store {
@@ -52,8 +53,29 @@ std::optional<job_state> job_state_from_string(const std::string& s) {
   return job_state_names.parse(s);
 }
 
+std::string to_string(enqueue_outcome o) {
+  switch (o) {
+  case enqueue_outcome::created:
+    return "created";
+  case enqueue_outcome::waiting:
+    return "waiting";
+  case enqueue_outcome::done:
+    return "done";
+  case enqueue_outcome::retried:
+    return "retried";
+  case enqueue_outcome::failed:
+    return "failed";
+  }
+  return "failed";
+}
+
 int64_t store::enqueue(const job_key& key, const nlohmann::json& payload,
                        std::optional<int64_t> run, int max_attempts) {
+  return submit(key, payload, run, max_attempts).id;
+}
+
+enqueue_result store::submit(const job_key& key, const nlohmann::json& payload,
+                             std::optional<int64_t> run, int max_attempts, int max_retries) {
   if (key.task.empty() || key.candidate_digest.empty() || key.protocol.empty()) {
     fail_input("store: a job needs a task, a candidate digest and a protocol");
   }
@@ -70,16 +92,40 @@ int64_t store::enqueue(const job_key& key, const nlohmann::json& payload,
       .bind_all(run, key.task, key.candidate_digest, key.protocol, payload.dump(), max_attempts,
                 now, now)
       .run();
-  detail::statement s(
-      db, "SELECT id FROM jobs WHERE task = ? AND candidate_digest = ? AND protocol = ?");
+  const bool created = db.changes() > 0;
+  detail::statement s(db, "SELECT id, state, attempts, reason FROM jobs WHERE task = ? AND "
+                          "candidate_digest = ? AND protocol = ?");
   s.bind_all(key.task, key.candidate_digest, key.protocol);
   if (!s.step()) {
     fail("store database: a job just enqueued is not there");
   }
-  const int64_t id = s.column_int(0);
+  enqueue_result r;
+  r.id = s.column_int(0);
+  const auto state = job_state_from_string(s.column_text(1));
+  r.attempts = static_cast<int>(s.column_int(2));
+  r.reason = s.column_text(3);
   s.run();
+  if (created) {
+    r.outcome = enqueue_outcome::created;
+  } else if (state == job_state::done) {
+    r.outcome = enqueue_outcome::done;
+  } else if (state == job_state::failed) {
+    const int64_t cap = static_cast<int64_t>(max_attempts) * (1 + std::max(0, max_retries));
+    if (r.attempts < cap) {
+      detail::statement(db, "UPDATE jobs SET state = 'queued', max_attempts = attempts + ?, "
+                            "worker = '', lease_expires = 0, updated = ? WHERE id = ? AND state "
+                            "= 'failed'")
+          .bind_all(max_attempts, now, r.id)
+          .run();
+      r.outcome = enqueue_outcome::retried;
+    } else {
+      r.outcome = enqueue_outcome::failed;
+    }
+  } else {
+    r.outcome = enqueue_outcome::waiting;
+  }
   tx.commit();
-  return id;
+  return r;
 }
 
 std::optional<job> store::claim(const std::string& worker, std::chrono::milliseconds lease,

@@ -17,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -64,6 +65,25 @@ fs::path resolve_dir(const std::optional<fs::path>& explicit_dir) {
   }
   if (const char* env = std::getenv("KBLASTER_STORE"); env != nullptr && *env != '\0') {
     return env;
+  }
+  // A location that holds a password (a postgresql:// URL) travels to workers in a file only its
+  // owner reads, never on a command line.
+  if (const char* env = std::getenv("KBLASTER_STORE_FILE"); env != nullptr && *env != '\0') {
+    struct stat st {};
+    if (::stat(env, &st) != 0) {
+      fail_input("KBLASTER_STORE_FILE {}: {}", env, std::strerror(errno));
+    }
+    if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0 || st.st_uid != ::getuid()) {
+      fail_input("KBLASTER_STORE_FILE {}: must be the user's own and not readable by others "
+                 "(chmod 600)",
+                 env);
+    }
+    std::string text = read_file(env);
+    text = text.substr(0, text.find('\n'));
+    if (text.empty()) {
+      fail_input("KBLASTER_STORE_FILE {} is empty", env);
+    }
+    return text;
   }
   if (const char* env = std::getenv("KBLASTER_HOME"); env != nullptr && *env != '\0') {
     return env;
@@ -300,6 +320,25 @@ void enable_wal(detail::connection& db, int busy_timeout_ms) {
   }
 }
 
+// A JSON column as stored. One that does not parse (a row edited by hand, a disk error) reads as
+// {"unreadable_json": <its first 200 characters>}: one bad row never breaks a listing.
+nlohmann::json json_column(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) {
+    return {{"unreadable_json", text.substr(0, 200)}};
+  }
+  return j;
+}
+
+void require_current_schema(detail::connection& db, const std::string& where) {
+  const int have = detail::schema_version(db);
+  if (have != detail::latest_schema_version()) {
+    fail_input("the store {} has schema version {} and this kblaster reads {}; a reader does not "
+               "upgrade it (any kblaster command that records does)",
+               where, have, detail::latest_schema_version());
+  }
+}
+
 } // namespace
 
 store::store(const fs::path& dir) : store(open_options{dir}) {}
@@ -321,13 +360,39 @@ store::store(const open_options& options) {
                  detail::redact_url(options.dir.string()));
     }
     // Blobs are written to a temporary file and renamed: safe on a network filesystem.
-    create_private_dirs(files);
+    if (!options.read_only) {
+      create_private_dirs(files);
+    }
     m_impl = std::make_unique<impl>(files, options.dir.string(), options.busy_timeout_ms);
+    if (options.read_only) {
+      require_current_schema(m_impl->db, location());
+      return;
+    }
     detail::migrate(m_impl->db, detail::latest_schema_version());
     reap_interrupted_runs();
     return;
   }
+  if (options.read_only) {
+    if (!fs::is_regular_file(options.dir / "store.sqlite")) {
+      fail_input("no store at {} (it has no store.sqlite)", options.dir.string());
+    }
+    m_impl = std::make_unique<impl>(options.dir, "", options.busy_timeout_ms);
+    m_impl->db.exec("PRAGMA query_only = ON");
+    require_current_schema(m_impl->db, options.dir.string());
+    return;
+  }
   create_private_dirs(options.dir);
+  // The database holds every record: only its owner reads it (SQLite gives its -wal and -shm
+  // files the same mode).
+  if (const fs::path db = options.dir / "store.sqlite"; !fs::exists(db)) {
+    const int fd = ::open(db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno != EEXIST) {
+      fail_input("cannot create {}: {}", db.string(), std::strerror(errno));
+    }
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
   if (auto name = network_filesystem_name(options.filesystem_type(options.dir))) {
     fail_input(
         "the store folder {} is on a network filesystem ({}), where SQLite's file locking cannot "
@@ -619,7 +684,7 @@ std::optional<device_limits> store::find_device_limits(const std::string& gpu_uu
   x.fp16_tensor_flops = s.column_optional_double(9);
   x.bf16_tensor_flops = s.column_optional_double(10);
   x.tf32_tensor_flops = s.column_optional_double(11);
-  x.detail = nlohmann::json::parse(s.column_text(12));
+  x.detail = json_column(s.column_text(12));
   return x;
 }
 
@@ -642,7 +707,7 @@ std::optional<gate_calibration> store::find_gate_calibration(const std::string& 
   x.not_same_rate = *s.column_optional_double(6);
   x.spread = *s.column_optional_double(7);
   x.delta = *s.column_optional_double(8);
-  x.detail = nlohmann::json::parse(s.column_text(9));
+  x.detail = json_column(s.column_text(9));
   return x;
 }
 
@@ -710,7 +775,7 @@ run_info read_run(const detail::statement& s) {
   run_info r;
   r.id = s.column_int(0);
   r.kind = s.column_text(1);
-  r.args = nlohmann::json::parse(s.column_text(2));
+  r.args = json_column(s.column_text(2));
   r.started = s.column_text(3);
   r.finished = s.column_optional_text(4).value_or("");
   r.status = parse_stored(run_status_names, s.column_text(5), "run status");
@@ -778,7 +843,7 @@ std::vector<evaluation_row> store::evaluations_of_run(int64_t run) const {
     e.ci_high = s.column_optional_double(19);
     e.p_value = s.column_optional_double(20);
     e.floor_fraction = s.column_optional_double(21);
-    e.correctness = nlohmann::json::parse(s.column_text(22));
+    e.correctness = json_column(s.column_text(22));
     e.sandboxed = s.column_int(23) != 0;
     e.samples = nullptr;
     e.detail = nullptr;
@@ -824,14 +889,14 @@ std::vector<experience> store::find_experiences(const std::string& family, const
     x.run = s.column_optional_int(2);
     x.task_id = s.column_text(3);
     x.family = s.column_text(4);
-    x.op_features = nlohmann::json::parse(s.column_text(5));
+    x.op_features = json_column(s.column_text(5));
     x.shape = s.column_text(6);
     x.dtype = s.column_text(7);
     x.gpu = s.column_text(8);
     x.environment = s.column_optional_int(9);
     x.state_before = s.column_text(10);
     x.strategy = s.column_text(11);
-    x.params = nlohmann::json::parse(s.column_text(12));
+    x.params = json_column(s.column_text(12));
     x.predicted_speedup = s.column_optional_double(13);
     x.measured_speedup = s.column_optional_double(14);
     x.correct = s.column_int(15) != 0;

@@ -83,6 +83,9 @@ struct open_options {
   fs::path files;
   std::function<uint64_t(const fs::path&)> filesystem_type = store::filesystem_type;
   int busy_timeout_ms = 10000; // [milliseconds] how long a writer waits for another's lock
+  // For readers (the dashboard): the store must exist with the current schema; nothing is
+  // created, migrated or reaped.
+  bool read_only = false;
 };
 
 // ---- Records ----
@@ -299,6 +302,18 @@ struct job {
   std::string reason;        // reason code when failed
 };
 
+// What an enqueue found: a new job, one already waiting or running, one done (its result is
+// reused), a failed one queued again (`retried`), or a failed one whose retries are spent.
+enum class enqueue_outcome { created, waiting, done, retried, failed };
+std::string to_string(enqueue_outcome o);
+
+struct enqueue_result {
+  int64_t id = 0;
+  enqueue_outcome outcome = enqueue_outcome::created;
+  int attempts = 0;   // attempts the job has had, over every enqueue
+  std::string reason; // the reason of the last failure, kept when it is queued again
+};
+
 struct queue_counts {
   int64_t queued = 0;
   int64_t running = 0;
@@ -316,8 +331,10 @@ struct evidence_report {
 
 class store {
 public:
-  // Opens the store at options.dir, creating it (mode 0700) and upgrading its schema as needed;
-  // runs of this machine whose process is gone are marked interrupted.
+  // Opens the store at options.dir, creating it (folders 0700, store.sqlite 0600) and upgrading
+  // its schema as needed; runs of this machine whose process is gone are marked interrupted.
+  // With options.read_only: none of that (kb::input_error when there is no store there, or one of
+  // another schema).
   explicit store(const open_options& options);
   explicit store(const fs::path& dir);
   ~store();
@@ -388,7 +405,13 @@ public:
   int reap_interrupted_runs();
 
   // ---- The job queue ----
-  // Enqueues a job unless one with the same key exists; returns the job's id either way.
+  // Enqueues a job unless one with the same key exists. A failed one is queued again with
+  // `max_attempts` more attempts while it has had fewer than max_attempts * (1 + max_retries) in
+  // all (a transient fault is not a permanent failure), its last reason kept until it finishes.
+  enqueue_result submit(const job_key& key, const nlohmann::json& payload,
+                        std::optional<int64_t> run = std::nullopt, int max_attempts = 3,
+                        int max_retries = 3);
+  // submit(), returning the job's id.
   int64_t enqueue(const job_key& key, const nlohmann::json& payload,
                   std::optional<int64_t> run = std::nullopt, int max_attempts = 3);
   // Takes the oldest queued job, or a running one whose lease expired, for `worker`, with a lease

@@ -10,6 +10,7 @@
 //   node dashboard.mjs screenshots --bin BUILD_DIR --store STORE --out DIR [--bench FILE]
 //       the screenshots of an existing store (scripts/dashboard-screenshots.sh).
 import { spawn, execFileSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -28,10 +29,16 @@ const check = (ok, what) => {
   if (!ok) failures++;
 };
 
+// The server's access token: every request carries it (node's fetch as a header, the browser as
+// the cookie the server sets).
+const token = crypto.randomBytes(24).toString("hex");
+const plainFetch = globalThis.fetch;
+globalThis.fetch = (u, o = {}) => plainFetch(u, { ...o, headers: { ...(o.headers || {}), Authorization: `Bearer ${token}` } });
+
 function startServer(bin, store, extra = []) {
   const portFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "kb-serve-")), "port");
   const proc = spawn(path.join(bin, "kblaster"), ["serve", "--store", store, "--port", "0", "--port-file", portFile, ...extra],
-    { stdio: ["ignore", "inherit", "inherit"] });
+    { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, KBLASTER_SERVE_TOKEN: token } });
   return new Promise((resolve, reject) => {
     const t0 = Date.now();
     const wait = () => {
@@ -54,6 +61,7 @@ async function launch() {
     args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
       "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
   });
+  await context.addCookies([{ name: "kblaster_token", value: token, domain: "127.0.0.1", path: "/" }]);
   return { context, userData };
 }
 

@@ -203,6 +203,21 @@ TEST_P(backend_test, an_expired_lease_gives_the_job_to_another_worker_until_atte
   EXPECT_EQ(st.claim("w4", 60s)->attempts, 1);
 }
 
+TEST_P(backend_test, a_failed_job_is_retried_by_a_later_enqueue_until_its_cap) {
+  auto st = open();
+  const job_key key{"t", "retry", "p"};
+  const auto first = st.submit(key, {}, std::nullopt, 1, 1);
+  ASSERT_EQ(st.claim("w1", 60s)->id, first.id);
+  st.release(first.id, "w1", "worker.error", true);
+  const auto again = st.submit(key, {}, std::nullopt, 1, 1);
+  EXPECT_EQ(again.outcome, enqueue_outcome::retried);
+  EXPECT_EQ(again.reason, "worker.error");
+  EXPECT_EQ(st.claim("w2", 60s)->attempts, 2);
+  st.release(first.id, "w2", "worker.error", true);
+  EXPECT_EQ(st.submit(key, {}, std::nullopt, 1, 1).outcome, enqueue_outcome::failed);
+  EXPECT_FALSE(st.claim("w3", 60s).has_value());
+}
+
 INSTANTIATE_TEST_SUITE_P(store, backend_test, ::testing::Values(kind::sqlite, kind::postgres),
                          [](const auto& info) {
                            return info.param == kind::sqlite ? "sqlite" : "postgres";

@@ -186,6 +186,36 @@ TEST_F(slurm_test, a_job_whose_setup_fails_is_retried_and_then_fails_with_the_cl
   }
 }
 
+// No credential reaches the cluster: the job's script and command line hold no store location
+// (a URL may hold a password), which travels in a file only the user reads, and the job gets the
+// worker's environment, not the submitter's (an API key stays on the login node).
+TEST_F(slurm_test, a_job_carries_no_store_location_in_its_script_and_not_the_submitters_secrets) {
+  ::setenv("KB_TEST_API_KEY_45", "sk-stays-on-the-login-node", 1);
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  slurm_options s;
+  s.gres = "";
+  const auto env_file = m_dir->path() / "job-env.txt";
+  s.setup = "env > '" + env_file.string() + "'";
+  auto exec = make(s);
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  ::unsetenv("KB_TEST_API_KEY_45");
+  expect_cpu_path(r);
+  const auto ids = job_ids();
+  ASSERT_EQ(ids.size(), 1u);
+  const std::string script = run_text({"scontrol", "write", "batch_script", ids[0], "-"});
+  EXPECT_NE(script.find("queue work"), std::string::npos) << script;
+  const std::string store_location = (m_dir->path() / "store").string();
+  EXPECT_EQ(script.find(store_location), std::string::npos) << script;
+  const std::string env = read_file(env_file);
+  EXPECT_EQ(env.find("KB_TEST_API_KEY_45"), std::string::npos) << env;
+  EXPECT_NE(env.find("KBLASTER_STORE_FILE="), std::string::npos) << env;
+  const auto location = m_logs / "store-location";
+  EXPECT_EQ(read_file(location), store_location + "\n");
+  EXPECT_EQ(fs::status(location).permissions() & (fs::perms::group_all | fs::perms::others_all),
+            fs::perms::none);
+}
+
 TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_config_file) {
   // scripts/services.sh makes a second partition, not the default: a job reaches it only when
   // asked. The file names it, a time limit and an extra option; the command line's layer says

@@ -164,6 +164,20 @@ TEST(llm_proposer, a_malformed_answer_is_a_recorded_failure) {
   EXPECT_EQ(server.count(), 3);
 }
 
+// A model that names its answer "baseline" gets no trust from the name: the answer is refused.
+TEST(llm_proposer, an_answer_named_with_a_reserved_strategy_is_refused) {
+  fake_chat_server server([](const nlohmann::json&, int, httplib::Response& res) {
+    reply_json(res, 200, completion({good_answer("baseline", 1.35, "first")}, 10, 10));
+  });
+  client c(test_config(server));
+  llm_proposer proposer(c, test_proposer_config());
+  softmax_context s;
+  const auto r = proposer.propose(s.context);
+  EXPECT_FALSE(r.candidate);
+  EXPECT_EQ(r.failure, reason::reserved_strategy);
+  EXPECT_NE(r.message.find("\"baseline\""), std::string::npos) << r.message;
+}
+
 // The portfolio's kernels define kb_launch in a launch template of the project's headers; an
 // answer written that way is a candidate (the loader checks the symbol), not a malformed answer.
 TEST(llm_proposer, kb_launch_from_a_project_header_is_a_candidate) {

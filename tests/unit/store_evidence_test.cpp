@@ -3,7 +3,9 @@
 #include "common/sha256.hpp"
 #include "store_test_support.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 
 namespace kb::store::testing {
 namespace {
@@ -152,6 +154,71 @@ TEST_F(evidence_test, a_manifest_cannot_point_outside_the_folder) {
   EXPECT_FALSE(passes());
   EXPECT_NE(problems().find("'..' component"), std::string::npos) << problems();
   EXPECT_NE(problems().find("not a relative path"), std::string::npos) << problems();
+}
+
+// A forger who edits rows.json and writes a new MANIFEST to match: the rows no longer agree
+// with their blobs (the judge's own record), and the MANIFEST's digest is not the published one.
+TEST_F(evidence_test, a_forged_row_with_a_rewritten_manifest_fails_the_check) {
+  const std::string published = sha256_file(out() / "MANIFEST");
+  const auto forge = [&](const std::function<void(nlohmann::json&)>& edit) {
+    make_writable(out() / "rows.json");
+    make_writable(out() / "MANIFEST");
+    auto doc = nlohmann::json::parse(read_file(out() / "rows.json"));
+    edit(doc);
+    std::ofstream(out() / "rows.json", std::ios::binary | std::ios::trunc) << doc.dump(2) << "\n";
+    std::string manifest;
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(out())) {
+      const auto rel = e.path().lexically_relative(out()).generic_string();
+      if (e.is_regular_file() && rel != "MANIFEST") {
+        files.push_back(rel);
+      }
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      manifest += sha256_file(out() / f) + "  " + f + "\n";
+    }
+    std::ofstream(out() / "MANIFEST", std::ios::binary | std::ios::trunc) << manifest;
+  };
+  forge([](nlohmann::json& doc) {
+    auto& e = doc["tables"]["evaluations"][0];
+    e["verdict"] = "regressed";
+    e["speedup"] = 9.99;
+  });
+  const auto report = check_evidence(out());
+  EXPECT_FALSE(report.ok());
+  EXPECT_NE(problems().find("detail blob says \"improved\""), std::string::npos) << problems();
+  EXPECT_NE(problems().find("not the ratio of its medians"), std::string::npos) << problems();
+  EXPECT_NE(report.manifest_digest, published);
+  // A row whose blob was deleted, and struck from the blob list too.
+  forge([&](nlohmann::json& doc) {
+    auto& e = doc["tables"]["evaluations"][0];
+    e["verdict"] = "improved";
+    e["speedup"] = 1.5;
+    auto& blobs = doc["blobs"];
+    for (size_t i = 0; i < blobs.size(); ++i) {
+      if (blobs[i]["digest"] == m_run.log) {
+        blobs.erase(i);
+        break;
+      }
+    }
+  });
+  fs::remove(out() / "blobs" / m_run.log);
+  forge([](nlohmann::json&) {});
+  EXPECT_FALSE(passes());
+  EXPECT_NE(problems().find("log_digest blob " + m_run.log + " is missing"), std::string::npos)
+      << problems();
+}
+
+TEST_F(evidence_test, check_compares_the_manifest_with_the_published_digest) {
+  const std::string digest = sha256_file(out() / "MANIFEST");
+  const auto ok = run_process({.argv = {KBLASTER_BINARY, "evidence", "check", out().string(),
+                                        "--manifest-sha256", digest}});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  const auto other = run_process({.argv = {KBLASTER_BINARY, "evidence", "check", out().string(),
+                                           "--manifest-sha256", std::string(64, 'a')}});
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("not the published"), std::string::npos) << other.output;
 }
 
 TEST_F(evidence_test, export_refuses_a_non_empty_folder_and_an_unknown_run) {

@@ -10,9 +10,12 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <cctype>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <pthread.h>
 #include <thread>
@@ -25,6 +28,7 @@ namespace fs = std::filesystem;
 struct options {
   std::string store;
   std::string bind = "127.0.0.1";
+  std::vector<std::string> allow_hosts; // more names the Host header may carry
   int port = 8765;
   std::optional<fs::path> root;
   fs::path assets;
@@ -75,7 +79,10 @@ public:
     thread_local std::unique_ptr<kb::store::store> st;
     thread_local fs::path opened;
     if (!st || opened != m_dir) {
-      st = std::make_unique<kb::store::store>(m_dir);
+      kb::store::open_options o;
+      o.dir = m_dir;
+      o.read_only = true; // never created, migrated or reaped by a reader
+      st = std::make_unique<kb::store::store>(o);
       opened = m_dir;
     }
     return *st;
@@ -106,14 +113,107 @@ int64_t number(const std::string& s) {
   throw kb::serve::not_found(fmt::format("not a number: {}", s));
 }
 
+// ---- Access control ----
+
+// The access token: $KBLASTER_SERVE_TOKEN (at least 16 characters), else 32 random bytes in hex.
+std::string access_token() {
+  if (const char* env = std::getenv("KBLASTER_SERVE_TOKEN"); env != nullptr && *env != '\0') {
+    const std::string t = env;
+    if (t.size() < 16 || t.find_first_of(" \t\r\n;,\"") != std::string::npos) {
+      kb::fail_input("KBLASTER_SERVE_TOKEN must be at least 16 characters, without spaces, ';', "
+                     "',' or quotes");
+    }
+    return t;
+  }
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char bytes[32] = {};
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof bytes)) {
+    kb::fail("cannot read /dev/urandom for the access token");
+  }
+  std::string t;
+  for (const unsigned char b : bytes) {
+    t += fmt::format("{:02x}", b);
+  }
+  return t;
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+// The host part of a Host header ("127.0.0.1:8765" -> "127.0.0.1", "[::1]:80" -> "::1").
+std::string host_of(const std::string& header) {
+  std::string h = header;
+  if (h.starts_with("[")) {
+    const auto end = h.find(']');
+    return end == std::string::npos ? h : h.substr(1, end - 1);
+  }
+  if (const auto colon = h.rfind(':'); colon != std::string::npos) {
+    h = h.substr(0, colon);
+  }
+  for (char& c : h) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return h;
+}
+
+// The token a request carries: ?token=, the cookie that sets, or Authorization: Bearer.
+std::string token_of(const httplib::Request& req) {
+  if (req.has_param("token")) {
+    return req.get_param_value("token");
+  }
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.starts_with("Bearer ")) {
+    return auth.substr(7);
+  }
+  const std::string cookies = req.get_header_value("Cookie");
+  size_t at = 0;
+  while (at < cookies.size()) {
+    size_t end = cookies.find(';', at);
+    if (end == std::string::npos) {
+      end = cookies.size();
+    }
+    std::string pair = cookies.substr(at, end - at);
+    pair.erase(0, pair.find_first_not_of(' '));
+    if (pair.starts_with("kblaster_token=")) {
+      return pair.substr(15);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
+void refuse(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(json{{"error", message}}.dump(), "application/json");
+}
+
 int serve(const options& o) {
   if (o.store.rfind("postgres://", 0) == 0 || o.store.rfind("postgresql://", 0) == 0) {
     kb::fail_input("this kblaster reads SQLite stores only; {} is not a folder", o.store);
   }
   const fs::path dir =
       kb::store::resolve_dir(o.store.empty() ? std::nullopt : std::optional<fs::path>(o.store));
+  if (!fs::is_directory(dir)) {
+    kb::fail_input("no store at {}", dir.string());
+  }
   store_pool pool(dir);
   pool.get(); // fail now, with a clear message, if the store cannot be opened
+  const std::string token = access_token();
+  // Names a browser may use for this server: loopback ones, the bound address and --allow-host.
+  // Any other Host (a DNS name an attacker's page points at 127.0.0.1) is refused.
+  std::set<std::string> hosts = {"localhost", "127.0.0.1", "::1", host_of(o.bind)};
+  for (const auto& h : o.allow_hosts) {
+    hosts.insert(host_of(h));
+  }
   const auto assets = load_assets(o.assets);
   kb::serve::dashboard_options dopt;
   dopt.project_root = o.root;
@@ -124,9 +224,31 @@ int serve(const options& o) {
                            {"X-Content-Type-Options", "nosniff"},
                            {"Referrer-Policy", "no-referrer"},
                            {"X-Frame-Options", "DENY"}});
+  // Every request: a Host of the allow-list, then the token. A request carrying the token as
+  // ?token= gets it back as a cookie (HttpOnly, SameSite=Strict), so the pages' own requests
+  // carry it from then on.
+  svr.set_pre_routing_handler([&hosts, &token](const httplib::Request& req,
+                                               httplib::Response& res) {
+    if (!hosts.contains(host_of(req.get_header_value("Host")))) {
+      refuse(res, 403, "this server answers to its own address only (see kblaster serve "
+                       "--allow-host)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!same_secret(token_of(req), token)) {
+      refuse(res, 401, "an access token is needed: open the address kblaster serve printed");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.has_param("token")) {
+      res.set_header("Set-Cookie",
+                     "kblaster_token=" + token + "; Path=/; HttpOnly; SameSite=Strict");
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Errors say what was not found; anything else is a generic message (the details go to the
+  // server's own stderr, not to the page).
   svr.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown error";
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
         int status = 500;
         try {
           std::rethrow_exception(ep);
@@ -134,7 +256,9 @@ int serve(const options& o) {
           status = 404;
           what = e.what();
         } catch (const std::exception& e) {
-          what = e.what();
+          fmt::print(stderr, "kblaster serve: {} {}: {}\n", req.method, req.path, e.what());
+        } catch (...) {
+          fmt::print(stderr, "kblaster serve: {} {}: unknown error\n", req.method, req.path);
         }
         res.status = status;
         send_json(res, {{"error", what}});
@@ -217,8 +341,9 @@ int serve(const options& o) {
     kb::write_file_atomic(*o.port_file, std::to_string(port) + "\n");
   }
   const std::string host = o.bind.find(':') != std::string::npos ? "[" + o.bind + "]" : o.bind;
-  fmt::print("kblaster serve: store {} at http://{}:{}/ (read-only; Ctrl-C stops)\n", dir.string(),
-             host, port);
+  fmt::print("kblaster serve: store {} (read-only; Ctrl-C stops)\n  open "
+             "http://{}:{}/?token={}\n",
+             dir.string(), host, port, token);
   std::fflush(stdout);
 
   // SIGINT and SIGTERM stop the server cleanly: one thread waits for them.
@@ -251,6 +376,9 @@ int main(int argc, char** argv) {
   app.add_option("--assets", o.assets, "folder of the pages and scripts (default: web/ beside)");
   app.add_option("--bench", o.bench, "bench.json of `kblaster bench` for the suite page");
   app.add_option("--port-file", o.port_file, "write the port listened on to this file");
+  app.add_option("--allow-host", o.allow_hosts,
+                 "another name browsers reach this server by (repeatable; default: loopback "
+                 "names and the --bind address)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,10 @@
 
 #include "common/error.hpp"
 
+#include <cctype>
+#include <chrono>
+#include <thread>
+
 namespace kb::store::detail {
 
 connection::connection(const std::filesystem::path& file, int busy_timeout_ms)
@@ -89,7 +93,24 @@ std::optional<std::string> statement::column_optional_text(int column) const {
 transaction::transaction(connection& db) : m_db(db), m_level(db.depth()) {
   // SQLite: take the write lock now. PostgreSQL locks rows as they are written.
   const char* begin = db.kind() == dialect::sqlite ? "BEGIN IMMEDIATE" : "BEGIN";
-  db.exec(m_level == 0 ? std::string(begin) : "SAVEPOINT kb_" + std::to_string(m_level));
+  if (m_level == 0) {
+    // A writer waits its turn, each try under the busy timeout, for up to ten minutes in all: a
+    // long transaction of another process (gc, an export) delays a record but never loses it.
+    const auto deadline = std::chrono::steady_clock::now() + transaction_lock_wait;
+    while (true) {
+      try {
+        db.exec(begin);
+        break;
+      } catch (const busy_error&) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          throw;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  } else {
+    db.exec("SAVEPOINT kb_" + std::to_string(m_level));
+  }
   ++db.depth();
 }
 
@@ -139,17 +160,46 @@ bool is_postgres_url(std::string_view location) {
 }
 
 std::string redact_url(const std::string& url) {
-  // scheme://user:password@host -> scheme://user:***@host
+  // scheme://user:password@host -> scheme://user:***@host, and ?password=... (or sslpassword=)
+  // -> ?password=***
   const auto scheme = url.find("://");
   if (scheme == std::string::npos) {
     return url;
   }
-  const auto at = url.find('@', scheme + 3);
-  const auto colon = url.find(':', scheme + 3);
-  if (at == std::string::npos || colon == std::string::npos || colon > at) {
-    return url;
+  std::string out = url;
+  const auto query = out.find('?', scheme + 3);
+  const auto at = out.rfind('@', query == std::string::npos ? std::string::npos : query);
+  const auto colon = out.find(':', scheme + 3);
+  if (at != std::string::npos && at > scheme && colon != std::string::npos && colon < at) {
+    out = out.substr(0, colon + 1) + "***" + out.substr(at);
   }
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+  const auto q = out.find('?', scheme + 3);
+  if (q == std::string::npos) {
+    return out;
+  }
+  std::string redacted = out.substr(0, q + 1);
+  size_t start = q + 1;
+  while (start <= out.size()) {
+    size_t end = out.find('&', start);
+    if (end == std::string::npos) {
+      end = out.size();
+    }
+    const std::string pair = out.substr(start, end - start);
+    const auto eq = pair.find('=');
+    std::string name = pair.substr(0, eq);
+    for (char& c : name) {
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    const bool secret = name.find("password") != std::string::npos || name == "passfile" ||
+                        name == "sslkey" || name.find("secret") != std::string::npos ||
+                        name.find("token") != std::string::npos;
+    redacted += secret && eq != std::string::npos ? pair.substr(0, eq + 1) + "***" : pair;
+    if (end < out.size()) {
+      redacted += '&';
+    }
+    start = end + 1;
+  }
+  return redacted;
 }
 
 } // namespace kb::store::detail

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -144,6 +145,10 @@ private:
 
 // BEGIN IMMEDIATE for the outermost transaction, a savepoint inside it; rolled back unless
 // committed.
+// How long the outermost transaction waits for the write lock in all (each try waits up to the
+// connection's busy timeout).
+inline constexpr std::chrono::seconds transaction_lock_wait{600};
+
 class transaction {
 public:
   explicit transaction(connection& db);
