@@ -38,8 +38,11 @@ namespace kb::conv {
 
 // One spatial dim's output size; 0 or less when no output position exists.
 KB_HD int64_t output_size(int64_t in, int64_t k, int stride, int pad, int dil, int out_pad, bool transposed) {
-  return transposed ? (in - 1) * stride - 2 * static_cast<int64_t>(pad) + static_cast<int64_t>(dil) * (k - 1) + out_pad + 1
-                    : (in + 2 * static_cast<int64_t>(pad) - static_cast<int64_t>(dil) * (k - 1) - 1) / stride + 1;
+  if (transposed) {
+    return (in - 1) * stride - 2 * static_cast<int64_t>(pad) + static_cast<int64_t>(dil) * (k - 1) + out_pad + 1;
+  }
+  const int64_t span = in + 2 * static_cast<int64_t>(pad) - static_cast<int64_t>(dil) * (k - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1; // no window fits: none (division truncates toward 0)
 }
 
 // A convolution's sizes at one call, as rank 3.
