@@ -31,10 +31,14 @@ struct shape_features {
   bool has_weight = false;
   bool has_bias = false;
   bool pointwise = false; // loss: the target is a floating-point tensor of x's shape
-  // matmul: C (m x n) = A (m x k) @ B (k x n).
+  // matmul: C (m x n) = A (m x k) @ B (k x n). conv: the implicit GEMM of one group
+  // (m = batch x output positions, n = output channels per group, k = input channels per group x
+  // kernel volume).
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  int64_t groups = 0;      // conv
+  bool transposed = false; // conv
 
   int64_t rows() const { return outer * inner; }
   int64_t row_bytes() const { return extent * static_cast<int64_t>(task::dtype_size(storage)); }
