@@ -380,7 +380,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   show->add_option("--family", family, "one op family");
   show->callback([&globals, result] {
     auto st = open_store(globals);
-    for (const auto* fam : {"elementwise", "normalize", "reduce", "loss", "matmul"}) {
+    for (const auto* fam : {"elementwise", "normalize", "reduce", "loss", "matmul", "conv"}) {
       if (!family.empty() && family != fam) {
         continue;
       }
@@ -407,7 +407,7 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   exp->callback([&globals, result] {
     auto st = open_store(globals);
     search::memory mem(st);
-    const auto j = mem.export_all({"elementwise", "normalize", "reduce", "loss", "matmul"});
+    const auto j = mem.export_all({"elementwise", "normalize", "reduce", "loss", "matmul", "conv"});
     write_file_atomic(export_file, j.dump(1) + "\n");
     fmt::print("{} experiences written to {}\n", j.size(), export_file);
     *result = exit_code::ok;

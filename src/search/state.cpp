@@ -171,6 +171,11 @@ shape_class classify_shape(const shape_features& f) {
     k.layout = f.diag ? "diag" : "gemm";
     k.log2_buckets = {log2_bucket(f.m * f.batch), log2_bucket(f.n), log2_bucket(f.k)};
     break;
+  case task::family::conv:
+    k.layout = f.transposed ? "conv_transposed" : "conv";
+    k.log2_buckets = {log2_bucket(f.m), log2_bucket(f.n), log2_bucket(f.k),
+                      log2_bucket(f.groups)};
+    break;
   }
   return k;
 }

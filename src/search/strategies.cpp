@@ -629,6 +629,56 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::row_scale",
        true});
+
+  // ---- conv -------------------------------------------------------------------------------------
+  add({"conv.implicit_gemm",
+       family::conv,
+       "Implicit GEMM on tensor cores at fp32 accuracy, per group: M = batch x output positions, "
+       "N = output channels per group, K = input channels per group x kernel taps; each block's "
+       "A chunk is gathered straight from x (zero for padding and, transposed, for taps between "
+       "strides), B from the weights (or from a packed [group][N][K] copy in the workspace), "
+       "both through `stages` cp.async buffers; 3xTF32 split (three mma.sync m16n8k8 per "
+       "product; fp16 and bf16 take one); split-K partial sums added in split order by a second "
+       "kernel; bias, scale and the task's epilogue applied to the output tile.",
+       "convolutions whose GEMM view has K >= 16 and N >= 8 (input channels per group x kernel "
+       "volume, output channels per group): standard, pointwise, grouped and transposed",
+       "The baseline's thread per output re-reads every input value once per output channel and "
+       "runs on the fp32 FMA pipe; the GEMM view reuses each input value over a tile of output "
+       "channels from shared memory and runs the products on tensor cores, with the split "
+       "keeping the fp32 tolerance.",
+       [](const shape_features& f) { return f.k >= 16 && f.n >= 8; },
+       {ints("bm", {64, 128}, "rows of the GEMM (batch x output positions) per block"),
+        ints("bn", {32, 64, 128}, "output channels per block"),
+        ints("bk", {16, 32}, "depth of the K chunks in shared memory"),
+        ints("stages", {1, 2, 3}, "shared-memory buffers of the cp.async pipeline (1: load, "
+                                   "wait, multiply)"),
+        ints("split_k", {1, 2, 4, 8},
+             "blocks along K, their partial sums added in split order (used when every split "
+             "gets a chunk and the partial sums fit in 512 MiB, else 1)"),
+        ints("transform", {0, 1},
+             "1: the weights packed into the workspace as [group][N][K] fp32, zero padded to the "
+             "tile, so B's chunks are 16-byte cp.async rows without bounds checks (pays for "
+             "transposed weights, whose K is strided)")},
+       {{"bm", 128}, {"bn", 64}, {"bk", 32}, {"stages", 2}, {"split_k", 1}, {"transform", 0}},
+       "kblaster/device/strategies/conv.cuh",
+       "kb::strategies::conv::implicit_gemm",
+       true});
+  add({"conv.direct",
+       family::conv,
+       "A thread per outputs_per_thread adjacent outputs along the last spatial dim, gathering "
+       "their taps (forward or transposed) with each weight loaded once for them, fp32 FMA.",
+       "convolutions with a short reduction (K < 64, e.g. depthwise: one input channel per "
+       "group) or few output channels per group (N < 8)",
+       "A depthwise convolution has a reduction of only the kernel taps, too short for a GEMM "
+       "tile: it is bound by memory. Several adjacent outputs per thread share each weight load "
+       "and the overlapping input rows stay in L1.",
+       [](const shape_features& f) { return f.k < 64 || f.n < 8; },
+       {ints("block", {128, 256, 512}, "threads per block"),
+        ints("outputs_per_thread", {1, 2, 4}, "adjacent outputs along the last dim per thread")},
+       {{"block", 256}, {"outputs_per_thread", 2}},
+       "kblaster/device/strategies/conv.cuh",
+       "kb::strategies::conv::direct",
+       false});
   return lib;
 }
 
@@ -773,6 +823,44 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     f.elements = outputs[0].numel();
     f.supported_dtypes = supported(a) && b.type == a.type && outputs[0].type == a.type &&
                          product.has_value();
+    break;
+  }
+  case task::family::conv: {
+    int xi = -1;
+    int wi = -1;
+    if (!c.conv || with_role(c.inputs, "x", &xi) == nullptr ||
+        with_role(c.inputs, "weight", &wi) == nullptr) {
+      return f;
+    }
+    const auto& x = inputs[xi];
+    const auto& w = inputs[wi];
+    const auto& y = outputs[0];
+    const size_t nd = static_cast<size_t>(c.conv->rank) + 2;
+    if (x.shape.size() != nd || w.shape.size() != nd || y.shape.size() != nd) {
+      return f;
+    }
+    f.storage = x.type;
+    f.elements = y.numel();
+    f.transposed = c.conv->transposed;
+    f.groups = (c.conv->transposed ? y.shape[1] : x.shape[1]) / std::max<int64_t>(w.shape[1], 1);
+    if (f.groups < 1) {
+      return f;
+    }
+    f.m = y.shape[0];
+    f.k = (c.conv->transposed ? w.shape[0] / f.groups : w.shape[1]);
+    for (size_t d = 2; d < nd; ++d) {
+      f.m *= y.shape[d];
+      f.k *= w.shape[d];
+    }
+    f.n = y.shape[1] / f.groups;
+    f.supported_dtypes = supported(x) && w.type == x.type && y.type == x.type;
+    for (const char* role : {"bias", "scale"}) {
+      int pi = -1;
+      if (with_role(c.inputs, role, &pi) != nullptr) {
+        f.has_bias = f.has_bias || std::string(role) == "bias";
+        f.supported_dtypes = f.supported_dtypes && inputs[pi].type == x.type;
+      }
+    }
     break;
   }
   }
@@ -958,6 +1046,9 @@ std::vector<profile::state> addressed_states(const strategy& st) {
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
       {"matmul.tensor_core",
        {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
+      {"conv.implicit_gemm",
+       {state::compute_bound, state::balanced, state::latency_bound, state::unknown}},
+      {"conv.direct", {state::memory_bound, state::latency_bound, state::unknown}},
   };
   const auto it = table.find(st.name);
   return it == table.end() ? std::vector<state>{state::unknown} : it->second;

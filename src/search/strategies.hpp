@@ -37,13 +37,17 @@ struct shape_features {
   int pool_rank = 0;
   int64_t window = 0;
   bool overlapping = false;
-  // matmul: per batch, C (m x n) = A (m x k) @ B (k x n) (task::matmul_shape_of: a batched A
-  // times an unbatched B folds its batches into m); diag: diag(a) @ B, a row scaling (m = k).
+  // matmul: C (m x n) = A (m x k) @ B (k x n). conv: the implicit GEMM of one group
+  // (m = batch x output positions, n = output channels per group, k = input channels per group x
+  // kernel volume). The matmul forms: per batch (a batched A times an unbatched B folds its
+  // batches into m, task::matmul_shape_of); diag: diag(a) @ B, a row scaling (m = k).
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
   int64_t batch = 1;
   bool diag = false;
+  int64_t groups = 0;      // conv
+  bool transposed = false; // conv
 
   int64_t rows() const { return outer * inner; }
   int64_t row_bytes() const { return extent * static_cast<int64_t>(task::dtype_size(storage)); }

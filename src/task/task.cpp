@@ -99,13 +99,15 @@ std::string to_string(family f) {
     return "scan";
   case family::argreduce:
     return "argreduce";
+  case family::conv:
+    return "conv";
   }
   return "?";
 }
 
 std::optional<family> family_from_string(const std::string& s) {
   for (family f : {family::elementwise, family::normalize, family::reduce, family::loss,
-                   family::matmul, family::pool, family::scan, family::argreduce}) {
+                   family::matmul, family::pool, family::scan, family::argreduce, family::conv}) {
     if (to_string(f) == s) {
       return f;
     }
@@ -170,6 +172,16 @@ std::optional<matmul_mask> matmul_mask_from_string(const std::string& s) {
     }
   }
   return std::nullopt;
+}
+
+int64_t conv_output_size(int64_t in, int64_t kernel, int stride, int padding, int dilation,
+                         int output_padding, bool transposed) {
+  if (transposed) {
+    return (in - 1) * stride - 2 * static_cast<int64_t>(padding) +
+           static_cast<int64_t>(dilation) * (kernel - 1) + output_padding + 1;
+  }
+  const int64_t span = in + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  return span < 0 ? 0 : span / stride + 1;
 }
 
 std::string to_string(task_kind k) {
@@ -578,6 +590,229 @@ nlohmann::json literal_json(const reader& r, const toml::node& n, const std::str
     return out;
   }
   r.error(path, "a number, a boolean, a string or an array of them", &n);
+}
+
+// A [conv] entry that is one integer per spatial dim: an array of `rank` integers, or one integer
+// for all of them.
+std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::string& key,
+                           int rank, int fallback, int minimum) {
+  const std::string field = "conv." + key;
+  const toml::node* n = t.get(key);
+  std::vector<int> out;
+  const auto one = [&](const toml::node& e) {
+    if (!e.is_integer() || e.as_integer()->get() < minimum || e.as_integer()->get() > (1 << 20)) {
+      r.error(field, fmt::format("an integer >= {} or an array of {} of them", minimum, rank), &e);
+    }
+    return static_cast<int>(e.as_integer()->get());
+  };
+  if (n == nullptr) {
+    out.assign(static_cast<size_t>(rank), fallback);
+  } else if (n->is_array()) {
+    const auto& a = *n->as_array();
+    if (static_cast<int>(a.size()) != rank) {
+      r.error(field,
+              fmt::format("{} entries, one per spatial dim (rank {}), got {}", rank, rank,
+                          a.size()),
+              n);
+    }
+    for (const auto& e : a) {
+      out.push_back(one(e));
+    }
+  } else {
+    out.assign(static_cast<size_t>(rank), one(*n));
+  }
+  return out;
+}
+
+// A [conv] size: an integer or an expression over the shape's dims (checked per shape later).
+std::string conv_expr(const reader& r, const toml::node* n, const std::string& field) {
+  if (n != nullptr && n->is_integer() && n->as_integer()->get() > 0) {
+    return std::to_string(n->as_integer()->get());
+  }
+  if (n != nullptr && n->is_string() && !n->as_string()->get().empty()) {
+    return std::string(*n->as_string());
+  }
+  r.error(field, "a positive integer or an expression over the shape's dims", n);
+}
+
+conv_params parse_conv(const reader& r, const toml::table& t) {
+  conv_params p;
+  p.transposed = r.boolean(t, "transposed", "conv.", false);
+  const toml::node* kernel = t.get("kernel");
+  if (kernel == nullptr) {
+    r.error("conv.kernel", "the kernel size: an array of one to three sizes (one per spatial "
+                           "dim) (required)");
+  }
+  if (const toml::node* rank = t.get("rank"); rank != nullptr) {
+    if (!rank->is_integer() || rank->as_integer()->get() < 1 || rank->as_integer()->get() > 3) {
+      r.error("conv.rank", "1, 2 or 3 (the spatial dims: Conv1d, Conv2d, Conv3d)", rank);
+    }
+    p.rank = static_cast<int>(rank->as_integer()->get());
+  } else if (kernel->is_array()) {
+    p.rank = static_cast<int>(kernel->as_array()->size());
+  } else {
+    r.error("conv.rank", "1, 2 or 3 (required when conv.kernel is one size for every dim)");
+  }
+  if (p.rank < 1 || p.rank > 3) {
+    r.error("conv.kernel", "one to three sizes (one per spatial dim)", kernel);
+  }
+  if (kernel->is_array()) {
+    const auto& a = *kernel->as_array();
+    if (static_cast<int>(a.size()) != p.rank) {
+      r.error("conv.kernel", fmt::format("{} sizes, one per spatial dim (rank {})", p.rank, p.rank),
+              kernel);
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      p.kernel.push_back(conv_expr(r, &a[i], "conv.kernel[" + std::to_string(i) + "]"));
+    }
+  } else {
+    p.kernel.assign(static_cast<size_t>(p.rank), conv_expr(r, kernel, "conv.kernel"));
+  }
+  p.in_channels = conv_expr(r, t.get("in_channels"), "conv.in_channels");
+  p.out_channels = conv_expr(r, t.get("out_channels"), "conv.out_channels");
+  p.stride = conv_ints(r, t, "stride", p.rank, 1, 1);
+  p.padding = conv_ints(r, t, "padding", p.rank, 0, 0);
+  p.dilation = conv_ints(r, t, "dilation", p.rank, 1, 1);
+  p.output_padding = conv_ints(r, t, "output_padding", p.rank, 0, 0);
+  for (int d = 0; d < p.rank; ++d) {
+    if (p.output_padding[d] != 0 && !p.transposed) {
+      r.error("conv.output_padding", "0 for a forward convolution (output padding is a "
+                                     "transposed convolution's)",
+              t.get("output_padding"));
+    }
+    if (p.output_padding[d] >= p.stride[d] && p.output_padding[d] >= p.dilation[d]) {
+      r.error("conv.output_padding",
+              fmt::format("each entry below its stride or its dilation (dim {}: {} with stride "
+                          "{} and dilation {})",
+                          d, p.output_padding[d], p.stride[d], p.dilation[d]),
+              t.get("output_padding"));
+    }
+  }
+  if (t.get("groups") != nullptr) {
+    p.groups = conv_expr(r, t.get("groups"), "conv.groups");
+  }
+  p.bias = r.boolean(t, "bias", "conv.", false);
+  for (const auto& [key, node] : t) {
+    static const std::set<std::string> known{"rank",     "transposed",     "in_channels",
+                                             "out_channels", "kernel",     "stride",
+                                             "padding",  "output_padding", "dilation",
+                                             "groups",   "bias"};
+    if (!known.count(std::string(key.str()))) {
+      r.error("conv." + std::string(key.str()),
+              "no such field (known: rank, transposed, in_channels, out_channels, kernel, stride, "
+              "padding, output_padding, dilation, groups, bias)",
+              &node);
+    }
+  }
+  return p;
+}
+
+// The inputs and the output of a conv task against its [conv] table at every shape: roles,
+// ranks, PyTorch's weight layout, channels divisible by groups, the output's sizes.
+void check_conv(const reader& r, const contract& c) {
+  const conv_params& p = *c.conv;
+  const auto find = [&](const std::string& role) -> const tensor_spec* {
+    for (const auto& t : c.inputs) {
+      if (t.role == role) {
+        return &t;
+      }
+    }
+    return nullptr;
+  };
+  const tensor_spec* x = find("x");
+  const tensor_spec* w = find("weight");
+  const tensor_spec* b = find("bias");
+  const tensor_spec* sc = find("scale");
+  const size_t nd = static_cast<size_t>(p.rank) + 2;
+  if (x == nullptr || w == nullptr) {
+    r.error("inputs", "an input with role = \"x\" and one with role = \"weight\" (family conv)");
+  }
+  if (x->shape.size() != nd || w->shape.size() != nd) {
+    r.error("inputs", fmt::format("x and weight of {} dims (batch, channels and {} spatial dims)",
+                                  nd, p.rank));
+  }
+  if (!is_floating(x->type) || w->type != x->type) {
+    r.error("inputs", "x and weight of the same floating-point dtype");
+  }
+  if (p.bias != (b != nullptr)) {
+    r.error("conv.bias", p.bias ? "an input with role = \"bias\" (conv.bias = true)"
+                                : "true (the task has an input with role = \"bias\")");
+  }
+  for (const tensor_spec* v : {b, sc}) {
+    if (v != nullptr && (v->shape.size() != 1 || v->type != x->type)) {
+      r.error(v->name + ".shape", "[out_channels] of x's dtype (role " + v->role + ")");
+    }
+  }
+  if (c.outputs.size() != 1 || c.outputs[0].shape.size() != nd) {
+    r.error("outputs", fmt::format("one output of {} dims (batch, channels, spatial)", nd));
+  }
+  for (const auto& s : c.shapes) {
+    const auto eval = [&](const std::string& field, const std::string& e) {
+      try {
+        return eval_expr(e, s.dims);
+      } catch (const input_error& err) {
+        r.error(field + " at shape '" + s.name + "'",
+                "an expression over the shape's dims (" + std::string(err.what()) + ")");
+      }
+    };
+    const auto dims_of = [&](const tensor_spec& t) {
+      std::vector<int64_t> v;
+      for (size_t i = 0; i < t.shape.size(); ++i) {
+        v.push_back(eval(t.name + ".shape[" + std::to_string(i) + "]", t.shape[i]));
+      }
+      return v;
+    };
+    const int64_t cin = eval("conv.in_channels", p.in_channels);
+    const int64_t cout = eval("conv.out_channels", p.out_channels);
+    const int64_t groups = eval("conv.groups", p.groups);
+    const std::string at = " at shape '" + s.name + "'";
+    if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
+      r.error("conv.groups", fmt::format("a divisor of in_channels ({}) and out_channels ({}){}",
+                                         cin, cout, at));
+    }
+    const auto xs = dims_of(*x);
+    const auto ws = dims_of(*w);
+    const auto ys = dims_of(c.outputs[0]);
+    if (xs[1] != cin) {
+      r.error(x->name + ".shape[1]", fmt::format("in_channels ({}){}, got {}", cin, at, xs[1]));
+    }
+    const int64_t w0 = p.transposed ? cin : cout;
+    const int64_t w1 = (p.transposed ? cout : cin) / groups;
+    if (ws[0] != w0 || ws[1] != w1) {
+      r.error(w->name + ".shape",
+              fmt::format("[{}, {}, kernel...]{} ({}: [{}, {} / groups, k...]), got [{}, {}, ...]",
+                          w0, w1, at, p.transposed ? "transposed" : "forward",
+                          p.transposed ? "in_channels" : "out_channels",
+                          p.transposed ? "out_channels" : "in_channels", ws[0], ws[1]));
+    }
+    if (ys[0] != xs[0] || ys[1] != cout) {
+      r.error(c.outputs[0].name + ".shape",
+              fmt::format("[{}, {}, ...] (batch and out_channels){}", xs[0], cout, at));
+    }
+    for (const tensor_spec* v : {b, sc}) {
+      if (v != nullptr && dims_of(*v)[0] != cout) {
+        r.error(v->name + ".shape", fmt::format("[{}] (out_channels){}", cout, at));
+      }
+    }
+    for (int d = 0; d < p.rank; ++d) {
+      const int64_t k = eval("conv.kernel[" + std::to_string(d) + "]", p.kernel[d]);
+      if (ws[2 + d] != k) {
+        r.error(w->name + ".shape[" + std::to_string(2 + d) + "]",
+                fmt::format("the kernel size {}{}, got {}", k, at, ws[2 + d]));
+      }
+      const int64_t o = conv_output_size(xs[2 + d], k, p.stride[d], p.padding[d], p.dilation[d],
+                                         p.output_padding[d], p.transposed);
+      if (o < 1) {
+        r.error("conv", fmt::format("an input large enough for the kernel (spatial dim {} of size "
+                                    "{} gives no output{})",
+                                    d, xs[2 + d], at));
+      }
+      if (ys[2 + d] != o) {
+        r.error(c.outputs[0].name + ".shape[" + std::to_string(2 + d) + "]",
+                fmt::format("{} (the convolution's output size{}), got {}", o, at, ys[2 + d]));
+      }
+    }
+  }
 }
 
 // A loss expression of the contract's [loss] table as C++ over the kernels' type A: names are
@@ -990,7 +1225,7 @@ contract load_contract(const fs::path& task_toml) {
     const auto f = family_from_string(fam);
     if (!f) {
       r.error("family",
-              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce (got \"" +
+              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv (got \"" +
                   fam + "\")",
               root.get("family"));
     }
@@ -1499,6 +1734,19 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+  if (const toml::node* conv = root.get("conv"); conv != nullptr) {
+    if (!conv->is_table()) {
+      r.error("conv", "a table { kernel = [...], stride = ..., ... }", conv);
+    }
+    if (c.kind != task_kind::native || c.fam != family::conv) {
+      r.error("conv", "family = \"conv\" (the [conv] table describes a convolution)", conv);
+    }
+    c.conv = parse_conv(r, *conv->as_table());
+    check_conv(r, c);
+  } else if (c.kind == task_kind::native && c.fam == family::conv) {
+    r.error("conv", "a table [conv] with the convolution's kernel, stride, padding, dilation, "
+                    "groups (required for family conv)");
+  }
 
   if (const toml::node* tol = root.get("tolerance"); tol != nullptr) {
     if (!tol->is_table()) {
@@ -1521,7 +1769,8 @@ contract load_contract(const fs::path& task_toml) {
   const auto& roof = r.table(root, "roofline", "");
   c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
   c.roof.flops_expr = r.str(roof, "flops", "roofline.");
-  c.roof.tensor_cores = r.boolean(roof, "tensor_cores", "roofline.", c.fam == family::matmul);
+  c.roof.tensor_cores = r.boolean(roof, "tensor_cores", "roofline.",
+                                  c.fam == family::matmul || c.fam == family::conv);
   if (c.resolved) {
     // The import knew only the forward's inputs; the module's state is read once too and its
     // outputs written once.
@@ -2002,6 +2251,20 @@ nlohmann::json to_json(const contract& c) {
                    {"trans_b", c.matmul->trans_b},   {"alpha", c.matmul->alpha},
                    {"mask", to_string(c.matmul->mask)}, {"diag_a", c.matmul->diag_a}};
   }
+  if (c.conv) {
+    const auto& p = *c.conv;
+    j["conv"] = {{"rank", p.rank},
+                 {"transposed", p.transposed},
+                 {"in_channels", p.in_channels},
+                 {"out_channels", p.out_channels},
+                 {"kernel", p.kernel},
+                 {"stride", p.stride},
+                 {"padding", p.padding},
+                 {"output_padding", p.output_padding},
+                 {"dilation", p.dilation},
+                 {"groups", p.groups},
+                 {"bias", p.bias}};
+  }
   j["pytorch"] = c.pytorch;
   if (c.module) {
     j["module"] = {{"source", c.module->source.string()},
@@ -2160,6 +2423,23 @@ std::string family_config_source(const contract& c) {
                        p.dim, p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
                        input_index(c, "x", true));
   }
+  case family::conv: {
+    if (!c.conv) {
+      fail_input("{}: family conv needs a [conv] table", c.file.string());
+    }
+    const auto& p = *c.conv;
+    const auto three = [&](const std::vector<int>& v, int fill) {
+      std::vector<int> out = v;
+      out.resize(3, fill);
+      return fmt::format("{{{}}}", fmt::join(out, ", "));
+    };
+    return fmt::format("static constexpr kb::conv::config kb_family_config{{{}, {}, {}, {}, {}, "
+                       "{}, {}, {}, {}, {}}};\n",
+                       input_index(c, "x", true), input_index(c, "weight", true),
+                       input_index(c, "bias", false), input_index(c, "scale", false), p.rank,
+                       p.transposed ? 1 : 0, three(p.stride, 1), three(p.padding, 0),
+                       three(p.dilation, 1), three(p.output_padding, 0));
+  }
   }
   return "";
 }
@@ -2200,6 +2480,9 @@ std::string oracle_module_source(const contract& c) {
     break;
   case family::argreduce:
     macro = "KB_ARGREDUCE_ORACLE(kb_op, kb_family_config)";
+    break;
+  case family::conv:
+    macro = "KB_CONV_ORACLE(kb_op, kb_family_config)";
     break;
   }
   return fmt::format("// Oracle module of task {} ({}), generated from {}.\n"

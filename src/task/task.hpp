@@ -27,7 +27,7 @@ int abi_dtype(dtype d);
 
 // The op families the search knows. Each names the device functions a task's math file provides
 // (include/kblaster/device/families/<family>.cuh documents them).
-enum class family { elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce };
+enum class family { elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv };
 std::string to_string(family f);
 std::optional<family> family_from_string(const std::string& s);
 
@@ -167,6 +167,29 @@ struct matmul_params {
   bool operator==(const matmul_params&) const = default;
 };
 
+// A `conv` task's convolution (the contract's [conv] table; docs/task-format.md): PyTorch's
+// Conv1d/2d/3d and ConvTranspose1d/2d/3d hyperparameters. Channel counts and kernel sizes are
+// expressions over the shape's dims (or integers); the per-dim lists have `rank` entries.
+struct conv_params {
+  int rank = 2;            // spatial dims, 1 to 3
+  bool transposed = false; // ConvTranspose: the gradient of the forward convolution
+  std::string in_channels;
+  std::string out_channels;
+  std::vector<std::string> kernel;
+  std::vector<int> stride;
+  std::vector<int> padding;
+  std::vector<int> output_padding; // transposed only; each below its stride or its dilation
+  std::vector<int> dilation;
+  // An expression like the channels ("C" for a depthwise convolution); the kernels read it from
+  // the tensors (in_channels / weight.shape[1], transposed out_channels / weight.shape[1]).
+  std::string groups = "1";
+  bool bias = false; // an input with role "bias" of shape [out_channels]
+};
+
+// One spatial dim's output size of a convolution (PyTorch's formulas); <= 0 when none exists.
+int64_t conv_output_size(int64_t in, int64_t kernel, int stride, int padding, int dilation,
+                         int output_padding, bool transposed);
+
 struct contract {
   fs::path dir;  // the task's folder
   fs::path file; // its task.toml
@@ -197,6 +220,7 @@ struct contract {
   // self-test's selftest.json in the task folder. Verification then relies on the other
   // distributions, which such a contract must have.
   std::vector<std::string> degenerate;
+  std::optional<conv_params> conv; // family conv
   std::vector<param_spec> params;
   std::vector<tensor_spec> inputs;
   std::vector<tensor_spec> outputs;

@@ -146,6 +146,15 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"927", {"matmul.register_tiled", "matmul.tensor_core"}},
       {"928", {"matmul.register_tiled", "matmul.tensor_core"}},
       {"929", {"matmul.matvec"}},
+      {"930", {"conv.implicit_gemm"}},          // Conv1d, K = 64 x 3
+      {"931", {"conv.implicit_gemm"}},
+      {"932", {"conv.implicit_gemm"}},
+      {"933", {"conv.implicit_gemm"}}, // transposed, 4 groups
+      {"934", {"conv.implicit_gemm"}},
+      {"935", {"conv.implicit_gemm"}},
+      {"936", {"conv.direct"}}, // depthwise: K = 9, N = 1
+      {"937", {"conv.implicit_gemm"}},
+      {"938", {"conv.implicit_gemm"}},
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {
@@ -230,6 +239,21 @@ TEST(strategy_library, every_shape_of_a_family_is_offered_a_strategy) {
         << hw;
     EXPECT_FALSE(strategies_for(with_official("905", {{"N", 2}, {"C", 300}, {"L", hw}})).empty())
         << hw;
+  }
+  // Convolutions: every channel count, forward and transposed.
+  for (const int64_t ch : {int64_t{1}, int64_t{4}, int64_t{7}, int64_t{64}, int64_t{300}}) {
+    for (const int64_t f : {int64_t{4}, int64_t{8}, int64_t{200}}) {
+      EXPECT_FALSE(strategies_for(with_official("931", {{"N", 2}, {"C", ch}, {"F", f}, {"H", 9},
+                                                        {"W", 9}}))
+                       .empty())
+          << ch << " " << f;
+      EXPECT_FALSE(strategies_for(with_official("933", {{"N", 2}, {"C", 4 * ch}, {"F", f},
+                                                        {"H", 9}, {"W", 9}}))
+                       .empty())
+          << ch << " " << f;
+    }
+    EXPECT_FALSE(
+        strategies_for(with_official("936", {{"N", 2}, {"C", ch}, {"H", 9}, {"W", 9}})).empty());
   }
 }
 
@@ -598,6 +622,17 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("926", "matmul.row_scale", find_strategy("matmul.row_scale").defaults,
                       "official"),
             0u);
+  // conv.implicit_gemm on 933 (transposed, 4 groups of 32 input and 32 output channels, a 3x4
+  // kernel: N = 32, K = 384; output 4 x 128 x 64 x 67): no workspace at the default point; the
+  // packed weights at bn = 64, bk = 32 (4 groups x 64 x 384 floats); two splits of K the
+  // output's size twice.
+  EXPECT_EQ(bytes_for("933", "conv.implicit_gemm", nlohmann::json::object(), "official"), 0u);
+  EXPECT_EQ(bytes_for("933", "conv.implicit_gemm", {{"transform", 1}}, "official"),
+            4u * 64 * 384 * 4);
+  EXPECT_EQ(bytes_for("933", "conv.implicit_gemm", {{"split_k", 2}}, "official"),
+            2u * 4 * 128 * 64 * 67 * 4);
+  // 930 at its tiny check shape (K = 3): one chunk, so the splits fall back to one.
+  EXPECT_EQ(bytes_for("930", "conv.implicit_gemm", {{"split_k", 8}}, "tiny"), 0u);
 }
 
 } // namespace
