@@ -140,6 +140,68 @@ __global__ void __launch_bounds__(block)
   }
 }
 
+// ---- keyed output check ----
+// The keyed digest of a word stream: sum over i of mix(mix(word_i ^ k0) ^ mix(i + k1)). Without
+// the key (the judge's, drawn per job and never sent to a runner) a writer cannot compute the
+// digest of what it writes, so it cannot make wrong bytes match the right ones' digest.
+__device__ uint64_t keyed_hash_word(uint64_t word, uint64_t index, uint64_t k0, uint64_t k1) {
+  return splitmix64(splitmix64(word ^ k0) ^ splitmix64(index + k1));
+}
+
+// Elements of `elem_bytes` (2, 4 or 8) in `word` equal to the poison element (`poison`: the
+// element repeated over 8 bytes); `lanes` of them are present (the rest of a tail word is zero).
+__device__ uint64_t poison_lanes(uint64_t word, uint64_t poison, int elem_bytes, int lanes) {
+  const uint64_t x = word ^ poison;
+  const int bits = 8 * elem_bytes;
+  const uint64_t mask = elem_bytes == 8 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+  uint64_t n = 0;
+  for (int l = 0; l < lanes; ++l) {
+    n += ((x >> (l * bits)) & mask) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+// out[0] += the keyed digest of `bytes` at 16-byte aligned `data`, out[1] += its elements holding
+// the poison. 16-byte loads for the body; the last odd word and the tail bytes on one thread.
+__global__ void __launch_bounds__(block)
+    keyed_check_kernel(const unsigned char* data, uint64_t bytes, int elem_bytes, uint64_t k0,
+                       uint64_t k1, uint64_t poison, unsigned long long* out) {
+  const uint64_t words = bytes / 8;
+  const int per_word = 8 / elem_bytes;
+  const auto* body = reinterpret_cast<const ulonglong2*>(data);
+  const uint64_t pairs = words / 2;
+  const uint64_t tid = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  uint64_t acc = 0;
+  uint64_t poisoned = 0;
+  for (uint64_t k = tid; k < pairs; k += stride) {
+    const ulonglong2 v = __ldcs(body + k);
+    acc += keyed_hash_word(v.x, 2 * k, k0, k1) + keyed_hash_word(v.y, 2 * k + 1, k0, k1);
+    poisoned += poison_lanes(v.x, poison, elem_bytes, per_word) +
+                poison_lanes(v.y, poison, elem_bytes, per_word);
+  }
+  if (tid == 0) {
+    const auto* w = reinterpret_cast<const uint64_t*>(data);
+    if (words % 2 != 0) {
+      acc += keyed_hash_word(w[words - 1], words - 1, k0, k1);
+      poisoned += poison_lanes(w[words - 1], poison, elem_bytes, per_word);
+    }
+    if (bytes % 8 != 0) {
+      uint64_t t = 0;
+      memcpy(&t, data + 8 * words, bytes % 8);
+      acc += keyed_hash_word(t, words, k0, k1);
+      poisoned += poison_lanes(t, poison, elem_bytes, static_cast<int>((bytes % 8) / elem_bytes));
+    }
+  }
+  acc = block_reduce(acc, [](uint64_t a, uint64_t b) { return a + b; });
+  __syncthreads();
+  poisoned = block_reduce(poisoned, [](uint64_t a, uint64_t b) { return a + b; });
+  if (threadIdx.x == 0) {
+    atomicAdd(out, static_cast<unsigned long long>(acc));
+    atomicAdd(out + 1, static_cast<unsigned long long>(poisoned));
+  }
+}
+
 struct moments_pair {
   double sum;
   double sum_sq;
@@ -271,6 +333,7 @@ unsigned grid_up_to(uint64_t items, uint64_t per_thread, unsigned most) {
 
 std::atomic<unsigned> fill_poison_blocks[64];
 std::atomic<unsigned> digest_blocks[64];
+std::atomic<unsigned> keyed_check_blocks[64];
 
 // The digest's accumulator and its pinned host copy, one pair per thread and device, allocated at
 // the first digest and kept for the life of the process. gpu_digest synchronises its stream before
@@ -369,6 +432,21 @@ uint64_t gpu_digest(const void* data, uint64_t bytes, cudaStream_t stream) {
         "digest copy");
   check(cudaStreamSynchronize(stream), "digest sync");
   return *s.host;
+}
+
+void gpu_keyed_check(const void* data, uint64_t bytes, kb_dtype dtype, const digest_key& key,
+                     const poison_pattern& poison, unsigned long long* out, cudaStream_t stream) {
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
+    fail("gpu_keyed_check: the data is not 16-byte aligned");
+  }
+  if (bytes == 0) {
+    return;
+  }
+  const unsigned g = grid_up_to(bytes / 16 + 1, 1, 2 * resident_blocks(keyed_check_kernel, keyed_check_blocks));
+  keyed_check_kernel<<<g, block, 0, stream>>>(static_cast<const unsigned char*>(data), bytes,
+                                              static_cast<int>(dtype_bytes(dtype)), key.k0,
+                                              key.k1, poison_word(poison, dtype), out);
+  check(cudaGetLastError(), "keyed check");
 }
 
 moments gpu_moments(const double* ref, int64_t n, cudaStream_t stream) {

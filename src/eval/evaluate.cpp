@@ -246,11 +246,9 @@ protocol::runner_command runner_of(const std::function<process_spec(const proces
   // Modules load with the candidate, not at its first launch (which waits for the judge's GO).
   spec.env_overrides["CUDA_MODULE_LOADING"] = "EAGER";
   spec.env_overrides["KBLASTER_RUNNER_FD"] = std::to_string(child_process::passed_fd);
-  if (exact) {
-    spec.env_overrides["KBLASTER_RUNNER_EXACT"] = "1";
-  }
   const process_spec w = wrap(spec);
   protocol::runner_command r;
+  r.exact = exact;
   r.argv = w.argv;
   r.env = w.env;
   r.env_overrides = w.env_overrides;

@@ -169,6 +169,7 @@ void to_json(json& j, const runner_command& x) {
   put_optional(limits, "core_size", x.core_size);
   j["rlimits"] = limits;
   j["run_as"] = x.uid && x.gid ? json{{"uid", *x.uid}, {"gid", *x.gid}} : json(nullptr);
+  j["exact"] = x.exact;
 }
 void from_json(const json& j, runner_command& x) {
   x.argv = j.at("argv").get<std::vector<std::string>>();
@@ -181,6 +182,7 @@ void from_json(const json& j, runner_command& x) {
   get_optional(limits, "processes", x.processes);
   get_optional(limits, "open_files", x.open_files);
   get_optional(limits, "core_size", x.core_size);
+  x.exact = j.at("exact").get<bool>();
   const json& as = j.at("run_as");
   if (as.is_null()) {
     x.uid.reset();

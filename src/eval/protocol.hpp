@@ -95,6 +95,9 @@ struct runner_command {
   std::optional<uint64_t> core_size;  // [bytes]
   std::optional<uint32_t> uid;        // run as, with gid
   std::optional<uint32_t> gid;
+  // Under a sanitizer: the judge tells the runner (in its load request, not its environment) to
+  // give every tensor an exact allocation of its own.
+  bool exact = false;
 };
 
 // The mappings of the job's parts.

@@ -7,14 +7,18 @@
 //           -> R: waits for GO -> the captured graph -> DONE value; replies
 //   judge: receives the reply (its round trip is the host-work clock), samples the outputs (still
 //          poison: nothing of the call's stream work ran before GO), then its stream J: START
-//          event -> GO value -> waits for DONE -> STOP event
+//          event -> GO value -> waits for DONE -> STOP event -> (timed calls) every output
+//          checked whole: keyed digest and poison count
 // so the window holds exactly the stream work of the call, and everything else the call did
-// falls on the judge's round-trip clock.
+// falls on the judge's round-trip clock, held to an allowance the calibration fixes. GO is mapped
+// read-only in the runner; every tensor ends where the runner's mapping of it ends.
 // A runner's crash, hang or exit is that candidate's rejection; the judge goes on.
 #include "gpu/detail/capture.hpp"
 #include "gpu/detail/channel.hpp"
+#include "gpu/detail/memory.hpp"
 #include "gpu/detail/messages.hpp"
 #include "gpu/detail/rules.hpp"
+#include "gpu/detail/runner_client.hpp"
 #include "gpu/gpu.hpp"
 
 #include "eval/detail/device_ops.hpp"
@@ -108,169 +112,13 @@ template <class T> std::optional<T> reply_as(const json& j) {
   }
 }
 
-// ---- memory with guard bands
-// ---------------------------------------------------------------------
-
-constexpr size_t guard_bytes = 64 * 1024;
 // Drawn placement (proto::placement::drawn): each timing buffer group goes after a pad of
 // 0 to 127 steps of 2 MiB.
 constexpr uint64_t placement_pad_steps = 128;
 constexpr size_t placement_pad_step = size_t{2} << 20;
-constexpr unsigned char guard_byte = 0xA5;
 // What a runner may hold on the device besides what the judge gives it: a CUDA context, the
 // library's code, graph and launch buffers, the profiler's counter buffers. [bytes]
 constexpr uint64_t runner_memory_allowance = uint64_t{2} << 30;
-
-// Device memory the judge has allocated and holds (its buffers, references and oracle
-// workspace), so that what the runners hold can be told from it. [bytes]
-std::atomic<int64_t>& judge_device_bytes() {
-  static std::atomic<int64_t> bytes{0};
-  return bytes;
-}
-
-// Device memory a runner can import: cuMemCreate with a POSIX file-descriptor handle, rounded up
-// to the allocation granularity, mapped read-write in the judge.
-class shared_memory {
-public:
-  shared_memory() = default;
-  explicit shared_memory(size_t bytes) {
-    static uint32_t next_id = 0;
-    CUdevice dev = 0;
-    // cuCtxGetDevice is looked up by version, and its CUDA 13 entry point takes a context too:
-    // the runtime's current device ordinal names the same device.
-    int ordinal = 0;
-    cuda_check(cudaGetDevice(&ordinal), "device");
-    drv(KB_CU(cuDeviceGet)(&dev, ordinal), "cuDeviceGet");
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    size_t granularity = 0;
-    drv(KB_CU(cuMemGetAllocationGranularity)(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-        "granularity");
-    m_bytes = (std::max<size_t>(bytes, 1) + granularity - 1) / granularity * granularity;
-    if (KB_CU(cuMemCreate)(&m_handle, m_bytes, &prop, 0) != CUDA_SUCCESS) {
-      fail("cannot allocate {} bytes of shareable device memory for the harness", m_bytes);
-    }
-    drv(KB_CU(cuMemExportToShareableHandle)(&m_fd, m_handle,
-                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-        "cuMemExportToShareableHandle");
-    drv(KB_CU(cuMemAddressReserve)(&m_ptr, m_bytes, 0, 0, 0), "cuMemAddressReserve");
-    drv(KB_CU(cuMemMap)(m_ptr, m_bytes, 0, m_handle, 0), "cuMemMap");
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    drv(KB_CU(cuMemSetAccess)(m_ptr, m_bytes, &access, 1), "cuMemSetAccess");
-    judge_device_bytes() += static_cast<int64_t>(m_bytes);
-    m_id = ++next_id;
-  }
-  ~shared_memory() { release(); }
-  shared_memory(shared_memory&& o) noexcept { *this = std::move(o); }
-  shared_memory& operator=(shared_memory&& o) noexcept {
-    std::swap(m_handle, o.m_handle);
-    std::swap(m_ptr, o.m_ptr);
-    std::swap(m_bytes, o.m_bytes);
-    std::swap(m_fd, o.m_fd);
-    std::swap(m_id, o.m_id);
-    return *this;
-  }
-  void* data() const { return reinterpret_cast<void*>(m_ptr); }
-  size_t bytes() const { return m_bytes; }
-  int fd() const { return m_fd; }
-  uint32_t id() const { return m_id; }
-
-  static void drv(CUresult r, const char* what) {
-    if (r != CUDA_SUCCESS) {
-      const char* name = nullptr;
-      KB_CU(cuGetErrorName)(r, &name);
-      fail("CUDA driver error in the harness ({}): {}", what, name != nullptr ? name : "?");
-    }
-  }
-
-private:
-  void release() {
-    if (m_ptr != 0) {
-      cudaDeviceSynchronize();
-      KB_CU(cuMemUnmap)(m_ptr, m_bytes);
-      KB_CU(cuMemAddressFree)(m_ptr, m_bytes);
-      KB_CU(cuMemRelease)(m_handle);
-      judge_device_bytes() -= static_cast<int64_t>(m_bytes);
-      m_ptr = 0;
-    }
-    if (m_fd >= 0) {
-      ::close(m_fd);
-      m_fd = -1;
-    }
-  }
-  CUmemGenericAllocationHandle m_handle{};
-  CUdeviceptr m_ptr = 0;
-  size_t m_bytes = 0;
-  int m_fd = -1;
-  uint32_t m_id = 0;
-};
-
-class guarded_buffer {
-public:
-  guarded_buffer() = default;
-  guarded_buffer(size_t bytes, bool host_mirror)
-      : m_mem(bytes + 2 * guard_bytes), m_base(m_mem.data()), m_bytes(bytes) {
-    cuda_check(cudaMemset(m_base, guard_byte, guard_bytes), "guard");
-    cuda_check(cudaMemset(static_cast<unsigned char*>(m_base) + guard_bytes + bytes, guard_byte,
-                          guard_bytes),
-               "guard");
-    if (host_mirror) {
-      m_host.resize(std::max<size_t>(bytes, 8));
-    }
-  }
-  guarded_buffer(guarded_buffer&& o) noexcept { *this = std::move(o); }
-  guarded_buffer& operator=(guarded_buffer&& o) noexcept {
-    std::swap(m_mem, o.m_mem);
-    std::swap(m_base, o.m_base);
-    std::swap(m_bytes, o.m_bytes);
-    std::swap(m_host, o.m_host);
-    return *this;
-  }
-  const shared_memory& memory() const { return m_mem; }
-  uint64_t offset() const { return guard_bytes; }
-  void* data() const { return static_cast<unsigned char*>(m_base) + guard_bytes; }
-  void* host() { return m_host.data(); }
-  size_t bytes() const { return m_bytes; }
-  bool guards_intact(cudaStream_t s) const {
-    static uint64_t expected = [] {
-      std::vector<unsigned char> g(guard_bytes, guard_byte);
-      return cpu_digest(g.data(), g.size());
-    }();
-    return gpu_digest(m_base, guard_bytes, s) == expected &&
-           gpu_digest(static_cast<unsigned char*>(data()) + m_bytes, guard_bytes, s) == expected;
-  }
-  void restore_guards() const {
-    cuda_check(cudaMemset(m_base, guard_byte, guard_bytes), "guard");
-    cuda_check(cudaMemset(static_cast<unsigned char*>(data()) + m_bytes, guard_byte, guard_bytes),
-               "guard");
-  }
-  bool guards_intact_host_check() const {
-    std::vector<unsigned char> g(guard_bytes);
-    for (const void* p :
-         {static_cast<const void*>(m_base),
-          static_cast<const void*>(static_cast<unsigned char*>(data()) + m_bytes)}) {
-      if (cudaMemcpy(g.data(), p, guard_bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        return false;
-      }
-      if (std::any_of(g.begin(), g.end(), [](unsigned char c) { return c != guard_byte; })) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-private:
-  shared_memory m_mem;
-  void* m_base = nullptr;
-  size_t m_bytes = 0;
-  std::vector<unsigned char> m_host;
-};
 
 // ---- job description
 // -----------------------------------------------------------------------------
@@ -320,126 +168,12 @@ kb_tensor view(const tensor_desc& t, void* data) {
 using oracle_fn = int (*)(const kb_args*, int);
 using oracle_workspace_fn = int (*)(const kb_args*, uint64_t*);
 
-// The runner's command, as the parent built it (sandboxed, or wrapped without isolation).
-process_spec runner_spec(const proto::runner_command& c) {
-  process_spec p;
-  p.argv = c.argv;
-  p.env = c.env;
-  p.env_overrides = c.env_overrides;
-  if (c.cwd) {
-    p.cwd = *c.cwd;
-  }
-  p.rlimits.cpu_time = c.cpu_time;
-  p.rlimits.file_size = c.file_size;
-  p.rlimits.processes = c.processes;
-  p.rlimits.open_files = c.open_files;
-  p.rlimits.core_size = c.core_size;
-  if (c.uid && c.gid) {
-    p.run_as = process_credentials{static_cast<uid_t>(*c.uid), static_cast<gid_t>(*c.gid)};
-  }
-  return p;
-}
-
-// One sandboxed runner process and the judge's end of its socket.
-class runner_client {
-public:
-  runner_client(const process_spec& spec, const std::filesystem::path& log_path) : m_log(log_path) {
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      fail("socketpair: {}", std::strerror(errno));
-    }
-    // The child's end must survive exec: a copy without close-on-exec, closed here afterwards.
-    const int child_end = ::fcntl(sv[1], F_DUPFD, 10);
-    ::close(sv[1]);
-    process_spec with_fd = spec;
-    with_fd.env_overrides["KBLASTER_RUNNER_FD"] = std::to_string(child_process::passed_fd);
-    m_child =
-        std::make_unique<child_process>(with_fd, log_path, "KBLASTER_RUNNER_RESULT_FD", child_end);
-    ::close(child_end);
-    m_sock = sv[0];
-  }
-  ~runner_client() {
-    if (m_sock >= 0) {
-      ::close(m_sock);
-    }
-  }
-  runner_client(const runner_client&) = delete;
-  runner_client& operator=(const runner_client&) = delete;
-
-  int sock() const { return m_sock; }
-
-  bool map(const shared_memory& m) {
-    if (m_mapped.count(m.id()) != 0) {
-      return true;
-    }
-    const map_request r{m.id(), m.bytes()};
-    if (!send_frame(m_sock, static_cast<uint32_t>(message::map), json(r).dump(), {m.fd()})) {
-      return false;
-    }
-    m_mapped.insert(m.id());
-    return true;
-  }
-  bool send(message type, const json& body) {
-    return send_frame(m_sock, static_cast<uint32_t>(type), body.dump());
-  }
-  // The reply, or nullopt when the runner died or said nothing within `timeout_ms`.
-  std::optional<json> reply(int timeout_ms, bool* timed_out = nullptr) {
-    frame f;
-    const auto st = receive_frame(m_sock, f, timeout_ms, message_spin_us);
-    for (int fd : f.fds) {
-      ::close(fd);
-    }
-    if (timed_out != nullptr) {
-      *timed_out = st == recv_status::timeout;
-    }
-    if (st != recv_status::ok || f.type != static_cast<uint32_t>(message::reply)) {
-      return std::nullopt;
-    }
-    try {
-      return json::parse(f.payload);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-  }
-  // How the process ended (waits up to `timeout`), killing it first when `kill` is set.
-  process_result finish(bool kill, std::chrono::milliseconds timeout) {
-    if (m_finished) {
-      return m_status;
-    }
-    if (kill) {
-      m_child->kill();
-    } else {
-      send(message::exit, json::object());
-    }
-    m_status = m_child->wait(timeout);
-    if (m_status.timed_out) {
-      m_child->kill();
-      m_status = m_child->wait(std::chrono::seconds(5));
-    }
-    m_finished = true;
-    return m_status;
-  }
-  // What it printed: the last bytes, raw (base64) and as valid UTF-8 text.
-  proto::runner_output output() const {
-    const auto c = capture_tail(m_log);
-    return {c.total, base64(c.tail), printable_text(c.tail)};
-  }
-  std::string output_text() const { return printable_text(capture_tail(m_log).tail); }
-
-private:
-  std::filesystem::path m_log;
-  std::unique_ptr<child_process> m_child;
-  int m_sock = -1;
-  std::set<uint32_t> m_mapped;
-  bool m_finished = false;
-  process_result m_status;
-};
-
 struct candidate_lib {
   std::string role;
   std::string path;
   std::unique_ptr<runner_client> runner;
-  std::unique_ptr<shared_memory> flags; // GO at offset 0, DONE at offset 4
+  std::unique_ptr<shared_memory> go;   // GO at offset 0, mapped read-only in the runner
+  std::unique_ptr<shared_memory> done; // DONE at offset 0, written by the runner's stream
   uint32_t seq = 0;
   bool has_workspace = false;
   bool host_dispatch = false; // proto::library::host_dispatch: the host-time rule does not apply
@@ -448,6 +182,7 @@ struct candidate_lib {
   json checks = json::array();
   json summary = json::object();                // worst metrics over all checks
   std::map<int, uint64_t> set_digests;          // output digest per timing input set
+  std::map<int, uint64_t> set_keyed;            // the same outputs' keyed digests (this job's key)
   std::optional<proto::runner_end> runner_exit; // how its runner ended
   proto::runner_output output;                  // what its runner printed
 };
@@ -488,7 +223,15 @@ public:
     cuda_check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "stream");
     cuda_check(cudaStreamCreateWithFlags(&m_aux, cudaStreamNonBlocking), "stream");
     cuda_check(cudaHostAlloc(&m_sample_host, pick_bytes, cudaHostAllocDefault), "sample buffer");
-    cuda_check(cudaHostAlloc(&m_late_host, 2 * pick_bytes, cudaHostAllocDefault), "sample buffer");
+    size_t most_outputs = 1;
+    for (const auto& sd : m_shapes) {
+      most_outputs = std::max(most_outputs, sd.outputs.size());
+    }
+    cuda_check(cudaMalloc(&m_check_dev, 2 * most_outputs * sizeof(unsigned long long)),
+               "output check");
+    cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&m_check_host),
+                             2 * most_outputs * sizeof(unsigned long long), cudaHostAllocDefault),
+               "output check");
     cuda_check(cudaEventCreate(&m_start), "event");
     cuda_check(cudaEventCreate(&m_stop), "event");
     m_hang_ms = static_cast<int>(job.hang_timeout_ms);
@@ -496,6 +239,7 @@ public:
     m_runner_spec = runner_spec(job.runner);
     m_rng.seed(job.judge_seed);
     m_poison = draw_poison(m_rng);
+    m_key = {m_rng(), m_rng()};
   }
 
   proto::result run() {
@@ -592,13 +336,16 @@ private:
   // ---- runners ----
   // A runner's start: the process, its flags mapped and the load request sent.
   std::optional<rejection> launch_runner(candidate_lib& lib) {
-    lib.flags = std::make_unique<shared_memory>(8);
-    cuda_check(cudaMemset(lib.flags->data(), 0, 8), "flags");
+    lib.go = std::make_unique<shared_memory>(8, /*runner_read_only=*/true);
+    lib.done = std::make_unique<shared_memory>(8);
+    cuda_check(cudaMemset(lib.go->data(), 0, 8), "flags");
+    cuda_check(cudaMemset(lib.done->data(), 0, 8), "flags");
     cuda_check(cudaDeviceSynchronize(), "flags");
     const auto log = std::filesystem::path(m_log_dir) / fmt::format("runner-{}.log", lib.role);
     lib.runner = std::make_unique<runner_client>(m_runner_spec, log);
-    if (!lib.runner->map(*lib.flags) ||
-        !lib.runner->send(message::load, json(load_request{lib.path, lib.flags->id()}))) {
+    const load_request load{lib.path, lib.go->id(), lib.done->id(), m_job.runner.exact};
+    if (!lib.runner->map(*lib.go) || !lib.runner->map(*lib.done) ||
+        !lib.runner->send(message::load, json(load))) {
       not_started(lib, false); // its socket closed before it read anything
     }
     return std::nullopt;
@@ -708,8 +455,12 @@ private:
     double window_s = 0;       // [s] STOP - START on the judge's stream
     int64_t round_trip_ns = 0; // [ns] judge's wall clock: call sent -> reply received
     bool early_output = false; // sampled outputs were written before the window opened
-    int late_poison = 0;       // sampled output positions that still held poison right behind STOP
-    int late_written = 0;   // of them, those written after STOP (read again once the runner idled)
+    // Every output checked whole on the judge's stream right behind STOP (timed calls): the
+    // keyed digest of the outputs (combined as output_check combines them) and the elements
+    // still holding poison there.
+    bool checked_at_stop = false;
+    uint64_t stop_digest = 0;
+    uint64_t stop_poison = 0;
     int64_t host_ns = 0;    // [ns] inside kb_launch (runner's clock)
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
     int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
@@ -881,24 +632,24 @@ private:
       w.early_output = outputs_written_early(b);
     }
     const auto J = reinterpret_cast<CUstream>(m_stream);
-    const CUdeviceptr go = reinterpret_cast<CUdeviceptr>(lib.flags->data());
-    const CUdeviceptr done = go + 4;
+    const CUdeviceptr go = reinterpret_cast<CUdeviceptr>(lib.go->data());
+    const CUdeviceptr done = reinterpret_cast<CUdeviceptr>(lib.done->data());
     cuda_check(cudaEventRecord(m_start, m_stream), "event");
-    shared_memory::drv(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
-    shared_memory::drv(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
+    driver_check(KB_CU(cuStreamWriteValue32)(J, go, seq, 0), "GO");
+    driver_check(KB_CU(cuStreamWaitValue32)(J, done, seq, CU_STREAM_WAIT_VALUE_GEQ), "DONE");
     cuda_check(cudaEventRecord(m_stop, m_stream), "event");
-    // Right behind STOP on the judge's stream, a few output positions again: every kernel of the
-    // call's graph has ended before the runner's DONE, so none may still hold poison; read once
-    // more after the runner's reply, a position that changed in between was written after DONE
-    // (a candidate that writes DONE itself before its work ends): `timing.work_outside_stream`.
-    std::vector<output_pick> late_picks;
-    if (sample_outputs && &lib != &m_empty) {
-      late_picks = output_picks(b);
-      copy_picks(late_picks, m_late_host, m_stream);
+    // Right behind STOP on the judge's stream, every output whole: its keyed digest and the
+    // elements still holding poison. Every kernel of the call's graph has ended before the
+    // runner's DONE, which STOP waits for, so an honest call's outputs are complete here; what a
+    // call leaves to after its DONE (a candidate that writes DONE itself before its work ends)
+    // shows here as poison or a digest that differs from the one taken once the runner is idle.
+    const bool check_at_stop = sample_outputs && &lib != &m_empty;
+    if (check_at_stop) {
+      queue_output_check(b, m_stream);
     }
     const auto unblock = [&] {
       // DONE in the runner's place, so that the judge's stream goes on.
-      shared_memory::drv(
+      driver_check(
           KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(m_aux), done, seq, 0), "DONE");
       cudaStreamSynchronize(m_aux);
     };
@@ -957,20 +708,115 @@ private:
     float ms = 0;
     cuda_check(cudaEventElapsedTime(&ms, m_start, m_stop), "elapsed");
     w.window_s = ms * 1e-3;
-    if (!late_picks.empty()) {
-      auto* at_stop = static_cast<unsigned char*>(m_late_host);
-      cuda_check(cudaStreamSynchronize(m_stream), "late sample");
-      w.late_poison = compare_picks(b, late_picks, at_stop).poison_at_stop;
-      if (w.late_poison > 0) {
-        // Some held poison at STOP, and the runner has replied that its device is idle: the same
-        // positions once more.
-        auto* after = at_stop + pick_bytes;
-        copy_picks(late_picks, after, m_stream);
-        cuda_check(cudaStreamSynchronize(m_stream), "late sample");
-        w.late_written = compare_picks(b, late_picks, at_stop, after).written_late;
-      }
+    if (check_at_stop) {
+      const auto c = read_output_check(b, m_stream);
+      w.checked_at_stop = true;
+      w.stop_digest = c.digest;
+      w.stop_poison = c.poisoned;
     }
     return w;
+  }
+
+  // ---- whole-output checks ----
+  // The keyed digest of a shape's outputs (per output, combined h = 31 h + d in output order)
+  // and the number of their elements holding the job's poison.
+  struct output_state {
+    uint64_t digest = 0;
+    uint64_t poisoned = 0;
+  };
+  // Queues the check of `b`'s outputs on `stream` (asynchronous; read_output_check reads it).
+  void queue_output_check(shape_buffers& b, cudaStream_t stream) {
+    const auto& s = *b.shape;
+    const size_t n = 2 * s.outputs.size() * sizeof(unsigned long long);
+    cuda_check(cudaMemsetAsync(m_check_dev, 0, n, stream), "output check");
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      gpu_keyed_check(b.outputs[o].data(), s.outputs[o].bytes(), s.outputs[o].dtype, m_key,
+                      m_poison, m_check_dev + 2 * o, stream);
+    }
+    cuda_check(cudaMemcpyAsync(m_check_host, m_check_dev, n, cudaMemcpyDeviceToHost, stream),
+               "output check");
+  }
+  output_state read_output_check(const shape_buffers& b, cudaStream_t stream) {
+    cuda_check(cudaStreamSynchronize(stream), "output check");
+    output_state r;
+    for (size_t o = 0; o < b.shape->outputs.size(); ++o) {
+      r.digest = r.digest * 31 + m_check_host[2 * o];
+      r.poisoned += m_check_host[2 * o + 1];
+    }
+    return r;
+  }
+  output_state output_check(shape_buffers& b) {
+    queue_output_check(b, m_stream);
+    return read_output_check(b, m_stream);
+  }
+
+  // Per library: timed calls checked whole, those whose outputs still held poison (or another
+  // digest) right behind STOP, and those of them whose outputs changed once the runner was idle.
+  struct late_tally {
+    int calls = 0;
+    int poison_at_stop = 0;
+    int written_late = 0;
+  };
+
+  // Every timed call checked whole, outside the window: the guard bands of its outputs and
+  // workspace; every element of its outputs, read right behind STOP (windowed_call), holding
+  // neither poison nor anything but the verified answer's bits (keyed digest, where the task is
+  // deterministic and the call ran on a verified input set, `key` >= 0). What differs at STOP is
+  // read again once the runner is idle: changed since, it was written after the call's DONE
+  // (`timing.work_outside_stream`); unchanged, the call left it so (`verify.unwritten`,
+  // `timing.stale_output`). Libraries the judge dispatches from the host (PyTorch) are judged
+  // on their outputs once idle, their late writes recorded only.
+  std::optional<rejection> whole_call_checks(candidate_lib& lib, shape_buffers& b, int key,
+                                             const window_result& w, const std::string& what,
+                                             late_tally& late) {
+    const auto& s = *b.shape;
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      if (!b.outputs[o].guards_intact(m_stream)) {
+        b.outputs[o].restore_guards(); // so that the next call is not blamed
+        return rejection{"verify.out_of_bounds_write",
+                         fmt::format("a timed call ({}) wrote outside output '{}'", what,
+                                     s.outputs[o].name)};
+      }
+    }
+    if (b.workspace_bytes > 0 && !b.workspace.guards_intact(m_stream)) {
+      b.workspace.restore_guards();
+      return rejection{"verify.out_of_bounds_write",
+                       fmt::format("a timed call ({}) wrote outside its workspace", what)};
+    }
+    if (!w.checked_at_stop) {
+      return rejection{"timing.unchecked",
+                       fmt::format("a timed call ({}) could not be checked whole", what)};
+    }
+    late.calls += 1;
+    const auto expected = lib.set_keyed.find(key);
+    const bool compare_digest = key >= 0 && m_deterministic && expected != lib.set_keyed.end();
+    const bool digest_ok = !compare_digest || w.stop_digest == expected->second;
+    if (w.stop_poison == 0 && digest_ok) {
+      return std::nullopt;
+    }
+    late.poison_at_stop += 1;
+    const output_state after = output_check(b);
+    const bool changed = after.digest != w.stop_digest || after.poisoned != w.stop_poison;
+    late.written_late += changed ? 1 : 0;
+    if (changed && !lib.host_dispatch) {
+      return rejection{"timing.work_outside_stream",
+                       fmt::format("a timed call's outputs ({}) held {} element(s) of poison or "
+                                   "other bits right behind the window's STOP and changed after "
+                                   "it: the call's work went on after its DONE",
+                                   what, w.stop_poison)};
+    }
+    if (after.poisoned > 0) {
+      return rejection{"verify.unwritten",
+                       fmt::format("a timed call ({}) left {} output element(s) unwritten", what,
+                                   after.poisoned)};
+    }
+    if (compare_digest && after.digest != expected->second) {
+      return rejection{"timing.stale_output",
+                       fmt::format("output of a timed call ({}) differs from the verified one "
+                                   "on the same inputs",
+                                   what)};
+    }
+    return std::nullopt;
   }
 
   // ---- device ----
@@ -1194,14 +1040,17 @@ private:
     }
   }
 
-  void compute_reference(shape_buffers& b) {
+  void compute_reference(shape_buffers& b) { compute_reference_into(b, b); }
+
+  // The oracle on `in`'s inputs, its answer into `b`'s reference buffers (device or host).
+  void compute_reference_into(shape_buffers& in, shape_buffers& b) {
     const auto& s = *b.shape;
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
     if (m_host_reference) {
       std::vector<guarded_buffer> none;
       for (size_t i = 0; i < s.inputs.size(); ++i) {
-        iv.push_back(view(s.inputs[i], b.inputs[i].host()));
+        iv.push_back(view(s.inputs[i], in.inputs[i].host()));
       }
       for (size_t i = 0; i < s.outputs.size(); ++i) {
         tensor_desc t = s.outputs[i];
@@ -1216,7 +1065,7 @@ private:
       return;
     }
     for (size_t i = 0; i < s.inputs.size(); ++i) {
-      iv.push_back(view(s.inputs[i], b.inputs[i].data()));
+      iv.push_back(view(s.inputs[i], in.inputs[i].data()));
     }
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       tensor_desc t = s.outputs[i];
@@ -1258,6 +1107,16 @@ private:
     }
     return gpu_compare(b.outputs[out].data(), t.dtype, b.ref(out), t.numel(), tol, m_poison,
                        m_stream);
+  }
+
+  // Output `y` (tensor `t`) against output `out` of the references `refs` holds.
+  error_metrics compare_with(guarded_buffer& y, const tensor_desc& t, const shape_buffers& refs,
+                             size_t out, const tolerance_spec& tol) {
+    if (m_host_reference) {
+      cuda_check(cudaMemcpy(y.host(), y.data(), t.bytes(), cudaMemcpyDeviceToHost), "download");
+      return cpu_compare(y.host(), t.dtype, refs.host_ref(out), t.numel(), tol, m_poison);
+    }
+    return gpu_compare(y.data(), t.dtype, refs.ref(out), t.numel(), tol, m_poison, m_stream);
   }
 
   moments reference_moments(shape_buffers& b, size_t out) {
@@ -1607,7 +1466,9 @@ private:
               for (size_t o = 0; o < s.outputs.size(); ++o) {
                 h = h * 31 + digest(lb.outputs[o], s.outputs[o].bytes());
               }
-              lib.set_digests[d * static_cast<int>(m_seeds.size()) + static_cast<int>(si)] = h;
+              const int key = d * static_cast<int>(m_seeds.size()) + static_cast<int>(si);
+              lib.set_digests[key] = h;
+              lib.set_keyed[key] = output_check(lb).digest;
               vp.digest_s += seconds_since(t0);
               if (si == 0 && d == 0) {
                 t0 = clock_type::now();
@@ -1772,6 +1633,7 @@ private:
           h = h * 31 + digest(lb.outputs[o], s.outputs[o].bytes());
         }
         lib.set_digests[k] = h;
+        lib.set_keyed[k] = output_check(lb).digest;
         if (h != digest_was->second && m_deterministic) {
           reject(lib, {"verify.nondeterministic",
                        fmt::format("output bits on input set {} differ from the verifying session",
@@ -1825,6 +1687,71 @@ private:
     return *out;
   }
 
+  // ---- fresh rounds ----
+  // A fresh round's contents and the oracle's answer on them: drawn on the GPU by the judge's
+  // generator (distribution and seed drawn for the round, never sent to a runner) into `lanes`
+  // (lane 0 generated, the others copied), the reference computed into `refs`'s float64
+  // buffers (set 0 of lane 0: nothing reads them during the rounds, and the re-check after them
+  // computes its own), with the tolerance the verification uses.
+  struct fresh_reference {
+    int dist = 0;
+    uint64_t seed = 0;
+    std::vector<uint64_t> input_digests;
+    std::vector<double> scales;
+    std::vector<tolerance_spec> tols;
+  };
+  fresh_reference prepare_fresh(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
+                                int n_dists) {
+    fresh_reference f;
+    f.dist = static_cast<int>(m_rng() % static_cast<uint64_t>(std::max(1, n_dists)));
+    f.seed = m_rng();
+    shape_buffers& first = *lanes[0];
+    const auto& s = *first.shape;
+    generate(first, f.dist, f.seed);
+    for (size_t l = 1; l < lanes.size(); ++l) {
+      copy_inputs(*lanes[l], first, f.dist, f.seed);
+    }
+    compute_reference_into(first, refs);
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      f.input_digests.push_back(digest(first.inputs[i], s.inputs[i].bytes()));
+    }
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      const auto mo = reference_moments(refs, o);
+      f.scales.push_back(std::sqrt(mo.sum_sq / std::max<int64_t>(1, s.outputs[o].numel())));
+      f.tols.push_back({m_atol, m_rtol, f.scales.back()});
+    }
+    cuda_check(cudaStreamSynchronize(m_stream), "fresh inputs");
+    return f;
+  }
+
+  // One library's answer on a fresh round's contents (`b`: its lane's buffers of the round's
+  // set), whole, against the oracle's in `refs`.
+  std::optional<rejection> check_fresh_answer(shape_buffers& b, shape_buffers& refs,
+                                              const fresh_reference& f, int round) {
+    const auto& s = *b.shape;
+    std::vector<error_metrics> ms;
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      ms.push_back(compare_with(b.outputs[o], s.outputs[o], refs, o, f.tols[o]));
+    }
+    const auto outcome = judge(ms, f.scales, s);
+    if (outcome.passed) {
+      return std::nullopt;
+    }
+    return rejection{"timing.stale_after_input_change",
+                     fmt::format("round {}: on input contents drawn for the round the answer is "
+                                 "wrong against the oracle (results reused across calls?): {}",
+                                 round, outcome.message)};
+  }
+
+  // A set's own contents back in every lane after a fresh round.
+  void restore_set(const std::vector<shape_buffers*>& lanes, int dist, uint64_t seed) {
+    generate(*lanes[0], dist, seed);
+    for (size_t l = 1; l < lanes.size(); ++l) {
+      copy_inputs(*lanes[l], *lanes[0], dist, seed);
+    }
+    cuda_check(cudaStreamSynchronize(m_stream), "inputs");
+  }
+
   // ---- timing ----
   json time_all();
 
@@ -1832,7 +1759,9 @@ private:
   const proto::job& m_job;
   cudaStream_t m_aux = nullptr; // samples outputs before GO, writes DONE for a failed runner
   void* m_sample_host = nullptr;
-  void* m_late_host = nullptr; // the positions read right behind STOP
+  digest_key m_key{}; // drawn per job from m_rng, never sent to a runner
+  unsigned long long* m_check_dev = nullptr;  // output checks' accumulators, 2 per output
+  unsigned long long* m_check_host = nullptr; // pinned copy
   cudaEvent_t m_start = nullptr;
   cudaEvent_t m_stop = nullptr;
   int m_hang_ms = 30000;
@@ -1869,8 +1798,10 @@ private:
 };
 
 // Interleaved timing of all accepted candidates on input sets that rotate over every declared
-// distribution, cold L2, every call windowed on the judge's stream, every output digested after
-// its window against the verified digest of its input set, every input digested after every call.
+// distribution, cold L2, every call windowed on the judge's stream, every output checked whole
+// after its window (guard bands, poison, keyed digest against the verified answer's), inputs
+// digested after drawn calls, fresh rounds on contents drawn for the round and checked against
+// the oracle.
 json worker::time_all() {
   const auto all_start = clock_type::now();
   const proto::timing& t = *m_job.time;
@@ -1971,63 +1902,6 @@ json worker::time_all() {
     }
     return all;
   };
-  // Fresh rounds' inputs (below): a buffer of their own per input and lane, filled for the round
-  // and swapped in for the round's set's inputs, then swapped out again, so that nothing has to
-  // be restored. Left out where the device cannot hold them (the record says so).
-  std::vector<std::vector<guarded_buffer>> fresh_inputs; // [lane][input]
-  std::string fresh_off;
-  {
-    uint64_t in_bytes = 0;
-    for (const auto& x : s.inputs) {
-      in_bytes += x.bytes();
-    }
-    const size_t lanes = lanes_of_set(0).size();
-    const uint64_t need = in_bytes * lanes;
-    if (!fits_on_device(need)) {
-      // Too little memory for fresh inputs: the device is too small for them, or a candidate's
-      // hoard took the room (check_room rejects it then).
-      fresh_off =
-          check_room(need, "fresh inputs") ? "device memory" : "device memory held by the runners";
-    } else {
-      for (size_t l = 0; l < lanes; ++l) {
-        auto& row = fresh_inputs.emplace_back();
-        for (const auto& x : s.inputs) {
-          row.emplace_back(x.bytes(), m_host_reference);
-        }
-      }
-    }
-  }
-  // Fresh contents: input set `from` of the same lane, each input rotated by its own number of
-  // elements. The generator draws every element independently, so a rotated set is as much a
-  // draw from the set's distributions as a new one, at the cost of one copy instead of a
-  // generation (the heavy-tailed draw takes 17 normal deviates per element).
-  const auto rotate_into = [&](std::vector<guarded_buffer>& dst,
-                               const std::vector<guarded_buffer>& src,
-                               const std::vector<int64_t>& shifts) {
-    for (size_t i = 0; i < s.inputs.size(); ++i) {
-      const size_t eb = dtype_bytes(s.inputs[i].dtype);
-      const auto n = static_cast<size_t>(s.inputs[i].numel());
-      const auto r = static_cast<size_t>(shifts[i]);
-      auto* to = static_cast<unsigned char*>(dst[i].data());
-      const auto* from = static_cast<const unsigned char*>(src[i].data());
-      cuda_check(
-          cudaMemcpyAsync(to, from + r * eb, (n - r) * eb, cudaMemcpyDeviceToDevice, m_stream),
-          "fresh inputs");
-      if (r > 0) {
-        cuda_check(
-            cudaMemcpyAsync(to + (n - r) * eb, from, r * eb, cudaMemcpyDeviceToDevice, m_stream),
-            "fresh inputs");
-      }
-    }
-  };
-  const auto swap_fresh = [&](size_t k) {
-    const auto lanes = lanes_of_set(k);
-    for (size_t l = 0; l < lanes.size(); ++l) {
-      for (size_t i = 0; i < s.inputs.size(); ++i) {
-        std::swap(lanes[l]->inputs[i], fresh_inputs[l][i]);
-      }
-    }
-  };
   cuda_check(cudaStreamSynchronize(m_stream), "timing inputs");
   std::vector<std::vector<uint64_t>> input_digests(bufs.size());
   for (size_t k = 0; k < bufs.size(); ++k) {
@@ -2040,13 +1914,6 @@ json worker::time_all() {
   if (cold_l2) {
     cuda_check(cudaMalloc(&flush, flush_bytes), "L2 flush buffer");
   }
-  const auto output_digest = [&](shape_buffers& b) {
-    uint64_t h = 0;
-    for (size_t o = 0; o < s.outputs.size(); ++o) {
-      h = h * 31 + digest(b.outputs[o], s.outputs[o].bytes());
-    }
-    return h;
-  };
   const auto inputs_intact = [&](shape_buffers& b, const std::vector<uint64_t>& digests) {
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (digest(b.inputs[i], s.inputs[i].bytes()) != digests[i]) {
@@ -2083,11 +1950,6 @@ json worker::time_all() {
   int input_checks = 0; // timed calls followed by a digest of their inputs
   // Per library: timed calls, those whose sampled outputs still held poison right behind STOP,
   // and those with a sampled position written after STOP.
-  struct late_tally {
-    int calls = 0;
-    int poison_at_stop = 0;
-    int written_late = 0;
-  };
   std::map<std::string, late_tally> late_outputs;
   const auto since = [](clock_type::time_point t) {
     return std::chrono::duration<double>(clock_type::now() - t).count();
@@ -2113,12 +1975,6 @@ json worker::time_all() {
     t = clock_type::now();
     out.w = windowed_call(lib, b, true, "time", what);
     phases.call_s += since(t);
-    if (&lib != &m_empty && !out.w.failed) {
-      auto& late = late_outputs[lib.role];
-      late.calls += 1;
-      late.poison_at_stop += out.w.late_poison > 0 ? 1 : 0;
-      late.written_late += out.w.late_written > 0 ? 1 : 0;
-    }
     if (out.w.failed) {
       out.bad = out.w.failed;
       return out;
@@ -2156,15 +2012,8 @@ json worker::time_all() {
                           fmt::format("inputs changed by a timed call ({})", what)};
       return out;
     }
-    if (in.key < 0) {
-      return out;
-    }
-    const uint64_t h = output_digest(b);
-    if (m_deterministic && lib.set_digests.count(in.key) != 0 && lib.set_digests[in.key] != h) {
-      out.bad = rejection{"timing.stale_output",
-                          fmt::format("output of a timed call ({}) differs from the verified one "
-                                      "on the same inputs",
-                                      what)};
+    if (&lib != &m_empty) {
+      out.bad = whole_call_checks(lib, b, in.key, out.w, what, late_outputs[lib.role]);
     }
     return out;
   };
@@ -2224,7 +2073,10 @@ json worker::time_all() {
                    {"empty_launch_median_s", stats::median(launches) * 1e-9},
                    {"samples", windows.size()}};
   }
-  const host_work_rule host_rule;
+  // Work before GO is bounded by the calibration: an honest call's time before its window is
+  // the empty call's, and the allowance beyond it is one empty round trip (rules.hpp).
+  const auto host_rule = host_work_rule::calibrated(empty_round_trip_ns);
+  calibration["host_work_allowance_s"] = host_rule.allowance_ns * 1e-9;
   json abi_calls = json::object(); // the first calls the ABI rules saw, per candidate
   std::map<std::string, abi_tally> slow_calls;
   reference_trip reference(empty_round_trip_ns);
@@ -2239,17 +2091,15 @@ json worker::time_all() {
   // of a candidate's calls break it. An early output rejects at once.
   const auto abi_rules = [&](const candidate_lib& lib,
                              const window_result& w) -> std::optional<rejection> {
-    const auto net_window_ns = static_cast<int64_t>((w.window_s - overhead_s) * 1e9);
     // The judge's own clock decides: the round trip of the call (kb_launch, and the work it did
     // outside the captured stream, which the runner waits for before it replies). The runner's
     // times only say which of the two it was.
     const int64_t reference_ns = reference_trip_ns(lib);
-    const bool slow_trip =
-        !lib.host_dispatch && host_rule.violated(w.round_trip_ns, reference_ns, net_window_ns);
+    const bool slow_trip = !lib.host_dispatch && host_rule.violated(w.round_trip_ns, reference_ns);
     if (lib.role == "baseline" && !lib.host_dispatch) {
       reference.add_baseline(w.round_trip_ns);
     }
-    const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns, net_window_ns);
+    const bool slow_tail = host_rule.violated(w.tail_ns, empty_tail_ns);
     const bool outside = w.outside_ns - empty_outside_ns > w.host_ns - empty_host_ns;
     auto& calls = abi_calls[lib.role];
     if (calls.size() < 64) {
@@ -2265,13 +2115,6 @@ json worker::time_all() {
                        {"slow_tail", slow_tail}});
     }
     const abi_finding found = slow_calls[lib.role].add(slow_trip, outside, slow_tail);
-    if (w.late_written > 0 && !lib.host_dispatch) {
-      return rejection{"timing.work_outside_stream",
-                       fmt::format("{} sampled output position(s) still held poison right behind "
-                                   "the window's STOP and were written after it: the call's work "
-                                   "went on after its DONE",
-                                   w.late_written)};
-    }
     if (w.early_output) {
       return rejection{outside ? "timing.work_outside_stream" : "timing.host_work",
                        fmt::format("outputs were written before the window opened: work done "
@@ -2379,20 +2222,18 @@ json worker::time_all() {
   // Fresh rounds. A cache of results keyed by the inputs' contents (all of them, or a sample)
   // passes every check made on the input sets: the timed calls go round inputs the candidate has
   // seen, and its answers for them are the verified ones. So some rounds, alike in everything
-  // else, run every library on contents it has never seen, in buffers of their own swapped in for
-  // the round's set (the same bits in every lane). A candidate slower on those than on the
-  // others reuses results (`timing.cache`, below); one whose answer there strays from the
-  // baseline's beyond twice the tolerance reused a stale result or answered a call it took for
-  // unchecked (`timing.stale_after_input_change`). Their place and contents come from the
-  // judge's generator (seeded from the system's CSPRNG, not replayed), so neither can be known
-  // in advance. A candidate can tell the fresh buffers by their addresses; that gains it
-  // nothing, since it must still compute there, and that is what the comparison sees.
+  // else, run every library on contents nobody has seen: drawn for the round on the GPU by the
+  // judge's generator with a seed of its own (from the generator the system's CSPRNG seeds, not
+  // replayed), into the round's set's buffers in every lane (prepare_fresh), and put back after
+  // it. A candidate slower on those than on the others reuses results (`timing.cache`, below);
+  // every library's answer there is checked whole against the oracle's right after its call
+  // (`timing.stale_after_input_change`), in shared lanes as in lanes of their own.
   std::map<std::string, int> fresh_calls;
   int fresh_rounds = 0;
   int fresh_checked = 0;
   int extra_rounds = 0;
   const auto fresh_wanted = [&] {
-    return !fresh_inputs.empty() && std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
+    return std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
       return l->role != "baseline" && fresh_calls[l->role] < fresh_min_calls;
     });
   };
@@ -2400,55 +2241,30 @@ json worker::time_all() {
     const bool stopped = std::all_of(alive.begin(), alive.end(),
                                      [&](candidate_lib* l) { return rules.at(l->role).stopped(); });
     // After the stopping rule, rounds go on (fresh ones in half of them) until every candidate
-    // has enough fresh calls for the comparison, within a bound of rounds and the session's
-    // wall-time limit.
-    const bool out_of_time =
-        std::chrono::duration<double>(clock_type::now() - wall_start).count() > max_wall;
-    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds || out_of_time)) {
+    // has enough fresh calls for the comparison, within a bound of rounds (past the session's
+    // wall-time limit if need be: the check is not given up for time a candidate's calls take).
+    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds)) {
       break;
     }
     extra_rounds += stopped ? 1 : 0;
     std::vector<candidate_lib*> order = alive;
     std::shuffle(order.begin(), order.end(), rng);
     const int set = round % n_sets;
-    const bool fresh_round = !fresh_inputs.empty() && fresh_rounds < fresh_max_rounds &&
+    const bool fresh_round = fresh_rounds < fresh_max_rounds &&
                              m_rng() % (stopped ? 2 : fresh_round_every) == 0;
     call_inputs in = set_inputs(static_cast<size_t>(set));
     std::vector<uint64_t> fresh_digests;
+    fresh_reference fresh;
     if (fresh_round) {
-      // Another set of the same lane (the set itself where there is one), rotated: contents
-      // from the distributions of that set, never seen in that order.
-      const auto k = static_cast<size_t>(set);
-      const size_t from =
-          n_sets > 1 ? (k + 1 + m_rng() % static_cast<uint64_t>(n_sets - 1)) % n_sets : k;
-      std::vector<int64_t> shifts;
-      for (const auto& x : s.inputs) {
-        const auto n = static_cast<uint64_t>(x.numel());
-        shifts.push_back(n > 1 ? static_cast<int64_t>(1 + m_rng() % (n - 1)) : 0);
-      }
       ++fresh_rounds;
-      const auto sources = lanes_of_set(from);
-      for (size_t l = 0; l < fresh_inputs.size(); ++l) {
-        rotate_into(fresh_inputs[l], sources[l]->inputs, shifts);
-      }
-      cuda_check(cudaStreamSynchronize(m_stream), "fresh inputs");
-      swap_fresh(k);
-      for (size_t i = 0; i < s.inputs.size(); ++i) {
-        fresh_digests.push_back(digest(bufs[k]->inputs[i], s.inputs[i].bytes()));
-      }
-      // A call that changed them gets them again (from the set itself, swapped out, where the
-      // round's source is the set).
-      in = call_inputs{&fresh_digests, -1, [&, k, from, shifts](shape_buffers& b) {
-                         const auto lanes = lanes_of_set(k);
-                         const auto l = static_cast<size_t>(
-                             std::find(lanes.begin(), lanes.end(), &b) - lanes.begin());
-                         const auto& src =
-                             from != k ? lanes_of_set(from)[l]->inputs : fresh_inputs[l];
-                         rotate_into(b.inputs, src, shifts);
+      fresh = prepare_fresh(lanes_of_set(static_cast<size_t>(set)), *bufs[0], n_dists);
+      fresh_digests = fresh.input_digests;
+      // A call that changed them gets the same contents again.
+      in = call_inputs{&fresh_digests, -1, [&, d = fresh.dist, seed = fresh.seed](shape_buffers& b) {
+                         generate(b, d, seed);
                          cuda_check(cudaStreamSynchronize(m_stream), "inputs");
                        }};
     }
-    std::vector<candidate_lib*> answered; // this round's calls that passed their checks
     for (auto* lib : order) {
       if (lib->rejected) {
         continue;
@@ -2486,66 +2302,19 @@ json worker::time_all() {
       }
       if (fresh_round) {
         ++fresh_calls[lib->role];
-        answered.push_back(lib);
-      }
-    }
-    // A fresh round's answers against the baseline's on the same contents (there is no oracle
-    // run for them: it would cost more than the round), where each library has outputs of its
-    // own: a window of each output at a place drawn from the judge's generator (the whole output
-    // up to `fresh_window` elements), so that the check costs the same at every size while a
-    // stale or made-up answer, wrong wherever it is looked at, cannot know where that is. The
-    // baseline's answer goes, in float64, to set 0's reference buffers (lane 0): nothing reads
-    // them during timing, and the re-check after it computes its own.
-    const auto base_it = std::find_if(answered.begin(), answered.end(),
-                                      [](candidate_lib* l) { return l->role == "baseline"; });
-    if (fresh_round && m_separate_lanes && base_it != answered.end()) {
-      ++fresh_checked;
-      auto& bb = buf(**base_it, static_cast<size_t>(set));
-      const auto& refs = bufs[0]->refs;
-      std::vector<double> scales;
-      std::vector<tolerance_spec> tols;
-      std::vector<std::string> names;
-      std::vector<std::pair<int64_t, int64_t>> windows; // [elements] offset, length
-      for (size_t o = 0; o < s.outputs.size(); ++o) {
-        const auto& x = s.outputs[o];
-        const int64_t n = std::min<int64_t>(x.numel(), fresh_window);
-        const int64_t at =
-            n < x.numel() ? static_cast<int64_t>(m_rng() % static_cast<uint64_t>(x.numel() - n + 1))
-                          : 0;
-        windows.emplace_back(at, n);
-        const auto* from = static_cast<const unsigned char*>(bb.outputs[o].data()) +
-                           static_cast<size_t>(at) * dtype_bytes(x.dtype);
-        gpu_copy_cyclic(from, x.dtype, n, refs[o], KB_FLOAT64, n, m_stream);
-        const auto mo = gpu_moments(refs[o], n, m_stream);
-        scales.push_back(std::sqrt(mo.sum_sq / std::max<int64_t>(1, n)));
-        tols.push_back({2 * m_atol, 2 * m_rtol, scales.back()});
-        names.push_back(x.name);
-      }
-      for (auto* lib : answered) {
-        if (lib == *base_it || lib->rejected) {
-          continue;
-        }
-        auto& lb = buf(*lib, static_cast<size_t>(set));
-        std::vector<error_metrics> ms;
-        for (size_t o = 0; o < s.outputs.size(); ++o) {
-          const auto& x = s.outputs[o];
-          const auto* y = static_cast<const unsigned char*>(lb.outputs[o].data()) +
-                          static_cast<size_t>(windows[o].first) * dtype_bytes(x.dtype);
-          ms.push_back(
-              gpu_compare(y, x.dtype, refs[o], windows[o].second, tols[o], m_poison, m_stream));
-        }
-        const auto outcome = eval::detail::judge(ms, scales, names, 2 * m_rel_l2);
-        if (!outcome.passed) {
-          reject(*lib, {"timing.stale_after_input_change",
-                        fmt::format("round {}: on input contents it had not seen before the answer "
-                                    "strays from the baseline's beyond twice the tolerance "
-                                    "(results reused across calls?): {}",
-                                    round, outcome.message)});
+        ++fresh_checked;
+        // Checked right after its call, before any other library's call can touch a buffer it
+        // shares (shared lanes): against the oracle's answer on these contents.
+        if (auto r = check_fresh_answer(buf(*lib, static_cast<size_t>(set)), *bufs[0], fresh,
+                                        round)) {
+          reject(*lib, *r);
         }
       }
     }
     if (fresh_round) {
-      swap_fresh(static_cast<size_t>(set)); // the set's own inputs back, untouched
+      // The set's own contents back in every lane (the generator is a function of the set).
+      restore_set(lanes_of_set(static_cast<size_t>(set)), set_dist[static_cast<size_t>(set)],
+                  set_seed[static_cast<size_t>(set)]);
     }
     alive.erase(std::remove_if(alive.begin(), alive.end(),
                                [](candidate_lib* l) { return l->rejected.has_value(); }),
@@ -2607,11 +2376,8 @@ json worker::time_all() {
   // Reuse of results: each candidate's fresh calls against its calls on the seen sets.
   json reuse = json::object();
   reuse["fresh_rounds"] = fresh_rounds;
-  reuse["answers_checked_rounds"] = fresh_checked;
-  if (!fresh_off.empty()) {
-    reuse["off"] = fresh_off;
-    reuse["runner_excess_bytes"] = m_runner_excess;
-  }
+  reuse["answers_checked_calls"] = fresh_checked;
+  reuse["runner_excess_bytes"] = m_runner_excess;
   for (auto& lib : m_libs) {
     if (lib.rejected || lib.role == "baseline" || samples.count(lib.role) == 0) {
       continue;
@@ -2622,7 +2388,14 @@ json worker::time_all() {
       (x.value("fresh", false) ? fresh_t : seen_t).push_back(x.at("t").get<double>());
     }
     if (fresh_t.size() < static_cast<size_t>(fresh_min_calls) || seen_t.size() < 10) {
+      // Rounds go on past the session's wall-time limit until every candidate has its fresh
+      // calls, so this is a bound of rounds reached: the check could not run, and a check that
+      // cannot run rejects rather than passes.
       reuse[lib.role] = {{"fresh_samples", fresh_t.size()}, {"seen_samples", seen_t.size()}};
+      reject(lib, {"timing.unchecked",
+                   fmt::format("{} calls on fresh contents and {} on seen sets: too few to tell "
+                               "whether results are reused across calls (at least {} and 10)",
+                               fresh_t.size(), seen_t.size(), fresh_min_calls)});
       continue;
     }
     const auto cmp = compare_fresh(fresh_t, seen_t);

@@ -58,7 +58,8 @@ struct runner {
   launch_fn launch = nullptr;
   workspace_fn workspace = nullptr;
   bool empty = false;
-  CUdeviceptr flags = 0;
+  CUdeviceptr go = 0;   // read-only here: only the judge's stream writes it
+  CUdeviceptr done = 0; // written by this runner's stream behind each call's graph
   std::vector<double> scalars;
   std::vector<kb_tensor> ins;
   std::vector<kb_tensor> outs;
@@ -101,8 +102,11 @@ struct runner {
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
           "cuMemImportFromShareableHandle");
     ::close(fd);
+    // One granule more address space than the mapping, left unmapped: the judge places each
+    // tensor's end at the end of its allocation, so a read one byte past it faults here, in
+    // plain runs as under a sanitizer.
     CUdeviceptr p = 0;
-    check(KB_CU(cuMemAddressReserve)(&p, m.bytes, 0, 0, 0), "cuMemAddressReserve");
+    check(KB_CU(cuMemAddressReserve)(&p, m.bytes + m.granularity, 0, 0, 0), "cuMemAddressReserve");
     check(KB_CU(cuMemMap)(p, m.bytes, 0, h, 0), "cuMemMap");
     CUdevice dev = 0;
     // cuCtxGetDevice is looked up by version, and its CUDA 13 entry point takes a context too:
@@ -115,7 +119,8 @@ struct runner {
     CUmemAccessDesc access{};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     access.location.id = dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    access.flags =
+        m.read_only ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     check(KB_CU(cuMemSetAccess)(p, m.bytes, &access, 1), "cuMemSetAccess");
     KB_CU(cuMemRelease)(h); // the mapping keeps the memory
     mapped[m.id] = p;
@@ -161,7 +166,9 @@ struct runner {
 
   load_reply load(const load_request& l) {
     load_reply r;
-    flags = reinterpret_cast<CUdeviceptr>(address(l.flags_id, 0));
+    go = reinterpret_cast<CUdeviceptr>(address(l.go_id, 0));
+    done = reinterpret_cast<CUdeviceptr>(address(l.done_id, 0));
+    exact = l.exact;
     if (l.path.empty()) {
       empty = true;
       r.ok = true;
@@ -269,7 +276,7 @@ struct runner {
     // Under a sanitizer (exact allocations) nothing is timed, and initcheck waits for a graph's
     // stream before it launches it: there the graph runs at once, without the wait for GO.
     if (!exact) {
-      check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), flags, c.seq,
+      check(KB_CU(cuStreamWaitValue32)(reinterpret_cast<CUstream>(stream), go, c.seq,
                                        CU_STREAM_WAIT_VALUE_GEQ),
             "cuStreamWaitValue32");
     }
@@ -282,7 +289,7 @@ struct runner {
     }
     // DONE follows the graph on the stream; on a failed stream it never comes, and the judge's
     // hang limit ends the call.
-    KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), flags + 4, c.seq, 0);
+    KB_CU(cuStreamWriteValue32)(reinterpret_cast<CUstream>(stream), done, c.seq, 0);
     r.launch_ns = ns(t2, clock::now());
     return r;
   }
@@ -389,7 +396,6 @@ int runner_main() {
   }
   runner r;
   r.sock = std::atoi(fd_env);
-  r.exact = std::getenv("KBLASTER_RUNNER_EXACT") != nullptr;
   // Spin while waiting for the device: the window's host steps (GO seen, device idle) cost
   // microseconds, not a scheduler's wake-up.
   cudaSetDeviceFlags(cudaDeviceScheduleSpin);

@@ -166,5 +166,44 @@ TEST_F(device_ops_gpu, compare_counts_the_unwritten_elements_as_the_cpu_does) {
   }
 }
 
+// The keyed check behind every timed call: the poison count is exact for every dtype and for
+// sizes that end inside a word; the digest is the same for the same bytes and key, changes with
+// one flipped bit, and changes with the key (so that nobody without it can compute it).
+TEST_F(device_ops_gpu, keyed_check_counts_poison_and_digests_with_its_key) {
+  std::mt19937_64 rng(13);
+  const poison_pattern p = draw_poison(rng);
+  const digest_key key{rng(), rng()};
+  const digest_key other{rng(), rng()};
+  device_buffer out(2 * sizeof(unsigned long long));
+  auto* acc = static_cast<unsigned long long*>(out.p);
+  const auto run = [&](const void* data, uint64_t bytes, kb_dtype d, const digest_key& k) {
+    cuda_check(cudaMemset(acc, 0, 2 * sizeof(unsigned long long)), "clear");
+    gpu_keyed_check(data, bytes, d, k, p, acc, stream);
+    unsigned long long host[2];
+    cuda_check(cudaStreamSynchronize(stream), "check");
+    cuda_check(cudaMemcpy(host, acc, sizeof host, cudaMemcpyDeviceToHost), "download");
+    return std::pair<uint64_t, uint64_t>{host[0], host[1]};
+  };
+  for (kb_dtype d : {KB_FLOAT32, KB_FLOAT64, KB_FLOAT16, KB_BFLOAT16, KB_INT64, KB_INT32}) {
+    const int64_t eb = dtype_bytes(d);
+    for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{1001}, int64_t{100003}}) {
+      const size_t bytes = static_cast<size_t>(n * eb);
+      std::vector<unsigned char> y(bytes);
+      cpu_fill_value(y.data(), d, n, 1.0);
+      const int64_t poisoned = std::min<int64_t>(n, 5);
+      cpu_fill_poison(y.data() + (n - poisoned) * eb, d, poisoned, p); // up to the last element
+      device_buffer dy(bytes);
+      cuda_check(cudaMemcpy(dy.p, y.data(), bytes, cudaMemcpyHostToDevice), "upload");
+      const auto a = run(dy.p, bytes, d, key);
+      EXPECT_EQ(a.second, static_cast<uint64_t>(poisoned)) << d << " n " << n;
+      EXPECT_EQ(run(dy.p, bytes, d, key).first, a.first);
+      EXPECT_NE(run(dy.p, bytes, d, other).first, a.first);
+      y[0] ^= 1;
+      cuda_check(cudaMemcpy(dy.p, y.data(), bytes, cudaMemcpyHostToDevice), "upload");
+      EXPECT_NE(run(dy.p, bytes, d, key).first, a.first) << d << " n " << n;
+    }
+  }
+}
+
 } // namespace
 } // namespace kb::eval::detail

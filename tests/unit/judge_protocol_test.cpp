@@ -191,14 +191,20 @@ TEST(JudgeCapture, HugeOutputKeepsOnlyTheTail) {
 }
 
 TEST(JudgeRules, HostWork) {
-  const host_work_rule rule;
-  // An honest call: enqueue only, a few tens of microseconds over the empty call.
-  EXPECT_FALSE(rule.violated(60'000, 40'000, 10'000));
-  // A 5 ms computation done synchronously inside kb_launch, for a 0.1 ms window.
-  EXPECT_TRUE(rule.violated(5'100'000, 40'000, 100'000));
-  // Long windows allow half of themselves of host noise.
-  EXPECT_FALSE(rule.violated(2'000'000, 40'000, 10'000'000));
-  EXPECT_TRUE(rule.violated(7'000'000, 40'000, 10'000'000));
+  // The calibration's empty round trip is the allowance, never below 50 us.
+  EXPECT_EQ(host_work_rule::calibrated(80'000).allowance_ns, 80'000);
+  EXPECT_EQ(host_work_rule::calibrated(20'000).allowance_ns, host_work_rule::min_allowance_ns);
+  const auto rule = host_work_rule::calibrated(60'000);
+  // An honest call: enqueue only, a few tens of microseconds over the reference.
+  EXPECT_FALSE(rule.violated(90'000, 40'000));
+  // A 5 ms computation done synchronously inside kb_launch.
+  EXPECT_TRUE(rule.violated(5'100'000, 40'000));
+  // The allowance does not grow with the window: 70% of a 1 ms call's work done before GO
+  // (a softmax computing its row statistics early) breaks the rule, whatever the window.
+  EXPECT_TRUE(rule.violated(740'000, 40'000));
+  EXPECT_TRUE(rule.violated(2'000'000, 40'000));
+  EXPECT_FALSE(rule.violated(100'000, 40'000)); // exactly the allowance: not beyond it
+  EXPECT_TRUE(rule.violated(100'001, 40'000));
   EXPECT_DOUBLE_EQ(net_sample(300e-6, 280e-6), 20e-6);
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
@@ -212,14 +218,15 @@ TEST(JudgeRules, ReferenceTripIsTheBaselinesUnderTheSameConditions) {
   }
   r.add_baseline(140'000);
   EXPECT_EQ(r.for_candidate(), 135'000); // median of 135, 135, 135, 135, 140 us
-  EXPECT_EQ(r.for_baseline(), 55'000);   // the baseline itself is held against the empty call
-  // A candidate of 18 kernels per call measured at 300 us against the empty call's 55: held
-  // against the baseline's 135 us it is within the rule at a 0.34 ms window; a 5 ms synchronous
-  // computation is not.
-  const host_work_rule rule;
-  EXPECT_TRUE(rule.violated(300'000, 55'000, 340'000));
-  EXPECT_FALSE(rule.violated(300'000, r.for_candidate(), 340'000));
-  EXPECT_TRUE(rule.violated(5'100'000, r.for_candidate(), 340'000));
+  EXPECT_EQ(r.for_baseline(), 135'000);  // the baseline too: its calls are just as slow
+  // A candidate of 18 kernels per call at 180 us (its graph updated, not instantiated): held
+  // against the baseline's 135 us it is within the 55 us allowance, against the empty call's it
+  // would not be; 300 us is beyond it either way, and so is a 5 ms synchronous computation.
+  const auto rule = host_work_rule::calibrated(55'000);
+  EXPECT_TRUE(rule.violated(300'000, 55'000));
+  EXPECT_FALSE(rule.violated(180'000, r.for_candidate()));
+  EXPECT_TRUE(rule.violated(300'000, r.for_candidate()));
+  EXPECT_TRUE(rule.violated(5'100'000, r.for_candidate()));
   // Never below the empty call's: baseline calls faster than it do not lower the reference.
   reference_trip fast(80'000);
   for (int i = 0; i < 9; ++i) {
@@ -375,7 +382,7 @@ TEST(JudgeRules, FreshContentsShowAResultCache) {
   // delta absorbs.
   EXPECT_FALSE(compare_fresh(around(2.0e-3, 0.01, 20, 25), around(2.6e-3, 0.01, 60, 26)).c.slowed);
   EXPECT_FALSE(compare_fresh(around(3.05e-3, 0.002, 20, 27), around(3e-3, 0.002, 60, 28)).c.slowed);
-  static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_window > 0);
+  static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_max_rounds >= fresh_min_calls);
 }
 
 TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {

@@ -103,6 +103,17 @@ void gpu_copy_cyclic(const void* src, kb_dtype src_dtype, int64_t src_n, void* d
                      kb_dtype dst_dtype, int64_t dst_n, cudaStream_t stream);
 // Order-independent digest of the bytes (synchronises the stream).
 uint64_t gpu_digest(const void* data, uint64_t bytes, cudaStream_t stream);
+// The judge's secret for keyed digests: drawn per job from its generator, never sent to a runner.
+struct digest_key {
+  uint64_t k0 = 0;
+  uint64_t k1 = 0;
+};
+// Adds to out[0] the keyed digest of the `bytes` bytes at 16-byte aligned `data` (elements of
+// `dtype`), and to out[1] the number of its elements holding `poison`. Asynchronous on `stream`;
+// `out` is device memory the caller zeroed. Any changed or moved word changes the digest with
+// high probability, and without the key nobody can compute it.
+void gpu_keyed_check(const void* data, uint64_t bytes, kb_dtype dtype, const digest_key& key,
+                     const poison_pattern& poison, unsigned long long* out, cudaStream_t stream);
 struct moments {
   double sum;
   double sum_sq;

@@ -23,16 +23,28 @@ enum class message : uint32_t {
   reply = 100,
 };
 
+// The runner maps the buffer read-only when `read_only` (GO: only the judge writes it), and
+// always reserves one granule of address space more than it maps, left unmapped, so that the
+// first byte past the buffer's end (where the judge places each tensor's end) faults.
 struct map_request {
   uint32_t id = 0;
   uint64_t bytes = 0; // [bytes] of the allocation (granularity-aligned)
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(map_request, id, bytes)
+  bool read_only = false;
+  uint64_t granularity = 0; // [bytes] the allocation granularity: the unmapped gap after it
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(map_request, id, bytes, read_only, granularity)
 };
 
+// GO and DONE live in buffers of their own: GO mapped read-only in the runner (the judge's
+// stream alone writes it), DONE read-write (the runner's stream writes it behind the graph).
+// `exact`: under a sanitizer, every tensor gets an exact allocation of its own for the call; said
+// here, not in the runner's environment, so that a sanitized run and a plain one look alike to
+// the candidate's process.
 struct load_request {
-  std::string path;      // the candidate's shared object; empty: the built-in empty kernel
-  uint32_t flags_id = 0; // the buffer holding GO (offset 0) and DONE (offset 4)
-  NLOHMANN_DEFINE_TYPE_INTRUSIVE(load_request, path, flags_id)
+  std::string path;     // the candidate's shared object; empty: the built-in empty kernel
+  uint32_t go_id = 0;   // the buffer holding GO (offset 0)
+  uint32_t done_id = 0; // the buffer holding DONE (offset 0)
+  bool exact = false;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(load_request, path, go_id, done_id, exact)
 };
 
 struct load_reply {
