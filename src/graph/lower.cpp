@@ -147,15 +147,15 @@ public:
     return e;
   }
 
-  // The ops used, in the order they were reached (innermost first), deduplicated.
+  // The ops used, each once, in the order their values were first computed (operands before
+  // the op that reads them): "sigmoid+mul" for x * sigmoid(x).
   std::string ops() const {
     std::vector<std::string> seen;
-    for (auto it = m_ops.rbegin(); it != m_ops.rend(); ++it) {
-      if (std::find(seen.begin(), seen.end(), *it) == seen.end()) {
-        seen.push_back(*it);
+    for (const auto& op : m_ops) {
+      if (std::find(seen.begin(), seen.end(), op) == seen.end()) {
+        seen.push_back(op);
       }
     }
-    std::reverse(seen.begin(), seen.end());
     std::string out;
     for (const auto& s : seen) {
       out += (out.empty() ? "" : "+") + s;
