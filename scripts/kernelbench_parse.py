@@ -511,6 +511,12 @@ def parse_file(path):
                                                window_extent(env)),
                   degenerate=static_degenerate(cls, tensors),
                   ops=sorted(set(forward_ops(forward_of(cls), submodules(cls)))))
+    try:
+        result["graph"] = forward_graph(cls, env, inputs, init_args, dims)
+    except Exception as e:  # noqa: BLE001 (a graph that cannot be read never stops the import)
+        result["graph"] = {"version": GRAPH_VERSION, "inputs": [], "state": [], "nodes": [],
+                           "outputs": [], "unsupported": [{"op": "?", "reason": "malformed",
+                                                           "detail": f"{type(e).__name__}: {e}"}]}
     return result
 
 
@@ -524,6 +530,859 @@ def parse_file_safely(path):
         name = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(os.path.basename(path))[0])
         return {"file": os.path.abspath(path), "name": name, "status": "failed",
                 "reason": f"not understood: {type(e).__name__}: {str(e)[:200]}"}
+# ---- the forward as a typed op graph ---------------------------------------------------------
+# The forward read as a straight line of calls: each node names its op canonically (torch.X,
+# torch.nn.functional.X, nn.X for modules with state), its inputs and outputs (value ids with
+# shapes as dim expressions and dtypes) and its attributes with PyTorch's defaults made explicit.
+# Forms outside that (control flow, unknown calls, in-place updates, shapes that depend on
+# values) are recorded in `unsupported` with a reason, and the graph is still written.
+GRAPH_VERSION = 1
+REQ = object()  # a required argument
+
+# Functions and their positional signatures (name, default). Tensor arguments are the leading
+# names listed in TENSOR_ARGS (default 1: the first).
+_U = [("input", REQ)]
+SIGS = {
+    # pointwise, one tensor
+    **{f"torch.{n}": _U for n in (
+        "sigmoid", "tanh", "relu", "abs", "exp", "log", "sqrt", "rsqrt", "erf", "neg", "selu",
+        "square", "sin", "cos", "reciprocal", "log1p", "expm1", "sign", "floor", "ceil",
+        "log2", "exp2", "erfc", "trunc", "round", "zeros_like", "ones_like", "contiguous")},
+    **{f"torch.nn.functional.{n}": _U + [("inplace", False)] for n in (
+        "silu", "mish", "hardswish", "hardsigmoid", "relu6", "selu")},
+    "torch.nn.functional.softsign": _U,
+    "torch.nn.functional.tanhshrink": _U,
+    "torch.nn.functional.logsigmoid": _U,
+    "torch.nn.functional.gelu": _U + [("approximate", "none")],
+    "torch.nn.functional.elu": _U + [("alpha", 1.0), ("inplace", False)],
+    "torch.nn.functional.celu": _U + [("alpha", 1.0), ("inplace", False)],
+    "torch.nn.functional.leaky_relu": _U + [("negative_slope", 0.01), ("inplace", False)],
+    "torch.nn.functional.hardtanh": _U + [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)],
+    "torch.nn.functional.softplus": _U + [("beta", 1.0), ("threshold", 20.0)],
+    "torch.nn.functional.threshold": _U + [("threshold", REQ), ("value", REQ), ("inplace", False)],
+    "torch.clamp": _U + [("min", None), ("max", None)],
+    "torch.pow": _U + [("exponent", REQ)],
+    # arithmetic (binary: tensors or numbers)
+    "torch.add": [("input", REQ), ("other", REQ), ("alpha", 1)],
+    "torch.sub": [("input", REQ), ("other", REQ), ("alpha", 1)],
+    "torch.mul": [("input", REQ), ("other", REQ)],
+    "torch.div": [("input", REQ), ("other", REQ), ("rounding_mode", None)],
+    "torch.maximum": [("input", REQ), ("other", REQ)],
+    "torch.minimum": [("input", REQ), ("other", REQ)],
+    "torch.where": [("condition", REQ), ("input", REQ), ("other", REQ)],
+    # along a dim
+    "torch.softmax": _U + [("dim", REQ), ("dtype", None)],
+    "torch.log_softmax": _U + [("dim", REQ), ("dtype", None)],
+    "torch.cumsum": _U + [("dim", REQ), ("dtype", None)],
+    "torch.cumprod": _U + [("dim", REQ), ("dtype", None)],
+    # reductions
+    "torch.sum": _U + [("dim", None), ("keepdim", False), ("dtype", None)],
+    "torch.mean": _U + [("dim", None), ("keepdim", False), ("dtype", None)],
+    "torch.prod": _U + [("dim", None), ("keepdim", False), ("dtype", None)],
+    "torch.amax": _U + [("dim", None), ("keepdim", False)],
+    "torch.amin": _U + [("dim", None), ("keepdim", False)],
+    "torch.max": _U + [("dim", None), ("keepdim", False)],
+    "torch.min": _U + [("dim", None), ("keepdim", False)],
+    "torch.argmax": _U + [("dim", None), ("keepdim", False)],
+    "torch.argmin": _U + [("dim", None), ("keepdim", False)],
+    "torch.logsumexp": _U + [("dim", REQ), ("keepdim", False)],
+    "torch.norm": _U + [("p", "fro"), ("dim", None), ("keepdim", False), ("dtype", None)],
+    "torch.var": _U + [("dim", None), ("unbiased", True), ("keepdim", False)],
+    "torch.std": _U + [("dim", None), ("unbiased", True), ("keepdim", False)],
+    # matrix products and masks
+    "torch.matmul": [("input", REQ), ("other", REQ)],
+    "torch.mm": [("input", REQ), ("mat2", REQ)],
+    "torch.bmm": [("input", REQ), ("mat2", REQ)],
+    "torch.einsum": [("equation", REQ)],
+    "torch.triu": _U + [("diagonal", 0)],
+    "torch.tril": _U + [("diagonal", 0)],
+    "torch.diag": _U + [("diagonal", 0)],
+    "torch.transpose": _U + [("dim0", REQ), ("dim1", REQ)],
+    "torch.t": _U,
+    # norms and losses (functional forms)
+    "torch.nn.functional.layer_norm": _U + [("normalized_shape", REQ), ("weight", None),
+                                            ("bias", None), ("eps", 1e-5)],
+    "torch.nn.functional.normalize": _U + [("p", 2.0), ("dim", 1), ("eps", 1e-12)],
+    "torch.nn.functional.mse_loss": [("input", REQ), ("target", REQ), ("size_average", None),
+                                     ("reduce", None), ("reduction", "mean")],
+    "torch.nn.functional.l1_loss": [("input", REQ), ("target", REQ), ("size_average", None),
+                                    ("reduce", None), ("reduction", "mean")],
+    "torch.nn.functional.smooth_l1_loss": [("input", REQ), ("target", REQ), ("size_average", None),
+                                           ("reduce", None), ("reduction", "mean"), ("beta", 1.0)],
+    "torch.nn.functional.huber_loss": [("input", REQ), ("target", REQ), ("reduction", "mean"),
+                                       ("delta", 1.0)],
+    "torch.nn.functional.kl_div": [("input", REQ), ("target", REQ), ("size_average", None),
+                                   ("reduce", None), ("reduction", "mean"), ("log_target", False)],
+    "torch.nn.functional.cross_entropy": [("input", REQ), ("target", REQ), ("weight", None),
+                                          ("size_average", None), ("ignore_index", -100),
+                                          ("reduce", None), ("reduction", "mean"),
+                                          ("label_smoothing", 0.0)],
+    "torch.nn.functional.cosine_similarity": [("x1", REQ), ("x2", REQ), ("dim", 1), ("eps", 1e-8)],
+    "torch.nn.functional.triplet_margin_loss": [("anchor", REQ), ("positive", REQ), ("negative", REQ),
+                                                ("margin", 1.0), ("p", 2.0), ("eps", 1e-6),
+                                                ("swap", False), ("size_average", None),
+                                                ("reduce", None), ("reduction", "mean")],
+    "torch.nn.functional.hinge_embedding_loss": [("input", REQ), ("target", REQ), ("margin", 1.0),
+                                                 ("size_average", None), ("reduce", None),
+                                                 ("reduction", "mean")],
+    "torch.nn.functional.scaled_dot_product_attention": [
+        ("query", REQ), ("key", REQ), ("value", REQ), ("attn_mask", None), ("dropout_p", 0.0),
+        ("is_causal", False), ("scale", None)],
+}
+TENSOR_ARGS = {
+    "torch.add": 2, "torch.sub": 2, "torch.mul": 2, "torch.div": 2, "torch.maximum": 2,
+    "torch.minimum": 2, "torch.where": 3, "torch.matmul": 2, "torch.mm": 2, "torch.bmm": 2,
+    "torch.nn.functional.mse_loss": 2, "torch.nn.functional.l1_loss": 2,
+    "torch.nn.functional.smooth_l1_loss": 2, "torch.nn.functional.huber_loss": 2,
+    "torch.nn.functional.kl_div": 2, "torch.nn.functional.cross_entropy": 2,
+    "torch.nn.functional.cosine_similarity": 2, "torch.nn.functional.triplet_margin_loss": 3,
+    "torch.nn.functional.hinge_embedding_loss": 2,
+    "torch.nn.functional.scaled_dot_product_attention": 3,
+}
+# torch.X spelled elsewhere: F.X / torch.nn.functional.X of these are the torch function.
+SAME_AS_TORCH = {"sigmoid", "tanh", "relu", "softmax", "log_softmax", "abs", "exp", "log"}
+ALIASES = {"torch.clip": "torch.clamp", "torch.multiply": "torch.mul", "torch.divide": "torch.div",
+           "torch.true_divide": "torch.div", "torch.subtract": "torch.sub",
+           "torch.nn.functional.silu": "torch.nn.functional.silu", "torch.swapaxes": "torch.transpose",
+           "torch.selu": "torch.nn.functional.selu", "torch.relu6": "torch.nn.functional.relu6",
+           "torch.nn.functional.sigmoid": "torch.sigmoid", "torch.nn.functional.tanh": "torch.tanh",
+           "torch.special.erf": "torch.erf", "torch.absolute": "torch.abs",
+           "torch.linalg.norm": "torch.norm"}
+# Modules that are a function: nn.X(ctor args) called on tensors -> the functional op.
+FUNCTION_MODULES = {
+    "ReLU": ("torch.relu", [("inplace", False)]),
+    "Sigmoid": ("torch.sigmoid", []),
+    "Tanh": ("torch.tanh", []),
+    "GELU": ("torch.nn.functional.gelu", [("approximate", "none")]),
+    "SiLU": ("torch.nn.functional.silu", [("inplace", False)]),
+    "Mish": ("torch.nn.functional.mish", [("inplace", False)]),
+    "SELU": ("torch.nn.functional.selu", [("inplace", False)]),
+    "Hardswish": ("torch.nn.functional.hardswish", [("inplace", False)]),
+    "Hardsigmoid": ("torch.nn.functional.hardsigmoid", [("inplace", False)]),
+    "Softsign": ("torch.nn.functional.softsign", []),
+    "ReLU6": ("torch.nn.functional.relu6", [("inplace", False)]),
+    "LeakyReLU": ("torch.nn.functional.leaky_relu", [("negative_slope", 0.01), ("inplace", False)]),
+    "ELU": ("torch.nn.functional.elu", [("alpha", 1.0), ("inplace", False)]),
+    "CELU": ("torch.nn.functional.celu", [("alpha", 1.0), ("inplace", False)]),
+    "Hardtanh": ("torch.nn.functional.hardtanh", [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)]),
+    "Softplus": ("torch.nn.functional.softplus", [("beta", 1.0), ("threshold", 20.0)]),
+    "Softmax": ("torch.softmax", [("dim", None)]),
+    "LogSoftmax": ("torch.log_softmax", [("dim", None)]),
+    "Identity": ("torch.contiguous", []),
+    "Dropout": ("torch.nn.functional.dropout", [("p", 0.5), ("inplace", False)]),
+    "MSELoss": ("torch.nn.functional.mse_loss", [("size_average", None), ("reduce", None), ("reduction", "mean")]),
+    "L1Loss": ("torch.nn.functional.l1_loss", [("size_average", None), ("reduce", None), ("reduction", "mean")]),
+    "SmoothL1Loss": ("torch.nn.functional.smooth_l1_loss",
+                     [("size_average", None), ("reduce", None), ("reduction", "mean"), ("beta", 1.0)]),
+    "HuberLoss": ("torch.nn.functional.huber_loss", [("reduction", "mean"), ("delta", 1.0)]),
+    "KLDivLoss": ("torch.nn.functional.kl_div",
+                  [("size_average", None), ("reduce", None), ("reduction", "mean"), ("log_target", False)]),
+    "CrossEntropyLoss": ("torch.nn.functional.cross_entropy",
+                         [("weight", None), ("size_average", None), ("ignore_index", -100), ("reduce", None),
+                          ("reduction", "mean"), ("label_smoothing", 0.0)]),
+    "CosineSimilarity": ("torch.nn.functional.cosine_similarity", [("dim", 1), ("eps", 1e-8)]),
+    "TripletMarginLoss": ("torch.nn.functional.triplet_margin_loss",
+                          [("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False),
+                           ("size_average", None), ("reduce", None), ("reduction", "mean")]),
+    "HingeEmbeddingLoss": ("torch.nn.functional.hinge_embedding_loss",
+                           [("margin", 1.0), ("size_average", None), ("reduce", None), ("reduction", "mean")]),
+}
+FUNCTION_SIGS_EXTRA = {"torch.nn.functional.dropout": _U + [("p", 0.5), ("training", True), ("inplace", False)]}
+_CONV = [("in_channels", REQ), ("out_channels", REQ), ("kernel_size", REQ), ("stride", 1),
+         ("padding", 0), ("dilation", 1), ("groups", 1), ("bias", True), ("padding_mode", "zeros")]
+_CONVT = [("in_channels", REQ), ("out_channels", REQ), ("kernel_size", REQ), ("stride", 1),
+          ("padding", 0), ("output_padding", 0), ("groups", 1), ("bias", True), ("dilation", 1)]
+_MAXPOOL = [("kernel_size", REQ), ("stride", None), ("padding", 0), ("dilation", 1),
+            ("return_indices", False), ("ceil_mode", False)]
+_AVGPOOL = [("kernel_size", REQ), ("stride", None), ("padding", 0), ("ceil_mode", False),
+            ("count_include_pad", True), ("divisor_override", None)]
+_BN = [("num_features", REQ), ("eps", 1e-5), ("momentum", 0.1), ("affine", True),
+       ("track_running_stats", True)]
+_IN = [("num_features", REQ), ("eps", 1e-5), ("momentum", 0.1), ("affine", False),
+       ("track_running_stats", False)]
+# Modules with state or a window: nn.X -> constructor signature.
+STATE_MODULES = {
+    "LayerNorm": [("normalized_shape", REQ), ("eps", 1e-5), ("elementwise_affine", True), ("bias", True)],
+    "GroupNorm": [("num_groups", REQ), ("num_channels", REQ), ("eps", 1e-5), ("affine", True)],
+    "RMSNorm": [("normalized_shape", REQ), ("eps", None), ("elementwise_affine", True)],
+    "Linear": [("in_features", REQ), ("out_features", REQ), ("bias", True)],
+    **{f"BatchNorm{d}d": _BN for d in (1, 2, 3)},
+    **{f"InstanceNorm{d}d": _IN for d in (1, 2, 3)},
+    **{f"Conv{d}d": _CONV for d in (1, 2, 3)},
+    **{f"ConvTranspose{d}d": _CONVT for d in (1, 2, 3)},
+    **{f"MaxPool{d}d": _MAXPOOL for d in (1, 2, 3)},
+    **{f"AvgPool{d}d": _AVGPOOL[:5] + ([] if d == 1 else _AVGPOOL[5:]) for d in (1, 2, 3)},
+}
+# Tensor methods that are not the torch function of the same name.
+SHAPE_METHODS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "permute", "transpose",
+                 "t", "contiguous", "size", "float", "expand", "expand_as"}
+
+
+class GraphError(Exception):
+    def __init__(self, reason, detail, op=""):
+        super().__init__(detail)
+        self.reason, self.detail, self.op = reason, detail, op
+
+
+class Dim:
+    """An integer known statically that is also a shape expression (an init argument)."""
+
+    def __init__(self, expr, value):
+        self.expr, self.value = expr, value
+
+
+class Tensor:
+    def __init__(self, vid, shape, dtype):
+        self.id, self.shape, self.dtype = vid, shape, dtype
+
+
+def plain(v):
+    """A constant as JSON: Dim -> its value, tuples -> lists."""
+    if isinstance(v, Dim):
+        return v.value
+    if isinstance(v, (tuple, list)):
+        return [plain(x) for x in v]
+    return v
+
+
+def expr_of(v):
+    if isinstance(v, Dim):
+        return v.expr
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    raise GraphError("dynamic_shape", f"size {v!r} is not a dim expression")
+
+
+def is_float_dtype(d):
+    return d.startswith(("float", "bfloat"))
+
+
+def bind(sig, args, kwargs, op):
+    """Positional and keyword arguments bound to a signature, defaults made explicit."""
+    out = {}
+    names = [n for n, _ in sig]
+    if len(args) > len(sig):
+        raise GraphError("unknown_op", f"{op}: {len(args)} positional arguments, at most {len(sig)}", op)
+    for (n, _), a in zip(sig, args):
+        out[n] = a
+    for k, v in kwargs.items():
+        if k not in names:
+            raise GraphError("unknown_op", f"{op}: unknown argument '{k}'", op)
+        out[k] = v
+    for n, d in sig:
+        if n not in out:
+            if d is REQ:
+                raise GraphError("malformed", f"{op}: argument '{n}' missing", op)
+            out[n] = d
+    return out
+
+
+def norm_dim(d, rank, op):
+    d = plain(d)
+    if not isinstance(d, int) or isinstance(d, bool):
+        raise GraphError("dynamic_shape", f"{op}: dim {d!r} is not an integer constant", op)
+    if rank is None:
+        return d
+    if not -rank <= d < max(rank, 1):
+        raise GraphError("malformed", f"{op}: dim {d} out of range for rank {rank}", op)
+    return d % rank if rank else 0
+
+
+def broadcast(a, b, op):
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else "1"
+        y = b[-i] if i <= len(b) else "1"
+        if x == y or y == "1":
+            out.append(x)
+        elif x == "1":
+            out.append(y)
+        else:
+            raise GraphError("dynamic_shape", f"{op}: broadcasting {a} against {b} needs {x} == {y}", op)
+    return list(reversed(out))
+
+
+def conv_out(size, k, s, p, d, ceil=False):
+    num = f"({size} + {2 * p} - {d * (k - 1)} - 1)"
+    if ceil:
+        num = f"({num} + {s - 1})"
+    return f"({num} / {s} + 1)"
+
+
+class GraphBuilder:
+    def __init__(self, env):
+        self.env = env
+        self.nodes = []
+        self.state = []
+        self.unsupported = []
+        self.count = 0
+
+    def fresh(self):
+        v = f"v{self.count}"
+        self.count += 1
+        return v
+
+    def add(self, op, tensors, attrs, out_shapes, out_dtype, module=None, tensor_names=None):
+        dtypes = out_dtype if isinstance(out_dtype, list) else [out_dtype] * len(out_shapes)
+        outs = [Tensor(self.fresh(), s, d) for s, d in zip(out_shapes, dtypes)]
+        node = {"op": op,
+                "inputs": [{"value": t.id, "shape": t.shape, "dtype": t.dtype} if isinstance(t, Tensor)
+                           else {"const": plain(t)} for t in tensors],
+                "outputs": [{"value": t.id, "shape": t.shape, "dtype": t.dtype} for t in outs],
+                "attrs": {k: plain(v) for k, v in attrs.items()}}
+        if module:
+            node["module"] = module
+        self.nodes.append(node)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def shape_of_op(op, attrs, ts, g):
+    """Output shapes and dtype of an op over input tensors ts (Tensors or numbers)."""
+    tens = [t for t in ts if isinstance(t, Tensor)]
+    x = tens[0] if tens else None
+    if x is not None and x.shape is None:
+        return [None], x.dtype
+    dtype = x.dtype if x is not None else "float32"
+    rank = len(x.shape) if x is not None else 0
+
+    def reduced(dims, keepdim):
+        if dims is None:
+            return [] if not keepdim else ["1"] * rank
+        dims = dims if isinstance(dims, (list, tuple)) else [dims]
+        ds = {norm_dim(d, rank, op) for d in dims}
+        return [("1" if i in ds else e) for i, e in enumerate(x.shape) if keepdim or i not in ds]
+
+    short = op.split(".")[-1]
+    if op in ("torch.add", "torch.sub", "torch.mul", "torch.div", "torch.maximum", "torch.minimum",
+              "torch.pow", "torch.where"):
+        shape = []
+        for t in tens:
+            shape = broadcast(shape, t.shape, op)
+        return [shape], dtype
+    if short in ("sum", "mean", "prod", "amax", "amin", "logsumexp", "var", "std"):
+        return [reduced(attrs.get("dim"), attrs.get("keepdim", False))], dtype
+    if short in ("max", "min") and op.startswith("torch."):
+        if attrs.get("dim") is None:
+            return [[]], dtype
+        s = reduced(attrs["dim"], attrs["keepdim"])
+        return [s, s], [dtype, "int64"]  # values, indices
+    if short in ("argmax", "argmin"):
+        return [reduced(attrs.get("dim"), attrs.get("keepdim"))], "int64"
+    if op == "torch.norm":
+        return [reduced(attrs.get("dim"), attrs.get("keepdim"))], dtype
+    if op in ("torch.matmul", "torch.mm", "torch.bmm"):
+        a, b = tens[0].shape, tens[1].shape
+        if b is None:
+            return [None], dtype
+        if len(a) == 1 and len(b) == 1:
+            return [[]], dtype
+        if len(b) == 1:
+            return [a[:-1]], dtype
+        if len(a) == 1:
+            return [b[:-2] + b[-1:]], dtype
+        return [broadcast(a[:-2], b[:-2], op) + [a[-2], b[-1]]], dtype
+    if op == "torch.transpose":
+        s = list(x.shape)
+        i, j = norm_dim(attrs["dim0"], rank, op), norm_dim(attrs["dim1"], rank, op)
+        s[i], s[j] = s[j], s[i]
+        return [s], dtype
+    if op == "torch.t":
+        return [list(reversed(x.shape))], dtype
+    if op == "torch.diag":
+        return [[x.shape[0], x.shape[0]] if rank == 1 else [x.shape[0]]], dtype
+    if op == "torch.nn.functional.cosine_similarity":
+        return [reduced(attrs["dim"], False)], dtype
+    if op.startswith("torch.nn.functional.") and ("loss" in short or short == "kl_div" or
+                                                  short == "cross_entropy"):
+        red = attrs.get("reduction", "mean")
+        if red == "none":
+            return [x.shape if short != "cross_entropy" else [x.shape[0]] + x.shape[2:]], dtype
+        return [[]], dtype
+    if op == "torch.nn.functional.scaled_dot_product_attention":
+        return [x.shape[:-1] + tens[2].shape[-1:]], dtype
+    return [list(x.shape)], dtype
+
+
+class ForwardReader:
+    """Walks a forward's statements, building the graph."""
+
+    def __init__(self, builder, consts, modules):
+        self.g = builder
+        self.consts = consts     # self.<attr> -> constant (number, Dim, tuple, str)
+        self.modules = modules   # self.<name> -> (type, bound ctor args)
+        self.local = {}
+
+    def const(self, node):
+        try:
+            return const_eval(node, self.env_consts())
+        except Unsupported:
+            return None
+
+    def env_consts(self):
+        env = dict(self.g.env)
+        for k, v in self.local.items():
+            if not isinstance(v, Tensor):
+                env[k] = plain(v)
+        return env
+
+    def value(self, node):
+        """A Tensor, a constant (number, Dim, str, tuple) or a tuple of them."""
+        if isinstance(node, ast.Name):
+            if node.id in self.local:
+                return self.local[node.id]
+            if node.id in self.g.env:
+                return self.g.env[node.id]
+            raise GraphError("malformed", f"unknown name '{node.id}'")
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                if node.attr in self.consts:
+                    return self.consts[node.attr]
+                raise GraphError("malformed", f"self.{node.attr} is not a constant set in __init__")
+            if isinstance(node.value, ast.Name) and node.value.id == "math":
+                import math as m
+                if isinstance(getattr(m, node.attr, None), float):
+                    return getattr(m, node.attr)
+            base = self.value(node.value)
+            if isinstance(base, Tensor) and node.attr in ("T", "mT"):
+                return self.call_op("torch.t" if node.attr == "T" else "torch.transpose",
+                                    [base] if node.attr == "T" else [base, -2, -1], {})
+            if isinstance(base, Tensor) and node.attr == "shape":
+                return tuple(Dim(e, None) for e in base.shape)
+            raise GraphError("unknown_op", f"attribute .{node.attr} not understood", node.attr)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(self.value(e) for e in node.elts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            v = self.value(node.operand)
+            if isinstance(v, Tensor):
+                return self.call_op("torch.neg", [v], {})
+            return -plain(v)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd):
+            return self.value(node.operand)
+        if isinstance(node, ast.BinOp):
+            ops = {ast.Add: "torch.add", ast.Sub: "torch.sub", ast.Mult: "torch.mul",
+                   ast.Div: "torch.div", ast.Pow: "torch.pow", ast.MatMult: "torch.matmul"}
+            if type(node.op) not in ops:
+                raise GraphError("unknown_op", f"operator {ast.unparse(node)} not understood",
+                                 type(node.op).__name__)
+            a, b = self.value(node.left), self.value(node.right)
+            if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+                return BINOPS[type(node.op)](plain(a), plain(b))
+            op = ops[type(node.op)]
+            if op == "torch.pow":
+                return self.call_op(op, [a], {"exponent": b}) if isinstance(a, Tensor) else \
+                    self.call_op(op, [a, b], {})
+            return self.call_op(op, [a, b], {})
+        if isinstance(node, ast.Subscript):
+            base = self.value(node.value)
+            idx = self.const(node.slice)
+            if isinstance(base, tuple) and isinstance(idx, int):
+                return base[idx]
+            raise GraphError("unknown_op", f"indexing {ast.unparse(node)} not understood", "getitem")
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        raise GraphError("unknown_op", f"expression {ast.unparse(node)[:60]} not understood",
+                         type(node).__name__)
+
+    def call(self, node):
+        name = call_name(node.func)
+        args = [self.value(a) for a in node.args if not isinstance(a, ast.Starred)]
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise GraphError("unknown_op", f"starred arguments in {name}", name)
+        kwargs = {k.arg: self.value(k.value) for k in node.keywords if k.arg}
+        if name.startswith("self."):
+            mod = name[len("self."):]
+            if mod not in self.modules:
+                raise GraphError("unknown_op", f"self.{mod} is not a module built in __init__", name)
+            return self.call_module(mod, args, kwargs)
+        if name.startswith("math."):
+            import math as m
+            f = getattr(m, name[5:], None)
+            if f is None or any(isinstance(a, Tensor) for a in args):
+                raise GraphError("unknown_op", f"{name} not understood", name)
+            return f(*[plain(a) for a in args])
+        if isinstance(node.func, ast.Attribute) and not name.startswith(("torch.", "F.", "nn.")):
+            base = self.value(node.func.value)
+            if isinstance(base, Tensor):
+                return self.method(base, node.func.attr, args, kwargs)
+        op = canonical(name)
+        if op is None:
+            raise GraphError("unknown_op", f"{name} is not an op the graph knows", name)
+        return self.call_op(op, args, kwargs)
+
+    def method(self, x, m, args, kwargs):
+        if m.endswith("_") and not m.startswith("_"):
+            raise GraphError("inplace", f"in-place tensor method .{m}()", "torch." + m)
+        if m == "size":
+            if args:
+                return Dim(x.shape[norm_dim(args[0], len(x.shape), "size")], None)
+            return tuple(Dim(e, None) for e in x.shape)
+        if m in ("contiguous", "float", "clone") and x.dtype == "float32" or m == "contiguous":
+            return x
+        if m in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "permute", "transpose", "t",
+                 "expand", "expand_as"):
+            return self.shape_op(x, m, args, kwargs)
+        op = canonical("torch." + m)
+        if op is None:
+            raise GraphError("unknown_op", f"tensor method .{m}() is not an op the graph knows", "torch." + m)
+        return self.call_op(op, [x] + args, kwargs)
+
+    def shape_op(self, x, m, args, kwargs):
+        if m == "transpose":
+            return self.call_op("torch.transpose", [x] + args, kwargs)
+        if m == "t":
+            return self.call_op("torch.t", [x], {})
+        rank = len(x.shape)
+        if m in ("view", "reshape"):
+            dims = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+            out, minus = [], None
+            for i, d in enumerate(dims):
+                if plain(d) == -1 and not isinstance(d, Dim):
+                    minus = i
+                    out.append(None)
+                else:
+                    out.append(d.expr if isinstance(d, Dim) else expr_of(d))
+            if minus is not None:
+                known = [e for e in out if e is not None]
+                if out[:minus] == x.shape[:minus] and minus == len(out) - 1:
+                    rest = x.shape[minus:]
+                    out[minus] = rest[0] if len(rest) == 1 else "(" + " * ".join(rest) + ")"
+                else:
+                    raise GraphError("dynamic_shape", f".{m}({known}, -1) of {x.shape}", "torch.reshape")
+            return self.g.add("torch.reshape", [x], {"shape": out}, [out], x.dtype)
+        if m == "flatten":
+            start = norm_dim(args[0] if args else kwargs.get("start_dim", 0), rank, "flatten")
+            end = norm_dim(args[1] if len(args) > 1 else kwargs.get("end_dim", -1), rank, "flatten")
+            mid = x.shape[start:end + 1]
+            out = x.shape[:start] + [mid[0] if len(mid) == 1 else "(" + " * ".join(mid) + ")"] + x.shape[end + 1:]
+            return self.g.add("torch.reshape", [x], {"shape": out}, [out], x.dtype)
+        if m == "unsqueeze":
+            d = norm_dim(args[0] if args else kwargs["dim"], rank + 1, "unsqueeze")
+            out = x.shape[:d] + ["1"] + x.shape[d:]
+            return self.g.add("torch.reshape", [x], {"shape": out}, [out], x.dtype)
+        if m == "squeeze":
+            if args:
+                d = norm_dim(args[0], rank, "squeeze")
+                out = [e for i, e in enumerate(x.shape) if not (i == d and e == "1")]
+            else:
+                out = [e for e in x.shape if e != "1"]
+            return self.g.add("torch.reshape", [x], {"shape": out}, [out], x.dtype)
+        if m == "permute":
+            perm = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+            perm = [norm_dim(p, rank, "permute") for p in perm]
+            out = [x.shape[p] for p in perm]
+            return self.g.add("torch.permute", [x], {"dims": perm}, [out], x.dtype)
+        raise GraphError("unknown_op", f".{m}() not understood", "torch." + m)
+
+    def call_op(self, op, args, kwargs):
+        sig = SIGS.get(op) or FUNCTION_SIGS_EXTRA.get(op)
+        if sig is None:
+            raise GraphError("unknown_op", f"{op} is not an op the graph knows", op)
+        if plain(kwargs.get("inplace")) is True:
+            raise GraphError("inplace", f"{op}(..., inplace=True)", op)
+        kwargs = {k: v for k, v in kwargs.items() if k != "inplace" or "inplace" in dict(sig)}
+        b = bind(sig, args, kwargs, op)
+        if b.get("inplace") is True:
+            raise GraphError("inplace", f"{op}(..., inplace=True)", op)
+        n = TENSOR_ARGS.get(op, 1)
+        names = [nm for nm, _ in sig[:n]]
+        tensors = [b.pop(nm) for nm in names]
+        if op == "torch.einsum":
+            raise GraphError("unknown_op", "torch.einsum (an equation over operands)", op)
+        if not any(isinstance(t, Tensor) for t in tensors):
+            raise GraphError("malformed", f"{op} on no tensor", op)
+        for k, v in list(b.items()):
+            if isinstance(v, Tensor):
+                tensors.append(v)
+                b[k] = {"input": len(tensors) - 1}
+        if "dim" in b and b["dim"] is not None and op not in ("torch.nn.functional.cosine_similarity",):
+            x = next(t for t in tensors if isinstance(t, Tensor))
+            rank = len(x.shape) if x.shape is not None else None
+            d = b["dim"]
+            b["dim"] = [norm_dim(e, rank, op) for e in d] if isinstance(d, (tuple, list)) \
+                else norm_dim(d, rank, op)
+        elif op == "torch.nn.functional.cosine_similarity":
+            b["dim"] = norm_dim(b["dim"], len(tensors[0].shape), op)
+        floats = {t.dtype for t in tensors if isinstance(t, Tensor) and is_float_dtype(t.dtype)}
+        if len(floats) > 1:
+            raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
+        shapes, dtype = shape_of_op(op, b, tensors, self.g)
+        return self.g.add(op, tensors, b, shapes, dtype)
+
+    def call_module(self, mod, args, kwargs):
+        kind, ctor = self.modules[mod]
+        if kind in FUNCTION_MODULES:
+            op, sig = FUNCTION_MODULES[kind]
+            sig_names = [n for n, _ in SIGS.get(op, FUNCTION_SIGS_EXTRA.get(op, []))]
+            n = TENSOR_ARGS.get(op, 1)
+            kw = dict(kwargs)
+            for k, v in ctor.items():
+                if k in sig_names:
+                    kw[k] = v
+            if ctor.get("inplace") is True:
+                raise GraphError("inplace", f"nn.{kind}(inplace=True)", op)
+            out = self.call_op(op, args[:n], kw)
+            self.g.nodes[-1]["module"] = mod
+            return out
+        if kind not in STATE_MODULES:
+            raise GraphError("unknown_op", f"nn.{kind} is not a module the graph knows", "nn." + kind)
+        if len(args) != 1 or not isinstance(args[0], Tensor):
+            raise GraphError("malformed", f"nn.{kind} called on {len(args)} arguments", "nn." + kind)
+        x = args[0]
+        if x.shape is None:
+            raise GraphError("dynamic_shape", f"nn.{kind} on a tensor of unknown shape", "nn." + kind)
+        c = ctor
+        rank = len(x.shape)
+        state = []
+
+        def add_state(name, shape, dtype=None):
+            t = Tensor("state_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{mod}.{name}"), shape, dtype or x.dtype)
+            self.g.state.append({"value": t.id, "module": mod, "name": name, "shape": shape,
+                                 "dtype": t.dtype})
+            state.append(t)
+
+        spatial = x.shape[2:]
+        out = list(x.shape)
+        if kind == "LayerNorm" or kind == "RMSNorm":
+            ns = c["normalized_shape"]
+            ns = list(ns) if isinstance(ns, tuple) else [ns]
+            shape = [expr_of(e) for e in ns]
+            if x.shape[rank - len(shape):] != shape:
+                raise GraphError("dynamic_shape", f"nn.{kind}{shape} over {x.shape}", "nn." + kind)
+            if c["elementwise_affine"]:
+                add_state("weight", shape)
+                if kind == "LayerNorm" and c.get("bias", True):
+                    add_state("bias", shape)
+        elif kind.startswith(("BatchNorm", "InstanceNorm")):
+            C = [expr_of(c["num_features"])]
+            if c["affine"]:
+                add_state("weight", C)
+                add_state("bias", C)
+            if c["track_running_stats"]:
+                add_state("running_mean", C)
+                add_state("running_var", C)
+                add_state("num_batches_tracked", [], "int64")
+        elif kind == "GroupNorm":
+            if c["affine"]:
+                add_state("weight", [expr_of(c["num_channels"])])
+                add_state("bias", [expr_of(c["num_channels"])])
+        elif kind == "Linear":
+            add_state("weight", [expr_of(c["out_features"]), expr_of(c["in_features"])])
+            if c["bias"]:
+                add_state("bias", [expr_of(c["out_features"])])
+            out = x.shape[:-1] + [expr_of(c["out_features"])]
+        elif kind.startswith(("Conv", "MaxPool", "AvgPool")):
+            nd = int(kind[-2])
+            if len(spatial) != nd:
+                raise GraphError("dynamic_shape", f"nn.{kind} over {x.shape}", "nn." + kind)
+
+            def per(v, dflt=None):
+                v = plain(v if v is not None else dflt)
+                return list(v) if isinstance(v, (list, tuple)) else [v] * nd
+            k = per(c["kernel_size"])
+            s = per(c.get("stride"), c["kernel_size"]) if kind.startswith(("Max", "Avg")) else per(c["stride"])
+            p = per(c["padding"])
+            d = per(c.get("dilation", 1))
+            if any(isinstance(e, str) for e in p):
+                raise GraphError("dynamic_shape", f"nn.{kind} padding {p}", "nn." + kind)
+            if kind.startswith("ConvTranspose"):
+                op_ = per(c["output_padding"])
+                sp = [f"(({e} - 1) * {si} - {2 * pi} + {di * (ki - 1)} + {oi} + 1)"
+                      for e, si, pi, di, ki, oi in zip(spatial, s, p, d, k, op_)]
+            else:
+                sp = [conv_out(e, ki, si, pi, di, c.get("ceil_mode", False))
+                      for e, si, pi, di, ki in zip(spatial, s, p, d, k)]
+            if kind.startswith("Conv"):
+                cin, cout, groups = expr_of(c["in_channels"]), expr_of(c["out_channels"]), plain(c["groups"])
+                if kind.startswith("ConvTranspose"):
+                    add_state("weight", [cin, f"({cout} / {groups})" if groups != 1 else cout] + [str(e) for e in k])
+                else:
+                    add_state("weight", [cout, f"({cin} / {groups})" if groups != 1 else cin] + [str(e) for e in k])
+                if c["bias"]:
+                    add_state("bias", [cout])
+                out = x.shape[:1] + [cout] + sp
+            else:
+                out = x.shape[:2] + sp
+        attrs = {k: v for k, v in c.items()}
+        if kind.startswith(("MaxPool", "AvgPool")) and attrs.get("stride") is None:
+            attrs["stride"] = attrs["kernel_size"]  # PyTorch's default: the window
+        return self.g.add("nn." + kind, [x] + state, attrs, [out], x.dtype, module=mod)
+
+
+def canonical(name):
+    """The canonical op name of a call's dotted name, or None for one the graph does not know."""
+    parts = name.split(".")
+    short = parts[-1]
+    if name.startswith(("F.", "torch.nn.functional.", "nn.functional.")):
+        op = "torch." + short if short in SAME_AS_TORCH else "torch.nn.functional." + short
+    elif name.startswith("torch."):
+        op = "torch." + ".".join(parts[1:])
+    else:
+        return None
+    op = ALIASES.get(op, op)
+    if op in SIGS or op in FUNCTION_SIGS_EXTRA:
+        return op
+    if op.startswith("torch.") and "torch.nn.functional." + short in SIGS:
+        return "torch.nn.functional." + short
+    return None
+
+
+def init_bindings(cls, init_args, env, dims):
+    """__init__'s parameters bound to get_init_inputs() (Dims for dim expressions), then the
+    self.<attr> constants and self.<name> = nn.<Module>(...) modules it sets."""
+    init = next((i for i in cls.body if isinstance(i, ast.FunctionDef) and i.name == "__init__"), None)
+    params = {}
+    if init is not None:
+        a = init.args
+        names = [x.arg for x in a.args[1:]]
+        defaults = [None] * (len(names) - len(a.defaults)) + list(a.defaults)
+        for i, n in enumerate(names):
+            if i < len(init_args):
+                ia = init_args[i]
+                if "expr" in ia:
+                    params[n] = Dim(ia["expr"], eval_dim(ia["expr"], dims))
+                elif "exprs" in ia:
+                    params[n] = tuple(Dim(e, eval_dim(e, dims)) for e in ia["exprs"])
+                else:
+                    params[n] = tuple(ia["value"]) if isinstance(ia["value"], list) else ia["value"]
+            elif defaults[i] is not None:
+                d = defaults[i]
+                params[n] = None if isinstance(d, ast.Constant) and d.value is None else const_eval(d, env)
+    consts, modules = {}, {}
+    if init is None:
+        return consts, modules
+
+    def val(node):
+        if isinstance(node, ast.Constant) and node.value is None:
+            return None
+        if isinstance(node, ast.Name) and node.id in params:
+            return params[node.id]
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(val(e) for e in node.elts)
+        e = dict(env)
+        e.update({k: plain(v) for k, v in params.items()})
+        return const_eval(node, e)
+
+    for stmt in init.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        t = stmt.targets[0]
+        if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
+            continue
+        v = stmt.value
+        if isinstance(v, ast.Call):
+            kind = call_name(v.func).split(".")[-1]
+            if kind in FUNCTION_MODULES or kind in STATE_MODULES:
+                sig = FUNCTION_MODULES[kind][1] if kind in FUNCTION_MODULES else STATE_MODULES[kind]
+                try:
+                    ctor = bind(sig, [val(a) for a in v.args],
+                                {k.arg: val(k.value) for k in v.keywords}, "nn." + kind)
+                except (Unsupported, GraphError):
+                    continue
+                modules[t.attr] = (kind, ctor)
+                continue
+            modules[t.attr] = (kind, {})
+            continue
+        try:
+            consts[t.attr] = val(v)
+        except Unsupported:
+            pass
+    return consts, modules
+
+
+def forward_graph(cls, env, inputs, init_args, dims):
+    """The forward's typed op graph (docs/task-format.md, "The op graph")."""
+    b = GraphBuilder(dict(env))
+    graph = {"version": GRAPH_VERSION, "inputs": [], "state": [], "nodes": [], "outputs": [],
+             "unsupported": []}
+    fwd = forward_of(cls)
+    try:
+        consts, modules = init_bindings(cls, init_args, env, dims)
+    except (Unsupported, GraphError) as e:
+        graph["unsupported"].append({"op": "__init__", "reason": "malformed", "detail": str(e)})
+        return graph
+    reader = ForwardReader(b, consts, modules)
+    arg_names = [a.arg for a in fwd.args.args[1:]]
+    for i, spec in enumerate(inputs):
+        name = arg_names[i] if i < len(arg_names) else spec["name"]
+        if "scalar" in spec:
+            reader.local[name] = spec["scalar"]
+            graph["inputs"].append({"value": name, "kind": "scalar", "scalar": spec["scalar"]})
+        else:
+            reader.local[name] = Tensor(name, list(spec["shape"]), spec["dtype"])
+            graph["inputs"].append({"value": name, "kind": "tensor", "shape": list(spec["shape"]),
+                                    "dtype": spec["dtype"]})
+    result = None
+    for stmt in fwd.body:
+        try:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # docstring
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                reader.local[stmt.targets[0].id] = reader.value(stmt.value)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                    isinstance(stmt.targets[0], ast.Tuple):
+                v = reader.value(stmt.value)
+                for t, x in zip(stmt.targets[0].elts, v):
+                    reader.local[t.id] = x
+            elif isinstance(stmt, ast.AugAssign):
+                raise GraphError("inplace", f"in-place update {ast.unparse(stmt)[:60]}",
+                                 type(stmt.op).__name__)
+            elif isinstance(stmt, ast.Return):
+                result = reader.value(stmt.value)
+                break
+            else:
+                raise GraphError("construct", f"statement not a straight line of calls: "
+                                              f"{ast.unparse(stmt).splitlines()[0][:60]}", type(stmt).__name__)
+        except GraphError as e:
+            graph["unsupported"].append({"op": e.op or "?", "reason": e.reason, "detail": e.detail})
+            break
+        except (Unsupported, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as e:
+            graph["unsupported"].append({"op": "?", "reason": "malformed", "detail": f"{type(e).__name__}: {e}"})
+            break
+    graph["state"] = b.state
+    graph["nodes"] = b.nodes
+    if not graph["unsupported"]:
+        results = result if isinstance(result, tuple) else (result,)
+        for r in results:
+            if not isinstance(r, Tensor):
+                graph["unsupported"].append({"op": "return", "reason": "malformed",
+                                             "detail": "the forward does not return tensors"})
+                break
+            graph["outputs"].append({"value": r.id, "shape": r.shape, "dtype": r.dtype})
+    return graph
+
+
+def graph_of_file(path, inputs, init_args, dims):
+    """The op graph of a problem file for inputs, init args and dims found another way (the
+    executed file: scripts/pytorch_oracle.py resolve). Never raises: a file that cannot be read
+    gives a graph whose `unsupported` says why."""
+    empty = {"version": GRAPH_VERSION, "inputs": [], "state": [], "nodes": [], "outputs": []}
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        env, cls = {}, None
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                try:
+                    env[stmt.targets[0].id] = const_eval(stmt.value, env)
+                except Unsupported:
+                    pass
+            elif isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
+                cls = stmt
+        if cls is None or forward_of(cls) is None:
+            return dict(empty, unsupported=[{"op": "?", "reason": "malformed", "detail": "no Model.forward"}])
+        env.update(dims)
+        # The executed file's dims are one per input axis (in0_1, in1_1) at one shape: equal
+        # sizes get one name, so that the graph sees which axes match (broadcasting, losses).
+        first = {}
+        for k in sorted(dims, key=lambda n: (not re.match(r"in\d+_\d+$", n), n)):
+            first.setdefault(dims[k], k)
+        canon = [dict(i, shape=[first.get(dims.get(e), e) if e in dims else e for e in i["shape"]])
+                 if "shape" in i else i for i in inputs]
+        return forward_graph(cls, env, canon, init_args, dims)
+    except Exception as e:  # noqa: BLE001 (a graph that cannot be read never stops the import)
+        return dict(empty, unsupported=[{"op": "?", "reason": "malformed", "detail": f"{type(e).__name__}: {e}"}])
 
 
 def main(argv):

@@ -92,6 +92,27 @@ def make_input(spec, dims, gen):
     return t.to(dtype)
 
 
+def module_task(task, dims, seed=20251130):
+    """An imported task (kind = "pytorch"): its module built as the reference process builds it
+    (scripts/pytorch_oracle.py: the problem file executed, the init args at these dims, seeded),
+    in float32 (the methods) and float64 (the reference), and the forward's arguments drawn with
+    the harness's generator from the official distribution."""
+    import pytorch_oracle as po
+    t = po.Task(os.path.dirname(task["file"]))
+    model = t.build(torch, dims, 0, torch.float32, "cuda")
+    ref_model = t.build(torch, dims, 0, torch.float64, "cuda")
+    gen = po.Generator()
+    xs = []
+    for k, spec in enumerate(t.inputs):
+        shape = [eval_dim(e, dims) for e in spec["shape"]]
+        x = torch.empty(shape, dtype=torch_dtype(spec["dtype"]), device="cuda")
+        gen.fill(x, spec["dtype"], spec["distributions"][0], dims, seed, k)
+        xs.append(x)
+    args = t.call_args(xs)
+    ref_args = tuple(a.double() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
+    return model, ref_model, args, ref_args
+
+
 def rms_norm_method(task):
     eps = {p["name"]: p["value"] for p in task.get("params", [])}.get("eps", 1e-6)
 
@@ -256,8 +277,9 @@ def main():
     for task in tasks:
         if only and task["id"] not in only:
             continue
+        imported = task.get("kind") == "pytorch"
         try:
-            base = cg.load_module(task, module_dir)
+            base = None if imported else cg.load_module(task, module_dir)
         except cg.ExpressionError as e:
             print(f"{task['id']}: {e}", file=sys.stderr)
             out["tasks"][task["id"]] = {"error": str(e)}
@@ -265,13 +287,25 @@ def main():
         shapes = [s for s in task["shapes"] if s["role"] == "official" or (args.all_shapes and s["role"] == "bench")]
         for shape in shapes:
             dims = shape["dims"]
-            gen = torch.Generator(device="cuda").manual_seed(20251130)
-            inputs = [make_input(i, dims, gen) for i in task["inputs"]]
-            with torch.no_grad():
-                ref = base(*[t.double() if t.is_floating_point() else t for t in inputs])
+            if imported:
+                # An imported task: its module (eager, compiled) on the forward's arguments.
+                try:
+                    base, ref_model, inputs, ref_args = module_task(task, dims)
+                    with torch.no_grad():
+                        ref = ref_model(*ref_args)
+                    del ref_model, ref_args
+                except Exception as e:  # noqa: BLE001 (a module that cannot be built is recorded)
+                    print(f"{task['id']}: {e}", file=sys.stderr)
+                    out["tasks"][task["id"]] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+                    break
+            else:
+                gen = torch.Generator(device="cuda").manual_seed(20251130)
+                inputs = [make_input(i, dims, gen) for i in task["inputs"]]
+                with torch.no_grad():
+                    ref = base(*[t.double() if t.is_floating_point() else t for t in inputs])
             results = {}
             for method in methods:
-                if method == "rms_norm" and "rms_norm" not in task["pytorch"]:
+                if method == "rms_norm" and "rms_norm" not in task.get("pytorch", ""):
                     continue
                 fn = rms_norm_method(task) if method == "rms_norm" else base
                 entry = {}

@@ -820,7 +820,8 @@ def cmd_resolve(args):
             inputs.append({"name": name, "shape": shape, "dtype": dtype, "distribution": dist})
         else:
             init_args = [{"value": v if not isinstance(v, tuple) else list(v)} for v in init]
-            results.append(dict(base, status="ok", reason="resolved by executing the file",
+            graph = kernelbench_parse.graph_of_file(path, inputs, init_args, dims)
+            results.append(dict(base, status="ok", reason="resolved by executing the file", graph=graph,
                                 inputs=inputs, init_args=init_args, dims=dims,
                                 check_shapes=[{"name": "as_official", "dims": dims}],
                                 degenerate=base.get("degenerate", []), **{"class": "Model"}))

@@ -148,6 +148,7 @@ int run(int argc, char** argv) {
 
   int result = exit_code::ok;
   add_tasks_commands(app, globals, &result);
+  add_lower_commands(app, globals, &result);
   add_eval_commands(app, globals, &result);
   add_bench_commands(app, globals, &result);
   add_preflight_commands(app, globals, &result);

@@ -54,6 +54,13 @@ int exit_for_bench(const std::vector<eval::verdict>& verdicts);
 // Each command family adds its subcommands to `app`; the callback it installs sets `*result`
 // to the process exit code.
 void add_tasks_commands(CLI::App& app, const global_options& globals, int* result);
+// tasks lower (after add_tasks_commands).
+void add_lower_commands(CLI::App& app, const global_options& globals, int* result);
+// An imported pytorch task with a graph.json lowered onto its family (src/graph/lower.hpp), or
+// returned unlowered with contract::not_lowered saying why; other tasks as they are. With
+// `describe` and PyTorch on this machine, the module is described first (its state and outputs).
+task::contract lowered_contract(const std::filesystem::path& root, const task::contract& c,
+                                bool describe);
 void add_eval_commands(CLI::App& app, const global_options& globals, int* result);
 void add_bench_commands(CLI::App& app, const global_options& globals, int* result);
 void add_preflight_commands(CLI::App& app, const global_options& globals, int* result);

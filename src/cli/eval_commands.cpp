@@ -212,6 +212,9 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
       *result = blocked ? exit_code::blocked : exit_code::input;
       return;
     }
+    // An imported task with an op graph: its lowered view, so that a candidate generated for
+    // its family (KB_TASK_MATH) builds.
+    c = lowered_contract(root, c, false);
     auto o = base_options(default_cache_dir());
     o.shape = c.shape(shape).name;
     o.sanitize = sanitize;

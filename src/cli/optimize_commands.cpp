@@ -226,6 +226,15 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
       *result = exit_code::blocked;
       return;
     }
+    // Imported tasks with an op graph are lowered onto their family: the search sees lowered
+    // contracts (or, where no lowering covers one, the ops that stop it).
+    for (auto& c : tasks) {
+      c = lowered_contract(root, c, true);
+      if (!c.lowering.empty()) {
+        say_line(globals, fmt::format("task {}: lowered by {} (family {})", c.id, c.lowering,
+                                      task::to_string(c.fam)));
+      }
+    }
     const std::string gpu = report->checks.at(1).data.value("name", "gpu");
     search::optimize_options oo;
     oo.rollouts = args.value("rollouts", 2);

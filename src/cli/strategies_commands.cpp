@@ -15,16 +15,16 @@ namespace {
 using nlohmann::json;
 
 // A task by id or folder name, or by the path of its folder or task.toml (for tasks outside
-// tasks/).
+// tasks/). An imported task with an op graph is lowered onto its family.
 task::contract load_task(const fs::path& root, const std::string& ref) {
   const fs::path p(ref);
   if (fs::is_regular_file(p)) {
-    return task::load_contract(p);
+    return lowered_contract(root, task::load_contract(p), false);
   }
   if (fs::is_regular_file(p / "task.toml")) {
-    return task::load_contract(p / "task.toml");
+    return lowered_contract(root, task::load_contract(p / "task.toml"), false);
   }
-  return task::find_task(root, ref);
+  return lowered_contract(root, task::find_task(root, ref), false);
 }
 
 json strategy_json(const search::strategy& s) {

@@ -62,6 +62,9 @@ parsed_problem parsed_problem_from_json(const json& j) {
     }
     p.degenerate = j.value("degenerate", std::vector<std::string>{});
     p.ops = j.value("ops", std::vector<std::string>{});
+    if (j.contains("graph") && j.at("graph").is_object()) {
+      p.graph = j.at("graph");
+    }
     return p;
   } catch (const json::exception& e) {
     fail_input("problem analysis {}: not the parser's format ({})", j.dump().substr(0, 200),
@@ -328,6 +331,12 @@ std::vector<import_result> import_files(const fs::path& root, const std::vector<
       continue;
     }
     write_file_atomic(r.task_dir / "task.toml", contract_toml(p, opt.suite, r.task_id));
+    // The forward's op graph, for the lowering (src/graph); a stale one is removed.
+    if (p.graph.is_object()) {
+      write_file_atomic(r.task_dir / "graph.json", p.graph.dump(1) + "\n");
+    } else {
+      fs::remove(r.task_dir / "graph.json");
+    }
     try {
       const auto c = task::load_contract(r.task_dir / "task.toml");
       r.degenerate = c.degenerate;

@@ -52,6 +52,9 @@ struct parsed_problem {
   std::vector<parsed_shape> check_shapes;
   std::vector<std::string> degenerate;
   std::vector<std::string> ops;
+  // The forward as a typed op graph (docs/task-format.md, "The op graph"), written to the task
+  // folder as graph.json and read by src/graph; null when the reader gave none.
+  nlohmann::json graph;
 };
 // The one JSON mapping of the parser's output.
 parsed_problem parsed_problem_from_json(const nlohmann::json& j);

@@ -9,6 +9,7 @@
 #include "search/strategies.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -110,7 +111,9 @@ json task_result::to_json() const {
           {"wall_seconds", wall_seconds},
           {"candidates_per_minute", candidates_per_minute},
           {"stages", stages},
-          {"stopped_because", stopped_because ? json(to_string(*stopped_because)) : json(nullptr)}};
+          {"stopped_because", stopped_because ? json(to_string(*stopped_because)) : json(nullptr)},
+          {"lowering", lowering},
+          {"unsupported", unsupported}};
 }
 
 optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
@@ -211,6 +214,7 @@ task_result optimizer::optimize(const task::contract& given) {
   };
   task_result res;
   res.task = c.id;
+  res.lowering = c.lowering;
   const auto& shape = c.shape(m_opt.step.shape);
   const double floor = task::floor_seconds(c, shape, m_opt.step.ceilings);
   const int64_t task_row = m_store.record_task(c);
@@ -333,7 +337,14 @@ task_result optimizer::optimize(const task::contract& given) {
   // The built-in proposer draws from the strategy library only: with nothing applicable the
   // search is over before it starts.
   if (applicable.empty() && m_proposer.name() == "builtin" && p.evaluations == 0) {
-    say(fmt::format("task {}: no strategy of the library applies", c.id));
+    if (c.not_lowered.empty()) {
+      say(fmt::format("task {}: no strategy of the library applies", c.id));
+    } else {
+      // An imported task no lowering covers: the ops that stopped it, each with its reason.
+      say(fmt::format("task {}: no strategy of the library applies: not lowered: {}", c.id,
+                      fmt::join(c.not_lowered, "; ")));
+    }
+    res.unsupported = c.not_lowered;
     in.no_applicable_strategy = true;
     exhausted = true;
   }

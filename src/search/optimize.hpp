@@ -123,6 +123,10 @@ struct task_result {
   double candidates_per_minute = 0;          // candidate evaluations per minute of wall time
   std::map<std::string, int> stages;         // candidates by the stage they stopped at
   std::optional<search_stop> stopped_because; // absent where the search loop never ran
+  // An imported task: the lowering rule the search ran on (contract::lowering), or, when none
+  // covered it, the unsupported ops with their reasons (contract::not_lowered).
+  std::string lowering;
+  std::vector<std::string> unsupported;
   nlohmann::json to_json() const;
 };
 

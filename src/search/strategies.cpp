@@ -884,7 +884,7 @@ const strategy& find_strategy(const std::string& name) {
 }
 
 bool applies(const strategy& st, const task::contract& c, const task::shape_case& s) {
-  if (c.kind != task::task_kind::native || st.fam != c.fam) {
+  if (!c.has_family() || st.fam != c.fam) {
     return false;
   }
   const shape_features f = features_of(c, s);
@@ -933,6 +933,11 @@ std::string candidate_info(const strategy& st, const json& params) {
 }
 
 std::string generate(const task::contract& c, const strategy& st, const json& params) {
+  if (!c.has_family()) {
+    fail_input("task {} is a pytorch task that is not lowered onto a family{}", c.id,
+               c.not_lowered.empty() ? std::string(" (it has no graph.json)")
+                                     : ": " + c.not_lowered.front());
+  }
   if (st.fam != c.fam) {
     fail_input("strategy {} is for family {}, task {} is of family {}", st.name,
                task::to_string(st.fam), c.id, task::to_string(c.fam));

@@ -502,7 +502,7 @@ int64_t store::record_task(const task::contract& contract) {
                     "INSERT INTO tasks (task_id, suite, family, contract_digest, contract_blob) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, contract_digest) DO NOTHING")
       .bind_all(contract.id, contract.suite,
-                contract.kind == task::task_kind::native ? task::to_string(contract.fam)
+                contract.has_family() ? task::to_string(contract.fam)
                                                          : std::string("pytorch"),
                 contract.digest, blob.digest)
       .run();

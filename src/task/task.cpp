@@ -2219,8 +2219,14 @@ nlohmann::json to_json(const contract& c) {
   j["suite"] = c.suite;
   j["title"] = c.title;
   j["kind"] = to_string(c.kind);
-  if (c.kind == task_kind::native) {
+  if (c.has_family()) {
     j["family"] = to_string(c.fam);
+  }
+  if (!c.lowering.empty()) {
+    j["lowering"] = c.lowering;
+  }
+  if (!c.not_lowered.empty()) {
+    j["not_lowered"] = c.not_lowered;
   }
   j["reduce_dims"] = c.reduce_dims;
   if (c.pool) {
@@ -2333,7 +2339,7 @@ int input_index(const contract& c, const std::string& role, bool required) {
 
 // A `loss` task whose target is a floating-point tensor: loss = finalize(sum of elem(x, t)).
 bool is_pointwise_loss(const contract& c) {
-  if (c.kind != task_kind::native || c.fam != family::loss) {
+  if (!c.has_family() || c.fam != family::loss) {
     return false;
   }
   const int t = input_index(c, "target", false);
@@ -2343,9 +2349,9 @@ bool is_pointwise_loss(const contract& c) {
 } // namespace
 
 std::string family_config_source(const contract& c) {
-  if (c.kind != task_kind::native) {
-    fail_input("task {} is a pytorch task: it has no family (its reference is the PyTorch "
-               "module {})",
+  if (!c.has_family()) {
+    fail_input("task {} is a pytorch task that is not lowered: it has no family (its reference "
+               "is the PyTorch module {})",
                c.id, c.module ? c.module->source.string() : std::string("?"));
   }
   const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();

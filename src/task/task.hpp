@@ -198,7 +198,7 @@ struct contract {
   std::string suite;
   std::string title;
   task_kind kind = task_kind::native;
-  family fam = family::elementwise;  // native tasks only
+  family fam = family::elementwise;  // native and lowered tasks
   std::vector<int> reduce_dims;      // normalize/reduce/loss: the reduced axes of the `x` input
   std::optional<pool_params> pool;           // family pool
   std::optional<scan_params> scan;           // family scan
@@ -230,6 +230,16 @@ struct contract {
   std::string digest; // SHA-256 over task.toml, the math header and the baseline
   // family matmul: its form (absent: the plain product, matmul_params{}).
   std::optional<matmul_params> matmul;
+  // A pytorch task lowered onto a family (src/graph/lower.hpp): the name of the rule that matched
+  // ("elementwise:sigmoid"); empty for tasks that are not lowered. A lowered task's fam,
+  // reduce_dims, input roles and math are what a native task.toml of that family would give; its
+  // oracle and baseline stay PyTorch's.
+  std::string lowering;
+  // Why a pytorch task with an op graph was not lowered: one line per unsupported op, naming it
+  // and the reason ("nn.Conv2d: no_lowering (a convolution ...)").
+  std::vector<std::string> not_lowered;
+  // Whether the task has a family (native, or lowered): strategies and family configs apply.
+  bool has_family() const { return kind == task_kind::native || !lowering.empty(); }
 
   const shape_case& official() const;
   const shape_case& shape(const std::string& name) const;

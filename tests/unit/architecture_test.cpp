@@ -167,4 +167,20 @@ TEST(Architecture, NoModuleIncludesAnotherModulesDetail) {
   }
 }
 
+// The op graph and its lowering (src/graph) sit between the task and PyTorch modules below and
+// the search above: the search sees lowered contracts, never graphs.
+TEST(Architecture, TheGraphSitsBetweenTasksAndTheSearch) {
+  const auto g = module_includes(fs::path(KBLASTER_SOURCE_DIR) / "src");
+  ASSERT_EQ(g.count("graph"), 1u);
+  for (const auto& dep : g.at("graph")) {
+    EXPECT_TRUE(dep == "common" || dep == "task" || dep == "pytorch")
+        << "graph includes " << dep;
+  }
+  for (const auto* below : {"common", "task", "pytorch", "build", "eval", "search", "store"}) {
+    if (g.count(below) != 0) {
+      EXPECT_EQ(g.at(below).count("graph"), 0u) << below << " includes graph";
+    }
+  }
+}
+
 } // namespace

@@ -1,0 +1,32 @@
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """RMS normalisation over the feature dim."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5):
+        super(Model, self).__init__()
+        self.num_features = num_features
+        self.eps = eps
+
+    def forward(self, x):
+        rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)
+        return x / rms
+
+
+batch_size = 8
+features = 64
+dim1 = 64
+dim2 = 64
+
+
+def get_inputs():
+    return [torch.randn(batch_size, features, dim1, dim2)]
+
+
+def get_init_inputs():
+    return [features]

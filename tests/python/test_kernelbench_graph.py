@@ -1,0 +1,150 @@
+"""The op graph scripts/kernelbench_parse.py reads from a problem file (no torch, never executed),
+over the lowering's problem files in tests/data/kernelbench/lowering, and the optimize summary
+(scripts/kernelbench_optimize_summary.py) over a hand-made pass."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import kernelbench_optimize_summary as summary  # noqa: E402
+import kernelbench_parse as kp  # noqa: E402
+
+PROBLEMS = os.path.join(ROOT, "tests", "data", "kernelbench", "lowering", "level1")
+
+
+def graph(name):
+    r = kp.parse_file(os.path.join(PROBLEMS, name))
+    assert r["status"] == "ok", r
+    return r["graph"]
+
+
+class GraphTest(unittest.TestCase):
+    def test_every_file_has_a_graph_that_is_json(self):
+        for f in sorted(os.listdir(PROBLEMS)):
+            if f.endswith(".py"):
+                g = graph(f)
+                json.dumps(g)  # plain JSON
+                self.assertEqual(g["version"], 1)
+                self.assertTrue(g["nodes"] or g["unsupported"], f)
+
+    def test_canonical_ops_shapes_and_explicit_defaults(self):
+        g = graph("104_HardTanh.py")
+        (n,) = g["nodes"]
+        self.assertEqual(n["op"], "torch.nn.functional.hardtanh")
+        self.assertEqual(n["attrs"], {"min_val": -2.0, "max_val": 2.0, "inplace": False})
+        self.assertEqual(n["outputs"][0]["shape"], ["batch_size", "dim"])
+        # A module built in __init__ is its function; its constructor's arguments are attributes.
+        (m,) = graph("102_LeakyReLUModule.py")["nodes"]
+        self.assertEqual((m["op"], m["module"], m["attrs"]["negative_slope"]),
+                         ("torch.nn.functional.leaky_relu", "act", 0.2))
+        # self.dim from the constructor's argument, normalised; keepdim made explicit.
+        (s,) = graph("108_SumKeepdim.py")["nodes"]
+        self.assertEqual((s["attrs"]["dim"], s["attrs"]["keepdim"]), (1, True))
+        self.assertEqual(s["outputs"][0]["shape"], ["batch_size", "1", "cols"])
+        (lsm,) = graph("112_LogSoftmaxMethod.py")["nodes"]
+        self.assertEqual((lsm["op"], lsm["attrs"]["dim"]), ("torch.log_softmax", 1))
+
+    def test_module_state_is_named_as_the_described_state(self):
+        g = graph("113_LayerNorm.py")
+        self.assertEqual([s["value"] for s in g["state"]], ["state_ln_weight", "state_ln_bias"])
+        self.assertEqual(g["state"][0]["shape"], ["dim1", "dim2"])
+        (n,) = g["nodes"]
+        self.assertEqual([i["value"] for i in n["inputs"]], ["x", "state_ln_weight", "state_ln_bias"])
+        self.assertEqual(n["attrs"]["eps"], 1e-5)
+
+    def test_numbers_and_scalar_inputs_are_constants(self):
+        g = graph("106_ScaleByScalar.py")
+        self.assertEqual(g["inputs"][1], {"value": "s", "kind": "scalar", "scalar": 3.5})
+        (n,) = g["nodes"]
+        self.assertEqual(n["inputs"][1], {"const": 3.5})
+        ops = [n["op"] for n in graph("105_TanhGelu.py")["nodes"]]
+        self.assertIn("torch.tanh", ops)
+        consts = [i["const"] for n in graph("105_TanhGelu.py")["nodes"] for i in n["inputs"] if "const" in i]
+        self.assertIn(0.044715, consts)
+        self.assertAlmostEqual(min(consts, key=lambda c: abs(c - 0.7978845608)), 0.7978845608028654)  # sqrt(2 / pi)
+
+    def test_max_with_a_dim_has_values_and_int64_indices(self):
+        (n,) = graph("110_MaxValues.py")["nodes"]
+        self.assertEqual([o["dtype"] for o in n["outputs"]], ["float32", "int64"])
+        self.assertEqual(graph("110_MaxValues.py")["outputs"][0]["value"], n["outputs"][0]["value"])
+
+    def test_forms_outside_a_straight_line_are_recorded_with_a_reason(self):
+        expected = {"130_UnknownOp.py": ("unknown_op", "torch.special.bessel_j0"),
+                    "131_InplaceRelu.py": ("inplace", "torch.relu"),
+                    "132_DynamicView.py": ("dynamic_shape", "torch.reshape"),
+                    "133_MixedDtype.py": ("mixed_dtype", "torch.add"),
+                    "134_ControlFlow.py": ("construct", "If")}
+        for f, (reason, op) in expected.items():
+            u = graph(f)["unsupported"]
+            self.assertEqual((u[0]["reason"], u[0]["op"]), (reason, op), f)
+            self.assertTrue(u[0]["detail"])
+
+    def test_convolution_output_sizes_are_dim_expressions(self):
+        (n,) = graph("126_Conv2d.py")["nodes"]
+        self.assertEqual(n["op"], "nn.Conv2d")
+        h = n["outputs"][0]["shape"][2]
+        self.assertEqual(kp.eval_dim(h, {"height": 32}), 32)  # padding 1, kernel 3
+        self.assertEqual([s["name"] for s in graph("126_Conv2d.py")["state"]], ["weight", "bias"])
+
+    def test_executed_files_get_a_graph_with_matching_axes(self):
+        inputs = [{"name": "predictions", "shape": ["in0_0", "in0_1"], "dtype": "float32"},
+                  {"name": "targets", "shape": ["in1_0", "in1_1"], "dtype": "float32"}]
+        dims = {"in0_0": 4, "in0_1": 5, "in1_0": 4, "in1_1": 5}
+        g = kp.graph_of_file(os.path.join(PROBLEMS, "118_MSE.py"), inputs, [], dims)
+        self.assertEqual(g["unsupported"], [])
+        self.assertEqual(g["inputs"][0]["shape"], g["inputs"][1]["shape"])
+        bad = kp.graph_of_file(os.path.join(PROBLEMS, "nonexistent.py"), inputs, [], dims)
+        self.assertEqual(bad["unsupported"][0]["reason"], "malformed")
+
+
+class SummaryTest(unittest.TestCase):
+    def test_rows_geomeans_and_no_applicable(self):
+        with tempfile.TemporaryDirectory() as work:
+            def put(name, obj):
+                os.makedirs(os.path.dirname(os.path.join(work, name)), exist_ok=True)
+                with open(os.path.join(work, name), "w") as f:
+                    json.dump(obj, f)
+            put("import.json", [{"file": "/kb/21_Sigmoid.py", "status": "imported", "task": "L1_021"},
+                                {"file": "/kb/50_conv.py", "status": "imported", "task": "L1_050"},
+                                {"file": "/kb/93_masked.py", "status": "failed", "reason": "a bool mask"}])
+            put("lower.json", [{"task": "L1_021", "status": "lowered", "rule": "elementwise:sigmoid",
+                                "family": "elementwise"},
+                               {"task": "L1_050", "status": "not_lowered", "unsupported_ops": ["nn.Conv2d"],
+                                "reasons": ["nn.Conv2d: no_lowering (a convolution)"]}])
+            put("results/L1_021.json", {"tasks": [{"outcome": "improved", "reason": "search.improved",
+                                                   "speedup": 2.0, "evaluations": 12,
+                                                   "floor_fraction": 0.8, "baseline_seconds": 0.002,
+                                                   "best_seconds": 0.001}]})
+            put("results/L1_050.json", {"tasks": [{"outcome": "no_improvement",
+                                                   "reason": "search.no_applicable_strategy",
+                                                   "speedup": 1.0, "evaluations": 0,
+                                                   "unsupported": ["nn.Conv2d: no_lowering (a convolution)"]}]})
+            put("pytorch.json", {"device": "NVIDIA H200", "tasks": {
+                "L1_021": {"official": {"eager": {"correct": True, "median_s": 0.002},
+                                        "compile": {"correct": True, "median_s": 0.0015,
+                                                    "compile": {"status": "compiled"}},
+                                        "max-autotune": {"correct": True, "median_s": 0.0001,
+                                                         "compile": {"status": "not_compiled"}}}}}})
+            s = summary.summarize(work)
+        self.assertEqual(s["problems"], 3)
+        rows = {r["problem"]: r for r in s["rows"]}
+        self.assertEqual(rows["21_Sigmoid.py"]["speedup_vs_eager"], 2.0)
+        # The fastest method that compiled cleanly (compile, 1.5 ms) against our 1 ms.
+        self.assertAlmostEqual(rows["21_Sigmoid.py"]["speedup_vs_fastest_pytorch"], 1.5)
+        self.assertEqual(rows["21_Sigmoid.py"]["lowering"], "elementwise:sigmoid")
+        self.assertEqual(rows["50_conv.py"]["speedup_vs_eager"], 1.0)
+        self.assertEqual(rows["93_masked.py"]["outcome"], "not_imported")
+        self.assertEqual(s["verified"], ["21_Sigmoid.py"])
+        self.assertEqual(s["no_applicable"][0]["ops"], ["nn.Conv2d"])
+        self.assertAlmostEqual(s["geomean_vs_eager"], 2.0 ** (1 / 3))
+        self.assertAlmostEqual(s["fast_1_vs_eager"], 1 / 3)
+        self.assertAlmostEqual(s["fast_1_vs_fastest_pytorch"], 1 / 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
