@@ -147,10 +147,10 @@ TEST_F(control_test, a_gpu_worker_gets_the_store_in_its_environment_and_no_other
   const fs::path fake = tmp() / "fake-kblaster";
   // Writes its arguments and its environment, then ends.
   write_file_atomic(fake,
-                    fmt::format("#!/bin/sh
+                    fmt::format(R"(#!/bin/sh
 printf '%s\n' "$@" > {0}.argv
 env > {0}.env
-",
+)",
                                 seen.string()),
                     0700);
   const std::string url = "postgresql://kbuser:pw_worker_45@db.example/kb";
@@ -197,7 +197,7 @@ class idle_workers final : public search::worker_provider {
 public:
   std::string name() const override { return "idle"; }
   int slots() const override { return 1; }
-  void tend(store::store&, const std::vector<int64_t>&) override {}
+  void tend(kb::store::store&, const std::vector<int64_t>&) override {}
   void shutdown() override {}
 };
 
