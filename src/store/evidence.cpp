@@ -119,8 +119,12 @@ void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& documen
   for (const auto& [table, rows] : tables.items()) {
     for (const auto& row : rows) {
       for (const auto& [column, value] : row.items()) {
-        const bool names_blob = column.ends_with("_digest") || column == "digest" ||
-                                column == "contract_blob";
+        // The columns that reference blobs(digest) (others, such as a task's contract_digest,
+        // are digests of something else).
+        const bool names_blob = column == "contract_blob" || column == "source_digest" ||
+                                column == "binary_digest" || column == "log_digest" ||
+                                column == "samples_digest" || column == "detail_digest" ||
+                                (table == "artifacts" && column == "digest");
         if (names_blob && value.is_string() &&
             !listed.contains("blobs/" + value.get<std::string>())) {
           report.problems.push_back(fmt::format("{} row {}: its {} blob {} is missing", table,
