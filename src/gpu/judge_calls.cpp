@@ -285,33 +285,37 @@ auto worker::whole_call_checks(candidate_lib& lib, shape_buffers& b, int key,
                      fmt::format("a timed call ({}) could not be checked whole", what)};
   }
   late.calls += 1;
-  const auto expected = lib.set_keyed.find(key);
-  const bool compare_digest = key >= 0 && m_deterministic && expected != lib.set_keyed.end();
-  const bool digest_ok = !compare_digest || w.stop_digest == expected->second;
-  if (w.stop_poison == 0 && digest_ok) {
+  const auto known = lib.set_keyed.find(key);
+  const std::optional<uint64_t> expected =
+      key >= 0 && m_deterministic && known != lib.set_keyed.end()
+          ? std::optional<uint64_t>(known->second)
+          : std::nullopt;
+  const output_reads stop{w.stop_digest, w.stop_poison};
+  if (complete_at_stop(stop, expected)) {
     return std::nullopt;
   }
   late.poison_at_stop += 1;
-  const output_state after = output_check(b);
-  const bool changed = after.digest != w.stop_digest || after.poisoned != w.stop_poison;
-  late.written_late += changed ? 1 : 0;
-  if (changed && !lib.host_dispatch) {
+  const output_state again = output_check(b);
+  const output_reads after{again.digest, again.poisoned};
+  late.written_late += after.digest != stop.digest || after.poisoned != stop.poisoned ? 1 : 0;
+  switch (whole_call_finding(stop, after, expected, lib.host_dispatch)) {
+  case whole_finding::written_late:
     return rejection{"timing.work_outside_stream",
                      fmt::format("a timed call's outputs ({}) held {} element(s) of poison or "
                                  "other bits right behind the window's STOP and changed after "
                                  "it: the call's work went on after its DONE",
                                  what, w.stop_poison)};
-  }
-  if (after.poisoned > 0) {
+  case whole_finding::unwritten:
     return rejection{"verify.unwritten",
                      fmt::format("a timed call ({}) left {} output element(s) unwritten", what,
                                  after.poisoned)};
-  }
-  if (compare_digest && after.digest != expected->second) {
+  case whole_finding::stale:
     return rejection{"timing.stale_output",
                      fmt::format("output of a timed call ({}) differs from the verified one "
                                  "on the same inputs",
                                  what)};
+  case whole_finding::complete:
+    break;
   }
   return std::nullopt;
 }
