@@ -209,6 +209,29 @@ TEST(JudgeRules, HostWork) {
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
 
+TEST(JudgeRules, EveryTimedCallIsCheckedWhole) {
+  const std::optional<uint64_t> verified = 0xABCDu;
+  // An honest call: complete behind STOP, nothing read again.
+  EXPECT_TRUE(complete_at_stop({0xABCD, 0}, verified));
+  // A nondeterministic task (no verified digest): only poison counts.
+  EXPECT_TRUE(complete_at_stop({0x1234, 0}, std::nullopt));
+  EXPECT_FALSE(complete_at_stop({0x1234, 1}, std::nullopt));
+  // A digest forged to match, with poison left: the poison decides.
+  EXPECT_FALSE(complete_at_stop({0xABCD, 56}, verified));
+  EXPECT_EQ(whole_call_finding({0xABCD, 56}, {0xABCD, 56}, verified, false),
+            whole_finding::unwritten);
+  // Work after DONE: incomplete at STOP, complete once the runner is idle.
+  EXPECT_EQ(whole_call_finding({0x1111, 300}, {0xABCD, 0}, verified, false),
+            whole_finding::written_late);
+  // The same for a library the judge dispatches from the host: judged on the second read only.
+  EXPECT_EQ(whole_call_finding({0x1111, 300}, {0xABCD, 0}, verified, true),
+            whole_finding::complete);
+  // A stale or wrong answer, unchanged between the two reads.
+  EXPECT_EQ(whole_call_finding({0x2222, 0}, {0x2222, 0}, verified, false), whole_finding::stale);
+  EXPECT_EQ(whole_call_finding({0x2222, 0}, {0x2222, 0}, std::nullopt, false),
+            whole_finding::complete);
+}
+
 TEST(JudgeRules, ReferenceTripIsTheBaselinesUnderTheSameConditions) {
   reference_trip r(55'000);
   // Too few baseline calls yet: the empty call's.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace kb::gpu::detail {
@@ -245,6 +246,40 @@ inline late_positions positions_written_late(const unsigned char* at_stop,
     at += n;
   }
   return r;
+}
+
+// A timed call's outputs checked whole (poison count and keyed digest): right behind STOP, and
+// once more with the runner idle where the first read was not the verified answer. `expected`:
+// the keyed digest of the same library's verified outputs on the call's input set, where the
+// task is deterministic and the set was verified. An honest call's outputs are complete behind
+// STOP, since every kernel of its graph ends before its DONE.
+struct output_reads {
+  uint64_t digest = 0;
+  uint64_t poisoned = 0; // elements holding the job's poison
+};
+enum class whole_finding { complete, written_late, unwritten, stale };
+
+inline bool complete_at_stop(const output_reads& stop, const std::optional<uint64_t>& expected) {
+  return stop.poisoned == 0 && (!expected || stop.digest == *expected);
+}
+
+// What the second read says: outputs that changed after STOP were written after the call's DONE
+// (recorded only for libraries the judge dispatches from the host); poison left is an unwritten
+// output; another digest than the verified one is a stale or wrong answer.
+inline whole_finding whole_call_finding(const output_reads& stop, const output_reads& after,
+                                        const std::optional<uint64_t>& expected,
+                                        bool host_dispatch) {
+  const bool changed = after.digest != stop.digest || after.poisoned != stop.poisoned;
+  if (changed && !host_dispatch) {
+    return whole_finding::written_late;
+  }
+  if (after.poisoned > 0) {
+    return whole_finding::unwritten;
+  }
+  if (expected && after.digest != *expected) {
+    return whole_finding::stale;
+  }
+  return whole_finding::complete;
 }
 
 // Whether `need` bytes fit in the judge's share of `free` bytes of device memory (80%: the rest is
