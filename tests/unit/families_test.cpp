@@ -6,6 +6,8 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "search/state.hpp"
+#include "search/strategies.hpp"
 #include "task/task.hpp"
 
 #include <gtest/gtest.h>
@@ -87,6 +89,29 @@ TEST(family_tables, parse_into_the_contract) {
   EXPECT_EQ(test_task("921_cumprod_middim").scan->op, scan_op::prod);
   EXPECT_EQ(family_from_string("pool"), family::pool);
   EXPECT_EQ(to_string(family::scan), "scan");
+}
+
+TEST(family_features, key_the_memory_by_layout_and_window) {
+  const auto mp = test_task("915_maxpool2d_dilated_ceil");
+  const auto f = search::features_of(mp, mp.official());
+  EXPECT_TRUE(f.supported_dtypes);
+  EXPECT_EQ(f.pool_rank, 2);
+  EXPECT_EQ(f.outer, 16 * 64);
+  EXPECT_EQ(f.extent, 128 * 128);
+  EXPECT_EQ(f.window, 6);
+  EXPECT_TRUE(f.overlapping);
+  EXPECT_EQ(search::classify_shape(f).to_string(), "pool/float32/pool2d-overlap/14.10.3");
+  const auto p3 = test_task("917_maxpool3d_f16");
+  EXPECT_EQ(search::classify_shape(search::features_of(p3, p3.official())).to_string(), "pool/float16/pool3d/17.8.3");
+  const auto am = test_task("913_argmax_lastdim");
+  EXPECT_EQ(search::classify_shape(search::features_of(am, am.official())).to_string(), "argreduce/float32/rows/12.13");
+  const auto cp = test_task("921_cumprod_middim");
+  EXPECT_EQ(search::classify_shape(search::features_of(cp, cp.official())).to_string(), "scan/float32/strided/9.16");
+  // An int64 index output is what argreduce strategies write; anything else is not offered.
+  auto wrong = am;
+  wrong.outputs[0].type = dtype::float32;
+  EXPECT_FALSE(search::features_of(wrong, wrong.official()).supported_dtypes);
+  EXPECT_TRUE(search::strategies_for(wrong).empty());
 }
 
 class family_table : public ::testing::Test {
