@@ -246,7 +246,7 @@ fs::path cache_dir() {
 }
 
 double epilogue_of(const std::string& folder, double v) {
-  if (folder == "924_matmul_trans_both_scaled") {
+  if (folder == "907_matmul_leaky_relu" || folder == "924_matmul_trans_both_scaled") {
     return v > 0 ? v : 0.01 * v; // leaky_relu
   }
   return v;
