@@ -138,6 +138,12 @@ protected:
   // A batched product task with `table` as its [matmul] table (and `family` as its family).
   std::string load_error(const std::string& table, const std::string& a_shape = R"(["Z", "M", "K"])",
                          const std::string& family = "matmul") {
+    // A family other than matmul needs its own baseline (no [matmul] table generates one).
+    if (family != "matmul") {
+      std::ofstream(dir / "baseline.cu") << "// a baseline\n";
+    } else {
+      fs::remove(dir / "baseline.cu");
+    }
     std::ofstream(dir / "task.toml") << fmt::format(R"toml(
 id = "990"
 name = "t"
@@ -215,7 +221,7 @@ TEST_F(matmul_table, errors_name_the_field_and_what_was_expected) {
   const std::string family = load_error("[matmul]\nbatch = true\n", R"(["Z", "M", "K"])", "reduce");
   has(family, "family = \"matmul\"");
   // Rank-3 operands without batch = true; a plain A shared by B's batches is fine.
-  const std::string no_batch = load_error("");
+  const std::string no_batch = load_error("[matmul]\nmask = \"none\"\n");
   has(no_batch, "batch = true");
   has(no_batch, "[2, 8, 4]");
   has(load_error("[matmul]\nbatch = true\n", R"(["M", "K"])"), "no error");
@@ -224,6 +230,8 @@ TEST_F(matmul_table, errors_name_the_field_and_what_was_expected) {
   has(k, "at shape 'official'");
   has(k, "K = 8");
   has(k, "transposes");
+  // Without a [matmul] table the task needs its own baseline.cu (none in this folder).
+  has(load_error(""), "baseline.cu does not exist");
   // Different batch dims.
   const std::string batches =
       load_error("[matmul]\nbatch = true\n", R"(["Z", "Z", "M", "K"])");
@@ -238,7 +246,7 @@ fs::path cache_dir() {
 }
 
 double epilogue_of(const std::string& folder, double v) {
-  if (folder == "924_matmul_trans_both_scaled") {
+  if (folder == "907_matmul_leaky_relu" || folder == "924_matmul_trans_both_scaled") {
     return v > 0 ? v : 0.01 * v; // leaky_relu
   }
   return v;
