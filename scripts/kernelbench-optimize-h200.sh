@@ -14,6 +14,7 @@
 #   4. scripts/pytorch_baselines.py over the tasks: eager, torch.compile and max-autotune under
 #      the Core 10 bench's rules -> $WORK/pytorch.json
 #   5. scripts/kernelbench_optimize_summary.py -> $OUT/summary.json
+# METHODS (default eager,compile,max-autotune) names the PyTorch methods of step 4.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB_DIR=${1:?usage: scripts/kernelbench-optimize-h200.sh KB_DIR [LEVEL] [--budget 45s] [--only REGEX]}
@@ -94,7 +95,7 @@ done
 if [ ! -f "$WORK/pytorch.json" ]; then
   $K --tasks "$WORK/tasks" tasks list --suite $SUITE --json >"$WORK/tasks.json"
   PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$WORK/tasks.json" \
-    --out "$WORK/pytorch.json.part" --methods eager,compile,max-autotune \
+    --out "$WORK/pytorch.json.part" --methods "${METHODS:-eager,compile,max-autotune}" \
     --module-dir "$WORK/modules" >"$WORK/pytorch.txt" 2>&1 &&
     mv "$WORK/pytorch.json.part" "$WORK/pytorch.json"
 fi
