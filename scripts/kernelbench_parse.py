@@ -599,6 +599,7 @@ SIGS = {
     "torch.diag": _U + [("diagonal", 0)],
     "torch.transpose": _U + [("dim0", REQ), ("dim1", REQ)],
     "torch.t": _U,
+    "torch.flip": _U + [("dims", REQ)],
     # norms and losses (functional forms)
     "torch.nn.functional.layer_norm": _U + [("normalized_shape", REQ), ("weight", None),
                                             ("bias", None), ("eps", 1e-5)],
@@ -1076,6 +1077,8 @@ class ForwardReader:
         raise GraphError("unknown_op", f".{m}() not understood", "torch." + m)
 
     def call_op(self, op, args, kwargs):
+        if op == "torch.einsum":
+            return self.einsum(args, kwargs)
         sig = SIGS.get(op) or FUNCTION_SIGS_EXTRA.get(op)
         if sig is None:
             raise GraphError("unknown_op", f"{op} is not an op the graph knows", op)
@@ -1088,8 +1091,6 @@ class ForwardReader:
         n = TENSOR_ARGS.get(op, 1)
         names = [nm for nm, _ in sig[:n]]
         tensors = [b.pop(nm) for nm in names]
-        if op == "torch.einsum":
-            raise GraphError("unknown_op", "torch.einsum (an equation over operands)", op)
         if not any(isinstance(t, Tensor) for t in tensors):
             raise GraphError("malformed", f"{op} on no tensor", op)
         for k, v in list(b.items()):
@@ -1109,6 +1110,35 @@ class ForwardReader:
             raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
         shapes, dtype = shape_of_op(op, b, tensors, self.g)
         return self.g.add(op, tensors, b, shapes, dtype)
+
+    def einsum(self, args, kwargs):
+        """torch.einsum(equation, a, b): an explicit equation over two tensors (the output's axes
+        named after '->'); the output shape follows from the operands' axes."""
+        op = "torch.einsum"
+        eq = plain(args[0]) if args else None
+        ops = list(args[1:])
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = list(ops[0])
+        if kwargs or not isinstance(eq, str) or len(ops) != 2 or \
+                not all(isinstance(t, Tensor) and t.shape is not None for t in ops):
+            raise GraphError("unknown_op", "torch.einsum: only an equation over two tensors", op)
+        eq = eq.replace(" ", "")
+        if "->" not in eq or "..." in eq or eq.count(",") != 1:
+            raise GraphError("unknown_op", f"torch.einsum '{eq}': an explicit output and no '...'", op)
+        lhs, rhs = eq.split("->")
+        subs = lhs.split(",")
+        axes = {}
+        for sub, t in zip(subs, ops):
+            if len(sub) != len(t.shape):
+                raise GraphError("malformed", f"torch.einsum '{eq}': {sub} over a tensor of rank {len(t.shape)}", op)
+            for c, e in zip(sub, t.shape):
+                axes.setdefault(c, e)
+        if any(c not in axes for c in rhs):
+            raise GraphError("malformed", f"torch.einsum '{eq}': an output axis no operand has", op)
+        floats = {t.dtype for t in ops if is_float_dtype(t.dtype)}
+        if len(floats) > 1:
+            raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
+        return self.g.add(op, ops, {"equation": eq}, [[axes[c] for c in rhs]], ops[0].dtype)
 
     def call_module(self, mod, args, kwargs):
         kind, ctor = self.modules[mod]

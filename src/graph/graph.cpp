@@ -33,7 +33,7 @@ const std::set<std::string>& known_ops() {
     "torch.amin", "torch.argmax", "torch.argmin", "torch.bmm", "torch.ceil", "torch.clamp",
     "torch.contiguous", "torch.cos", "torch.cumprod", "torch.cumsum", "torch.diag", "torch.div",
     "torch.einsum", "torch.erf", "torch.erfc", "torch.exp", "torch.exp2", "torch.expm1",
-    "torch.floor", "torch.log", "torch.log1p", "torch.log2", "torch.log_softmax",
+    "torch.flip", "torch.floor", "torch.log", "torch.log1p", "torch.log2", "torch.log_softmax",
     "torch.logsumexp", "torch.matmul", "torch.max", "torch.maximum", "torch.mean", "torch.min",
     "torch.minimum", "torch.mm", "torch.mul", "torch.neg", "torch.nn.functional.celu",
     "torch.nn.functional.cosine_similarity", "torch.nn.functional.cross_entropy",

@@ -944,7 +944,11 @@ std::string outcome::message() const {
 }
 
 const std::vector<rule>& rules() {
-  static const std::vector<rule> all{
+  static const std::vector<rule> all = [] {
+    // The rules of the families with typed parameters (lower_families.cpp) come first: the
+    // matmul forms before the plain product's rule, which says why a form it does not take fails.
+    std::vector<rule> out = family_rules();
+    for (auto& r : std::vector<rule>{
       {"elementwise: a pointwise expression of one input", elementwise_rule},
       {"reduce: sum, mean, prod, max, min over consecutive axes", reduce_rule},
       {"normalize: softmax, log_softmax over a dim", softmax_rule},
@@ -955,7 +959,11 @@ const std::vector<rule>& rules() {
        pointwise_loss_rule},
       {"loss: cross entropy of logits and class targets", cross_entropy_rule},
       {"matmul: 2-D product with a pointwise epilogue", matmul_rule},
-  };
+         }) {
+      out.push_back(std::move(r));
+    }
+    return out;
+  }();
   return all;
 }
 
