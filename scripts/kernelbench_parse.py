@@ -594,12 +594,15 @@ SIGS = {
     "torch.mm": [("input", REQ), ("mat2", REQ)],
     "torch.bmm": [("input", REQ), ("mat2", REQ)],
     "torch.einsum": [("equation", REQ)],
+    "torch.cat": [("tensors", REQ), ("dim", 0)],
     "torch.triu": _U + [("diagonal", 0)],
     "torch.tril": _U + [("diagonal", 0)],
     "torch.diag": _U + [("diagonal", 0)],
     "torch.transpose": _U + [("dim0", REQ), ("dim1", REQ)],
     "torch.t": _U,
     "torch.flip": _U + [("dims", REQ)],
+    "torch.narrow": _U + [("dim", REQ), ("start", REQ), ("length", REQ)],
+    "torch.select": _U + [("dim", REQ), ("index", REQ)],
     # norms and losses (functional forms)
     "torch.nn.functional.layer_norm": _U + [("normalized_shape", REQ), ("weight", None),
                                             ("bias", None), ("eps", 1e-5)],
@@ -901,6 +904,13 @@ def shape_of_op(op, attrs, ts, g):
         return [[]], dtype
     if op == "torch.nn.functional.scaled_dot_product_attention":
         return [x.shape[:-1] + tens[2].shape[-1:]], dtype
+    if op == "torch.narrow":
+        s = list(x.shape)
+        n = attrs["length"]
+        s[attrs["dim"]] = n if isinstance(n, str) else expr_of(n)
+        return [s], dtype
+    if op == "torch.select":
+        return [[e for i, e in enumerate(x.shape) if i != attrs["dim"]]], dtype
     return [list(x.shape)], dtype
 
 
@@ -968,6 +978,11 @@ class ForwardReader:
                 raise GraphError("unknown_op", f"operator {ast.unparse(node)} not understood",
                                  type(node.op).__name__)
             a, b = self.value(node.left), self.value(node.right)
+            if any(isinstance(v, Dim) and v.value is None for v in (a, b)) and \
+                    isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+                # A size read from a tensor (x.size(d)) in arithmetic: a shape expression.
+                sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(node.op)]
+                return Dim(f"({expr_of(a)} {sym} {expr_of(b)})", None)
             if not isinstance(a, Tensor) and not isinstance(b, Tensor):
                 return BINOPS[type(node.op)](plain(a), plain(b))
             op = ops[type(node.op)]
@@ -1079,6 +1094,8 @@ class ForwardReader:
     def call_op(self, op, args, kwargs):
         if op == "torch.einsum":
             return self.einsum(args, kwargs)
+        if op == "torch.cat":
+            return self.cat(args, kwargs)
         sig = SIGS.get(op) or FUNCTION_SIGS_EXTRA.get(op)
         if sig is None:
             raise GraphError("unknown_op", f"{op} is not an op the graph knows", op)
@@ -1086,6 +1103,8 @@ class ForwardReader:
             raise GraphError("inplace", f"{op}(..., inplace=True)", op)
         kwargs = {k: v for k, v in kwargs.items() if k != "inplace" or "inplace" in dict(sig)}
         b = bind(sig, args, kwargs, op)
+        if op == "torch.narrow":
+            b["length"] = expr_of(b["length"])  # kept as the shape expression it is
         if b.get("inplace") is True:
             raise GraphError("inplace", f"{op}(..., inplace=True)", op)
         n = TENSOR_ARGS.get(op, 1)
@@ -1139,6 +1158,25 @@ class ForwardReader:
         if len(floats) > 1:
             raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
         return self.g.add(op, ops, {"equation": eq}, [[axes[c] for c in rhs]], ops[0].dtype)
+
+    def cat(self, args, kwargs):
+        """torch.cat((a, b, ...), dim): tensors of one rank joined along dim."""
+        op = "torch.cat"
+        b = bind([("tensors", REQ), ("dim", 0)], args, kwargs, op)
+        ts = b["tensors"]
+        if not isinstance(ts, (tuple, list)) or not ts or \
+                not all(isinstance(t, Tensor) and t.shape is not None for t in ts):
+            raise GraphError("unknown_op", "torch.cat of something other than a list of tensors", op)
+        rank = len(ts[0].shape)
+        if any(len(t.shape) != rank for t in ts):
+            raise GraphError("malformed", "torch.cat of tensors of different ranks", op)
+        d = norm_dim(b["dim"], rank, op)
+        floats = {t.dtype for t in ts if is_float_dtype(t.dtype)}
+        if len(floats) > 1:
+            raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
+        shape = list(ts[0].shape)
+        shape[d] = "(" + " + ".join(t.shape[d] for t in ts) + ")"
+        return self.g.add(op, list(ts), {"dim": d}, [shape], ts[0].dtype)
 
     def call_module(self, mod, args, kwargs):
         kind, ctor = self.modules[mod]

@@ -1,5 +1,6 @@
 // Lowering rules onto the families with typed parameters: pool (nn.MaxPool/AvgPool 1-3D), scan
-// (cumsum, cumprod; reverse as flip-scan-flip, masked as scan(x * mask)), argreduce (argmax,
+// (cumsum, cumprod; reverse as flip-scan-flip, exclusive as a scan of x's first n - 1 values
+// after a zero, masked as scan(x * mask)), argreduce (argmax,
 // argmin over a dim), the matmul forms (batched, tensor times matrix, transposed operands,
 // triangular masks of the product, diag(a) @ b) and conv (nn.Conv1d-3d, nn.ConvTranspose1d-3d,
 // their weight and bias being the module's state inputs). Each rule sets the contract's family
@@ -190,10 +191,11 @@ std::optional<lowering> pool_rule(const rule_context& ctx) {
   p.ceil_mode = n->attr("ceil_mode").boolean().value_or(false);
   for (int i = 0; i < rank; ++i) {
     const auto k = static_cast<size_t>(i);
+    const int window = (p.kernel[k] - 1) * p.dilation[k] + 1;
     if (p.kernel[k] < 1 || p.stride[k] < 1 || p.dilation[k] < 1 || p.padding[k] < 0 ||
-        2 * p.padding[k] > p.kernel[k]) {
+        2 * p.padding[k] > (is_max ? window : p.kernel[k])) {
       return why("kernel, stride and dilation must be positive and padding at most half the "
-                 "kernel (PyTorch's own limits)");
+                 "(dilated) kernel (PyTorch's own limits)");
     }
   }
   lowering l;
@@ -274,6 +276,38 @@ std::optional<lowering> scan_rule(const rule_context& ctx) {
     p.reverse = true;
     form = "+reverse";
     expected_nodes = 3;
+  } else if (before->op == "torch.narrow" && before->inputs[0].is_tensor() &&
+             axis(before->attr("dim"), rank) == dim &&
+             before->attr("start").integer().value_or(-1) == 0 && g.uses(operand) == 1) {
+    // cat((identity_like(x[..., :1]), scan(x[..., :n-1])), dim): the exclusive scan.
+    x = graph_input(g, before->inputs[0].value);
+    const node* cat = g.producer(g.outputs[0].value);
+    const char* identity = p.op == task::scan_op::sum ? "torch.zeros_like" : "torch.ones_like";
+    if (x == nullptr || cat == nullptr || cat->op != "torch.cat" || cat->inputs.size() != 2 ||
+        cat->inputs[1].value != s->outputs[0].value ||
+        axis(cat->attr("dim"), rank) != dim || g.uses(s->outputs[0].value) != 1) {
+      return why("a scan of a narrowed operand that is not the exclusive form "
+                 "cat((zeros, cumsum(x.narrow(d, 0, n - 1))), d)");
+    }
+    const node* head = g.producer(cat->inputs[0].value);
+    size_t chain = 0;
+    if (head == nullptr || head->op != identity || head->outputs[0].shape.size() != rank ||
+        head->outputs[0].shape[static_cast<size_t>(*dim)] != "1") {
+      return why(std::string("the exclusive form's first element is not ") + identity +
+                 " of one slice along the dim");
+    }
+    // What the identity's shape is read from: shape ops over x only.
+    for (const node* k = g.producer(head->inputs[0].value); k != nullptr;
+         k = g.producer(k->inputs[0].value)) {
+      if ((k->op != "torch.select" && k->op != "torch.reshape" && k->op != "torch.narrow") ||
+          k->inputs.empty() || !k->inputs[0].is_tensor()) {
+        return why("the exclusive form's identity slice is computed by " + k->op);
+      }
+      ++chain;
+    }
+    p.exclusive = true;
+    form = "+exclusive";
+    expected_nodes = 4 + chain;
   } else if (before->op == "torch.mul" && before->inputs.size() == 2 &&
              before->inputs[0].is_tensor() && before->inputs[1].is_tensor() &&
              g.uses(operand) == 1) {
@@ -299,7 +333,7 @@ std::optional<lowering> scan_rule(const rule_context& ctx) {
   if (g.nodes.size() != expected_nodes || tensor_input_count(g) != (mask != nullptr ? 2u : 1u)) {
     return why("other ops besides the scan");
   }
-  if (!p.reverse && g.outputs[0].value != s->outputs[0].value) {
+  if (!p.reverse && !p.exclusive && g.outputs[0].value != s->outputs[0].value) {
     return why("the scan is not the forward's output");
   }
   if (!task::is_floating(x->type)) {
@@ -353,8 +387,7 @@ std::optional<lowering> argreduce_rule(const rule_context& ctx) {
   p.keepdim = n->attr("keepdim").boolean().value_or(false);
   lowering l;
   l.rule = n->op == "torch.argmax" ? "argreduce:argmax" : "argreduce:argmin";
-  l.fam = task::family::argreduce;
-  l.reduce_dims = {*dim};
+  l.fam = task::family::argreduce; // the axis is the [argreduce] table's, as a native task's
   l.roles[x->value] = "x";
   l.math = identity_math(l.rule);
   l.flops = product_expr(x->shape);
@@ -430,6 +463,9 @@ std::optional<lowering> diag_rule(const rule_context& ctx) {
   }
   // The scaled form: the column [N, 1] times b [N, M], in either order.
   const std::string& col = first->outputs[0].value;
+  if (last->inputs[0].value != col && last->inputs[1].value != col) {
+    return std::nullopt;
+  }
   const std::string other =
       last->inputs[0].value == col ? last->inputs[1].value : last->inputs[0].value;
   if (product && last->inputs[0].value != col) {
@@ -691,7 +727,9 @@ std::optional<lowering> conv_rule(const rule_context& ctx) {
 std::vector<rule> family_rules() {
   return {
       {"pool: nn.MaxPool1d-3d, nn.AvgPool1d-3d", pool_rule},
-      {"scan: cumsum, cumprod; reverse (flip-scan-flip), masked (scan of x * mask)", scan_rule},
+      {"scan: cumsum, cumprod; reverse (flip-scan-flip), exclusive (cat of zeros and a narrowed "
+       "scan), masked (scan of x * mask)",
+       scan_rule},
       {"argreduce: argmax, argmin over one dim", argreduce_rule},
       {"matmul: diag(a) @ b", diag_rule},
       {"matmul: batched, tensor times matrix, transposed operands, tril/triu of the product",
