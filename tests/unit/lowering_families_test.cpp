@@ -107,6 +107,20 @@ TEST_F(families_imported, every_form_is_lowered_as_the_golden_record_says) {
   }
 }
 
+TEST_F(families_imported, strategies_are_offered_and_generated_for_each_form) {
+  for (const auto& id : lowered_ids) {
+    SCOPED_TRACE(id);
+    const auto r = lowered(id);
+    ASSERT_TRUE(r.result.ok()) << r.result.message();
+    const auto list = search::strategies_for(r.c);
+    ASSERT_FALSE(list.empty());
+    EXPECT_EQ(list.front()->name.rfind(task::to_string(r.c.fam) + ".", 0), 0u)
+        << list.front()->name;
+    const std::string src = search::generate(r.c, *list.front(), json::object());
+    EXPECT_NE(src.find("kb_family_config"), std::string::npos);
+  }
+}
+
 TEST_F(families_imported, pool_parameters) {
   using task::pool_kind;
   const auto mp1 = lowered("L1_136").c;
