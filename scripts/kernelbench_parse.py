@@ -594,11 +594,15 @@ SIGS = {
     "torch.mm": [("input", REQ), ("mat2", REQ)],
     "torch.bmm": [("input", REQ), ("mat2", REQ)],
     "torch.einsum": [("equation", REQ)],
+    "torch.cat": [("tensors", REQ), ("dim", 0)],
     "torch.triu": _U + [("diagonal", 0)],
     "torch.tril": _U + [("diagonal", 0)],
     "torch.diag": _U + [("diagonal", 0)],
     "torch.transpose": _U + [("dim0", REQ), ("dim1", REQ)],
     "torch.t": _U,
+    "torch.flip": _U + [("dims", REQ)],
+    "torch.narrow": _U + [("dim", REQ), ("start", REQ), ("length", REQ)],
+    "torch.select": _U + [("dim", REQ), ("index", REQ)],
     # norms and losses (functional forms)
     "torch.nn.functional.layer_norm": _U + [("normalized_shape", REQ), ("weight", None),
                                             ("bias", None), ("eps", 1e-5)],
@@ -900,6 +904,13 @@ def shape_of_op(op, attrs, ts, g):
         return [[]], dtype
     if op == "torch.nn.functional.scaled_dot_product_attention":
         return [x.shape[:-1] + tens[2].shape[-1:]], dtype
+    if op == "torch.narrow":
+        s = list(x.shape)
+        n = attrs["length"]
+        s[attrs["dim"]] = n if isinstance(n, str) else expr_of(n)
+        return [s], dtype
+    if op == "torch.select":
+        return [[e for i, e in enumerate(x.shape) if i != attrs["dim"]]], dtype
     return [list(x.shape)], dtype
 
 
@@ -967,6 +978,11 @@ class ForwardReader:
                 raise GraphError("unknown_op", f"operator {ast.unparse(node)} not understood",
                                  type(node.op).__name__)
             a, b = self.value(node.left), self.value(node.right)
+            if any(isinstance(v, Dim) and v.value is None for v in (a, b)) and \
+                    isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+                # A size read from a tensor (x.size(d)) in arithmetic: a shape expression.
+                sym = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(node.op)]
+                return Dim(f"({expr_of(a)} {sym} {expr_of(b)})", None)
             if not isinstance(a, Tensor) and not isinstance(b, Tensor):
                 return BINOPS[type(node.op)](plain(a), plain(b))
             op = ops[type(node.op)]
@@ -1076,6 +1092,10 @@ class ForwardReader:
         raise GraphError("unknown_op", f".{m}() not understood", "torch." + m)
 
     def call_op(self, op, args, kwargs):
+        if op == "torch.einsum":
+            return self.einsum(args, kwargs)
+        if op == "torch.cat":
+            return self.cat(args, kwargs)
         sig = SIGS.get(op) or FUNCTION_SIGS_EXTRA.get(op)
         if sig is None:
             raise GraphError("unknown_op", f"{op} is not an op the graph knows", op)
@@ -1083,13 +1103,13 @@ class ForwardReader:
             raise GraphError("inplace", f"{op}(..., inplace=True)", op)
         kwargs = {k: v for k, v in kwargs.items() if k != "inplace" or "inplace" in dict(sig)}
         b = bind(sig, args, kwargs, op)
+        if op == "torch.narrow":
+            b["length"] = expr_of(b["length"])  # kept as the shape expression it is
         if b.get("inplace") is True:
             raise GraphError("inplace", f"{op}(..., inplace=True)", op)
         n = TENSOR_ARGS.get(op, 1)
         names = [nm for nm, _ in sig[:n]]
         tensors = [b.pop(nm) for nm in names]
-        if op == "torch.einsum":
-            raise GraphError("unknown_op", "torch.einsum (an equation over operands)", op)
         if not any(isinstance(t, Tensor) for t in tensors):
             raise GraphError("malformed", f"{op} on no tensor", op)
         for k, v in list(b.items()):
@@ -1109,6 +1129,54 @@ class ForwardReader:
             raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
         shapes, dtype = shape_of_op(op, b, tensors, self.g)
         return self.g.add(op, tensors, b, shapes, dtype)
+
+    def einsum(self, args, kwargs):
+        """torch.einsum(equation, a, b): an explicit equation over two tensors (the output's axes
+        named after '->'); the output shape follows from the operands' axes."""
+        op = "torch.einsum"
+        eq = plain(args[0]) if args else None
+        ops = list(args[1:])
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = list(ops[0])
+        if kwargs or not isinstance(eq, str) or len(ops) != 2 or \
+                not all(isinstance(t, Tensor) and t.shape is not None for t in ops):
+            raise GraphError("unknown_op", "torch.einsum: only an equation over two tensors", op)
+        eq = eq.replace(" ", "")
+        if "->" not in eq or "..." in eq or eq.count(",") != 1:
+            raise GraphError("unknown_op", f"torch.einsum '{eq}': an explicit output and no '...'", op)
+        lhs, rhs = eq.split("->")
+        subs = lhs.split(",")
+        axes = {}
+        for sub, t in zip(subs, ops):
+            if len(sub) != len(t.shape):
+                raise GraphError("malformed", f"torch.einsum '{eq}': {sub} over a tensor of rank {len(t.shape)}", op)
+            for c, e in zip(sub, t.shape):
+                axes.setdefault(c, e)
+        if any(c not in axes for c in rhs):
+            raise GraphError("malformed", f"torch.einsum '{eq}': an output axis no operand has", op)
+        floats = {t.dtype for t in ops if is_float_dtype(t.dtype)}
+        if len(floats) > 1:
+            raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
+        return self.g.add(op, ops, {"equation": eq}, [[axes[c] for c in rhs]], ops[0].dtype)
+
+    def cat(self, args, kwargs):
+        """torch.cat((a, b, ...), dim): tensors of one rank joined along dim."""
+        op = "torch.cat"
+        b = bind([("tensors", REQ), ("dim", 0)], args, kwargs, op)
+        ts = b["tensors"]
+        if not isinstance(ts, (tuple, list)) or not ts or \
+                not all(isinstance(t, Tensor) and t.shape is not None for t in ts):
+            raise GraphError("unknown_op", "torch.cat of something other than a list of tensors", op)
+        rank = len(ts[0].shape)
+        if any(len(t.shape) != rank for t in ts):
+            raise GraphError("malformed", "torch.cat of tensors of different ranks", op)
+        d = norm_dim(b["dim"], rank, op)
+        floats = {t.dtype for t in ts if is_float_dtype(t.dtype)}
+        if len(floats) > 1:
+            raise GraphError("mixed_dtype", f"{op} over {sorted(floats)}", op)
+        shape = list(ts[0].shape)
+        shape[d] = "(" + " + ".join(t.shape[d] for t in ts) + ")"
+        return self.g.add(op, list(ts), {"dim": d}, [shape], ts[0].dtype)
 
     def call_module(self, mod, args, kwargs):
         kind, ctor = self.modules[mod]

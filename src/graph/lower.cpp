@@ -866,22 +866,24 @@ std::optional<lowering> matmul_rule(const rule_context& ctx) {
 // Why no rule covers a graph: the ops that no family of this build lowers.
 std::vector<issue> uncovered(const graph& g) {
   static const std::vector<std::pair<std::string, std::string>> families{
-      {"nn.Conv", "a convolution: no family of this build lowers it"},
-      {"nn.ConvTranspose", "a transposed convolution: no family of this build lowers it"},
-      {"nn.MaxPool", "pooling: needs the pool family"},
-      {"nn.AvgPool", "pooling: needs the pool family"},
-      {"torch.cumsum", "a scan: needs the scan family"},
-      {"torch.cumprod", "a scan: needs the scan family"},
-      {"torch.argmax", "an arg-reduction: needs the argreduce family"},
-      {"torch.argmin", "an arg-reduction: needs the argreduce family"},
+      {"nn.ConvTranspose", "a transposed convolution in a chain of ops: the conv family lowers "
+                           "one nn.ConvTransposeNd alone"},
+      {"nn.Conv", "a convolution in a chain of ops: the conv family lowers one nn.ConvNd alone"},
+      {"nn.MaxPool", "pooling in a chain of ops: the pool family lowers one pooling alone"},
+      {"nn.AvgPool", "pooling in a chain of ops: the pool family lowers one pooling alone"},
+      {"torch.cumsum", "a scan in a form the scan family does not take"},
+      {"torch.cumprod", "a scan in a form the scan family does not take"},
+      {"torch.argmax", "an arg-reduction in a chain of ops: the argreduce family lowers one alone"},
+      {"torch.argmin", "an arg-reduction in a chain of ops: the argreduce family lowers one alone"},
       {"torch.nn.functional.scaled_dot_product_attention", "attention: no family of this build"},
       {"nn.Linear", "a product with the transposed weight and a bias (matmul with trans_b)"},
-      {"torch.bmm", "a batched product (matmul with batch)"},
-      {"torch.triu", "a masked product or mask (matmul with mask)"},
-      {"torch.tril", "a masked product or mask (matmul with mask)"},
-      {"torch.diag", "a diagonal operand (matmul with diag_a)"},
-      {"torch.transpose", "a transposed operand (matmul with trans_a/trans_b)"},
-      {"torch.t", "a transposed operand (matmul with trans_a/trans_b)"},
+      {"torch.bmm", "a batched product in a chain the matmul forms do not take"},
+      {"torch.einsum", "an einsum in a chain the matmul forms do not take"},
+      {"torch.triu", "a triangular mask that is not of a product's output"},
+      {"torch.tril", "a triangular mask that is not of a product's output"},
+      {"torch.diag", "a diagonal that is not the left operand of a product"},
+      {"torch.transpose", "a transpose that is not a product's operand"},
+      {"torch.t", "a transpose that is not a product's operand"},
       {"torch.nn.functional.cosine_similarity",
        "a row-wise reduction of two inputs (not a pointwise loss)"},
       {"torch.nn.functional.triplet_margin_loss",
@@ -892,7 +894,9 @@ std::vector<issue> uncovered(const graph& g) {
   std::set<std::string> named;
   for (const auto& n : g.nodes) {
     for (const auto& [prefix, why] : families) {
-      if (n.op.rfind(prefix, 0) == 0 && named.insert(n.op).second) {
+      // Module kinds by prefix (nn.Conv: nn.Conv1d ... nn.Conv3d); functions by name.
+      const bool module_kind = prefix.rfind("nn.", 0) == 0 && n.op.rfind(prefix, 0) == 0;
+      if ((module_kind || n.op == prefix) && named.insert(n.op).second) {
         out.push_back({reason::no_lowering, n.op, why});
         break;
       }
@@ -944,7 +948,11 @@ std::string outcome::message() const {
 }
 
 const std::vector<rule>& rules() {
-  static const std::vector<rule> all{
+  static const std::vector<rule> all = [] {
+    // The rules of the families with typed parameters (lower_families.cpp) come first: the
+    // matmul forms before the plain product's rule, which says why a form it does not take fails.
+    std::vector<rule> out = family_rules();
+    for (auto& r : std::vector<rule>{
       {"elementwise: a pointwise expression of one input", elementwise_rule},
       {"reduce: sum, mean, prod, max, min over consecutive axes", reduce_rule},
       {"normalize: softmax, log_softmax over a dim", softmax_rule},
@@ -955,7 +963,11 @@ const std::vector<rule>& rules() {
        pointwise_loss_rule},
       {"loss: cross entropy of logits and class targets", cross_entropy_rule},
       {"matmul: 2-D product with a pointwise epilogue", matmul_rule},
-  };
+         }) {
+      out.push_back(std::move(r));
+    }
+    return out;
+  }();
   return all;
 }
 

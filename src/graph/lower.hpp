@@ -58,6 +58,9 @@ struct rule {
 };
 // Every rule, in the order they are tried (the first match wins).
 const std::vector<rule>& rules();
+// The rules onto pool, scan, argreduce, conv and the matmul forms (lower_families.cpp), which
+// set the contract's family parameters; rules() tries them first.
+std::vector<rule> family_rules();
 
 // Picks the rule for a validated graph of contract `c` (pure: writes nothing).
 outcome lower(const graph& g, const task::contract& c);

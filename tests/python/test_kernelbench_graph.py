@@ -102,6 +102,33 @@ class GraphTest(unittest.TestCase):
         self.assertEqual(bad["unsupported"][0]["reason"], "malformed")
 
 
+    def test_einsum_flip_and_the_exclusive_scan_forms(self):
+        g = graph("150_Einsum4DMatrix.py")
+        (n,) = g["nodes"]
+        self.assertEqual(n["op"], "torch.einsum")
+        self.assertEqual(n["attrs"]["equation"], "bijl,lk->bijk")
+        self.assertEqual(n["outputs"][0]["shape"], ["b", "i", "j", "k"])
+        g = graph("144_CumsumReverse.py")
+        self.assertEqual([n["op"] for n in g["nodes"]], ["torch.flip", "torch.cumsum", "torch.flip"])
+        self.assertEqual(g["nodes"][0]["attrs"]["dims"], 1)
+        g = graph("166_CumsumExclusive.py")
+        ops = [n["op"] for n in g["nodes"]]
+        self.assertEqual(ops[-1], "torch.cat")
+        narrow = g["nodes"][ops.index("torch.narrow")]
+        # x.size(d) - 1 stays a shape expression
+        self.assertEqual(narrow["attrs"]["length"], "(dim - 1)")
+        self.assertEqual(narrow["outputs"][0]["shape"], ["batch_size", "(dim - 1)"])
+        self.assertEqual(g["nodes"][-1]["outputs"][0]["shape"], ["batch_size", "(1 + (dim - 1))"])
+        # an einsum of three operands is recorded as unsupported, not guessed
+        src = "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n    def forward(self, a, b, c):\n        return torch.einsum('ij,jk,kl->il', a, b, c)\nN = 8\ndef get_inputs():\n    return [torch.rand(N, N), torch.rand(N, N), torch.rand(N, N)]\ndef get_init_inputs():\n    return []\n"
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "1_Three.py")
+            with open(f, "w") as h:
+                h.write(src)
+            r = kp.parse_file(f)
+        self.assertEqual(r["graph"]["unsupported"][0]["op"], "torch.einsum")
+
+
 class SummaryTest(unittest.TestCase):
     def test_rows_geomeans_and_no_applicable(self):
         with tempfile.TemporaryDirectory() as work:

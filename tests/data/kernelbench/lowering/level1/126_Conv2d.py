@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """A convolution: lowered by no family."""
+    """A convolution with padding and a bias."""
 
     def __init__(self, cin: int, cout: int, k: int):
         super(Model, self).__init__()

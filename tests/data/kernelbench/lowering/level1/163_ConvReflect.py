@@ -1,0 +1,31 @@
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Conv2d padding by reflection: not the conv family's zero padding."""
+
+    def __init__(self, cin: int, cout: int):
+        super(Model, self).__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1, padding_mode='reflect')
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+batch_size = 4
+cin = 8
+cout = 16
+height = 32
+width = 32
+
+
+def get_inputs():
+    return [torch.randn(batch_size, cin, height, width)]
+
+
+def get_init_inputs():
+    return [cin, cout]
