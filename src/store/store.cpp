@@ -382,6 +382,14 @@ store::store(const open_options& options) {
     return;
   }
   create_private_dirs(options.dir);
+  if (auto name = network_filesystem_name(options.filesystem_type(options.dir))) {
+    fail_input(
+        "the store folder {} is on a network filesystem ({}), where SQLite's file locking cannot "
+        "be "
+        "trusted: two runs could corrupt the store. Put the store on a local disk with --store DIR "
+        "or KBLASTER_HOME=DIR",
+        options.dir.string(), *name);
+  }
   // The database holds every record: only its owner reads it (SQLite gives its -wal and -shm
   // files the same mode).
   if (const fs::path db = options.dir / "store.sqlite"; !fs::exists(db)) {
@@ -392,14 +400,6 @@ store::store(const open_options& options) {
     if (fd >= 0) {
       ::close(fd);
     }
-  }
-  if (auto name = network_filesystem_name(options.filesystem_type(options.dir))) {
-    fail_input(
-        "the store folder {} is on a network filesystem ({}), where SQLite's file locking cannot "
-        "be "
-        "trusted: two runs could corrupt the store. Put the store on a local disk with --store DIR "
-        "or KBLASTER_HOME=DIR",
-        options.dir.string(), *name);
   }
   m_impl = std::make_unique<impl>(options.dir, "", options.busy_timeout_ms);
   auto& db = m_impl->db;

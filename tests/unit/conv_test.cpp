@@ -525,7 +525,7 @@ TEST_F(conv_contract, errors_name_the_field_and_the_expectation) {
   expect(replace(conv_task, "dims = { N = 1, C = 2, F = 4, H = 1, W = 2 }",
                  "dims = { N = 1, C = 2, F = 5, H = 1, W = 2 }"),
          "conv.groups", "at shape 'check-1'");
-  expect(replace(conv_task, "family = \"conv\"", "family = \"matmul\""), "'conv'",
+  expect(replace(conv_task, "family = \"conv\"", "family = \"elementwise\""), "'conv'",
          "family = \"conv\"");
 }
 

@@ -45,7 +45,7 @@ struct expected_issue {
   std::string op;
 };
 
-class imported : public ::testing::Test {
+class lowered_imports : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     out = std::make_unique<temp_dir>("kb-lower");
@@ -76,7 +76,7 @@ protected:
   static inline process_result import;
 };
 
-TEST_F(imported, every_problem_file_is_imported_with_its_graph) {
+TEST_F(lowered_imports, every_problem_file_is_imported_with_its_graph) {
   ASSERT_EQ(import.exit_code, 0) << import.output;
   int files = 0;
   for (const auto& e : fs::directory_iterator(problems)) {
@@ -105,7 +105,7 @@ TEST_F(imported, every_problem_file_is_imported_with_its_graph) {
   EXPECT_EQ(mx.g->nodes[0].outputs[1].type, task::dtype::int64);
 }
 
-TEST_F(imported, each_family_is_lowered_by_its_rule) {
+TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
   using F = task::family;
   const std::map<std::string, expected_lowering> expected{
       {"L1_101", {"elementwise:sigmoid", F::elementwise, {}, {{"x", "x"}}}},
@@ -168,7 +168,7 @@ TEST_F(imported, each_family_is_lowered_by_its_rule) {
   }
 }
 
-TEST_F(imported, golden_lowered_math) {
+TEST_F(lowered_imports, golden_lowered_math) {
   // The generated headers, byte for byte (regenerate with the test's output when a rule
   // deliberately changes).
   for (const auto& [id, file] : std::map<std::string, std::string>{
@@ -197,7 +197,7 @@ TEST_F(imported, golden_lowered_math) {
 #define KBLASTER_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
 
-TEST_F(imported, lowered_math_computes_what_pytorch_does) {
+TEST_F(lowered_imports, lowered_math_computes_what_pytorch_does) {
   // A host program over the generated headers (each in a namespace of its own), evaluated in
   // double against PyTorch's definitions written out by hand.
   const std::map<std::string, std::string> ns{
@@ -299,7 +299,7 @@ int main() {
   EXPECT_TRUE(r.ok()) << r.output;
 }
 
-TEST_F(imported, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
+TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
   const std::map<std::string, expected_issue> expected{
       {"L1_127", {reason::no_lowering, "nn.GroupNorm"}},
       {"L1_128", {reason::no_lowering, "nn.BatchNorm2d"}},
@@ -344,7 +344,7 @@ TEST_F(imported, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
             std::string::npos);
 }
 
-TEST_F(imported, strategies_are_offered_and_generated_for_lowered_tasks) {
+TEST_F(lowered_imports, strategies_are_offered_and_generated_for_lowered_tasks) {
   const std::map<std::string, std::string> offered{{"L1_101", "elementwise.vectorized"},
                                                    {"L1_111", "normalize.block_row"},
                                                    {"L1_108", "reduce."},
@@ -373,7 +373,7 @@ TEST_F(imported, strategies_are_offered_and_generated_for_lowered_tasks) {
       << task::family_config_source(lower_task(contract("L1_113")).c);
 }
 
-TEST_F(imported, the_cli_lowers_a_batch_and_goes_on_past_bad_tasks) {
+TEST_F(lowered_imports, the_cli_lowers_a_batch_and_goes_on_past_bad_tasks) {
   const fs::path report = out->path() / "lower.json";
   const auto r = kblaster({"--tasks", out->path().string(), "tasks", "lower", "--suite", "lowtest",
                            "--json", report.string()});
