@@ -63,6 +63,7 @@ TEST_F(device_ops_gpu, digest_equals_the_cpu_digest_at_every_size_and_offset) {
   const auto host = random_bytes(most, 5);
   device_buffer dev(most);
   cuda_check(cudaMemcpy(dev.p, host.data(), most, cudaMemcpyHostToDevice), "upload");
+  cuda_check(cudaDeviceSynchronize(), "ordered before the stream's work");
   for (uint64_t bytes :
        {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{8}, uint64_t{9}, uint64_t{15}, uint64_t{16},
         uint64_t{17}, uint64_t{24}, uint64_t{31}, uint64_t{33}, uint64_t{63}, uint64_t{1000},
@@ -81,6 +82,7 @@ TEST_F(device_ops_gpu, digest_runs_near_memory_bandwidth) {
   const size_t bytes = size_t{4} << 30; // 4 GiB
   device_buffer dev(bytes + 16);
   cuda_check(cudaMemset(dev.p, 0x3C, bytes + 16), "fill");
+  cuda_check(cudaDeviceSynchronize(), "ordered before the stream's work");
   uint64_t expected = 0;
   for (uint64_t i = 0; i < bytes / 8; ++i) {
     expected += hash_word(0x3C3C3C3C3C3C3C3Cull, i);
@@ -127,6 +129,7 @@ TEST_F(device_ops_gpu, poison_fill_writes_the_cpu_fills_bytes_and_nothing_more) 
         std::vector<unsigned char> expected(room, 0xA5);
         cpu_fill_poison(expected.data() + offset, d, n, p);
         cuda_check(cudaMemset(dev.p, 0xA5, room), "clear");
+        cuda_check(cudaDeviceSynchronize(), "ordered before the stream's work");
         gpu_fill_poison(dev.bytes() + offset, d, n, p, stream);
         std::vector<unsigned char> got(room);
         cuda_check(cudaStreamSynchronize(stream), "fill");
@@ -145,6 +148,7 @@ TEST_F(device_ops_gpu, compare_counts_the_unwritten_elements_as_the_cpu_does) {
   const std::vector<double> ref(n, 1.0);
   device_buffer dref(n * sizeof(double));
   cuda_check(cudaMemcpy(dref.p, ref.data(), n * sizeof(double), cudaMemcpyHostToDevice), "upload");
+  cuda_check(cudaDeviceSynchronize(), "ordered before the stream's work");
   device_buffer dy(n * 8);
   const tolerance_spec tol{1e-3, 1e-3, 1.0};
   for (kb_dtype d : {KB_FLOAT32, KB_FLOAT64, KB_FLOAT16, KB_BFLOAT16, KB_INT64, KB_INT32}) {
@@ -153,6 +157,7 @@ TEST_F(device_ops_gpu, compare_counts_the_unwritten_elements_as_the_cpu_does) {
     cpu_fill_value(y.data(), d, n, 1.0);
     cpu_fill_poison(y.data() + 100 * eb, d, 17, mine);
     cuda_check(cudaMemcpy(dy.p, y.data(), y.size(), cudaMemcpyHostToDevice), "upload");
+    cuda_check(cudaDeviceSynchronize(), "ordered before the stream's work");
     for (const poison_pattern* p : {&mine, &other}) {
       const auto* r = static_cast<const double*>(dref.p);
       const error_metrics g = gpu_compare(dy.p, d, r, n, tol, *p, stream);
@@ -176,8 +181,15 @@ TEST_F(device_ops_gpu, keyed_check_counts_poison_and_digests_with_its_key) {
   const digest_key other{rng(), rng()};
   device_buffer out(2 * sizeof(unsigned long long));
   auto* acc = static_cast<unsigned long long*>(out.p);
+  // Uploads on the check's stream, complete before the next check reads them.
+  const auto upload = [&](void* dst, const void* src, size_t bytes) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "upload");
+    cuda_check(cudaStreamSynchronize(stream), "upload");
+  };
   const auto run = [&](const void* data, uint64_t bytes, kb_dtype d, const digest_key& k) {
-    cuda_check(cudaMemset(acc, 0, 2 * sizeof(unsigned long long)), "clear");
+    // On the check's own stream: the stream is non-blocking, so a plain cudaMemset (legacy
+    // stream) is not ordered before the kernel and can zero its sums after it ran.
+    cuda_check(cudaMemsetAsync(acc, 0, 2 * sizeof(unsigned long long), stream), "clear");
     gpu_keyed_check(data, bytes, d, k, p, acc, stream);
     unsigned long long host[2];
     cuda_check(cudaStreamSynchronize(stream), "check");
@@ -193,13 +205,13 @@ TEST_F(device_ops_gpu, keyed_check_counts_poison_and_digests_with_its_key) {
       const int64_t poisoned = std::min<int64_t>(n, 5);
       cpu_fill_poison(y.data() + (n - poisoned) * eb, d, poisoned, p); // up to the last element
       device_buffer dy(bytes);
-      cuda_check(cudaMemcpy(dy.p, y.data(), bytes, cudaMemcpyHostToDevice), "upload");
+      upload(dy.p, y.data(), bytes);
       const auto a = run(dy.p, bytes, d, key);
       EXPECT_EQ(a.second, static_cast<uint64_t>(poisoned)) << d << " n " << n;
       EXPECT_EQ(run(dy.p, bytes, d, key).first, a.first);
       EXPECT_NE(run(dy.p, bytes, d, other).first, a.first);
       y[0] ^= 1;
-      cuda_check(cudaMemcpy(dy.p, y.data(), bytes, cudaMemcpyHostToDevice), "upload");
+      upload(dy.p, y.data(), bytes);
       EXPECT_NE(run(dy.p, bytes, d, key).first, a.first) << d << " n " << n;
     }
   }

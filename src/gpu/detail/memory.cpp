@@ -138,6 +138,9 @@ void guarded_buffer::restore_guards() const {
   if (slack() > 0) {
     cuda_check(cudaMemset(tail(), guard_byte, slack()), "guard");
   }
+  // cudaMemset is asynchronous and on the legacy stream, which the judge's non-blocking streams
+  // (and the runner, another process) do not wait for: finish it before anything reads the guards.
+  cuda_check(cudaDeviceSynchronize(), "guard");
 }
 
 bool guarded_buffer::guards_intact_host_check() const {
