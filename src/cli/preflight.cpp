@@ -113,7 +113,16 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
   const eval::candidate_input base{read_file(c019.baseline), "baseline.cu", "baseline"};
   eval::candidate_input copy = base;
   copy.origin = "import"; // compiled like an untrusted candidate: in the sandbox
-  const auto r = eval::evaluate(opt.root, c019, copy, base, eo, {});
+  auto r = eval::evaluate(opt.root, c019, copy, base, eo, {});
+  // The A/A is a health check, and its judge is the candidates': a timing rule that rests on a
+  // share of calls (the ABI rules, the fresh-call minimum) can reject an honest kernel once on a
+  // busy host. One rejection by a timing rule is taken again before the run is blocked; the
+  // detail names the first.
+  std::string first_timing_rejection;
+  if (r.final == eval::verdict::rejected && r.reason.rfind("timing.", 0) == 0) {
+    first_timing_rejection = r.reason + ": " + r.message;
+    r = eval::evaluate(opt.root, c019, copy, base, eo, {});
+  }
   {
     const auto b = r.builds.find("candidate");
     const bool built = b != r.builds.end() && b->second.ok();
@@ -153,6 +162,9 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
     c.detail =
         sane ? fmt::format("A/A medians {:.2f} us and {:.2f} us ({})", a * 1e6, b * 1e6, r.message)
              : r.reason + ": " + r.message;
+    if (!first_timing_rejection.empty()) {
+      c.detail += fmt::format(" (taken again after: {})", first_timing_rejection);
+    }
     c.data = r.gate ? json(*r.gate) : json(nullptr);
     if (!add(c, t)) {
       return stop("timing: " + c.detail);
