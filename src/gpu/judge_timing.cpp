@@ -416,6 +416,9 @@ auto worker::time_all() -> json {
   // Calls of the probe: the warm-ups used the first two input sets, the probe's calls go round
   // every set (there are at most a few), so an allocation per call, per set or per pointer shows.
   const int allocation_probe_calls = 10;
+  // Each library's probe calls as the rounds make them (poison, flush, window, checks): the
+  // median of each, summed, is what one round takes, which plans the rounds (plan_rounds).
+  double round_s = 0;
   for (auto* lib : alive) {
     for (int i = 0; i < 2 && !lib->rejected; ++i) {
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "warm-up");
@@ -431,8 +434,11 @@ auto worker::time_all() -> json {
     size_t total = 0;
     cuda_check(cudaDeviceSynchronize(), "memory");
     cuda_check(cudaMemGetInfo(&free0, &total), "memory");
+    std::vector<double> call_s;
     for (int i = 0; i < allocation_probe_calls && !lib->rejected; ++i) {
+      const auto call_start = clock_type::now();
       auto tc = timed_call(*lib, static_cast<size_t>(i) % bufs.size(), "allocation probe");
+      call_s.push_back(since(call_start));
       if (tc.bad) {
         reject(*lib, *tc.bad);
       } else if (auto broken = abi_rules(*lib, tc.w)) {
@@ -442,6 +448,7 @@ auto worker::time_all() -> json {
     if (lib->rejected) {
       continue;
     }
+    round_s += stats::median(call_s);
     cuda_check(cudaDeviceSynchronize(), "memory");
     cuda_check(cudaMemGetInfo(&free1, &total), "memory");
     const int64_t growth = static_cast<int64_t>(free0) - static_cast<int64_t>(free1);
@@ -488,27 +495,44 @@ auto worker::time_all() -> json {
   std::map<std::string, int> fresh_calls;
   int fresh_rounds = 0;
   int fresh_checked = 0;
-  int extra_rounds = 0;
-  const auto fresh_wanted = [&] {
-    return std::any_of(alive.begin(), alive.end(), [&](candidate_lib* l) {
-      return l->role != "baseline" && fresh_calls[l->role] < fresh_min_calls;
-    });
-  };
+  // The rounds are planned up front from the time one round took in the probe, so that every
+  // candidate gets its minimum calls on fresh contents and on seen sets however slow its calls
+  // are (rules.hpp, plan_rounds); which of them are fresh is drawn from the judge's generator.
+  round_plan plan = plan_rounds(round_s, max_wall);
+  if (!plan.within_cap) {
+    // Even the minimum would take longer than the cap: the reuse check cannot run, and a check
+    // that cannot run rejects rather than passes.
+    for (auto* lib : alive) {
+      if (lib->role != "baseline") {
+        reject(*lib, {"timing.unchecked",
+                      fmt::format("one round of calls takes {:.3g} s: the {} rounds the check of "
+                                  "reuse across calls needs ({} on fresh contents, {} on seen "
+                                  "sets) would take {:.3g} s, more than the {:.0f} s a session "
+                                  "gives them",
+                                  plan.round_s, fresh_min_calls + seen_min_calls, fresh_min_calls,
+                                  seen_min_calls, (fresh_min_calls + seen_min_calls) * plan.round_s,
+                                  plan.cap_s)});
+      }
+    }
+    alive.erase(std::remove_if(alive.begin(), alive.end(),
+                               [](candidate_lib* l) { return l->rejected.has_value(); }),
+                alive.end());
+    plan.rounds = 0;
+    plan.fresh = 0;
+  }
+  const std::vector<bool> deck = round_deck(plan, m_rng);
   while (!alive.empty()) {
     const bool stopped = std::all_of(alive.begin(), alive.end(),
                                      [&](candidate_lib* l) { return rules.at(l->role).stopped(); });
-    // After the stopping rule, rounds go on (fresh ones in half of them) until every candidate
-    // has enough fresh calls for the comparison, within a bound of rounds (past the session's
-    // wall-time limit if need be: the check is not given up for time a candidate's calls take).
-    if (stopped && (!fresh_wanted() || extra_rounds >= fresh_max_extra_rounds)) {
+    // The planned rounds are made whatever the stopping rule says (past the session's wall-time
+    // limit if need be), within the plan's cap.
+    if (stopped && (round >= plan.rounds || since(wall_start) >= plan.cap_s)) {
       break;
     }
-    extra_rounds += stopped ? 1 : 0;
     std::vector<candidate_lib*> order = alive;
     std::shuffle(order.begin(), order.end(), rng);
     const int set = round % n_sets;
-    const bool fresh_round = fresh_rounds < fresh_max_rounds &&
-                             m_rng() % (stopped ? 2 : fresh_round_every) == 0;
+    const bool fresh_round = static_cast<size_t>(round) < deck.size() && deck[static_cast<size_t>(round)];
     call_inputs in = set_inputs(static_cast<size_t>(set));
     std::vector<uint64_t> fresh_digests;
     fresh_reference fresh;
@@ -635,6 +659,7 @@ auto worker::time_all() -> json {
   reuse["fresh_rounds"] = fresh_rounds;
   reuse["answers_checked_calls"] = fresh_checked;
   reuse["runner_excess_bytes"] = m_runner_excess;
+  reuse["plan"] = plan.to_json();
   for (auto& lib : m_libs) {
     if (lib.rejected || lib.role == "baseline" || samples.count(lib.role) == 0) {
       continue;
@@ -644,15 +669,18 @@ auto worker::time_all() -> json {
     for (const auto& x : samples[lib.role]) {
       (x.value("fresh", false) ? fresh_t : seen_t).push_back(x.at("t").get<double>());
     }
-    if (fresh_t.size() < static_cast<size_t>(fresh_min_calls) || seen_t.size() < 10) {
-      // Rounds go on past the session's wall-time limit until every candidate has its fresh
-      // calls, so this is a bound of rounds reached: the check could not run, and a check that
+    if (fresh_t.size() < static_cast<size_t>(fresh_min_calls) ||
+        seen_t.size() < static_cast<size_t>(seen_min_calls)) {
+      // The plan gives every candidate its minimum of each kind, so this is the cap reached (the
+      // rounds took longer than the probe said): the check could not run, and a check that
       // cannot run rejects rather than passes.
       reuse[lib.role] = {{"fresh_samples", fresh_t.size()}, {"seen_samples", seen_t.size()}};
       reject(lib, {"timing.unchecked",
                    fmt::format("{} calls on fresh contents and {} on seen sets: too few to tell "
-                               "whether results are reused across calls (at least {} and 10)",
-                               fresh_t.size(), seen_t.size(), fresh_min_calls)});
+                               "whether results are reused across calls (at least {} and {}; "
+                               "the rounds ended at the {:.0f} s cap)",
+                               fresh_t.size(), seen_t.size(), fresh_min_calls, seen_min_calls,
+                               plan.cap_s)});
       continue;
     }
     const auto cmp = compare_fresh(fresh_t, seen_t);
