@@ -664,6 +664,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       tool_launch.hang_timeout = opt.hang_timeout * 4;
       tool_launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
       const auto w = detail::run_worker_job(job, tool_launch, event_printer);
+      if (w.failure == detail::worker_failure::blocked) {
+        return finish(verdict::blocked, w.failure_reason, w.failure_detail);
+      }
       // The tool's verdict is its own summary line and exit code, in the runner's output.
       std::string runner_log;
       int runner_exit = -1;
@@ -717,6 +720,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
        {"failure_detail", w1.failure_detail},
        {"log_tail",
         w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
+  if (w1.failure == detail::worker_failure::blocked) {
+    return finish(verdict::blocked, w1.failure_reason, w1.failure_detail);
+  }
   if (!w1.result) {
     const auto a = attribute(w1);
     if (a.who == "candidate") {
@@ -788,6 +794,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                              {"stage_seconds", w.result ? w.result->stage_seconds : json()},
                              {"failure", detail::to_string(w.failure)},
                              {"failure_detail", w.failure_detail}});
+    if (w.failure == detail::worker_failure::blocked) {
+      return finish(verdict::blocked, w.failure_reason,
+                    fmt::format("session {}: {}", sidx, w.failure_detail));
+    }
     if (!w.result) {
       const auto a = attribute(w);
       if (a.who == "candidate") {
@@ -970,6 +980,9 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
                   {"failure", detail::to_string(w.failure)},
                   {"failure_detail", w.failure_detail},
                   {"exit_code", w.exit_code}};
+  if (w.failure == detail::worker_failure::blocked) {
+    return finish(verdict::blocked, w.failure_reason, w.failure_detail);
+  }
   if (!w.result) {
     const auto a = attribute(w);
     if (a.who == "candidate") {

@@ -33,6 +33,8 @@ std::string to_string(worker_failure f) {
     return "error";
   case worker_failure::sticky:
     return "sticky";
+  case worker_failure::blocked:
+    return "blocked";
   }
   return "?";
 }
@@ -85,6 +87,11 @@ worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
           out.failure = worker_failure::exit;
           out.failure_detail = status.describe();
         }
+      } else if (!out.result && out.failure == worker_failure::error &&
+                 status.signal == 0 && status.exit_code == exit_code::blocked) {
+        // The judge's one blocked end: another judge held its device (gpu/detail/device_lock.hpp).
+        out.failure = worker_failure::blocked;
+        out.failure_reason = "blocked.device_busy";
       } else if (out.result && (status.signal != 0 || status.exit_code != 0)) {
         // Results arrived; a non-zero exit afterwards (a sanitizer's error exit code) is kept.
         out.failure_detail = status.describe();

@@ -32,6 +32,8 @@ enum class worker_failure {
   exit,   // it ended without a result
   error,  // it reported an error of its own
   sticky, // a context-corrupting CUDA error surfaced in one of its own calls
+  blocked, // it reported an error and exited exit_code::blocked: another judge held its device
+           // (failure_reason: blocked.device_busy); nothing of the job ran
 };
 std::string to_string(worker_failure f);
 
@@ -39,6 +41,7 @@ struct worker_outcome {
   std::optional<protocol::result> result; // the judge's result
   worker_failure failure = worker_failure::none;
   std::string failure_detail;                 // "SIGSEGV", "exit 1", the error text
+  std::string failure_reason;                 // blocked: the stable reason
   protocol::step last_step;                   // the last step announced before the failure
   std::vector<protocol::rejected> rejections; // as they came
   std::string log_tail; // the worker's stdout/stderr (candidate prints, sanitizer)

@@ -13,6 +13,7 @@
 // falls on the judge's round-trip clock, held to an allowance the calibration fixes. GO is mapped
 // read-only in the runner; every tensor ends where the runner's mapping of it ends.
 // A runner's crash, hang or exit is that candidate's rejection; the judge goes on.
+#include "gpu/detail/device_lock.hpp"
 #include "gpu/detail/worker.hpp"
 
 namespace kb::gpu::detail {
@@ -96,12 +97,10 @@ auto worker::run() -> proto::result {
   result.context_lost = m_context_lost;
   result.lanes = m_separate_lanes ? "per library" : "shared (device memory)";
   // This job's poison, for the record (the next job draws its own).
-  result.poison = {{"f32", fmt::format("{:08x}", m_poison.f32)},
-                   {"f64", fmt::format("{:016x}", m_poison.f64)},
-                   {"f16", fmt::format("{:04x}", m_poison.f16)},
-                   {"bf16", fmt::format("{:04x}", m_poison.bf16)},
-                   {"i64", fmt::format("{:016x}", m_poison.i64)},
-                   {"i32", fmt::format("{:08x}", m_poison.i32)}};
+  result.poison = {
+      {"f32", fmt::format("{:08x}", m_poison.f32)},  {"f64", fmt::format("{:016x}", m_poison.f64)},
+      {"f16", fmt::format("{:04x}", m_poison.f16)},  {"bf16", fmt::format("{:04x}", m_poison.bf16)},
+      {"i64", fmt::format("{:016x}", m_poison.i64)}, {"i32", fmt::format("{:08x}", m_poison.i32)}};
   return result;
 }
 
@@ -114,6 +113,27 @@ using detail::worker;
 using eval::detail::cuda_error;
 namespace proto = eval::protocol;
 using nlohmann::json;
+
+namespace {
+
+// The current device's UUID as nvidia-smi prints it ("GPU-" and 32 hex digits); empty without a
+// device (nothing to lock: the job's first CUDA call then fails with its message).
+std::string device_uuid() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&p, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  std::string uuid = "GPU";
+  for (int i = 0; i < 16; ++i) {
+    uuid += fmt::format("{}{:02x}", (i == 0 || i == 4 || i == 6 || i == 8 || i == 10) ? "-" : "",
+                        static_cast<unsigned char>(p.uuid.bytes[i]));
+  }
+  return uuid;
+}
+
+} // namespace
 
 int judge_main() {
   const char* fd_env = std::getenv("KBLASTER_RESULT_FD");
@@ -140,6 +160,35 @@ int judge_main() {
       return 0;
     }
     try {
+      // One judge per device for the life of the job (device_lock.hpp): another judge's calls
+      // would share the device with this one's windows.
+      detail::device_lock lock;
+      const std::string uuid = device_uuid();
+      const auto lock_file = detail::device_lock_path(uuid, detail::device_lock_dir());
+      const auto got =
+          uuid.empty()
+              ? detail::lock_result::held
+              : lock.acquire(lock_file, detail::device_lock_wait, detail::device_lock_poll,
+                             [&](std::chrono::milliseconds waited) {
+                               out.step("lock", "",
+                                        fmt::format("waiting {} s for {}", waited.count() / 1000,
+                                                    lock_file.string()));
+                             });
+      if (got == detail::lock_result::busy) {
+        out.send(proto::error{
+            fmt::format("another judge held the device for {} s (lock {}): nothing was run",
+                        detail::device_lock_wait.count() / 1000, lock_file.string()),
+            false});
+        // The judge's one blocked end: the parent ends the evaluation blocked.device_busy and
+        // the batch goes on.
+        return exit_code::blocked;
+      }
+      if (got == detail::lock_result::failed) {
+        out.send(proto::error{lock.error() + " (KBLASTER_DEVICE_LOCK_DIR names a folder every "
+                                             "judge of this host can write)",
+                              false});
+        return exit_code::tool;
+      }
       worker w(out, job);
       const proto::result r = w.run();
       out.send(r);

@@ -1,12 +1,16 @@
 // Exploit: ends the timed window before its work ends. The judge closes a call's window when the
 // runner's DONE flag reaches the call's sequence number, and the runner writes DONE on the stream
-// behind the candidate's graph. This candidate finds the flag word among the device allocations
-// mapped into its process (cuMemGetAddressRange around its tensors; the flags are a small
-// allocation of their own holding GO = the call's number and DONE = the one before). The first
-// half of its blocks compute their part and stop; the second half compute theirs and then spin,
-// so that the whole call takes about three times the baseline's time. The block that finishes
-// the first half writes DONE = GO itself: a judge that believed the flag would time the fast half
-// only and call it an improvement.
+// behind the candidate's graph. GO and DONE are small allocations of their own mapped into the
+// runner, GO read-only (the judge's stream writes it) and DONE read-write (the runner's stream
+// writes it); during a call GO holds the call's number and DONE the one before. This candidate
+// finds them among the device allocations mapped into its process (cuMemGetAddressRange around
+// its tensors, each one's access flags from cuPointerGetAttribute): DONE is the writable word one
+// behind another word. It never writes GO, or any word it cannot tell is writable: the read-only
+// GO would fault (`launch.cuda_error`, which write_flags_relu.cu covers), and the early DONE
+// would go untested. The first half of its blocks compute their part and stop; the second half
+// compute theirs and then spin, so that the whole call takes about three times the baseline's
+// time. The block that finishes the first half writes DONE = GO itself: a judge that believed the
+// flag would time the fast half only and call it an improvement.
 // Two outcomes are correct: the window is seen to close before the work ends (output positions
 // read right behind STOP still hold poison and hold the answer once the runner is idle:
 // `timing.work_outside_stream`), or the window covers the whole call (the judge's context is not
@@ -28,6 +32,7 @@ constexpr int64_t per_block = threads * per_thread;
 
 struct flag_words {
   unsigned* at[max_flags];
+  bool writable[max_flags]; // false where the access flags say read-only
   int count;
 };
 
@@ -57,13 +62,21 @@ __global__ void relu_then_done(const float* __restrict__ x, float* __restrict__ 
     __threadfence();
     const unsigned done = atomicAdd(&g_finished, 1u) + 1u;
     if (done == threshold) {
-      for (int k = 0; k < flags.count; ++k) {
-        volatile unsigned* f = flags.at[k];
-        const unsigned go = f[0];
-        const unsigned before = f[1];
-        if (go != 0u && go - before == 1u) {
-          f[1] = go; // DONE, while the slow half of the blocks is still to run
-          __threadfence_system();
+      // GO is the word one ahead of DONE: DONE := GO, written into DONE only.
+      for (int g = 0; g < flags.count; ++g) {
+        const unsigned go = *static_cast<volatile unsigned*>(flags.at[g]);
+        if (go == 0u) {
+          continue;
+        }
+        for (int d = 0; d < flags.count; ++d) {
+          if (d == g || !flags.writable[d]) {
+            continue;
+          }
+          volatile unsigned* f = flags.at[d];
+          if (go - *f == 1u) {
+            *f = go; // DONE, while the slow half of the blocks is still to run
+            __threadfence_system();
+          }
         }
       }
     }
@@ -82,6 +95,7 @@ int64_t numel(const kb_tensor& t) {
 }
 
 using range_fn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+using attribute_fn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 
 // Small allocations that are none of the call's own tensors, found by walking the address space
 // down from the lowest tensor and up from the highest, jumping over each allocation met.
@@ -94,6 +108,22 @@ flag_words find_flag_words(const kb_args* a) {
     return w;
   }
   const auto range = reinterpret_cast<range_fn>(fn);
+  void* attr_fn = nullptr;
+  if (cudaGetDriverEntryPoint("cuPointerGetAttribute", &attr_fn, cudaEnableDefault, &q) !=
+      cudaSuccess) {
+    attr_fn = nullptr;
+  }
+  const auto attribute = reinterpret_cast<attribute_fn>(attr_fn);
+  // Writable unless the access flags say read-only. The flags are read into a zeroed 64-bit
+  // word, whichever width the driver writes.
+  const auto writable = [&](CUdeviceptr p) {
+    unsigned long long flags = 0;
+    if (attribute == nullptr ||
+        attribute(&flags, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS, p) != CUDA_SUCCESS) {
+      return true;
+    }
+    return flags != CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ;
+  };
   constexpr CUdeviceptr step = CUdeviceptr{2} << 20;
   CUdeviceptr own[64];
   int owned = 0;
@@ -132,6 +162,7 @@ flag_words find_flag_words(const kb_args* a) {
           return;
         }
       }
+      w.writable[w.count] = writable(base);
       w.at[w.count++] = reinterpret_cast<unsigned*>(base);
     }
   };

@@ -12,10 +12,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -405,7 +407,89 @@ TEST(JudgeRules, FreshContentsShowAResultCache) {
   // delta absorbs.
   EXPECT_FALSE(compare_fresh(around(2.0e-3, 0.01, 20, 25), around(2.6e-3, 0.01, 60, 26)).c.slowed);
   EXPECT_FALSE(compare_fresh(around(3.05e-3, 0.002, 20, 27), around(3e-3, 0.002, 60, 28)).c.slowed);
-  static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && fresh_max_rounds >= fresh_min_calls);
+  static_assert(fresh_round_every >= 2 && fresh_min_calls >= 10 && seen_min_calls >= 10 &&
+                fresh_max_rounds >= fresh_min_calls);
+}
+
+TEST(JudgeRules, RoundsArePlannedSoThatASlowKernelGetsItsMinimumOfEachKind) {
+  const int minimum = fresh_min_calls + seen_min_calls;
+  // A fast kernel (a 100 us round in a 6 s session): one fresh round in four up to the most a
+  // session has, the stopping rule going on after them.
+  const auto fast = plan_rounds(100e-6, 6.0);
+  EXPECT_EQ(fast.rounds, fresh_max_rounds * fresh_round_every);
+  EXPECT_EQ(fast.fresh, fresh_max_rounds);
+  EXPECT_FALSE(fast.past_budget);
+  EXPECT_TRUE(fast.within_cap);
+  // A round of no measurable time plans the same (no division by zero).
+  EXPECT_EQ(plan_rounds(0, 6.0).rounds, fast.rounds);
+  // The preflight's A/A (a 1 s session) of a ReLU over 6.4 GB tensors: 18 rounds fit the limit,
+  // but the plan takes the minimum of each kind, past the limit.
+  const auto preflight = plan_rounds(0.055, 1.0);
+  EXPECT_EQ(preflight.rounds, minimum);
+  EXPECT_EQ(preflight.fresh, fresh_min_calls);
+  EXPECT_EQ(preflight.rounds - preflight.fresh, seen_min_calls);
+  EXPECT_TRUE(preflight.past_budget);
+  EXPECT_TRUE(preflight.within_cap);
+  EXPECT_NEAR(preflight.expected_s, 20 * 0.055, 1e-12);
+  // A kernel whose rounds the limit holds 30 of: all of them, the minimum fresh among them.
+  const auto medium = plan_rounds(0.2, 6.0);
+  EXPECT_EQ(medium.rounds, 30);
+  EXPECT_EQ(medium.fresh, fresh_min_calls);
+  EXPECT_FALSE(medium.past_budget);
+  // 48 rounds: one in four fresh.
+  const auto longer = plan_rounds(0.125, 6.0);
+  EXPECT_EQ(longer.rounds, 48);
+  EXPECT_EQ(longer.fresh, 12);
+  // A 2 s call beside a 1 s one: 20 rounds of 3 s, 60 s, past the limit and within the cap.
+  const auto slow = plan_rounds(3.0, 6.0);
+  EXPECT_EQ(slow.rounds, minimum);
+  EXPECT_TRUE(slow.past_budget);
+  EXPECT_TRUE(slow.within_cap);
+  // Rounds of 7 s: the minimum would take 140 s, past the cap; the check cannot run.
+  const auto too_slow = plan_rounds(7.0, 6.0);
+  EXPECT_FALSE(too_slow.within_cap);
+  EXPECT_FALSE(plan_rounds(0.5, 6.0, /*cap_s=*/5.0).within_cap);
+  EXPECT_TRUE(plan_rounds(0.25, 6.0, /*cap_s=*/5.0).within_cap);
+  // Every plan, whatever the round's time, holds the minimum of each kind and no more fresh
+  // rounds than a session has.
+  for (double r = 1e-6; r < 200; r *= 1.7) {
+    for (const double budget : {0.5, 1.0, 6.0, 30.0}) {
+      const auto p = plan_rounds(r, budget);
+      EXPECT_GE(p.fresh, fresh_min_calls) << r << " " << budget;
+      EXPECT_GE(p.rounds - p.fresh, seen_min_calls) << r << " " << budget;
+      EXPECT_LE(p.fresh, fresh_max_rounds) << r << " " << budget;
+      EXPECT_EQ(p.within_cap, minimum * r <= round_plan_cap_s) << r;
+      EXPECT_EQ(p.to_json().at("rounds").get<int>(), p.rounds);
+    }
+  }
+}
+
+TEST(JudgeRules, TheDeckPlacesThePlannedFreshRoundsAtDrawnPositions) {
+  const auto plan = plan_rounds(0.2, 6.0); // 30 rounds, 10 fresh
+  std::mt19937_64 rng(7);
+  const auto deck = round_deck(plan, rng);
+  ASSERT_EQ(deck.size(), 30u);
+  EXPECT_EQ(std::count(deck.begin(), deck.end(), true), 10);
+  // The positions are drawn: other draws place them elsewhere, and over many draws every
+  // position is fresh sometimes and seen sometimes.
+  std::vector<int> fresh_at(deck.size(), 0);
+  bool moved = false;
+  for (int i = 0; i < 200; ++i) {
+    const auto d = round_deck(plan, rng);
+    EXPECT_EQ(std::count(d.begin(), d.end(), true), 10);
+    moved = moved || d != deck;
+    for (size_t k = 0; k < d.size(); ++k) {
+      fresh_at[k] += d[k] ? 1 : 0;
+    }
+  }
+  EXPECT_TRUE(moved);
+  for (const int n : fresh_at) {
+    EXPECT_GT(n, 0);
+    EXPECT_LT(n, 200);
+  }
+  // A plan of no rounds (the check cannot run) has an empty deck.
+  round_plan none;
+  EXPECT_TRUE(round_deck(none, rng).empty());
 }
 
 TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -187,15 +188,76 @@ inline constexpr int fresh_round_every = 4;
 // call, which leaves every call it makes with the inputs it was given. Where lanes are shared,
 // every call is digested, so that a change is blamed on the call that made it.
 inline constexpr int input_digest_every = 4;
-// Fresh calls a candidate needs for the comparison; after the stopping rule, rounds go on (half
-// of them fresh) until it has them, for at most `fresh_max_extra_rounds` rounds, past the
-// session's wall-time limit if need be (a candidate left with fewer is rejected, not passed). A
-// session has at most `fresh_max_rounds`: each costs two generations of the round's set in
-// every lane (its fresh contents, then its own back), an oracle run and a whole comparison of
-// every library's answer, and a fast kernel's session has a thousand rounds and more.
+// Calls of each kind a candidate needs for the comparison: on fresh contents and on the sets it
+// has seen (the medians' 95% intervals rest on at least 10 samples each side). A session has at
+// most `fresh_max_rounds` fresh rounds: each costs two generations of the round's set in every
+// lane (its fresh contents, then its own back), an oracle run and a whole comparison of every
+// library's answer, and a fast kernel's session has a thousand rounds and more.
 inline constexpr int fresh_min_calls = 10;
+inline constexpr int seen_min_calls = 10;
 inline constexpr int fresh_max_rounds = 14;
-inline constexpr int fresh_max_extra_rounds = 40;
+// The most the rounds of a session may take so that every candidate has its minimum calls of
+// each kind when the session's wall-time limit cannot hold them (a slow kernel). [s]
+inline constexpr double round_plan_cap_s = 120;
+
+// The rounds a session draws up front, planned from the time one round took in the allocation
+// probe (every library's timed call with its checks) so that every candidate gets its minimum
+// calls of each kind whatever its speed; the fresh ones are placed among them at positions the
+// judge draws (round_deck), and the candidate cannot tell which they are. A fast kernel's session
+// plans `fresh_max_rounds * fresh_round_every` rounds (one in `fresh_round_every` fresh, the
+// stopping rule going on after them); a slower one as many rounds as its wall-time limit holds,
+// never fewer than `fresh_min_calls + seen_min_calls` (at least `fresh_min_calls` of them fresh),
+// which may take it past that limit: a slow kernel's evaluation takes longer rather than leaving
+// the check unrun. Where even the minimum would take longer than `cap_s`, the check cannot run
+// (`within_cap` false) and the candidates are rejected, not passed; the rounds also end at the
+// cap once the stopping rule has stopped, whatever the plan said.
+struct round_plan {
+  int rounds = 0;           // rounds drawn up front; the stopping rule may add seen ones after
+  int fresh = 0;            // fresh rounds among them
+  double round_s = 0;       // [s] the measured time of one round
+  double budget_s = 0;      // [s] the session's wall-time limit
+  double cap_s = 0;         // [s] the most the planned rounds may take
+  double expected_s = 0;    // [s] rounds * round_s
+  bool past_budget = false; // the planned rounds take longer than the wall-time limit
+  bool within_cap = true;   // the minimum rounds fit in the cap
+  nlohmann::json to_json() const {
+    return {{"rounds", rounds},           {"fresh", fresh},          {"round_s", round_s},
+            {"budget_s", budget_s},       {"cap_s", cap_s},          {"expected_s", expected_s},
+            {"past_budget", past_budget}, {"within_cap", within_cap}};
+  }
+};
+
+inline round_plan plan_rounds(double round_s, double budget_s, double cap_s = round_plan_cap_s,
+                              int min_fresh = fresh_min_calls, int min_seen = seen_min_calls,
+                              int every = fresh_round_every, int max_fresh = fresh_max_rounds) {
+  round_plan p;
+  p.round_s = round_s > 0 ? round_s : 0;
+  p.budget_s = budget_s;
+  p.cap_s = cap_s;
+  const int minimum = min_fresh + min_seen;
+  const int full = std::max(minimum, max_fresh * every);
+  // Rounds the wall-time limit holds, counted without overflow for a round of no measurable time.
+  const double fit = p.round_s > 0 ? budget_s / p.round_s : static_cast<double>(full);
+  const int in_budget = fit >= full ? full : static_cast<int>(fit > 0 ? fit : 0);
+  p.rounds = std::max(minimum, in_budget);
+  p.fresh = std::clamp(p.rounds / std::max(1, every), min_fresh, std::max(min_fresh, max_fresh));
+  p.fresh = std::min(p.fresh, p.rounds - min_seen);
+  p.expected_s = p.rounds * p.round_s;
+  p.past_budget = p.expected_s > budget_s;
+  p.within_cap = minimum * p.round_s <= cap_s;
+  return p;
+}
+
+// Which of a plan's rounds are fresh: `plan.fresh` of its `plan.rounds` positions, drawn from
+// `rng` (the judge's generator). Rounds after the deck are never fresh.
+template <class Rng> std::vector<bool> round_deck(const round_plan& plan, Rng& rng) {
+  std::vector<bool> deck(static_cast<size_t>(std::max(0, plan.rounds)), false);
+  for (size_t i = 0; i < deck.size() && i < static_cast<size_t>(std::max(0, plan.fresh)); ++i) {
+    deck[i] = true;
+  }
+  std::shuffle(deck.begin(), deck.end(), rng);
+  return deck;
+}
 
 struct fresh_comparison {
   alone_comparison c; // beside: the fresh calls; alone: the calls on the seen sets

@@ -607,8 +607,42 @@ private:
   // A set's own contents back in every lane after a fresh round.
   void restore_set(const std::vector<shape_buffers*>& lanes, int dist, uint64_t seed);
 
-  // ---- timing ----
+  // ---- timing (judge_timing.cpp) ----
+  // A session's timing, stage by stage, in the order time_all runs them; `timing_run` holds what
+  // passes from one stage to the next.
+  struct timing_run;
+  struct call_inputs;  // what a call's inputs must hold afterwards, and how they are put back
+  struct timed_result; // a timed call's window and the rejection its checks found, if any
   json time_all();
+  void place_timing_sets(timing_run& r);
+  void fill_timing_sets(timing_run& r);
+  void calibrate_overhead(timing_run& r);
+  void probe_allocation(timing_run& r);
+  void plan_timing_rounds(timing_run& r);
+  void run_rounds(timing_run& r);
+  void timing_round(timing_run& r);
+  void record_sample(timing_run& r, const candidate_lib& lib, const window_result& w, int set,
+                     bool fresh_round);
+  void sweep_inputs(timing_run& r);
+  void finish_abi_rules(timing_run& r);
+  void check_reuse(timing_run& r);
+  void recheck_changed_inputs(timing_run& r);
+  void change_set_zero(timing_run& r, bool sparse);
+  void check_interference(timing_run& r);
+  std::vector<double> time_baseline_alone(timing_run& r, candidate_lib& base, int n);
+  json timing_record(timing_run& r);
+  // The stages' parts: a library's buffers of set k, every lane's, the digests of a call's
+  // inputs, one timed call, the ABI rules on its times, a clock reading's throttling.
+  shape_buffers& timing_buf(timing_run& r, const candidate_lib& lib, size_t k);
+  std::vector<shape_buffers*> timing_lanes(timing_run& r, size_t k);
+  bool inputs_intact(timing_run& r, shape_buffers& b, const std::vector<uint64_t>& digests);
+  call_inputs set_inputs(timing_run& r, size_t k);
+  timed_result timed_call_on(timing_run& r, candidate_lib& lib, shape_buffers& b,
+                             const call_inputs& in, const std::string& what);
+  timed_result timed_call(timing_run& r, candidate_lib& lib, size_t k, const std::string& what);
+  std::optional<rejection> abi_rules(timing_run& r, const candidate_lib& lib,
+                                     const window_result& w);
+  bool throttled(const timing_run& r, const std::optional<double>& clock_mhz) const;
 
   const emitter& m_out;
   const proto::job& m_job;

@@ -1,0 +1,50 @@
+// How the parent reads a judge's end: a judge that reports an error and exits exit_code::blocked
+// found its device held by another judge (gpu/detail/device_lock.hpp), which ends the evaluation
+// blocked.device_busy; the same error with any other exit is the judge's own failure. The judge
+// here is a shell script speaking the protocol, so no GPU is needed.
+#include "common/error.hpp"
+#include "common/fs.hpp"
+#include "eval/session.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kb::eval::detail {
+namespace {
+
+worker_outcome run_fake_judge(int exit_status, const fs::path& log) {
+  worker_launch launch;
+  launch.log_path = log;
+  launch.hang_timeout = std::chrono::seconds(20);
+  launch.wrap = [exit_status](const process_spec& spec) {
+    process_spec s = spec;
+    // It reads the job and the exit line the parent writes, then answers as a busy judge.
+    s.argv = {"sh", "-c",
+              "read -r job; read -r bye; printf '%s\\n' '{\"event\":\"error\",\"message\":"
+              "\"another judge held the device\",\"sticky\":false}' >&\"$KBLASTER_RESULT_FD\"; "
+              "exit " +
+                  std::to_string(exit_status)};
+    return s;
+  };
+  protocol::job job;
+  job.task = "019";
+  return run_worker_job(job, launch, {});
+}
+
+TEST(WorkerSession, AJudgeThatExitsBlockedFoundItsDeviceBusy) {
+  temp_dir logs("kblaster-worker-session");
+  const auto busy = run_fake_judge(exit_code::blocked, logs.path() / "busy.log");
+  EXPECT_EQ(busy.failure, worker_failure::blocked) << to_string(busy.failure);
+  EXPECT_EQ(busy.failure_reason, "blocked.device_busy");
+  EXPECT_EQ(busy.failure_detail, "another judge held the device");
+  EXPECT_EQ(to_string(busy.failure), "blocked");
+  EXPECT_FALSE(busy.result.has_value());
+  // Any other exit after an error is the judge's own failure.
+  const auto failed = run_fake_judge(exit_code::tool, logs.path() / "tool.log");
+  EXPECT_EQ(failed.failure, worker_failure::error) << to_string(failed.failure);
+  EXPECT_TRUE(failed.failure_reason.empty());
+}
+
+} // namespace
+} // namespace kb::eval::detail
