@@ -92,6 +92,10 @@ __global__ void __launch_bounds__(ig::threads)
   constexpr int mi_n = wm / 16;
   constexpr int ni_n = wn / 8;
   constexpr bool split = std::is_same<T, float>::value; // fp16 and bf16 are exact in TF32
+  // How often the mma products leave the tensor core's accumulator (matmul::tc::flush_of and
+  // matmul::tc::step): 0 never, 1 every 8-deep k-step, 2 every chunk; fp32 storage only.
+  constexpr int flush = split ? matmul::tc::flush_of<P>::value : 0;
+  static_assert(matmul::tc::flush_of<P>::value >= 0 && matmul::tc::flush_of<P>::value <= 2, "flush: 0, 1 or 2");
   constexpr int a_elems = bm * bk / ig::threads;
   constexpr int a_step = ig::threads / bm;
   static_assert(ig::threads % bm == 0 && ig::threads % bk == 0, "tile shape");
@@ -191,7 +195,21 @@ __global__ void __launch_bounds__(ig::threads)
     }
   }
 
+  float part[mi_n][ni_n][4]; // flush = 2: the chunk's sums
   const auto compute = [&](int buf) {
+    float(&sums)[mi_n][ni_n][4] = flush == 2 ? part : acc;
+    if constexpr (flush == 2) {
+#pragma unroll
+      for (int i = 0; i < mi_n; ++i) {
+#pragma unroll
+        for (int j = 0; j < ni_n; ++j) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            part[i][j][r] = 0.0f;
+          }
+        }
+      }
+    }
     const float* as = smem + buf * tl::stage_floats;
     const float* bs = as + tl::a_floats;
 #pragma unroll
@@ -215,11 +233,19 @@ __global__ void __launch_bounds__(ig::threads)
         matmul::tc::split<split, 1>(as[(kk + tq + 4) * tl::a_pitch + m + 8], ab[3], asm_[3]);
 #pragma unroll
         for (int j = 0; j < ni_n; ++j) {
-          if constexpr (split) {
-            matmul::tc::mma(acc[i][j], asm_, bb[j]);
-            matmul::tc::mma(acc[i][j], ab, bsm[j]);
+          matmul::tc::step<split, 1, flush == 1>(sums[i][j], ab, asm_, asm_, bb[j], bsm[j], bsm[j]);
+        }
+      }
+    }
+    if constexpr (flush == 2) {
+#pragma unroll
+      for (int i = 0; i < mi_n; ++i) {
+#pragma unroll
+        for (int j = 0; j < ni_n; ++j) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            acc[i][j][r] += part[i][j][r];
           }
-          matmul::tc::mma(acc[i][j], ab, bb[j]);
         }
       }
     }
