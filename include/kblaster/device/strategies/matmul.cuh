@@ -23,7 +23,12 @@
 // 1: big by masking, small passed as raw fp32 bits; 2: big rounded by an integer add and mask,
 // the two cross terms as one bf16 mma of depth 16, two mma per product instead of three) and
 // presplit (each chunk split once per block into (big, small) pairs in shared memory instead of
-// once per warp at every k-step).
+// once per warp at every k-step) and flush (fp32 storage: how often the mma sums leave the tensor
+// core's accumulator, whose adds truncate toward zero, for fp32 totals added with round to
+// nearest: 0 never, whose error grows coherently with K, about 3 (K / 8) 2^-25 relative, 4.6e-5
+// at K = 4096; 1 every 8-deep k-step, 64 FADD per thread and step beside 48 mma; 2 every chunk,
+// a second set of 64 accumulators; see tc::step). With a flush the accumulation error is that of
+// an fp32 FMA chain, about 1e-6 rel_l2 at K = 4096, at any K.
 //
 // matmul::row_scale<Op, P>: diag(a) @ B as a row scaling, c[m, n] = epilogue(alpha * a[m] *
 // b[m, n]) with V-element accesses along the rows; memory bound. P: block, vector_bytes, hint.
