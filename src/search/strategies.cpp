@@ -420,13 +420,16 @@ std::vector<strategy> make_library() {
        family::matmul,
        "Tensor cores at fp32 accuracy: fp32 operands split into big = tf32(v) and small = "
        "tf32(v - big), three mma.sync m16n8k8 per product (a_small*b_big + a_big*b_small + "
-       "a_big*b_big, fp32 accumulation; at split = 2 the two cross terms as one bf16 "
-       "m16n8k16; fp16 and bf16 are exact in TF32 and take one), a square tile of C per block "
-       "of 8 warps, K in bk-deep chunks in shared memory, pairs of outputs per store.",
+       "a_big*b_big; at split = 2 the two cross terms as one bf16 m16n8k16; fp16 and bf16 are "
+       "exact in TF32 and take one), the mma sums flushed into fp32 totals by round-to-nearest "
+       "adds every k-step or chunk (the tensor core's own accumulation truncates), a square "
+       "tile of C per block of 8 warps, K in bk-deep chunks in shared memory, pairs of outputs "
+       "per store.",
        "products with N > 4 in fp32, fp16 or bf16 storage (for the FMA-bound ones: large M and N)",
        "The SIMT kernels are bound by the fp32 FMA rate; the split keeps fp32 accuracy (error "
-       "about 2^-22 of each product) while the tensor cores run several times that rate, so the "
-       "product moves toward the output-write bound.",
+       "about 2^-22 to 2^-20 of each product, and with the flush an accumulation error of the "
+       "fp32 FMA chain's order at any K) while the tensor cores run several times that rate, so "
+       "the product moves toward the output-write bound.",
        [](const shape_features& f) { return f.n > 4 && !f.diag; },
        {ints("bk", {32, 64}, "depth of the K chunks held in shared memory"),
         ints("min_blocks", {1, 2},
@@ -448,7 +451,14 @@ std::vector<strategy> make_library() {
         ints("persistent", {0, 1},
              "1 (fp32, aligned, K and N multiples of 4, presplit = 0): one block per SM over a "
              "sequence of tiles, the next chunk copied while the current one is multiplied, C "
-             "out by bulk (TMA) stores that drain during the next tile")},
+             "out by bulk (TMA) stores that drain during the next tile"),
+        ints("flush", {0, 1, 2},
+             "how often the fp32 products leave the mma accumulator, whose adds truncate toward "
+             "zero, for fp32 totals added with round to nearest: 0 never (the truncation "
+             "accumulates over K, about 3 (K / 8) 2^-25 relative: 4.6e-5 at K = 4096); 1 every "
+             "8-deep k-step (each step's mma from a zeroed fragment, one FADD per output: the "
+             "error of an fp32 FMA chain); 2 every chunk (a second set of accumulators, 64 more "
+             "registers: for min_blocks = 1)")},
        {{"bk", 64},
         {"min_blocks", 2},
         {"k_unroll", 2},
@@ -456,7 +466,8 @@ std::vector<strategy> make_library() {
         {"staged", 0},
         {"split", 1},
         {"presplit", 0},
-        {"persistent", 0}},
+        {"persistent", 0},
+        {"flush", 1}},
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tensor_core",
        true});
@@ -638,8 +649,9 @@ std::vector<strategy> make_library() {
        "A chunk is gathered straight from x (zero for padding and, transposed, for taps between "
        "strides), B from the weights (or from a packed [group][N][K] copy in the workspace), "
        "both through `stages` cp.async buffers; 3xTF32 split (three mma.sync m16n8k8 per "
-       "product; fp16 and bf16 take one); split-K partial sums added in split order by a second "
-       "kernel; bias, scale and the task's epilogue applied to the output tile.",
+       "product; fp16 and bf16 take one), the mma sums flushed into fp32 totals by "
+       "round-to-nearest adds every k-step or chunk; split-K partial sums added in split order "
+       "by a second kernel; bias, scale and the task's epilogue applied to the output tile.",
        "convolutions whose GEMM view has K >= 16 and N >= 8 (input channels per group x kernel "
        "volume, output channels per group): standard, pointwise, grouped and transposed",
        "The baseline's thread per output re-reads every input value once per output channel and "
@@ -658,8 +670,21 @@ std::vector<strategy> make_library() {
         ints("transform", {0, 1},
              "1: the weights packed into the workspace as [group][N][K] fp32, zero padded to the "
              "tile, so B's chunks are 16-byte cp.async rows without bounds checks (pays for "
-             "transposed weights, whose K is strided)")},
-       {{"bm", 128}, {"bn", 64}, {"bk", 32}, {"stages", 2}, {"split_k", 1}, {"transform", 0}},
+             "transposed weights, whose K is strided)"),
+        ints("flush", {0, 1, 2},
+             "how often the fp32 products leave the mma accumulator, whose adds truncate toward "
+             "zero, for fp32 totals added with round to nearest: 0 never (the truncation "
+             "accumulates over K, about 3 (K / 8) 2^-25 relative: 4.6e-5 at K = 4096); 1 every "
+             "8-deep k-step (each step's mma from a zeroed fragment, one FADD per output: the "
+             "error of an fp32 FMA chain); 2 every chunk (a second set of accumulators, bm x bn / "
+             "256 more registers)")},
+       {{"bm", 128},
+        {"bn", 64},
+        {"bk", 32},
+        {"stages", 2},
+        {"split_k", 1},
+        {"transform", 0},
+        {"flush", 2}},
        "kblaster/device/strategies/conv.cuh",
        "kb::strategies::conv::implicit_gemm",
        true});

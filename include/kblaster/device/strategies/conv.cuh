@@ -12,7 +12,10 @@
 // between strides: the gradient form's gather, (o + pad - t dil) % stride == 0). Products on
 // tensor cores with the 3xTF32 split of the matmul strategy (big = v with its low 13 bits
 // cleared, small = v - big; three mma.sync m16n8k8 per product), so the result keeps fp32
-// accuracy; fp16 and bf16 values are exact in TF32 and take one mma. The accumulation order is
+// accuracy; fp16 and bf16 values are exact in TF32 and take one mma. With `flush` (as
+// matmul.tensor_core's: 1 every k-step, 2 every chunk) the mma sums go into fp32 totals by
+// round-to-nearest adds, so the tensor core's truncating accumulation does not build up over K
+// (without it, about 3 (K / 8) 2^-25 relative). The accumulation order is
 // fixed by the shape and the parameters (bitwise reproducible); split-K partial sums go to the
 // workspace and are added in split order by a second kernel (no atomics).
 #pragma once
@@ -92,6 +95,10 @@ __global__ void __launch_bounds__(ig::threads)
   constexpr int mi_n = wm / 16;
   constexpr int ni_n = wn / 8;
   constexpr bool split = std::is_same<T, float>::value; // fp16 and bf16 are exact in TF32
+  // How often the mma products leave the tensor core's accumulator (matmul::tc::flush_of and
+  // matmul::tc::step): 0 never, 1 every 8-deep k-step, 2 every chunk; fp32 storage only.
+  constexpr int flush = split ? matmul::tc::flush_of<P>::value : 0;
+  static_assert(matmul::tc::flush_of<P>::value >= 0 && matmul::tc::flush_of<P>::value <= 2, "flush: 0, 1 or 2");
   constexpr int a_elems = bm * bk / ig::threads;
   constexpr int a_step = ig::threads / bm;
   static_assert(ig::threads % bm == 0 && ig::threads % bk == 0, "tile shape");
@@ -191,7 +198,21 @@ __global__ void __launch_bounds__(ig::threads)
     }
   }
 
+  float part[mi_n][ni_n][4]; // flush = 2: the chunk's sums
   const auto compute = [&](int buf) {
+    float(&sums)[mi_n][ni_n][4] = flush == 2 ? part : acc;
+    if constexpr (flush == 2) {
+#pragma unroll
+      for (int i = 0; i < mi_n; ++i) {
+#pragma unroll
+        for (int j = 0; j < ni_n; ++j) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            part[i][j][r] = 0.0f;
+          }
+        }
+      }
+    }
     const float* as = smem + buf * tl::stage_floats;
     const float* bs = as + tl::a_floats;
 #pragma unroll
@@ -215,11 +236,19 @@ __global__ void __launch_bounds__(ig::threads)
         matmul::tc::split<split, 1>(as[(kk + tq + 4) * tl::a_pitch + m + 8], ab[3], asm_[3]);
 #pragma unroll
         for (int j = 0; j < ni_n; ++j) {
-          if constexpr (split) {
-            matmul::tc::mma(acc[i][j], asm_, bb[j]);
-            matmul::tc::mma(acc[i][j], ab, bsm[j]);
+          matmul::tc::step<split, 1, flush == 1>(sums[i][j], ab, asm_, asm_, bb[j], bsm[j], bsm[j]);
+        }
+      }
+    }
+    if constexpr (flush == 2) {
+#pragma unroll
+      for (int i = 0; i < mi_n; ++i) {
+#pragma unroll
+        for (int j = 0; j < ni_n; ++j) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            acc[i][j][r] += part[i][j][r];
           }
-          matmul::tc::mma(acc[i][j], ab, bb[j]);
         }
       }
     }

@@ -23,7 +23,12 @@
 // 1: big by masking, small passed as raw fp32 bits; 2: big rounded by an integer add and mask,
 // the two cross terms as one bf16 mma of depth 16, two mma per product instead of three) and
 // presplit (each chunk split once per block into (big, small) pairs in shared memory instead of
-// once per warp at every k-step).
+// once per warp at every k-step) and flush (fp32 storage: how often the mma sums leave the tensor
+// core's accumulator, whose adds truncate toward zero, for fp32 totals added with round to
+// nearest: 0 never, whose error grows coherently with K, about 3 (K / 8) 2^-25 relative, 4.6e-5
+// at K = 4096; 1 every 8-deep k-step, 64 FADD per thread and step beside 48 mma; 2 every chunk,
+// a second set of 64 accumulators; see tc::step). With a flush the accumulation error is that of
+// an fp32 FMA chain, about 1e-6 rel_l2 at K = 4096, at any K.
 //
 // matmul::row_scale<Op, P>: diag(a) @ B as a row scaling, c[m, n] = epilogue(alpha * a[m] *
 // b[m, n]) with V-element accesses along the rows; memory bound. P: block, vector_bytes, hint.
@@ -324,6 +329,14 @@ template <int Bk> struct pair_tile {
       (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk / 2) * b_pitch) * sizeof(float4);
 };
 
+// P::flush where the parameters name it (0 otherwise, as staged_of). How often the mma products
+// leave the tensor core's accumulator for the fp32 totals (fp32 storage only, see step):
+// 0: never (one mma accumulator per output over all of K); 1: every 8-deep k-step (its three mma
+// start from zero and the fragment is added to the totals by FADD); 2: every chunk (a second set
+// of 64 accumulators, zeroed per chunk and added to the totals after it).
+template <class Q, class = void> struct flush_of : std::integral_constant<int, 0> {};
+template <class Q> struct flush_of<Q, std::void_t<decltype(Q::flush)>> : std::integral_constant<int, Q::flush> {};
+
 template <class Q, class = void> struct persistent_of : std::integral_constant<int, 0> {};
 template <class Q> struct persistent_of<Q, std::void_t<decltype(Q::persistent)>> : std::integral_constant<int, Q::persistent> {};
 
@@ -397,6 +410,21 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const
                "{%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c = a b from a zero accumulator (the step's first mma where its products start fresh).
+__device__ __forceinline__ void mma_fresh(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%10,%10,%10,%10};"
+               : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+}
+
+__device__ __forceinline__ void mma_bf16_fresh(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%10,%10,%10,%10};"
+               : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
 // Two floats as a bf16x2 register, each rounded to nearest: lo in the low half (the lower k of
@@ -511,6 +539,60 @@ __device__ __forceinline__ void zero(float (&acc)[4][4][4]) {
   }
 }
 
+// acc += part for the warp's accumulators, each an fp32 add rounded to nearest.
+__device__ __forceinline__ void add(float (&acc)[4][4][4], const float (&part)[4][4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        acc[i][j][r] += part[i][j][r];
+      }
+    }
+  }
+}
+
+// One tile's 8-deep step into acc (product, or product_cross at split mode 2). Fresh: the step's
+// mma start from a zeroed fragment, which is then added to acc by FADD (flush = 1).
+//
+// Why: the tensor core's fp32 accumulation is not IEEE. Its products are exact, but they and the
+// accumulator are aligned to the largest exponent with the shifted-out bits truncated, and the
+// sum is normalized toward zero (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA
+// tensor cores", PeerJ CS 2021; Ootomo and Yokota, "Recovering single precision accuracy from
+// Tensor Cores while surpassing the FP32 theoretical peak performance", 2022, who add the mma
+// results outside the tensor core for this reason). Each mma into a long-lived accumulator thus
+// shrinks it by up to 2^-23 (about 2^-25 on average, always toward zero), and the shrinks add up
+// coherently: 3 mma per step over K = 4096 leave a relative error of about 3 (K / 8) 2^-25 = 4.6e-5,
+// as measured on the H200 (2.9e-5 rel_l2), where the fp32 FMA chain's is about 1e-6. A fresh
+// fragment truncates only relative to its own step's sum, an error of random sign across steps,
+// and the FADD into the totals rounds to nearest: the result is as accurate as an FMA chain (the
+// CPU model in tests/unit/tensor_core_accumulation_test.cpp: 5e-7 rel_l2 at K = 4096, against
+// 3.3e-5 unflushed).
+template <bool Split, int Mode, bool Fresh>
+__device__ __forceinline__ void step(float (&acc)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
+                                     const uint32_t (&a_cross)[4], const uint32_t (&b_big)[2], const uint32_t (&b_small)[2],
+                                     const uint32_t (&b_cross)[2]) {
+  if constexpr (Fresh && Split) {
+    float part[4];
+    if constexpr (Mode == 2) {
+      mma_bf16_fresh(part, a_cross, b_cross);
+    } else {
+      mma_fresh(part, a_small, b_big);
+      mma(part, a_big, b_small);
+    }
+    mma(part, a_big, b_big);
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      acc[r] += part[r];
+    }
+  } else if constexpr (Split && Mode == 2) {
+    product_cross(acc, a_big, a_cross, b_big, b_cross);
+  } else {
+    product<Split>(acc, a_big, a_small, b_big, b_small);
+  }
+}
+
 // Split mode 2's A fragments (see a_cross_fragments) from the four values (m, k), (m + 8, k), (m, k + 4),
 // (m + 8, k + 4).
 __device__ __forceinline__ void a_cross_split(const float (&v)[4], uint32_t (&big)[4], uint32_t (&cross)[4]) {
@@ -537,7 +619,7 @@ __device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k,
 
 // One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch
 // tile<Bk>::a_pitch), B at bs (pitch b_pitch), fp32 values split per Mode (see split).
-template <bool Split, int Mode, int Bk, int KUnroll>
+template <bool Split, int Mode, int Bk, int KUnroll, bool Fresh = false>
 __device__ __forceinline__ void chunk_product(const float* as, const float* bs, float (&acc)[4][4][4], int wm, int wn, int g,
                                               int t) {
   constexpr int a_pitch = tile<Bk>::a_pitch;
@@ -564,7 +646,7 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
         a_cross_fragments<a_pitch>(as, wm + i * 16 + g, kk + t, ab, ax);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          product_cross(acc[i][j], ab, ax, bb[j], bx[j]);
+          step<true, 2, Fresh>(acc[i][j], ab, ab, ax, bb[j], bb[j], bx[j]);
         }
       }
     }
@@ -590,7 +672,7 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
         split<Split, Mode>(as[(m + 8) * a_pitch + kk + t + 4], ab[3], asm_[3]);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          product<Split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+          step<Split, Mode, Fresh>(acc[i][j], ab, asm_, asm_, bb[j], bsm[j], bsm[j]);
         }
       }
     }
@@ -684,6 +766,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   constexpr bool split = sizeof(T) == 4; // fp16 and bf16 values are exact in TF32
   constexpr int split_mode = tc::split_of<P>::value;
   constexpr bool presplit = tc::presplit_of<P>::value != 0;
+  constexpr int flush = split ? tc::flush_of<P>::value : 0; // fp16, bf16: see tensor_core
   extern __shared__ float4 tc_smem[];
   float* as = reinterpret_cast<float*>(tc_smem);
   float* bs = as + tc::bm * a_pitch;
@@ -706,8 +789,13 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 
   float acc[4][4][4];
   tc::zero(acc);
+  float part[4][4][4]; // flush = 2: the chunk's sums
+  float(&sums)[4][4][4] = flush == 2 ? part : acc;
 
   for (int64_t k0 = 0; k0 < d.k; k0 += bk) {
+    if constexpr (flush == 2) {
+      tc::zero(part);
+    }
     // The chunk into shared memory, zero past M, N and K: as fp32, or split (presplit).
     if constexpr (presplit) {
       // The chunk split once per block on its way in, as (big, small) pairs (tc::pair_tile),
@@ -807,18 +895,21 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               const uint32_t bx[2] = {tc::pack_bf16_bits(bsm[j][0], bsm[j][1]), tc::pack_bf16_bits(bb[j][0], bb[j][1])};
-              tc::product_cross(acc[i][j], ab, ax, bb[j], bx);
+              tc::step<true, 2, flush == 1>(sums[i][j], ab, asm_, ax, bb[j], bsm[j], bx);
             }
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              tc::product<split>(acc[i][j], ab, asm_, bb[j], bsm[j]);
+              tc::step<split, split_mode, flush == 1>(sums[i][j], ab, asm_, asm_, bb[j], bsm[j], bsm[j]);
             }
           }
         }
       }
     } else {
-      tc::chunk_product<split, split_mode, bk, P::k_unroll>(as, bs, acc, wm, wn, g, t);
+      tc::chunk_product<split, split_mode, bk, P::k_unroll, flush == 1>(as, bs, sums, wm, wn, g, t);
+    }
+    if constexpr (flush == 2) {
+      tc::add(acc, part);
     }
     __syncthreads();
   }
@@ -878,6 +969,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
   constexpr int bk = P::bk;
   constexpr bool split = true;
   constexpr int split_mode = tc::split_of<P>::value;
+  constexpr int flush = tc::flush_of<P>::value;
   constexpr int operand_floats = tc::tile<bk>::smem_bytes / sizeof(float);
   extern __shared__ float4 tc_smem[];
   float* buf = reinterpret_cast<float*>(tc_smem);
@@ -912,7 +1004,12 @@ __global__ void __launch_bounds__(tc::threads, 1)
     const int64_t n0 = tile % tiles_n * tc::bn;
     float acc[4][4][4];
     tc::zero(acc);
+    float part[4][4][4]; // flush = 2: the chunk's sums
+    float(&sums)[4][4][4] = flush == 2 ? part : acc;
     for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      if constexpr (flush == 2) {
+        tc::zero(part);
+      }
       // The next step: the next chunk of this tile, or the first of the block's next tile.
       const int64_t next_tile = chunk + 1 < chunks ? tile : tile + gridDim.x;
       if (next_tile < tiles) {
@@ -922,7 +1019,11 @@ __global__ void __launch_bounds__(tc::threads, 1)
       tc::copies_wait<1>();
       __syncthreads();
       const float* as = buf + cur * operand_floats;
-      tc::chunk_product<split, split_mode, bk, P::k_unroll>(as, as + tc::bm * tc::tile<bk>::a_pitch, acc, wm, wn, g, t);
+      tc::chunk_product<split, split_mode, bk, P::k_unroll, flush == 1>(as, as + tc::bm * tc::tile<bk>::a_pitch, sums, wm, wn,
+                                                                        g, t);
+      if constexpr (flush == 2) {
+        tc::add(acc, part);
+      }
       __syncthreads(); // the buffer is free for the copy two steps on
       cur ^= 1;
     }
@@ -1227,6 +1328,7 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(tc::split_of<P>::value >= 0 && tc::split_of<P>::value <= 2, "split: 0, 1 or 2");
   static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
   static_assert(tc::persistent_of<P>::value == 0 || tc::persistent_of<P>::value == 1, "persistent: 0 or 1");
+  static_assert(tc::flush_of<P>::value >= 0 && tc::flush_of<P>::value <= 2, "flush: 0, 1 or 2");
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     forms::plan p;
