@@ -488,8 +488,9 @@ def parse_file(path):
             try:
                 # A tuple of sizes (nn.LayerNorm((features, dim1, dim2))): each a dim, so that the
                 # check shapes shrink the module with its inputs.
-                if isinstance(e, ast.Name) and e.id in tuples:
-                    e = tuples[e.id]  # a shape named at module level: its elements as dims
+                if isinstance(e, ast.Name) and e.id in tuples and \
+                        any(isinstance(x, ast.Name) for x in tuples[e.id].elts):
+                    e = tuples[e.id]  # a shape named at module level over dims: its elements as dims
                 if not isinstance(e, (ast.Tuple, ast.List)) or not e.elts:
                     raise Unsupported("not a tuple")
                 tried = dict(init_dims_map)
