@@ -742,8 +742,8 @@ const std::vector<rule>& rules() {
        pointwise_loss_rule},
       {"loss: cross entropy of logits and class targets", cross_entropy_rule},
       {"matmul: 2-D product with a pointwise epilogue", matmul_rule},
-      {"fused: nn.Linear, a 2-D product or a convolution with its elementwise chain in the "
-       "output tile's epilogue (the fusion planner's one-kernel plans)",
+      {"matmul: nn.Linear or a 2-D product, and conv: a convolution, each with its elementwise "
+       "chain in the output tile's epilogue (the fusion planner's one-kernel plans, fuse.hpp)",
        fused_lowering},
          }) {
       out.push_back(std::move(r));
