@@ -422,9 +422,12 @@ def parse_file(path):
     env = {}
     functions = {}
     cls = None
+    tuples = {}  # module-level names assigned a tuple literal (bias_shape = (out_channels, 1, 1))
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
+                if isinstance(t, ast.Name) and isinstance(stmt.value, (ast.Tuple, ast.List)):
+                    tuples[t.id] = stmt.value
                 names = [t] if isinstance(t, ast.Name) else list(t.elts) if isinstance(t, ast.Tuple) else []
                 try:
                     value = const_eval(stmt.value, env)
@@ -485,6 +488,9 @@ def parse_file(path):
             try:
                 # A tuple of sizes (nn.LayerNorm((features, dim1, dim2))): each a dim, so that the
                 # check shapes shrink the module with its inputs.
+                if isinstance(e, ast.Name) and e.id in tuples and \
+                        any(isinstance(x, ast.Name) for x in tuples[e.id].elts):
+                    e = tuples[e.id]  # a shape named at module level over dims: its elements as dims
                 if not isinstance(e, (ast.Tuple, ast.List)) or not e.elts:
                     raise Unsupported("not a tuple")
                 tried = dict(init_dims_map)
@@ -950,6 +956,8 @@ class ForwardReader:
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 if node.attr in self.consts:
                     return self.consts[node.attr]
+                if self.modules.get(node.attr, ("",))[0] == "Parameter":
+                    return self.parameter(node.attr)
                 raise GraphError("malformed", f"self.{node.attr} is not a constant set in __init__")
             if isinstance(node.value, ast.Name) and node.value.id == "math":
                 import math as m
@@ -1001,12 +1009,25 @@ class ForwardReader:
         raise GraphError("unknown_op", f"expression {ast.unparse(node)[:60]} not understood",
                          type(node).__name__)
 
+    def parameter(self, name):
+        """The module's own nn.Parameter `name` as a state tensor (state_<name>, as the task's
+        state inputs are named from state_dict keys)."""
+        vid = "state_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+        shape = self.modules[name][1]["shape"]
+        if not any(s["value"] == vid for s in self.g.state):
+            self.g.state.append({"value": vid, "module": "", "name": name, "shape": shape,
+                                 "dtype": "float32"})
+        return Tensor(vid, list(shape), "float32")
+
     def call(self, node):
         name = call_name(node.func)
         args = [self.value(a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise GraphError("unknown_op", f"starred arguments in {name}", name)
         kwargs = {k.arg: self.value(k.value) for k in node.keywords if k.arg}
+        if name.startswith("self.") and name.count(".") == 2 and \
+                self.modules.get(name.split(".")[1], ("",))[0] == "Parameter":
+            return self.method(self.parameter(name.split(".")[1]), name.split(".")[2], args, kwargs)
         if name.startswith("self."):
             mod = name[len("self."):]
             if mod not in self.modules:
@@ -1034,7 +1055,7 @@ class ForwardReader:
             if args:
                 return Dim(x.shape[norm_dim(args[0], len(x.shape), "size")], None)
             return tuple(Dim(e, None) for e in x.shape)
-        if m in ("contiguous", "float", "clone") and x.dtype == "float32" or m == "contiguous":
+        if m in ("contiguous", "float", "clone", "detach") and x.dtype == "float32" or m in ("contiguous", "detach"):
             return x
         if m in ("view", "reshape", "flatten", "unsqueeze", "squeeze", "permute", "transpose", "t",
                  "expand", "expand_as"):
@@ -1296,6 +1317,33 @@ def canonical(name):
     return None
 
 
+TENSOR_MAKERS = {"randn", "rand", "ones", "zeros", "empty", "full", "tensor"}
+
+
+def parameter_shape(call, val):
+    """The shape (dim expressions) of nn.Parameter(torch.randn(shape) [* k]), torch.ones(a, b),
+    torch.zeros(...), torch.full(shape, v) or torch.tensor(number); None for anything else."""
+    if not call.args:
+        return None
+    inner = call.args[0]
+    while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
+        inner = inner.left if isinstance(inner.left, ast.Call) else inner.right
+    if not isinstance(inner, ast.Call) or call_name(inner.func).split(".")[-1] not in TENSOR_MAKERS:
+        return None
+    maker = call_name(inner.func).split(".")[-1]
+    try:
+        if maker == "tensor":
+            v = val(inner.args[0]) if inner.args else None
+            return [] if isinstance(plain(v), (int, float)) and not isinstance(plain(v), bool) else None
+        args = inner.args[:1] if maker == "full" else inner.args
+        dims = [val(a) for a in args if not isinstance(a, ast.Starred)]
+        if len(dims) == 1 and isinstance(dims[0], tuple):
+            dims = list(dims[0])
+        return [expr_of(d) for d in dims]
+    except (Unsupported, GraphError, KeyError, TypeError):
+        return None
+
+
 def init_bindings(cls, init_args, env, dims):
     """__init__'s parameters bound to get_init_inputs() (Dims for dim expressions), then the
     self.<attr> constants and self.<name> = nn.<Module>(...) modules it sets."""
@@ -1339,6 +1387,11 @@ def init_bindings(cls, init_args, env, dims):
         if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"):
             continue
         v = stmt.value
+        if isinstance(v, ast.Call) and call_name(v.func).split(".")[-1] == "Parameter":
+            shape = parameter_shape(v, val)
+            if shape is not None:
+                modules[t.attr] = ("Parameter", {"shape": shape})
+            continue
         if isinstance(v, ast.Call):
             kind = call_name(v.func).split(".")[-1]
             if kind in FUNCTION_MODULES or kind in STATE_MODULES:

@@ -61,6 +61,10 @@ const std::vector<rule>& rules();
 // The rules onto pool, scan, argreduce, conv and the matmul forms (lower_families.cpp), which
 // set the contract's family parameters; rules() tries them first.
 std::vector<rule> family_rules();
+// The conv family's lowering of one nn.ConvNd / nn.ConvTransposeNd node of the graph (its [conv]
+// table, roles x, weight and bias, an identity epilogue): conv_rule's for a one-node graph, the
+// fusion planner's anchor (fuse.hpp) for a chain.
+std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv);
 
 // Picks the rule for a validated graph of contract `c` (pure: writes nothing).
 outcome lower(const graph& g, const task::contract& c);

@@ -622,11 +622,18 @@ std::optional<lowering> matmul_forms_rule(const rule_context& ctx) {
 // ---- conv -------------------------------------------------------------------------------------
 
 std::optional<lowering> conv_rule(const rule_context& ctx) {
-  const graph& g = ctx.g;
-  const node* n = single_node(g);
+  const node* n = single_node(ctx.g);
   if (n == nullptr || !starts_with(n->op, "nn.Conv")) {
     return std::nullopt;
   }
+  return conv_lowering(ctx, *n);
+}
+
+} // namespace
+
+std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv) {
+  const graph& g = ctx.g;
+  const node* n = &conv;
   const auto why = [&](const std::string& w) {
     ctx.why_not.push_back({reason::no_lowering, n->op, w});
     return std::nullopt;
@@ -721,8 +728,6 @@ std::optional<lowering> conv_rule(const rule_context& ctx) {
   l.params = [p](task::contract& c) { c.conv = p; };
   return l;
 }
-
-} // namespace
 
 std::vector<rule> family_rules() {
   return {

@@ -2346,6 +2346,19 @@ bool is_pointwise_loss(const contract& c) {
   return t >= 0 && is_floating(c.inputs[static_cast<size_t>(t)].type);
 }
 
+// The epilogue operands' input indices (roles "epilogue0" ... "epilogue7", set by the fusion
+// planner's lowering; kblaster/device/epilogue.cuh), as a config's `epi` array; "" when the task
+// has none, so that its config is written as before.
+std::string epilogue_operands(const contract& c) {
+  std::vector<int> idx;
+  bool any = false;
+  for (int i = 0; i < 8; ++i) {
+    idx.push_back(input_index(c, fmt::format("epilogue{}", i), false));
+    any = any || idx.back() >= 0;
+  }
+  return any ? fmt::format(", /*epi=*/{{{}}}", fmt::join(idx, ", ")) : "";
+}
+
 } // namespace
 
 std::string family_config_source(const contract& c) {
@@ -2377,7 +2390,8 @@ std::string family_config_source(const contract& c) {
                        begin, end, input_index(c, "x", true), input_index(c, "target", true));
   case family::matmul: {
     const matmul_params p = c.matmul.value_or(matmul_params{});
-    if (p == matmul_params{}) {
+    const std::string epi = epilogue_operands(c);
+    if (p == matmul_params{} && epi.empty()) {
       return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}}};\n",
                          input_index(c, "a", true), input_index(c, "b", true));
     }
@@ -2385,9 +2399,9 @@ std::string family_config_source(const contract& c) {
                        : p.mask == matmul_mask::upper ? "kb::matmul::mask_upper"
                                                       : "kb::matmul::mask_none";
     return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}, /*trans_a=*/{}, "
-                       "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}}};\n",
+                       "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}{}}};\n",
                        input_index(c, "a", true), input_index(c, "b", true), p.trans_a ? 1 : 0,
-                       p.trans_b ? 1 : 0, p.alpha, mask, p.diag_a ? 1 : 0);
+                       p.trans_b ? 1 : 0, p.alpha, mask, p.diag_a ? 1 : 0, epi);
   }
   case family::pool: {
     if (!c.pool) {
@@ -2440,11 +2454,11 @@ std::string family_config_source(const contract& c) {
       return fmt::format("{{{}}}", fmt::join(out, ", "));
     };
     return fmt::format("static constexpr kb::conv::config kb_family_config{{{}, {}, {}, {}, {}, "
-                       "{}, {}, {}, {}, {}}};\n",
+                       "{}, {}, {}, {}, {}{}}};\n",
                        input_index(c, "x", true), input_index(c, "weight", true),
                        input_index(c, "bias", false), input_index(c, "scale", false), p.rank,
                        p.transposed ? 1 : 0, three(p.stride, 1), three(p.padding, 0),
-                       three(p.dilation, 1), three(p.output_padding, 0));
+                       three(p.dilation, 1), three(p.output_padding, 0), epilogue_operands(c));
   }
   }
   return "";

@@ -16,9 +16,13 @@
 //     static KB_HD A epilogue(A v, int64_t channel);   // `return v;` for a plain convolution
 //   };
 // so a chain that follows the convolution elementwise (an activation, a per-channel affine map,
-// a clamp) runs on the output tile while it is in registers (kb::conv::epilogue below).
+// a clamp) runs on the output tile while it is in registers (kb::conv::epilogue below). A fused
+// chain that reads per-channel operands (the config's `epi` input indices,
+// kblaster/device/epilogue.cuh) defines the indexed form instead:
+//     static KB_HD A epilogue(A v, int64_t channel, const kb::epi::operands& ops);
 #pragma once
 
+#include "kblaster/device/epilogue.cuh"
 #include "kblaster/device/families/common.cuh"
 #include "kblaster/device/families/conv_index.h"
 
@@ -39,6 +43,7 @@ struct config {
   int padding[3];
   int dilation[3];
   int output_padding[3];
+  int epi[kb::epi::max_operands] = {-1, -1, -1, -1, -1, -1, -1, -1}; // epilogue operands' inputs
 };
 
 // The geometry of a call, after checking everything the kernels rely on: ranks, contiguity, the
@@ -96,6 +101,10 @@ inline bool geometry_of(const kb_args* a, const config& c, geometry* g) {
       return false;
     }
   }
+  kb::epi::operands ops{};
+  if (!kb::epi::operands_of(a, c.epi, &ops)) {
+    return false;
+  }
   return x.dtype == w.dtype && g->n >= 1 && g->cin >= 1;
 }
 
@@ -103,6 +112,7 @@ inline bool geometry_of(const kb_args* a, const config& c, geometry* g) {
 template <template <class> class Op, class A, class T> struct epilogue {
   const T* bias;  // nullptr: none
   const T* scale; // nullptr: none
+  kb::epi::operands ops;
   KB_HD A operator()(A acc, int64_t channel) const {
     if (bias != nullptr) {
       acc = acc + cvt<A>(bias[channel]);
@@ -110,13 +120,21 @@ template <template <class> class Op, class A, class T> struct epilogue {
     if (scale != nullptr) {
       acc = acc * cvt<A>(scale[channel]);
     }
-    return Op<A>::epilogue(acc, channel);
+    if constexpr (kb::epi::conv_indexed<Op<A>, A>::value) {
+      return Op<A>::epilogue(acc, channel, ops);
+    } else {
+      return Op<A>::epilogue(acc, channel);
+    }
   }
 };
 
+// The epilogue of a call; its operands stay null when the config's are not float32 tensors (the
+// geometry check refuses such a call: epilogue_operands_ok).
 template <template <class> class Op, class A, class T> epilogue<Op, A, T> epilogue_of(const kb_args* a, const config& c) {
-  return {c.bias >= 0 ? static_cast<const T*>(a->inputs[c.bias].data) : nullptr,
-          c.scale >= 0 ? static_cast<const T*>(a->inputs[c.scale].data) : nullptr};
+  epilogue<Op, A, T> ep{c.bias >= 0 ? static_cast<const T*>(a->inputs[c.bias].data) : nullptr,
+                        c.scale >= 0 ? static_cast<const T*>(a->inputs[c.scale].data) : nullptr, {}};
+  kb::epi::operands_of(a, c.epi, &ep.ops);
+  return ep;
 }
 
 // One thread per output value, gathering its taps (conv_index.h): the oracle on the GPU (A =
@@ -249,7 +267,13 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
     if (c.scale >= 0) {
       v *= read_as_double(a->inputs[c.scale].data, a->inputs[c.scale].dtype, co);
     }
-    y[i] = Op<double>::epilogue(v, co);
+    if constexpr (kb::epi::conv_indexed<Op<double>, double>::value) {
+      kb::epi::operands ops{};
+      kb::epi::operands_of(a, c.epi, &ops);
+      y[i] = Op<double>::epilogue(v, co, ops);
+    } else {
+      y[i] = Op<double>::epilogue(v, co);
+    }
   }
   return 0;
 }

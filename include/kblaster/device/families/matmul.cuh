@@ -18,8 +18,13 @@
 //   template <class A> struct kb_op {
 //     static KB_HD A epilogue(A acc);   // identity for a plain product
 //   };
+// or, for a fused chain that reads per-column operands (a Linear's bias, a scale; the config's
+// `epi` input indices, kblaster/device/epilogue.cuh), the indexed form
+//     static KB_HD A epilogue(A acc, int64_t m, int64_t n, const kb::epi::operands& ops);
+// with (m, n) the element's row and column in its matrix.
 #pragma once
 
+#include "kblaster/device/epilogue.cuh"
 #include "kblaster/device/families/common.cuh"
 
 namespace kb::matmul {
@@ -34,6 +39,7 @@ struct config {
   double alpha = 1.0;
   int mask = mask_none;
   int diag_a = 0;
+  int epi[kb::epi::max_operands] = {-1, -1, -1, -1, -1, -1, -1, -1}; // epilogue operands' inputs
 };
 
 // A product the kernels compute: per batch z, C_z (m x n) = A_z (m x k) @ B_z (k x n) with A_z at
@@ -48,6 +54,7 @@ struct dims {
   int64_t sc = 0;
   double alpha = 1.0;
   int mask = mask_none;
+  kb::epi::operands ops{}; // the epilogue's operands (indexed form only)
 };
 
 // Whether the output element (m, n) of a matrix is zeroed by the mask.
@@ -60,9 +67,15 @@ KB_HD bool tile_masked(int mask, int64_t m0, int64_t n0, int64_t bm, int64_t bn)
   return (mask == mask_lower && n0 > m0 + bm - 1) || (mask == mask_upper && n0 + bn - 1 < m0);
 }
 
-// The epilogue over the scaled sum.
-template <template <class> class Op, class A> KB_HD A finish(A acc, const dims& d) {
-  return Op<A>::epilogue(A(d.alpha) * acc);
+// The epilogue over the scaled sum of element (m, n) of its matrix.
+template <template <class> class Op, class A> KB_HD A finish(A acc, const dims& d, int64_t m, int64_t n) {
+  if constexpr (kb::epi::matmul_indexed<Op<A>, A>::value) {
+    return Op<A>::epilogue(A(d.alpha) * acc, m, n, d.ops);
+  } else {
+    (void)m;
+    (void)n;
+    return Op<A>::epilogue(A(d.alpha) * acc);
+  }
 }
 
 // The product a call describes under a config: the dims, with sa and sb the batch strides of the
@@ -88,6 +101,9 @@ inline bool layout_of(const kb_args* a, const config& c, layout* out) {
     return false;
   }
   layout L{};
+  if (!kb::epi::operands_of(a, c.epi, &L.d.ops)) {
+    return false;
+  }
   L.trans_a = c.trans_a != 0;
   L.trans_b = c.trans_b != 0;
   L.diag = c.diag_a != 0;
@@ -180,7 +196,7 @@ __global__ void block_per_output(const Tin* __restrict__ a, const Tin* __restric
     }
     acc = block_reduce(acc, [](A u, A v) { return u + v; });
     if (threadIdx.x == 0) {
-      c[o] = masked(d.mask, m, n) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d));
+      c[o] = masked(d.mask, m, n) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d, m, n));
     }
   }
 }
@@ -193,7 +209,7 @@ __global__ void diag_rows(const Tin* __restrict__ a, const Tin* __restrict__ b, 
     const int64_t m = o / d.n;
     const int64_t n = o % d.n;
     const A acc = cvt<A>(a[m]) * cvt<A>(b[b_index(L, 0, m, n)]);
-    c[o] = masked(d.mask, m, n) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d));
+    c[o] = masked(d.mask, m, n) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d, m, n));
   }
 }
 
@@ -222,7 +238,7 @@ __global__ void tiled(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout
     __syncthreads();
   }
   if (row < d.m && col < d.n) {
-    c[z * d.m * d.n + row * d.n + col] = masked(d.mask, row, col) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d));
+    c[z * d.m * d.n + row * d.n + col] = masked(d.mask, row, col) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d, row, col));
   }
 }
 
@@ -276,7 +292,7 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                    read_as_double(bt.data, bt.dtype, b_index(L, z, k, n));
           }
         }
-        y[(z * d.m + m) * d.n + n] = masked(d.mask, m, n) ? 0.0 : finish<Op>(acc, d);
+        y[(z * d.m + m) * d.n + n] = masked(d.mask, m, n) ? 0.0 : finish<Op>(acc, d, m, n);
       }
     }
   }

@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ 
       }
       const int64_t out = (m0 + threadIdx.x) * d.n + n;
       if (splits == 1) {
-        c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d));
+        c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d, m0 + threadIdx.x, n));
       } else {
         partials[q * d.m * d.n + out] = sum;
       }
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(256) matvec_finish_kernel(const float* __restr
     for (int64_t q = 1; q < splits; ++q) {
       sum += partials[q * outputs + out];
     }
-    c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d));
+    c[out] = cvt<T>(kb::matmul::finish<Op>(sum, d, out / d.n, out % d.n));
   }
 }
 
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
       float out[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        out[q] = kb::matmul::finish<Op>(acc[i][g * 4 + q], d);
+        out[q] = kb::matmul::finish<Op>(acc[i][g * 4 + q], d, m, n + q);
       }
       if (VecStore && n + 3 < d.n) {
         store_vec<T, float, 4, P::store_hint>(c + m * d.n + n, out);
@@ -682,16 +682,19 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
 // The accumulators, through the epilogue, into the C tile in shared memory (pitch c_pitch).
 // Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
 template <template <class> class Op>
-__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t, const dims& d) {
+__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t, const dims& d,
+                                        int64_t m0, int64_t n0) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float* srow = cs + (wm + i * 16 + g + h * 8) * c_pitch + wn + 2 * t;
+      const int64_t row = m0 + wm + i * 16 + g + h * 8;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
+        const int64_t col = n0 + wn + j * 8 + 2 * t;
         *reinterpret_cast<float2*>(srow + j * 8) =
-            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d));
+            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1));
       }
     }
   }
@@ -921,7 +924,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
     // 512 contiguous bytes (4 full lines) where a fragment store covers 8 rows x 32 bytes, a
     // quarter of the L2 requests per byte written.
     float* cs = reinterpret_cast<float*>(tc_smem);
-    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d);
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d, m0, n0);
     __syncthreads();
     tc::store_rows<T, P::store_hint>(c, cs, d, m0, n0, warp, lane);
   } else {
@@ -937,7 +940,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int64_t col = n0 + wn + j * 8 + 2 * t;
-          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d)};
+          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)};
           if (VecStore && col + 1 < d.n) {
             store_vec<T, float, 2, P::store_hint>(crow + col, out);
           } else {
@@ -1033,7 +1036,7 @@ __global__ void __launch_bounds__(tc::threads, 1)
       tc::bulk_wait_read();
     }
     __syncthreads();
-    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d);
+    tc::stage_c<Op>(cs, acc, wm, wn, g, t, d, m0, n0);
     const bool whole = m0 + tc::bm <= d.m && n0 + tc::bn <= d.n;
 #if __CUDA_ARCH__ >= 900
     if (whole) {
@@ -1113,7 +1116,7 @@ __global__ void __launch_bounds__(P::block) row_scale_kernel(const T* __restrict
     load_vec<float, T, V, P::hint>(b + at, v);
 #pragma unroll
     for (int q = 0; q < V; ++q) {
-      v[q] = kb::matmul::finish<Op>(s * v[q], d);
+      v[q] = kb::matmul::finish<Op>(s * v[q], d, m, i % per_row * V + q);
     }
     store_vec<T, float, V, P::hint>(c + at, v);
   }

@@ -1,0 +1,265 @@
+// Pointwise expressions over the op graph (graph.hpp) as C++ over the kernels' number type A:
+// the generated math of the elementwise family, of the matmul and conv epilogues and of the
+// fusion planner's epilogues (fuse.hpp). A value is a leaf (a name the caller gives: the
+// accumulator, a per-channel operand), one of the forward's numbers, or a pointwise node over such
+// values; anything else fails with the reason (why()). Leaves may broadcast against the
+// expression's shape: the caller checks how (the planner admits constants and per-channel
+// operands only). Internal to src/graph.
+#pragma once
+
+#include "graph/graph.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::graph::detail {
+
+inline std::string short_name(const std::string& op) {
+  const auto dot = op.rfind('.');
+  return dot == std::string::npos ? op : op.substr(dot + 1);
+}
+
+inline std::string number(double v) {
+  return fmt::format("A({:.17g})", v);
+}
+
+inline const input* graph_input(const graph& g, const std::string& value) {
+  for (const auto& in : g.inputs) {
+    if (in.value == value) {
+      return &in;
+    }
+  }
+  return nullptr;
+}
+
+
+// A pointwise expression of leaf values.
+class pointwise {
+public:
+  pointwise(const graph& g, std::map<std::string, std::string> leaves,
+            std::optional<std::vector<std::string>> shape)
+      : m_g(g), m_leaves(std::move(leaves)), m_shape(std::move(shape)) {}
+
+  std::optional<std::string> of(const std::string& value) {
+    if (const auto it = m_leaves.find(value); it != m_leaves.end()) {
+      return it->second;
+    }
+    if (const input* in = graph_input(m_g, value); in != nullptr) {
+      if (in->scalar) {
+        return number(in->scalar_value);
+      }
+      return fail("reads the input " + value + " besides the pointwise one(s)");
+    }
+    const node* n = m_g.producer(value);
+    if (n == nullptr) {
+      return fail(value + " is module state");
+    }
+    if (n->outputs.size() != 1) {
+      return fail(n->op + " has several outputs");
+    }
+    if (m_shape && n->outputs[0].shape != *m_shape) {
+      return fail(n->op + " broadcasts to another shape");
+    }
+    std::vector<std::string> args;
+    for (const auto& o : n->inputs) {
+      if (!o.is_tensor()) {
+        args.push_back(number(o.constant.value_or(0.0)));
+        continue;
+      }
+      if (m_shape && o.shape != *m_shape && !o.shape.empty() && m_leaves.count(o.value) == 0) {
+        return fail(n->op + " broadcasts an operand of another shape");
+      }
+      auto a = of(o.value);
+      if (!a) {
+        return std::nullopt;
+      }
+      args.push_back(*a);
+    }
+    auto e = call(*n, args);
+    if (e) {
+      m_ops.push_back(short_name(n->op));
+    }
+    return e;
+  }
+
+  // The ops used, each once, in the order their values were first computed (operands before
+  // the op that reads them): "sigmoid+mul" for x * sigmoid(x).
+  std::string ops() const {
+    std::vector<std::string> seen;
+    for (const auto& op : m_ops) {
+      if (std::find(seen.begin(), seen.end(), op) == seen.end()) {
+        seen.push_back(op);
+      }
+    }
+    std::string out;
+    for (const auto& s : seen) {
+      out += (out.empty() ? "" : "+") + s;
+    }
+    return out.empty() ? "identity" : out;
+  }
+  const std::string& why() const { return m_why; }
+
+private:
+  std::optional<std::string> fail(std::string why) {
+    if (m_why.empty()) {
+      m_why = std::move(why);
+    }
+    return std::nullopt;
+  }
+
+  std::optional<double> num(const node& n, const char* name) {
+    return n.attr(name).number();
+  }
+
+  std::optional<std::string> call(const node& n, const std::vector<std::string>& a) {
+    static const std::map<std::string, std::string> unary{
+        {"torch.sigmoid", "kb::lowered::sigmoid"},
+        {"torch.tanh", "kb::fn::tanh"},
+        {"torch.relu", "kb::lowered::relu"},
+        {"torch.abs", "kb::fn::fabs"},
+        {"torch.exp", "kb::fn::exp"},
+        {"torch.log", "kb::fn::log"},
+        {"torch.sqrt", "kb::fn::sqrt"},
+        {"torch.erf", "kb::fn::erf"},
+        {"torch.log1p", "kb::lowered::log1p"},
+        {"torch.expm1", "kb::lowered::expm1"},
+        {"torch.sin", "kb::lowered::sin"},
+        {"torch.cos", "kb::lowered::cos"},
+        {"torch.floor", "kb::lowered::floor"},
+        {"torch.ceil", "kb::lowered::ceil"},
+        {"torch.nn.functional.selu", "kb::lowered::selu"},
+        {"torch.nn.functional.silu", "kb::lowered::silu"},
+        {"torch.nn.functional.mish", "kb::lowered::mish"},
+        {"torch.nn.functional.hardswish", "kb::lowered::hardswish"},
+        {"torch.nn.functional.hardsigmoid", "kb::lowered::hardsigmoid"},
+        {"torch.nn.functional.relu6", "kb::lowered::relu6"},
+        {"torch.nn.functional.softsign", "kb::lowered::softsign"},
+        {"torch.nn.functional.logsigmoid", "kb::lowered::logsigmoid"}};
+    const std::string& op = n.op;
+    if (const auto it = unary.find(op); it != unary.end() && a.size() == 1) {
+      return it->second + "(" + a[0] + ")";
+    }
+    if ((op == "torch.contiguous" || op == "torch.nn.functional.dropout") && a.size() == 1) {
+      return a[0]; // dropout: the oracle runs the module in eval mode, where it is the identity
+    }
+    if (op.rfind("nn.BatchNorm", 0) == 0) {
+      // Eval mode: the running statistics, a per-channel affine map. Operands: x, [weight, bias,]
+      // running_mean, running_var, num_batches_tracked.
+      const bool affine = n.attr("affine").boolean().value_or(true);
+      if (!n.attr("track_running_stats").boolean().value_or(true) || a.size() != (affine ? 6u : 4u)) {
+        return fail(op + " without running statistics (batch statistics are a reduction)");
+      }
+      const size_t s = affine ? 3 : 1;
+      std::string e = "((" + a[0] + " - " + a[s] + ") / kb::fn::sqrt(" + a[s + 1] + " + " +
+                      number(n.attr("eps").number().value_or(1e-5)) + "))";
+      return affine ? "(" + e + " * " + a[1] + " + " + a[2] + ")" : e;
+    }
+    if (op == "torch.neg" && a.size() == 1) {
+      return "(-" + a[0] + ")";
+    }
+    if (op == "torch.rsqrt" && a.size() == 1) {
+      return "(A(1) / kb::fn::sqrt(" + a[0] + "))";
+    }
+    if (op == "torch.reciprocal" && a.size() == 1) {
+      return "(A(1) / " + a[0] + ")";
+    }
+    if (op == "torch.square" && a.size() == 1) {
+      return "kb::lowered::power(" + a[0] + ", A(2))";
+    }
+    if (op == "torch.nn.functional.gelu" && a.size() == 1) {
+      const auto approx = n.attr("approximate").text().value_or("none");
+      if (approx == "none") {
+        return "kb::lowered::gelu(" + a[0] + ")";
+      }
+      if (approx == "tanh") {
+        return "kb::lowered::gelu_tanh(" + a[0] + ")";
+      }
+      return fail("gelu approximate='" + approx + "'");
+    }
+    const auto with = [&](const char* f, std::initializer_list<const char*> names)
+        -> std::optional<std::string> {
+      std::string out = std::string(f) + "(" + a[0];
+      for (const char* name : names) {
+        const auto v = num(n, name);
+        if (!v) {
+          return fail(op + ": attribute " + name + " is not a number");
+        }
+        out += ", " + number(*v);
+      }
+      return out + ")";
+    };
+    if (a.size() == 1) {
+      if (op == "torch.nn.functional.elu") {
+        return with("kb::lowered::elu", {"alpha"});
+      }
+      if (op == "torch.nn.functional.celu") {
+        return with("kb::lowered::celu", {"alpha"});
+      }
+      if (op == "torch.nn.functional.leaky_relu") {
+        return with("kb::lowered::leaky_relu", {"negative_slope"});
+      }
+      if (op == "torch.nn.functional.hardtanh") {
+        return with("kb::lowered::hardtanh", {"min_val", "max_val"});
+      }
+      if (op == "torch.nn.functional.softplus") {
+        return with("kb::lowered::softplus", {"beta", "threshold"});
+      }
+      if (op == "torch.nn.functional.threshold") {
+        return with("kb::lowered::threshold", {"threshold", "value"});
+      }
+      if (op == "torch.pow") {
+        return with("kb::lowered::power", {"exponent"});
+      }
+      if (op == "torch.clamp") {
+        const attr_value& lo = n.attr("min");
+        const attr_value& hi = n.attr("max");
+        if ((!lo.is_none() && !lo.number()) || (!hi.is_none() && !hi.number())) {
+          return fail("torch.clamp with tensor bounds");
+        }
+        return fmt::format("kb::lowered::clamp({}, {}, {}, {}, {})", a[0], lo.number() ? "true" : "false",
+                           number(lo.number().value_or(0.0)), hi.number() ? "true" : "false",
+                           number(hi.number().value_or(0.0)));
+      }
+    }
+    if (a.size() == 2) {
+      const double alpha = num(n, "alpha").value_or(1.0);
+      const std::string b = alpha == 1.0 ? a[1] : number(alpha) + " * " + a[1];
+      if (op == "torch.add") {
+        return "(" + a[0] + " + " + b + ")";
+      }
+      if (op == "torch.sub") {
+        return "(" + a[0] + " - " + b + ")";
+      }
+      if (op == "torch.mul") {
+        return "(" + a[0] + " * " + a[1] + ")";
+      }
+      if (op == "torch.div" && n.attr("rounding_mode").is_none()) {
+        return "(" + a[0] + " / " + a[1] + ")";
+      }
+      if (op == "torch.maximum") {
+        return "kb::lowered::maximum(" + a[0] + ", " + a[1] + ")";
+      }
+      if (op == "torch.minimum") {
+        return "kb::lowered::minimum(" + a[0] + ", " + a[1] + ")";
+      }
+      if (op == "torch.pow") {
+        return "kb::lowered::pow(" + a[0] + ", " + a[1] + ")";
+      }
+    }
+    return fail(op + " is not a pointwise op the lowering knows");
+  }
+
+  const graph& m_g;
+  std::map<std::string, std::string> m_leaves;
+  std::optional<std::vector<std::string>> m_shape;
+  std::vector<std::string> m_ops;
+  std::string m_why;
+};
+
+
+} // namespace kb::graph::detail

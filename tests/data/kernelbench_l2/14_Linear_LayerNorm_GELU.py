@@ -1,0 +1,28 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Linear, layer norm over features, GELU."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.ln = nn.LayerNorm(out_features)
+
+    def forward(self, x):
+        return F.gelu(self.ln(self.fc(x)))
+
+
+batch_size = 64
+in_features = 256
+out_features = 128
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

@@ -1,0 +1,32 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Conv3d, softmax over channels, max pooling, sum over channels."""
+
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv3d(in_channels, out_channels, kernel_size)
+        self.pool = nn.MaxPool3d(2)
+
+    def forward(self, x):
+        x = torch.softmax(self.conv(x), dim=1)
+        x = self.pool(x)
+        return torch.sum(x, dim=1, keepdim=True)
+
+
+batch_size = 4
+in_channels = 3
+out_channels = 8
+depth, height, width = 8, 16, 16
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, depth, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]
