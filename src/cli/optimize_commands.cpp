@@ -3,8 +3,8 @@
 #include "cli/executor_options.hpp"
 #include "cli/llm_options.hpp"
 #include "common/error.hpp"
-#include "common/process.hpp"
 #include "common/fs.hpp"
+#include "common/process.hpp"
 #include "sandbox/sandbox.hpp"
 #include "search/builtin_proposer.hpp"
 #include "search/memory.hpp"
@@ -114,7 +114,9 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
   opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
   // Checked while parsing, so a bad value is a usage error before any work starts.
   const CLI::Validator duration([](std::string& v) { return duration_problem(v); }, "DURATION");
-  opt->add_option("--budget", budget, "wall time per task (90s, 10m, 1h)")->check(duration);
+  opt->add_option("--budget", budget,
+                  "wall time of each task's search, after its baseline (90s, 10m, 1h)")
+      ->check(duration);
   opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task")
       ->check(duration);
   opt->add_option("--max-evals", max_evals, "candidate evaluations per task (0: no limit)");

@@ -39,8 +39,9 @@ TEST(outcomes, each_situation_ends_in_exactly_one_outcome) {
   EXPECT_EQ(classify_outcome(nothing),
             std::make_pair(outcome::timeout, std::string("budget.exhausted_before_a_candidate")));
   nothing.stopped = search_stop::floor_target;
-  EXPECT_EQ(classify_outcome(nothing),
-            std::make_pair(outcome::no_improvement, std::string("search.baseline_at_floor_target")));
+  EXPECT_EQ(
+      classify_outcome(nothing),
+      std::make_pair(outcome::no_improvement, std::string("search.baseline_at_floor_target")));
   nothing.stopped = search_stop::proposals_exhausted;
   EXPECT_EQ(classify_outcome(nothing),
             std::make_pair(outcome::no_improvement, std::string("search.proposals_exhausted")));
@@ -109,8 +110,7 @@ protected:
     gpu.speed = {{"elementwise.vectorized", 1.3}};
   }
   task_result run_loop(int64_t run, int steps, int max_evals,
-                       std::chrono::seconds wall = std::chrono::seconds(600),
-                       bool sanitize = false,
+                       std::chrono::seconds wall = std::chrono::seconds(600), bool sanitize = false,
                        eval::profile_mode profile = eval::profile_mode::none,
                        double target_floor_fraction = 1e9) {
     memory mem(*st);
@@ -172,6 +172,16 @@ TEST_F(loop, an_exhausted_wall_clock_before_any_candidate_is_a_timeout) {
   EXPECT_EQ(r.final, outcome::timeout);
   EXPECT_EQ(r.evaluations, 0);
   EXPECT_EQ(r.stopped_because, search_stop::wall_budget);
+}
+
+TEST_F(loop, the_wall_budget_is_the_searchs_and_starts_after_the_baseline) {
+  // A baseline that takes longer than the whole budget still leaves the search its budget.
+  gpu.baseline_delay = std::chrono::milliseconds(1500);
+  const auto r = run_loop(st->begin_run("optimize", json::object()), 1, 0, std::chrono::seconds(1));
+  EXPECT_GE(r.baseline_wall_seconds, 1.5);
+  EXPECT_EQ(r.evaluations, 2); // the one step's two rollouts
+  EXPECT_EQ(r.final, outcome::improved) << r.reason;
+  EXPECT_EQ(r.to_json()["baseline_wall_seconds"], r.baseline_wall_seconds);
 }
 
 TEST_F(loop, a_best_at_the_floor_target_ends_the_search_and_says_so) {

@@ -5,9 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kb::search::testing {
@@ -26,9 +28,15 @@ struct scripted_gpu {
   // that asks gets CUPTI-like values (DRAM at 92% of peak), else a CUPTI refusal.
   std::vector<eval::profile_mode> profiles;
   bool counters = false;
+  // How long the baseline's own evaluation (the baseline against itself) takes, as a slow
+  // imported module's does.
+  std::chrono::milliseconds baseline_delay{0};
   eval::result operator()(const task::contract&, const eval::candidate_input& cand,
                           const eval::candidate_input& base, const eval::options& opt) {
     ++calls;
+    if (cand.origin == "baseline" && base.origin == "baseline" && baseline_delay.count() > 0) {
+      std::this_thread::sleep_for(baseline_delay);
+    }
     if (opt.sanitize && opt.verify_only) {
       sanitized.push_back(cand.strategy);
       eval::result r;
