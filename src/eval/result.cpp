@@ -135,9 +135,14 @@ json schema_3_of_2(json up) {
     return builds;
   });
   lift("verification", "verification", [](const json& x) {
+    // The protocol's mapping; records of earlier judges lack some of its fields (the runner's
+    // output). A rejection's reason and message were always there, and an acceptance has none.
+    json defaults = json(protocol::library_result{});
+    defaults.erase("reason");
+    defaults.erase("message");
     json out = json::array();
     for (const auto& l : x) {
-      out.push_back(over_defaults(json(protocol::library_result{}), l));
+      out.push_back(over_defaults(defaults, l));
     }
     return out;
   });

@@ -173,7 +173,11 @@ TEST_F(serve_test, a_record_of_an_earlier_schema_shows_the_same_page) {
   const int64_t r = st->begin_run("eval", json::object());
   const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
   const eval::candidate_input cand{"// relu\n", "019_relu.cu", "candidate"};
-  const int64_t now = eval::record(*st, r, c, cand, base, eval::stored_result(document));
+  auto typed = eval::stored_result(document);
+  // The build's binary, which the store keeps with a successful build, is not in the document.
+  typed.builds.at("candidate").binary = dir->path() / "candidate.so";
+  write_file_atomic(typed.builds.at("candidate").binary, "binary");
+  const int64_t now = eval::record(*st, r, c, cand, base, typed);
   // The same evaluation row, with the detail blob and the samples as record() wrote them then.
   auto before = st->evaluations_of_run(r).at(0).record;
   before.samples = document.at("timing");
