@@ -43,9 +43,11 @@ check(cal["false_positive_rate"] <= 0.10, f"A/A false-positive rate {100*cal['fa
       f"(pooled Mann-Whitney {100*cal['pooled_mann_whitney_false_positive_rate']:.1f}%), target 4-6%")
 print(f"      spread {100*cal['spread']:.3f}%, delta {100*cal['delta']:.3f}%, empty-kernel overhead {cal['timing_overhead_median_s']}")
 ev = json.load(open(f"{out}/eval-019.json"))
-check(ev["ceilings"]["measured"] is True, "eval uses the measured ceilings: " + ev["ceilings"]["source"])
-check("A/A calibration" in ev["protocol"]["delta_source"], "eval's delta from the calibration: " + ev["protocol"]["delta_source"])
-check("test" in ev.get("statistics", {}), "eval records the block and session test")
+ceil = ev["context"]["ceilings"]
+check(ceil["measured"] is True, "eval uses the measured ceilings: " + ceil["source"])
+delta_source = ev["detail"]["protocol"]["delta_source"]
+check("A/A calibration" in delta_source, "eval's delta from the calibration: " + delta_source)
+check("test" in (ev.get("gate") or {}), "eval records the block and session test")
 sys.exit(0 if ok else 1)
 PY
 pack "$OUT" calibrate --exclude=store

@@ -50,7 +50,7 @@ for path in sorted(glob.glob(f"{out}/*.json")):
         continue
     r = json.load(open(path))
     builds = r.get("builds", {})
-    sessions = r.get("sessions", [])
+    sessions = r.get("detail", {}).get("sessions", [])
     timing = r.get("timing", [])
     rows.append({
         "kernel": os.path.basename(path)[:-5],

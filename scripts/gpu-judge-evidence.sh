@@ -39,7 +39,7 @@ try:
     r = json.load(open(path))
 except Exception:
     print(f"{name}: no record (exit {rc})"); sys.exit()
-s = r.get("statistics", {})
+s = r.get("gate") or {}
 med = s.get("median_candidate_s"); base = s.get("median_baseline_s")
 ms = lambda v: f"{v*1e3:.4f} ms" if isinstance(v, (int, float)) else "-"
 print(f"{name}: {r.get('verdict')} ({r.get('reason')}) candidate {ms(med)} baseline {ms(base)} speedup {s.get('speedup')} p {s.get('p')} exit {rc}")

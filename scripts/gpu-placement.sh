@@ -3,7 +3,7 @@
 # task's baseline against itself with four timing sessions, once with the fixed placement and
 # once with the drawn one (`kblaster eval --placement`), then, unless CALIBRATE=0, an A/A
 # calibration of the suite with the drawn placement. The summary prints each session's log ratio
-# of the medians (candidate over baseline, from statistics.session_medians): with the fixed
+# of the medians (candidate over baseline, from gate.session_medians): with the fixed
 # placement the sessions after the first agree with each other; a drawn placement should make
 # every session a placement of its own.
 #   scripts/gpu-placement.sh [task ids, default 088 040 023 019]
@@ -44,7 +44,7 @@ import glob, json, math, os, sys
 out = sys.argv[1]
 for path in sorted(glob.glob(f"{out}/fixed-*.json") + glob.glob(f"{out}/drawn-*.json")):
     r = json.load(open(path))
-    st = r.get("statistics", {})
+    st = r.get("gate") or {}
     logs = [100 * math.log(s["candidate"] / s["baseline"]) for s in st.get("session_medians", [])]
     print(f"{os.path.basename(path)[:-5]:14} {r.get('verdict', '?'):10} "
           f"p between {st.get('p_between', float('nan')):.3f}  sessions "

@@ -60,7 +60,7 @@ for path in sorted(glob.glob(os.path.join(out, "*", "*.json"))):
     except (OSError, ValueError) as e:
         rows.append((task, kind, name, None, None, None, None, f"unreadable: {e}"))
         continue
-    s = d.get("statistics", {})
+    s = d.get("gate") or {}
     med = s.get("median_candidate_s")
     base = s.get("median_baseline_s")
     ci = s.get("speedup_ci") or [None, None]

@@ -87,19 +87,17 @@ std::vector<report::task_comparison> comparisons_of(const json& bench) {
                                   ? fmt::format("{} {}", id, row.value("name", std::string()))
                                   : fmt::format("{} {}", id, shape);
     const std::string verdict = row.value("verdict", std::string());
-    const json stt = row.value("statistics", json::object());
-    const bool timed = stt.contains("median_candidate_s") && stt["median_candidate_s"].is_number();
-    const bool correct =
-        timed && verdict != "rejected" && verdict != "error" && verdict != "blocked";
+    // The row's statistics are its evaluation's gate, in the gate's one mapping (none: not timed).
+    const auto g = eval::gate_of(row.value("statistics", json::object()));
+    const bool correct = g && g->median_candidate_s > 0 && verdict != "rejected" &&
+                         verdict != "error" && verdict != "blocked";
     report::interval ci;
-    if (correct && stt.contains("median_candidate_ci_s") &&
-        stt["median_candidate_ci_s"].size() == 2) {
-      ci = {stt["median_candidate_ci_s"][0].get<double>(),
-            stt["median_candidate_ci_s"][1].get<double>()};
+    if (correct) {
+      ci = {g->median_candidate_low_s, g->median_candidate_high_s};
     }
     out.push_back(
-        report::compare_task(label, correct, correct ? stt["median_candidate_s"].get<double>() : 0,
-                             ci, stt.value("resolution_s", 0.0), row.value("floor_s", 0.0),
+        report::compare_task(label, correct, correct ? g->median_candidate_s : 0, ci,
+                             g ? g->resolution_s : 0.0, row.value("floor_s", 0.0),
                              report::pytorch_methods_from_json(row.value("pytorch", json()))));
   }
   return out;
@@ -216,6 +214,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     const task::ceilings& ceil = o.ceilings;
     std::vector<eval::verdict> verdicts;
     json rows = json::array();
+    std::vector<std::optional<eval::gate_summary>> gates; // each row's
     std::vector<stats::task_outcome> vs_baseline;
     std::vector<report::task_comparison> vs_pytorch;
     report::table overview({{"task", report::align::left},
@@ -340,7 +339,6 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
         const std::optional<fs::path> file = items[i].file;
         const eval::result& r = results[i];
         verdicts.push_back(r.final);
-        const json stt = r.detail.value("statistics", json::object()); // the record, as written
         const std::optional<eval::gate_summary>& g = r.gate;
         const bool correct = r.final != eval::verdict::rejected &&
                              r.final != eval::verdict::error && r.final != eval::verdict::blocked;
@@ -354,14 +352,14 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                  {"reason", r.reason},
                  {"message", r.message},
                  {"floor_s", floor},
-                 {"statistics", stt},
+                 {"statistics", g ? json(*g) : json::object()},
                  {"timing", r.timing},
                  {"device", r.context.device ? json(*r.context.device) : json::object()}};
         const json methods = pytorch_for(pytorch, c.id, s->name);
         row["pytorch"] = methods;
         const auto pm = report::pytorch_methods_from_json(methods);
         const std::string label = label_of(items[i]);
-        const double resolution = stt.value("resolution_s", o.resolution_s);
+        const double resolution = g ? g->resolution_s : o.resolution_s;
         const report::task_comparison cmp = report::compare_task(
             label, correct && g.has_value(), g ? g->median_candidate_s : 0,
             g ? report::interval{g->median_candidate_low_s, g->median_candidate_high_s}
@@ -475,6 +473,7 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                           c.title, s->name, ms(floor), task::roofline_bytes(c, *s),
                           task::roofline_flops(c, *s), r.message, report::to_markdown(t));
         rows.push_back(row);
+        gates.push_back(g);
       }
     }
     const auto fig = stats::summarize_suite(vs_baseline);
@@ -494,17 +493,16 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
     st.finish_run(run, store::run_status::finished, "finished", "");
     std::string head =
         fmt::format("Measured by `kblaster bench --suite {}` (store run {}).", suite, run);
-    if (!rows.empty() && rows[0]["device"].is_object()) {
-      const auto& dev = rows[0]["device"];
+    if (!results.empty()) {
+      const auto dev = results.front().context.device.value_or(eval::protocol::device{});
       head += fmt::format(" Device {} (driver {}, CUDA runtime {}). Protocol: cold L2, events on "
                           "the given stream, launches queued behind a "
                           "blocking kernel, baseline and candidate interleaved in {} sessions; "
                           "verdicts from a test on blocks of rounds and on sessions and a "
                           "10,000-resample hierarchical bootstrap of the ratio of medians "
                           "(delta {:.2f}%: {}). Ceilings: {}.",
-                          dev.value("name", ""), dev.value("driver_version", ""),
-                          dev.value("cuda_runtime", 0), o.sessions, 100 * o.delta, o.delta_source,
-                          ceil.source);
+                          dev.name, dev.driver_version, dev.cuda_runtime, o.sessions, 100 * o.delta,
+                          o.delta_source, ceil.source);
     }
     if (!pytorch.is_null()) {
       head += fmt::format(
@@ -554,17 +552,18 @@ void add_bench_commands(CLI::App& app, const global_options& globals, int* resul
                        {"speedup_high"},
                        {"floor_s"},
                        {"floor_fraction"}});
-    for (const auto& row : rows) {
-      const auto& s = row["statistics"];
-      const auto num = [&](const char* k) {
-        return s.contains(k) ? fmt::format("{:.9g}", s[k].get<double>()) : std::string();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& row = rows[i];
+      const auto& g = gates[i];
+      const auto num = [&](double v, const char* format) {
+        return g ? fmt::format(fmt::runtime(format), v) : std::string();
       };
-      csv.add_row(
-          {row["task"], row["shape"], row["verdict"], num("median_baseline_s"),
-           num("median_candidate_s"), num("speedup"),
-           s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][0].get<double>()) : "",
-           s.contains("speedup_ci") ? fmt::format("{:.6g}", s["speedup_ci"][1].get<double>()) : "",
-           fmt::format("{:.9g}", row["floor_s"].get<double>()), num("floor_fraction")});
+      csv.add_row({row["task"], row["shape"], row["verdict"],
+                   num(g ? g->median_baseline_s : 0, "{:.9g}"),
+                   num(g ? g->median_candidate_s : 0, "{:.9g}"), num(g ? g->speedup : 0, "{:.9g}"),
+                   num(g ? g->speedup_low : 0, "{:.6g}"), num(g ? g->speedup_high : 0, "{:.6g}"),
+                   fmt::format("{:.9g}", row["floor_s"].get<double>()),
+                   num(g ? g->floor_fraction : 0, "{:.9g}")});
     }
     write_file_atomic(fs::path(out_dir) / "bench.csv", report::to_csv(csv));
     write_file_atomic(fs::path(out_dir) / "speedup.svg", report::to_svg(bars));

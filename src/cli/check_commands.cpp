@@ -135,7 +135,7 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
                    c.id, c.name, eval::to_string(r.final), 1e3 * g.median_baseline_s, g.speedup,
                    g.median_baseline_s > 0 ? 100 * floor / g.median_baseline_s : 0.0);
         all_ok = all_ok && r.final == eval::verdict::same;
-        gpu.push_back(r.detail);
+        gpu.push_back(eval::to_json(r));
       }
       report["gpu_stages"] = {{"status", "ran"}, {"evaluations", gpu}};
       *result = all_ok ? exit_code::ok : exit_code::tool;

@@ -47,7 +47,6 @@ std::string indented_tail(const std::string& log, size_t lines) {
 }
 
 void print_summary(const task::contract& c, const eval::result& r) {
-  const auto& d = r.detail;
   fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite, r.context.shape);
   if (r.context.device) {
     const auto& dev = *r.context.device;
@@ -83,9 +82,9 @@ void print_summary(const task::contract& c, const eval::result& r) {
                st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
                st.value("constant_rejected_by", 0), st.value("shapes", 0), st.value("checks", 0));
   }
-  if (d.contains("sanitize")) {
-    for (const auto& [tool, t] : d["sanitize"].items()) {
-      fmt::print("sanitize  {:<10} {}\n", tool, t.value("errors", true) ? "ERRORS" : "clean");
+  if (r.sanitize) {
+    for (const auto& [tool, t] : *r.sanitize) {
+      fmt::print("sanitize  {:<10} {}\n", tool, t.errors ? "ERRORS" : "clean");
     }
   }
   if (r.gate) {
@@ -100,7 +99,7 @@ void print_summary(const task::contract& c, const eval::result& r) {
     const double floor = g.floor_fraction * g.median_candidate_s;
     fmt::print(
         "roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n",
-        ms(floor), d.value("ceilings", json::object()).value("source", ""), 100 * g.floor_fraction,
+        ms(floor), r.context.ceilings.source, 100 * g.floor_fraction,
         100 * floor / g.median_baseline_s);
   }
   if (!r.context.isolation.empty()) {
@@ -254,7 +253,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     print_summary(c, r);
     fmt::print("recorded  run {} evaluation {} in {}\n", run, row, st.dir().string());
     if (!json_out.empty()) {
-      write_file_atomic(json_out, r.detail.dump(2) + "\n");
+      write_file_atomic(json_out, eval::to_json(r).dump(2) + "\n"); // as stored, with timing
     }
     // A task whose own math does not compile is bad input, not a failure of the tool.
     *result = r.reason == "task.oracle_compile_error" ? exit_code::input : exit_for(r.final);

@@ -20,14 +20,11 @@ std::string pct(const std::optional<double>& v) {
 }
 
 void print_report(const task::contract& c, const profile::report& r) {
-  const auto& d = r.detail;
-  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite,
-             d["shape"].value("name", ""));
-  fmt::print("candidate {} (sha256 {})\n", d["candidate"].value("name", ""),
-             d["candidate"].value("source_digest", "").substr(0, 16));
-  if (d.contains("device")) {
-    fmt::print("device    {} (driver {})\n", d["device"].value("name", ""),
-               d["device"].value("driver_version", ""));
+  fmt::print("task      {} {} ({}) at shape {}\n", c.id, c.name, c.suite, r.shape);
+  fmt::print("candidate {} (sha256 {})\n", r.candidate.name,
+             r.candidate.source_digest.substr(0, 16));
+  if (r.device) {
+    fmt::print("device    {} (driver {})\n", r.device->name, r.device->driver_version);
   }
   const auto& acc = r.counter_access;
   if (r.measured) {

@@ -95,8 +95,8 @@ void add_queue_commands(CLI::App& app, const global_options& globals, int* resul
                  j->attempts, j->max_attempts, j->worker.empty() ? "-" : j->worker,
                  j->reason.empty() ? "" : ", reason ", j->reason);
       if (j->state == store::job_state::done) {
-        fmt::print("result: {} {}\n", j->result.value("verdict", ""),
-                   j->result.value("reason", ""));
+        const auto r = search::eval_result_from_json(j->result);
+        fmt::print("result: {} {}\n", eval::to_string(r.final), r.reason);
       }
       *result = exit_code::ok;
       return;

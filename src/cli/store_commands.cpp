@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "common/error.hpp"
+#include "eval/eval.hpp"
 #include "store/store.hpp"
 
 #include <fmt/format.h>
@@ -217,7 +218,7 @@ void add_evidence_commands(CLI::App& app, const global_options& globals, int* re
   exp->add_option("--out", opts->out, "folder to create (must not exist, or be empty)")->required();
   exp->callback([&globals, result, opts, print_problems] {
     auto st = open_store(globals);
-    const auto report = st.export_evidence(opts->run, opts->out);
+    const auto report = st.export_evidence(opts->run, opts->out, eval::recorded_outcome_of);
     print_problems(report);
     fmt::print("exported run {} to {}: {} file(s); MANIFEST sha256 {}\n", opts->run,
                opts->out.string(), report.files, report.manifest_digest);
@@ -230,7 +231,7 @@ void add_evidence_commands(CLI::App& app, const global_options& globals, int* re
                     "the MANIFEST digest `evidence export` printed (and its author published): "
                     "a folder whose MANIFEST was rewritten fails");
   check->callback([result, opts, print_problems] {
-    auto report = store::check_evidence(opts->dir);
+    auto report = store::check_evidence(opts->dir, eval::recorded_outcome_of);
     if (!opts->manifest_sha256.empty() && report.manifest_digest != opts->manifest_sha256) {
       report.problems.push_back(fmt::format("MANIFEST sha256 {} is not the published {}",
                                             report.manifest_digest, opts->manifest_sha256));

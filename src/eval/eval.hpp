@@ -48,7 +48,7 @@ struct timing_options {
 
 // Counters of the candidate for the search, which they steer and never rank: collected with
 // CUPTI, in a worker job of their own once the gate has decided, and kept as
-// `detail.profile` beside the verdict they cannot change. `improved`: only when the verdict is
+// result::counters beside the verdict they cannot change. `improved`: only when the verdict is
 // improved (a new best); `always`: every candidate the gate compared (a baseline's A/A run).
 enum class profile_mode { none, improved, always };
 inline constexpr auto profile_mode_names =
@@ -99,8 +99,8 @@ struct candidate_input {
   nlohmann::json params = nlohmann::json::object();
 };
 
-// What the gate measured, for the callers that decide or report with it. In an evaluation's
-// record it is `detail.statistics` (with the test's details beside it): its one JSON mapping.
+// What the gate measured, for the callers that decide or report with it, and how it decided. In
+// a stored result it is `gate`; reports (bench.json) keep it as a row's `statistics`.
 struct gate_summary {
   int n_baseline = 0; // unthrottled samples
   int n_candidate = 0;
@@ -133,6 +133,24 @@ struct gate_summary {
     double candidate_s = 0;
   };
   std::vector<session_median> session_medians;
+  // How the gate decided on the pooled samples: absent for two medians alone (of_medians).
+  struct decision {
+    size_t throttled_dropped = 0; // samples below the throttle fraction of the default clock
+    // The block-and-session test behind p (stats::block_test).
+    size_t sessions = 0;
+    size_t blocks = 0;
+    size_t rounds_per_block = 0;
+    double mean_log_ratio = 0;
+    double p_within = 1;
+    std::optional<double> p_between; // with at least two sessions
+    double p = 1;
+    std::string verdict; // the statistics' word, before the roofline check
+    std::string reason;
+    double baseline_floor_fraction = 0; // the roofline floor over the baseline's median
+    double physical_limit_s = 0;        // [s] the task at the device's peak rates
+    bool faster_than_physical_limit = false;
+  };
+  std::optional<decision> decided;
 
   // Two medians and nothing else known of them (a replayed or scripted comparison): the speedup
   // with an interval of that point alone.
@@ -140,6 +158,10 @@ struct gate_summary {
 };
 void to_json(nlohmann::json& j, const gate_summary& g);
 void from_json(const nlohmann::json& j, gate_summary& g);
+// A gate's statistics as a report keeps them (bench.json's rows), read over the defaults of that
+// mapping: files of earlier versions, or written by hand, may hold only some of the fields.
+// nullopt when there are none (the row was not timed).
+std::optional<gate_summary> gate_of(const nlohmann::json& statistics);
 
 // The candidate's counters, collected after the gate (profile_mode): a worker job of its own,
 // whose check must pass again before its values count.
@@ -162,9 +184,41 @@ struct run_context {
   std::string arch;                       // the target it compiled for
   std::string isolation;                  // sandboxed | unprotected | blocked
   std::string isolation_detail;
+  std::string isolation_probe; // what the sandbox probe found on this host
   std::string shape;       // the timed shape
   task::ceilings ceilings; // the floor and the physical limit were computed against these
 };
+
+// The task an evaluation was of.
+struct task_ref {
+  std::string id;
+  std::string suite;
+  std::string family; // task::family's name
+  std::string digest; // the contract's
+};
+
+// One of the two sources an evaluation compared.
+struct source_ref {
+  std::string name;          // file name, for messages
+  std::string origin;        // candidate_input::origin
+  std::string source_digest; // sha256 of the source: its blob in the store
+};
+
+// One compute-sanitizer tool's word on the candidate (options::sanitize).
+struct sanitizer_run {
+  int exit_code = -1; // the runner's, -1 when it did not end by itself
+  bool errors = false;
+  std::optional<long> summary_errors; // the tool's summary line, when it printed one
+  std::optional<long> summary_warnings;
+  std::string failure;  // how the worker ended (none, crash, hang, ...)
+  std::string log_tail; // the end of the runner's output, where the tool prints
+};
+void to_json(nlohmann::json& j, const sanitizer_run& s);
+void from_json(const nlohmann::json& j, sanitizer_run& s);
+
+// The version of a stored result's mapping (to_json(result)), kept in every record. Earlier
+// records carry none: see stored_result.
+inline constexpr int result_schema_version = 3;
 
 struct result {
   verdict final = verdict::error;
@@ -178,12 +232,33 @@ struct result {
   std::optional<protocol::selftest> checker_selftest;
   std::vector<protocol::session_timing> timing; // every session that timed
   std::optional<counters_run> counters;         // when the options asked for them
-  nlohmann::json detail; // the whole record: checks, samples, statistics, sessions, environment
-  double seconds = 0;    // [s] wall time of the whole evaluation
+  task_ref task;                                // of the contract, when the judge saw it
+  source_ref candidate;                         // what was compared
+  source_ref baseline;
+  std::optional<double> floor_s; // [s] the task's roofline floor at the timed shape
+  std::optional<std::map<std::string, sanitizer_run>> sanitize; // tool -> its word, when run
+  // What has no field above, for people and for the record: the shape's dims, the protocol's
+  // settings, each session's seconds and log, the toolchain, provenance. Nothing reads it back.
+  nlohmann::json detail = nlohmann::json::object();
+  double seconds = 0; // [s] wall time of the whole evaluation
 };
-// A result's one JSON mapping (queue jobs carry results between processes and hosts).
+// A result's one JSON mapping: the stored evaluation (its detail blob in the store, without the
+// timing kept once as the samples blob) and what queue jobs carry between processes and hosts.
 nlohmann::json to_json(const result& r);
-result result_from_json(const nlohmann::json& j);
+
+// The one reader of a result written by to_json, of this schema or an earlier one. Records
+// without a "schema" field are of an earlier one: schema 1, the judge's whole document as
+// record() stored it (verdict, reason, message, seconds beside "statistics", "builds",
+// "verification", "checker_selftest", "profile", "device", "isolation", ...); schema 2, the
+// mapping of the queue's results (typed fields with that document as "detail"). They are
+// upgraded step by step to this schema. Throws std::invalid_argument when it is none of them.
+result stored_result(const nlohmann::json& record);
+// An evaluation as stored: its detail blob read by stored_result and, `with_samples`, its timing
+// from the samples blob. nullopt when the blob is missing or unreadable.
+std::optional<result> stored_result(const store::store& st, const store::evaluation_row& row,
+                                    bool with_samples = true);
+// What the store's evidence check compares with an evaluation row (store::record_reader).
+store::recorded_outcome recorded_outcome_of(const std::string& detail_blob);
 
 // Verifies and times `candidate` against `baseline` on task `c`. Never throws for a bad
 // candidate; throws kb::error only when the tool itself cannot go on.

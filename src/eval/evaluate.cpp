@@ -41,62 +41,6 @@ gate_summary gate_summary::of_medians(double baseline_s, double candidate_s) {
   return g;
 }
 
-void to_json(json& j, const gate_summary& g) {
-  j = {{"n_baseline", g.n_baseline},
-       {"n_candidate", g.n_candidate},
-       {"median_baseline_s", g.median_baseline_s},
-       {"median_candidate_s", g.median_candidate_s},
-       {"median_baseline_ci_s", {g.median_baseline_low_s, g.median_baseline_high_s}},
-       {"median_candidate_ci_s", {g.median_candidate_low_s, g.median_candidate_high_s}},
-       {"speedup", g.speedup},
-       {"speedup_ci", {g.speedup_low, g.speedup_high}},
-       {"p", g.p ? json(*g.p) : json(nullptr)},
-       {"floor_fraction", g.floor_fraction},
-       {"ratio", g.ratio},
-       {"ratio_ci", {g.ratio_low, g.ratio_high}},
-       {"delta", g.delta},
-       {"resolution_s", g.resolution_s},
-       {"p_within", g.p_within ? json(*g.p_within) : json(nullptr)},
-       {"p_between", g.p_between ? json(*g.p_between) : json(nullptr)},
-       {"mann_whitney_p", g.mann_whitney_p ? json(*g.mann_whitney_p) : json(nullptr)}};
-  json sessions = json::array();
-  for (const auto& m : g.session_medians) {
-    sessions.push_back({{"baseline", m.baseline_s}, {"candidate", m.candidate_s}});
-  }
-  j["session_medians"] = sessions;
-}
-
-void from_json(const json& j, gate_summary& g) {
-  g.n_baseline = j.at("n_baseline").get<int>();
-  g.n_candidate = j.at("n_candidate").get<int>();
-  g.median_baseline_s = j.at("median_baseline_s").get<double>();
-  g.median_candidate_s = j.at("median_candidate_s").get<double>();
-  g.median_baseline_low_s = j.at("median_baseline_ci_s").at(0).get<double>();
-  g.median_baseline_high_s = j.at("median_baseline_ci_s").at(1).get<double>();
-  g.median_candidate_low_s = j.at("median_candidate_ci_s").at(0).get<double>();
-  g.median_candidate_high_s = j.at("median_candidate_ci_s").at(1).get<double>();
-  g.speedup = j.at("speedup").get<double>();
-  g.speedup_low = j.at("speedup_ci").at(0).get<double>();
-  g.speedup_high = j.at("speedup_ci").at(1).get<double>();
-  const auto maybe = [&j](const char* key) {
-    return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
-  };
-  g.p = maybe("p");
-  g.floor_fraction = j.at("floor_fraction").get<double>();
-  g.ratio = j.at("ratio").get<double>();
-  g.ratio_low = j.at("ratio_ci").at(0).get<double>();
-  g.ratio_high = j.at("ratio_ci").at(1).get<double>();
-  g.delta = j.at("delta").get<double>();
-  g.resolution_s = j.value("resolution_s", 0.0);
-  g.p_within = maybe("p_within");
-  g.p_between = maybe("p_between");
-  g.mann_whitney_p = maybe("mann_whitney_p");
-  g.session_medians.clear();
-  for (const auto& m : j.value("session_medians", json::array())) {
-    g.session_medians.push_back({m.at("baseline").get<double>(), m.at("candidate").get<double>()});
-  }
-}
-
 std::string to_string(profile_mode v) {
   return std::string(profile_mode_names.name(v));
 }
@@ -350,17 +294,6 @@ std::vector<double> times_of(const std::vector<stats::timed_sample>& x) {
   return t;
 }
 
-json gate_test_json(const stats::block_test& t) {
-  return {{"name", "blocks_and_sessions"},
-          {"sessions", t.sessions},
-          {"blocks", t.blocks},
-          {"rounds_per_block", t.rounds_per_block},
-          {"mean_log_ratio", t.mean_log_ratio},
-          {"p_within", t.p_within},
-          {"p_between", t.between_available ? json(t.p_between) : json(nullptr)},
-          {"p", t.p}};
-}
-
 std::string compute_sanitizer_path() {
   for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer",
                         "/usr/local/cuda/compute-sanitizer/compute-sanitizer"}) {
@@ -403,9 +336,7 @@ prepared prepare(const fs::path& root, const task::contract& c,
   p.iso = std::make_unique<detail::isolation>(detail::isolation_for(root, c, opt.no_sandbox));
   res.context.isolation = sandbox::to_string(p.iso->decision.level);
   res.context.isolation_detail = p.iso->decision.detail;
-  d["isolation"] = {{"level", sandbox::to_string(p.iso->decision.level)},
-                    {"detail", p.iso->decision.detail},
-                    {"probe", probe.describe()}};
+  res.context.isolation_probe = probe.describe();
   if (p.iso->decision.level == sandbox::isolation::blocked) {
     p.early = early_end{verdict::blocked, "blocked.no_sandbox",
                         "candidates must not run unprotected and the sandbox is unavailable (" +
@@ -448,7 +379,6 @@ prepared prepare(const fs::path& root, const task::contract& c,
   for (auto& f : role_builds) {
     built.push_back(f.get());
   }
-  d["builds"]["oracle"] = oracle.to_json();
   res.builds.emplace("oracle", oracle);
   if (!oracle.ok()) {
     p.early = early_end{verdict::error, "task.oracle_compile_error",
@@ -458,7 +388,6 @@ prepared prepare(const fs::path& root, const task::contract& c,
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& role = inputs[i].first;
     const auto& b = built[i];
-    d["builds"][role] = b.to_json();
     res.builds.emplace(role, b);
     p.builds.emplace(role, b);
     if (!b.ok()) {
@@ -551,12 +480,10 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   json& d = res.detail;
   const task::ceilings& ceil = opt.ceilings;
   const auto& shape = c.shape(opt.shape);
-  d["task"] = {
-      {"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}, {"digest", c.digest}};
+  res.task = {c.id, c.suite, task::to_string(c.fam), c.digest};
   d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
   res.context.shape = shape.name;
-  d["floor_seconds"] = task::floor_seconds(c, shape, ceil);
-  d["ceilings"] = task::to_json(ceil);
+  res.floor_s = task::floor_seconds(c, shape, ceil);
   res.context.ceilings = ceil;
   d["protocol"] = {{"seeds", opt.seeds},
                    {"seed_base", opt.seed_base},
@@ -568,21 +495,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                    {"sanitize", opt.sanitize},
                    {"profile", to_string(opt.profile)},
                    {"hang_timeout_s", opt.hang_timeout.count()}};
-  d["candidate"] = {{"name", candidate.name},
-                    {"origin", candidate.origin},
-                    {"source_digest", sha256_hex(candidate.source)}};
-  d["baseline"] = {{"name", baseline.name},
-                   {"origin", baseline.origin},
-                   {"source_digest", sha256_hex(baseline.source)}};
+  res.candidate = {candidate.name, candidate.origin, sha256_hex(candidate.source)};
+  res.baseline = {baseline.name, baseline.origin, sha256_hex(baseline.source)};
   const auto finish = [&](verdict v, std::string reason, std::string message) {
     res.final = v;
     res.reason = std::move(reason);
     res.message = std::move(message);
     res.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    d["verdict"] = to_string(v);
-    d["reason"] = res.reason;
-    d["message"] = res.message;
-    d["seconds"] = res.seconds;
     // Which tool, judge and device produced this result (a queue result travels between hosts).
     d["provenance"] = {{"kblaster", KBLASTER_VERSION},
                        {"judge_protocol", judge_protocol_version},
@@ -630,7 +549,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
 
   // Optional memory-safety pass at the check shapes, before anything is timed.
   if (opt.sanitize) {
-    json tools = json::object();
+    auto& tools = res.sanitize.emplace();
     for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
       say(fmt::format("sanitize: {}", tool));
       protocol::job job = base_job(c, opt, oracle_so);
@@ -678,23 +597,23 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       }
       const bool errors = !w.result || detail::sanitizer_found_errors(runner_log, runner_exit, 86);
       const auto summary = detail::parse_sanitizer_summary(runner_log);
-      tools[tool] = {
-          {"exit_code", runner_exit},
-          {"errors", errors},
-          {"summary", summary ? json{{"errors", summary->errors}, {"warnings", summary->warnings}}
-                              : json(nullptr)},
-          {"failure", detail::to_string(w.failure)},
-          {"log_tail", runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0)}};
+      sanitizer_run& t = tools[tool];
+      t.exit_code = runner_exit;
+      t.errors = errors;
+      if (summary) {
+        t.summary_errors = summary->errors;
+        t.summary_warnings = summary->warnings;
+      }
+      t.failure = detail::to_string(w.failure);
+      t.log_tail = runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0);
       const bool died =
           w.failure == detail::worker_failure::hang || w.failure == detail::worker_failure::crash;
       if (died || errors) {
-        d["sanitize"] = tools;
         const std::string why =
             died ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
         return finish(verdict::rejected, fmt::format("sanitize.{}", tool), why);
       }
     }
-    d["sanitize"] = tools;
   }
 
   // Session 1: verification of both, then interleaved timing.
@@ -735,17 +654,13 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   const protocol::result& r1 = *w1.result;
   res.context.device = r1.dev;
-  d["device"] = r1.dev;
-  d["verification"] = r1.candidates;
   res.verification = r1.candidates;
   d["lanes"] = r1.lanes;
   if (r1.time) {
-    d["timing"] = json::array({*r1.time}); // the whole record replaces it when all sessions ran
-    res.timing = {*r1.time};
+    res.timing = {*r1.time}; // replaced by every session's once all of them ran
   }
   if (r1.checker_selftest) {
     res.checker_selftest = r1.checker_selftest;
-    d["checker_selftest"] = *r1.checker_selftest;
     if (!r1.checker_selftest->sound) {
       return finish(verdict::error, "checker.unsound",
                     "the task's checker accepted a trivial output (zeros, a copy of the input or a "
@@ -819,7 +734,6 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     }
     timings.push_back(*w.result->time);
   }
-  d["timing"] = timings;
   res.timing = timings;
 
   // Pool the sessions' samples with their labels; drop throttled ones; gate.
@@ -880,16 +794,23 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
   g.mann_whitney_p = cmp.test.p;
   g.session_medians = session_medians;
+  gate_summary::decision& how = g.decided.emplace();
+  how.throttled_dropped = dropped;
+  how.sessions = structured.block.sessions;
+  how.blocks = structured.block.blocks;
+  how.rounds_per_block = structured.block.rounds_per_block;
+  how.mean_log_ratio = structured.block.mean_log_ratio;
+  how.p_within = structured.block.p_within;
+  if (structured.block.between_available) {
+    how.p_between = structured.block.p_between;
+  }
+  how.p = structured.block.p;
+  how.verdict = stats::to_string(cmp.result);
+  how.reason = cmp.reason;
+  how.baseline_floor_fraction = floor / cmp.median_a;
+  how.physical_limit_s = limit;
+  how.faster_than_physical_limit = plaus.flagged;
   res.gate = g;
-  json st = g;
-  st.update({{"throttled_dropped", dropped},
-             {"test", gate_test_json(structured.block)},
-             {"verdict", stats::to_string(cmp.result)},
-             {"reason", cmp.reason},
-             {"baseline_floor_fraction", floor / cmp.median_a},
-             {"physical_limit_s", limit},
-             {"faster_than_physical_limit", plaus.flagged}});
-  d["statistics"] = st;
   if (plaus.flagged) {
     return finish(verdict::rejected, "timing.faster_than_physical_limit",
                   fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
@@ -901,7 +822,6 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   if (opt.profile == profile_mode::always ||
       (opt.profile == profile_mode::improved && v == verdict::improved)) {
     res.counters = counters_of(root, c, candidate, opt, say);
-    d["profile"] = *res.counters;
   }
   return finish(
       v, "timing." + stats::to_string(cmp.result),
@@ -934,9 +854,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
       progress(s);
     }
   };
-  d["candidate"] = {{"name", candidate.name},
-                    {"origin", candidate.origin},
-                    {"source_digest", sha256_hex(candidate.source)}};
+  res.candidate = {candidate.name, candidate.origin, sha256_hex(candidate.source)};
   const prepared prep = prepare(root, c, {{"candidate", &candidate}}, opt, res, say);
   if (prep.early) {
     return finish(prep.early->final, prep.early->reason, prep.early->message);
@@ -991,8 +909,6 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
     return finish(verdict::error, a.reason, "the profiling worker failed: " + a.message);
   }
   res.context.device = w.result->dev;
-  d["device"] = w.result->dev;
-  d["verification"] = w.result->candidates;
   res.verification = w.result->candidates;
   const auto* lib = w.result->library("candidate");
   if (lib == nullptr) {

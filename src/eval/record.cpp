@@ -31,7 +31,6 @@ std::string hostname() {
 
 int64_t record(store::store& st, int64_t run, const task::contract& c,
                const candidate_input& candidate, const candidate_input& baseline, const result& r) {
-  const json d = r.detail.is_object() ? r.detail : json::object();
   int64_t evaluation = 0;
   st.atomically([&] {
     const int64_t task_row = st.record_task(c);
@@ -107,9 +106,9 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
     }
     e.correctness = correctness;
     e.sandboxed = r.context.isolation == "sandboxed";
-    json detail = d;
-    detail.erase("timing"); // kept once, as the samples blob
-    e.detail = detail;
+    json stored = to_json(r);
+    stored.erase("timing"); // kept once, as the samples blob
+    e.detail = stored;
     evaluation = st.record_evaluation(e);
   });
   return evaluation;

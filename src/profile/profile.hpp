@@ -281,6 +281,9 @@ struct report {
   std::optional<counters> measured;
   std::vector<raw_report> raw;
   access counter_access;
+  std::string shape;                                // the shape profiled
+  eval::source_ref candidate;                       // what was profiled
+  std::optional<eval::protocol::device> device;     // once a worker ran
   nlohmann::json detail = nlohmann::json::object(); // task, shape, runs, device, events
   double seconds = 0;                               // [s] wall time of the whole profile
   nlohmann::json to_json() const;

@@ -237,6 +237,8 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
                              {"origin", candidate.origin},
                              {"source_digest", sha256_hex(candidate.source)}};
   rep.detail["source"] = to_string(r.source);
+  rep.shape = shape.name;
+  rep.candidate = {candidate.name, candidate.origin, sha256_hex(candidate.source)};
   const auto say = [&](const std::string& s) {
     if (progress) {
       progress(s);
@@ -289,6 +291,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
                {"profile", run.profile}};
     if (run.outcome.context.device) {
       device = run.outcome.context.device;
+      rep.device = device;
       rep.detail["device"] = *device;
     }
     // The candidate already passed its check and ran in the first worker, with no profiler
@@ -313,7 +316,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
     if (run.outcome.final != eval::verdict::same) {
       runs.push_back(entry);
       rep.detail["runs"] = runs;
-      rep.detail["evaluation"] = run.outcome.detail;
+      rep.detail["evaluation"] = eval::to_json(run.outcome);
       rep.outcome = status_of(run.outcome.final);
       rep.reason = run.outcome.reason;
       rep.message = run.outcome.message;

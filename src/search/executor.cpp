@@ -158,8 +158,8 @@ eval_request eval_request_from_json(const json& j) {
 
 eval::result eval_result_from_json(const json& j) {
   try {
-    return eval::result_from_json(j);
-  } catch (const std::invalid_argument& e) {
+    return eval::stored_result(j);
+  } catch (const std::exception& e) {
     fail("a job's result cannot be read: {}", e.what());
   }
 }
@@ -594,12 +594,15 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
       }
     });
     json result;
+    std::string said; // the verdict and reason, or why the job did not run, for the lines below
     bool ok = false;
     try {
-      result = to_json(run_job(*j, name));
+      const eval::result r = run_job(*j, name);
+      said = fmt::format("{} {}", eval::to_string(r.final), r.reason);
+      result = to_json(r);
       ok = true;
     } catch (const std::exception& e) {
-      result = {{"error", e.what()}};
+      said = e.what();
     }
     {
       std::lock_guard lock(m);
@@ -618,14 +621,13 @@ worker_summary run_worker(const std::function<store::store()>& open, const worke
     if (ok) {
       st.complete(j->id, name, result);
       ++summary.done;
-      say(fmt::format("job {}: {} {}", j->id, result.at("verdict").get<std::string>(),
-                      result.at("reason").get<std::string>()));
+      say(fmt::format("job {}: {}", j->id, said));
     } else {
       // The tool could not run the job here (a missing task file, a broken request): another
       // worker may.
       st.release(j->id, name, "worker.error", true);
       ++summary.failed;
-      say(fmt::format("job {}: not run: {}", j->id, result.at("error").get<std::string>()));
+      say(fmt::format("job {}: not run: {}", j->id, said));
     }
     idle_since = std::chrono::steady_clock::now();
   }

@@ -309,7 +309,6 @@ eval::result replay_evaluator::operator()(const task::contract& c,
                 : (ratio < 1 - o.delta ? eval::verdict::regressed : eval::verdict::same);
   r.reason = "timing." + eval::to_string(r.final);
   r.gate = eval::gate_summary::of_medians(t_best, t_cand);
-  r.detail["statistics"] = *r.gate;
   return r;
 }
 

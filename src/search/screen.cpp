@@ -92,6 +92,9 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
   const double pass_at = (1 + gate.delta) * (1 - screening.margin);
   if (estimate < pass_at) {
     out.stopped_because = "screen.not_promising";
+    // The record says what the row says (evidence check compares them), and keeps the judge's.
+    out.result.detail["screen"] = {{"judge_verdict", eval::to_string(out.result.final)},
+                                   {"judge_reason", out.result.reason}};
     // The screen's verdict stands, but never as an improvement: only the gate says improved.
     if (out.result.final == eval::verdict::improved) {
       out.result.final = eval::verdict::inconclusive;
@@ -100,15 +103,6 @@ staged_result evaluate_staged(const stage_evaluator& evaluate, const task::contr
                                      "sent to the gate",
                                      estimate, pass_at);
     out.result.reason = "screen.not_promising";
-    // The record says what the row says (evidence check compares them), and keeps the judge's.
-    if (out.result.detail.is_object()) {
-      auto& d = out.result.detail;
-      d["screen"] = {{"judge_verdict", d.value("verdict", nlohmann::json())},
-                     {"judge_reason", d.value("reason", nlohmann::json())}};
-      d["verdict"] = eval::to_string(out.result.final);
-      d["reason"] = out.result.reason;
-      d["message"] = out.result.message;
-    }
     return out;
   }
   run(stage::gate, gate);

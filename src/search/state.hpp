@@ -37,9 +37,9 @@ struct bottleneck {
 };
 
 // The state of a candidate that ran in `seconds` [s] at shape `s`. When the evaluation result
-// carries a profile (detail.profile.bottleneck: the classifier's assessment as JSON, with
-// detail.profile.source "ncu" or "cupti"), that is the state; otherwise the classifier runs on
-// the analytic roofline (the task's minimum bytes and FLOP) and the time: source analytic.
+// carries counters that could be read (eval::result::counters), the classifier runs on them;
+// otherwise on the analytic roofline (the task's minimum bytes and FLOP) and the time: source
+// analytic.
 bottleneck assess(const task::contract& c, const task::shape_case& s, double seconds,
                   const eval::result* evaluation = nullptr);
 

@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "eval/eval.hpp"
 
 #include <fmt/format.h>
 
@@ -93,7 +94,7 @@ std::string evidence_archive(const store::store& st, int64_t run) {
   }
   temp_dir tmp("kblaster-evidence-");
   const fs::path out = tmp.path() / "evidence";
-  const auto report = st.export_evidence(run, out);
+  const auto report = st.export_evidence(run, out, eval::recorded_outcome_of);
   if (!report.ok()) {
     fail("evidence export of run {}: {}", run, fmt::join(report.problems, "; "));
   }

@@ -30,18 +30,10 @@ json opt(const std::optional<int64_t>& v) {
   return v ? json(*v) : json();
 }
 
-// The full result document of an evaluation (an empty object when it has none or it is unreadable:
-// a page shows what is there).
-json detail_of(const store::store& st, const store::evaluation_row& row) {
-  if (row.detail_digest.empty()) {
-    return json::object();
-  }
-  try {
-    json d = json::parse(st.get(row.detail_digest));
-    return d.is_object() ? d : json::object();
-  } catch (const std::exception&) {
-    return json::object();
-  }
+// An evaluation's stored result, when it has a readable one (a page shows what is there).
+std::optional<eval::result> stored(const store::store& st, const store::evaluation_row& row,
+                                   bool with_samples = false) {
+  return eval::stored_result(st, row, with_samples);
 }
 
 std::string text_of(const store::store& st, const std::string& digest) {
@@ -53,10 +45,6 @@ std::string text_of(const store::store& st, const std::string& digest) {
   } catch (const std::exception&) {
     return {};
   }
-}
-
-std::string str(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
 
 json row_json(const store::evaluation_row& row) {
@@ -162,8 +150,8 @@ store::run_info require_run(const store::store& st, int64_t run) {
 }
 
 // GPU name of a task's evaluations (the memory is kept per GPU).
-std::string gpu_of(const json& d) {
-  return d.contains("device") ? str(d["device"], "name") : "";
+std::string gpu_of(const std::optional<eval::result>& r) {
+  return r && r->context.device ? r->context.device->name : "";
 }
 
 std::optional<task::contract> load_contract(const std::optional<fs::path>& root,
@@ -274,7 +262,8 @@ json dashboard::run(int64_t id) const {
             row.record.baseline == row.record.candidate)) {
         ++candidates;
       }
-      seconds += detail_of(m_store, row).value("seconds", 0.0);
+      const auto r = stored(m_store, row);
+      seconds += r ? r->seconds : 0.0;
     }
     // The headline: the last evaluation of the best candidate against the task's baseline (the
     // search's confirmation), else the last evaluation of the task.
@@ -338,9 +327,9 @@ json dashboard::search(int64_t run, const std::string& task) const {
   std::string gpu;
   int step = 0;
   for (const auto& row : rows) {
-    const json d = detail_of(m_store, row);
-    if (family.empty() && d.contains("task")) {
-      family = str(d["task"], "family");
+    const auto d = stored(m_store, row);
+    if (family.empty() && d) {
+      family = d->task.family;
     }
     if (gpu.empty()) {
       gpu = gpu_of(d);
@@ -350,8 +339,8 @@ json dashboard::search(int64_t run, const std::string& task) const {
     const auto vs_baseline = advance(p, row);
     json c = row_json(row);
     c["speedup_vs_baseline"] = opt(vs_baseline);
-    c["message"] = str(d, "message");
-    c["seconds"] = d.value("seconds", 0.0);
+    c["message"] = d ? d->message : "";
+    c["seconds"] = d ? d->seconds : 0.0;
     c["step"] = self_baseline ? 0 : ++step;
     candidates.push_back(c);
     curve.push_back({{"step", self_baseline ? 0 : step},
@@ -415,37 +404,35 @@ json dashboard::evaluation(int64_t run, int64_t id) const {
   if (it == rows.end()) {
     throw not_found(fmt::format("no evaluation {} in run {}", id, run));
   }
-  const json d = detail_of(m_store, *it);
+  const eval::result d = stored(m_store, *it, /*with_samples=*/true).value_or(eval::result{});
   json out = row_json(*it);
-  out["message"] = str(d, "message");
-  out["source"] =
-      d.contains("candidate") ? text_of(m_store, str(d["candidate"], "source_digest")) : "";
-  out["compared_source"] =
-      d.contains("baseline") ? text_of(m_store, str(d["baseline"], "source_digest")) : "";
+  out["message"] = d.message;
+  out["source"] = text_of(m_store, d.candidate.source_digest);
+  out["compared_source"] = text_of(m_store, d.baseline.source_digest);
   // The task's baseline: the candidate of origin baseline among the run's evaluations of the task.
   out["baseline_source"] = nullptr;
   for (const auto& r : rows) {
     if (r.task_id == it->task_id && r.origin == store::candidate_origin::baseline) {
-      const json bd = detail_of(m_store, r);
-      if (bd.contains("candidate")) {
-        out["baseline_source"] = text_of(m_store, str(bd["candidate"], "source_digest"));
+      if (const auto bd = stored(m_store, r)) {
+        out["baseline_source"] = text_of(m_store, bd->candidate.source_digest);
         break;
       }
     }
   }
-  json build = d.contains("builds") && d["builds"].contains("candidate") ? d["builds"]["candidate"]
-                                                                         : json::object();
-  out["build"] = {{"status", str(build, "status")},
-                  {"reason", str(build, "reason")},
-                  {"seconds", build.value("seconds", 0.0)},
-                  {"cached", build.value("cached", false)},
-                  {"flags", build.value("flags", json::array())},
-                  {"log", str(build, "log_tail")}};
+  const auto b = d.builds.find("candidate");
+  const build::result cand_build = b != d.builds.end() ? b->second : build::result{};
+  out["build"] = {{"status", b != d.builds.end() ? build::to_string(cand_build.status) : ""},
+                  {"reason", cand_build.reason},
+                  {"seconds", cand_build.seconds},
+                  {"cached", cand_build.cached},
+                  {"flags", cand_build.flags},
+                  {"log", cand_build.log}};
   json checks = json::array();
-  for (const auto& layer : d.value("verification", json::array())) {
-    for (const auto& c : layer.value("checks", json::array())) {
+  // Each library's checks as the judge's runner recorded them (protocol::library_result::record).
+  for (const auto& layer : d.verification) {
+    for (const auto& c : layer.record.value("checks", json::array())) {
       for (const auto& o : c.value("outputs", json::array())) {
-        checks.push_back({{"role", layer.value("role", "")},
+        checks.push_back({{"role", layer.role},
                           {"shape", c.value("shape", "")},
                           {"distribution", c.value("distribution", "")},
                           {"seed", c.value("seed", json())},
@@ -462,7 +449,7 @@ json dashboard::evaluation(int64_t run, int64_t id) const {
                           {"unwritten", o.value("unwritten", json())}});
       }
       if (c.value("outputs", json::array()).empty()) {
-        checks.push_back({{"role", layer.value("role", "")},
+        checks.push_back({{"role", layer.role},
                           {"shape", c.value("shape", "")},
                           {"distribution", c.value("distribution", "")},
                           {"seed", c.value("seed", json())},
@@ -475,32 +462,28 @@ json dashboard::evaluation(int64_t run, int64_t id) const {
   out["correctness"] = it->record.correctness;
   // Timing: every sample [s] per side, and each session's medians.
   json samples = {{"candidate", json::array()}, {"baseline", json::array()}};
-  if (!it->samples_digest.empty()) {
-    try {
-      const json t = json::parse(text_of(m_store, it->samples_digest));
-      for (const auto& session : t.is_array() ? t : json::array()) {
-        const json s = session.value("samples", json::object());
-        for (const char* side : {"candidate", "baseline"}) {
-          for (const auto& x : s.value(side, json::array())) {
-            if (x.is_object() && x.contains("t") && x["t"].is_number()) {
-              samples[side].push_back(x["t"]);
-            } else if (x.is_number()) {
-              samples[side].push_back(x);
-            }
-          }
+  for (const auto& session : d.timing) {
+    for (const char* side : {"candidate", "baseline"}) {
+      if (const auto s = session.samples.find(side); s != session.samples.end()) {
+        for (const auto& x : s->second) {
+          samples[side].push_back(x.t);
         }
       }
-    } catch (const std::exception&) {
     }
   }
   out["samples"] = samples;
-  const json stats = d.value("statistics", json::object());
-  out["session_medians"] = stats.value("session_medians", json::array());
-  out["statistics"] = stats;
-  out["sanitize"] = d.value("sanitize", json());
-  out["profile"] = d.value("profile", json());
-  out["bottleneck"] = d.value("bottleneck", json());
-  out["floor_s"] = d.value("floor_seconds", json());
+  json medians = json::array();
+  if (d.gate) {
+    for (const auto& m : d.gate->session_medians) {
+      medians.push_back({{"baseline", m.baseline_s}, {"candidate", m.candidate_s}});
+    }
+  }
+  out["session_medians"] = medians;
+  out["statistics"] = d.gate ? json(*d.gate) : json::object();
+  out["sanitize"] = d.sanitize ? json(*d.sanitize) : json();
+  out["profile"] = d.counters ? json(*d.counters) : json();
+  out["bottleneck"] = json(); // the classifier's word is the profiler's report, not a record's
+  out["floor_s"] = d.floor_s ? json(*d.floor_s) : json();
   return out;
 }
 
@@ -517,11 +500,11 @@ json dashboard::roofline(int64_t run, const std::string& task) const {
   }
   task::ceilings ceil;
   for (const auto& row : rows) {
-    const json d = detail_of(m_store, row);
-    if (d.contains("ceilings")) {
-      ceil.bandwidth = d["ceilings"].value("bandwidth", ceil.bandwidth);
-      ceil.fp32_flops = d["ceilings"].value("fp32_flops", ceil.fp32_flops);
-      ceil.source = d["ceilings"].value("source", ceil.source);
+    // The ceilings the judge computed against: those of a record that names its timed shape.
+    if (const auto d = stored(m_store, row); d && !d->context.shape.empty()) {
+      ceil.bandwidth = d->context.ceilings.bandwidth;
+      ceil.fp32_flops = d->context.ceilings.fp32_flops;
+      ceil.source = d->context.ceilings.source;
       break;
     }
   }
@@ -672,12 +655,17 @@ json dashboard::suite(std::optional<int64_t> run) const {
     for (const auto& r : from_file["rows"]) {
       const std::string task = r.value("task", "");
       const std::string shape = r.value("shape", "official");
-      const json stt = r.value("statistics", json::object());
+      // The row's statistics are its evaluation's gate, in the gate's one mapping.
+      std::optional<eval::gate_summary> gate;
+      try {
+        gate = eval::gate_of(r.value("statistics", json::object()));
+      } catch (const std::exception&) {
+      }
       std::optional<double> median;
       if (r.contains("candidate_median_s") && r["candidate_median_s"].is_number()) {
         median = r["candidate_median_s"].get<double>();
-      } else if (stt.contains("median_candidate_s") && stt["median_candidate_s"].is_number()) {
-        median = stt["median_candidate_s"].get<double>();
+      } else if (gate && gate->median_candidate_s > 0) {
+        median = gate->median_candidate_s;
       }
       json row = {{"task", task},
                   {"shape", shape},
@@ -687,7 +675,8 @@ json dashboard::suite(std::optional<int64_t> run) const {
                   {"ci_high", nullptr},
                   {"candidate_median_s", opt(median)}};
       add_methods(row, task, shape, median);
-      add_resolved(row, median, stt.value("resolution_s", default_resolution));
+      add_resolved(row, median,
+                   gate && gate->resolution_s > 0 ? gate->resolution_s : default_resolution);
       rows.push_back(row);
     }
   }

@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <sys/stat.h>
 
@@ -114,7 +115,7 @@ bool same_number(const nlohmann::json& a, const nlohmann::json& b) {
 // the speedup the ratio of the medians.
 void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& document,
                               const std::map<std::string, std::string>& listed,
-                              evidence_report& report) {
+                              const record_reader& read, evidence_report& report) {
   const auto& tables = document.at("tables");
   for (const auto& [table, rows] : tables.items()) {
     for (const auto& row : rows) {
@@ -150,24 +151,20 @@ void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& documen
     if (!listed.contains("blobs/" + digest)) {
       continue; // reported above
     }
-    nlohmann::json detail;
+    recorded_outcome recorded;
     try {
-      detail = nlohmann::json::parse(read_file(dir / "blobs" / digest));
+      recorded = read(read_file(dir / "blobs" / digest));
     } catch (const std::exception& e) {
-      problem(fmt::format("its detail blob cannot be read: {}", e.what()));
+      problem(fmt::format("its detail blob cannot be read as a record: {}", e.what()));
       continue;
     }
-    if (!detail.is_object()) {
-      problem("its detail blob is not a record");
-      continue;
-    }
-    if (detail.contains("verdict") && detail["verdict"] != row.value("verdict", nlohmann::json())) {
+    if (recorded.verdict != row.value("verdict", std::string())) {
       problem(fmt::format("the row says {} but its detail blob says {}", row.value("verdict", ""),
-                          detail["verdict"].dump()));
+                          nlohmann::json(recorded.verdict).dump()));
     }
-    if (detail.contains("reason") && detail["reason"] != row.value("reason", nlohmann::json())) {
+    if (recorded.reason != row.value("reason", std::string())) {
       problem(fmt::format("the row's reason {} is not its detail blob's {}",
-                          row.value("reason", ""), detail["reason"].dump()));
+                          row.value("reason", ""), nlohmann::json(recorded.reason).dump()));
     }
     const nlohmann::json speedup = row.value("speedup", nlohmann::json());
     const nlohmann::json base = row.value("baseline_median", nlohmann::json());
@@ -178,15 +175,14 @@ void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& documen
       problem(fmt::format("its speedup {} is not the ratio of its medians ({} / {})",
                           speedup.dump(), base.dump(), cand.dump()));
     }
-    if (detail.contains("statistics") && detail["statistics"].is_object()) {
-      const auto& st = detail["statistics"];
-      for (const auto& [column, key] : {std::pair{"speedup", "speedup"},
-                                        std::pair{"baseline_median", "median_baseline_s"},
-                                        std::pair{"candidate_median", "median_candidate_s"}}) {
-        if (st.contains(key) && !same_number(row.value(column, nlohmann::json()), st[key])) {
-          problem(fmt::format("its {} {} is not the {} {} of its detail blob", column,
-                              row.value(column, nlohmann::json()).dump(), key, st[key].dump()));
-        }
+    for (const auto& [column, value, key] :
+         {std::tuple{"speedup", recorded.speedup, "speedup"},
+          std::tuple{"baseline_median", recorded.baseline_median, "median_baseline_s"},
+          std::tuple{"candidate_median", recorded.candidate_median, "median_candidate_s"}}) {
+      if (value && !same_number(row.value(column, nlohmann::json()), *value)) {
+        problem(fmt::format("its {} {} is not the {} {} of its detail blob", column,
+                            row.value(column, nlohmann::json()).dump(), key,
+                            nlohmann::json(*value).dump()));
       }
     }
   }
@@ -194,7 +190,8 @@ void check_rows_against_blobs(const fs::path& dir, const nlohmann::json& documen
 
 } // namespace
 
-evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
+evidence_report store::export_evidence(int64_t run, const fs::path& out,
+                                       const record_reader& read) const {
   auto& db = m_impl->db;
   if (!find_run(run)) {
     fail_input("no run {} in the store {}", run, m_impl->dir.string());
@@ -274,10 +271,10 @@ evidence_report store::export_evidence(int64_t run, const fs::path& out) const {
     manifest += line;
   }
   write_file_atomic(out / "MANIFEST", manifest);
-  return check_evidence(out);
+  return check_evidence(out, read);
 }
 
-evidence_report check_evidence(const fs::path& dir) {
+evidence_report check_evidence(const fs::path& dir, const record_reader& read) {
   evidence_report report;
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -356,7 +353,7 @@ evidence_report check_evidence(const fs::path& dir) {
         report.problems.push_back("rows.json is not a kblaster evidence document");
       }
       report.run = document.value("run", int64_t{0});
-      check_rows_against_blobs(dir, document, listed, report);
+      check_rows_against_blobs(dir, document, listed, read, report);
       for (const auto& blob : document.at("blobs")) {
         const std::string digest = blob.at("digest").get<std::string>();
         const std::string path = "blobs/" + digest;

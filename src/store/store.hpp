@@ -329,6 +329,19 @@ struct evidence_report {
   bool ok() const { return problems.empty(); }
 };
 
+// What an evaluation's detail blob says of it, for the evidence check to compare with its row.
+// The store keeps the blob opaque: its reader (eval::recorded_outcome_of) is given by the caller.
+struct recorded_outcome {
+  std::string verdict;
+  std::string reason;
+  // The gate's figures, when it compared the two.
+  std::optional<double> speedup;
+  std::optional<double> baseline_median; // [s]
+  std::optional<double> candidate_median;
+};
+// Reads a detail blob's text; throws when it is not a record.
+using record_reader = std::function<recorded_outcome(const std::string& detail_blob)>;
+
 class store {
 public:
   // Opens the store at options.dir, creating it (folders 0700, store.sqlite 0600) and upgrading
@@ -443,8 +456,9 @@ public:
   // than `grace` (a blob stored just now may be about to be referenced).
   gc_report gc(std::chrono::seconds grace, bool dry_run = false);
   // Writes the run's rows (rows.json), the blobs they reference (blobs/<digest>) and a MANIFEST
-  // of SHA-256 per file to `out`, which must not exist or be empty. Returns the MANIFEST check.
-  evidence_report export_evidence(int64_t run, const fs::path& out) const;
+  // of SHA-256 per file to `out`, which must not exist or be empty. Returns the evidence check.
+  evidence_report export_evidence(int64_t run, const fs::path& out,
+                                  const record_reader& read) const;
 
 private:
   struct impl;
@@ -452,7 +466,9 @@ private:
 };
 
 // Checks an exported evidence folder: every file listed in MANIFEST with its hash, nothing else
-// present, no symlinks, every blob named by its hash and every blob rows.json lists present.
-evidence_report check_evidence(const fs::path& dir);
+// present, no symlinks, every blob named by its hash and every blob rows.json lists present;
+// each evaluation row's verdict, reason, medians and speedup those of its detail blob as `read`
+// reads it, the speedup the ratio of the medians.
+evidence_report check_evidence(const fs::path& dir, const record_reader& read);
 
 } // namespace kb::store

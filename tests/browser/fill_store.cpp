@@ -80,7 +80,7 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
                       const std::string& failure) {
   eval::result r;
   json d;
-  d["task"] = {{"id", c.id}, {"suite", c.suite}, {"family", task::to_string(c.fam)}};
+  r.task = {c.id, c.suite, task::to_string(c.fam), ""};
   eval::protocol::device dev;
   dev.name = gpu_name;
   dev.uuid = "GPU-scripted";
@@ -93,16 +93,14 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   r.context.arch = "sm_90a";
   r.context.isolation = "sandboxed";
   r.context.shape = "official";
-  d["device"] = dev;
   d["shape"] = {{"name", "official"}};
-  d["candidate"] = {
-      {"name", cand.name}, {"origin", cand.origin}, {"source_digest", sha256_hex(cand.source)}};
-  d["baseline"] = {
-      {"name", base.name}, {"origin", base.origin}, {"source_digest", sha256_hex(base.source)}};
+  r.candidate = {cand.name, cand.origin, sha256_hex(cand.source)};
+  r.baseline = {base.name, base.origin, sha256_hex(base.source)};
   d["toolchain"] = {{"arch", "sm_90a"}, {"version", "13.0.88"}};
-  d["ceilings"] = {{"bandwidth", 4.3e12}, {"fp32_flops", 67e12}, {"source", "default"}};
-  d["seconds"] = 3.5;
-  d["isolation"] = {{"level", "sandboxed"}};
+  r.context.ceilings.bandwidth = 4.3e12;
+  r.context.ceilings.fp32_flops = 67e12;
+  r.context.ceilings.source = "default";
+  r.seconds = 3.5;
   const bool build_error = failure == "build.compile_error";
   build::result b;
   b.status = build_error ? build::outcome::compile_error : build::outcome::ok;
@@ -114,30 +112,25 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
                         "1 error detected in the compilation of \"candidate.cu\"."
                       : "ptxas info    : Used 32 registers, 0 bytes smem\n";
   r.builds["candidate"] = b;
-  d["builds"]["candidate"] = b.to_json();
   if (build_error) {
     r.final = eval::verdict::rejected;
     r.reason = failure;
     r.message = "the candidate does not compile";
-    d["message"] = r.message;
     r.detail = d;
     return r;
   }
   const bool reject = !failure.empty();
-  d["verification"] = verification(6, reject);
-  r.verification = d["verification"].get<std::vector<eval::protocol::library_result>>();
+  r.verification = verification(6, reject).get<std::vector<eval::protocol::library_result>>();
   if (reject) {
     r.final = eval::verdict::rejected;
     r.reason = failure;
     r.message = "output y differs from the float64 oracle on check 6: 517 elements beyond the "
                 "tolerance (max abs err 0.5)";
-    d["message"] = r.message;
     r.detail = d;
     return r;
   }
   lcg g{static_cast<uint64_t>(std::llround(t_cand * 1e12))};
-  json timing = json::array();
-  json medians = json::array();
+  std::vector<eval::gate_summary::session_median> medians;
   for (int session = 0; session < 2; ++session) {
     json samples = {{"candidate", json::array()}, {"baseline", json::array()}};
     for (int i = 0; i < 200; ++i) {
@@ -152,16 +145,14 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
       }
     }
     r.timing.push_back(t);
-    timing.push_back(t);
-    medians.push_back({{"candidate", t_cand * 1.01}, {"baseline", t_base * 1.01}});
+    medians.push_back({t_base * 1.01, t_cand * 1.01});
   }
-  d["timing"] = timing;
   d["sessions"] = json::array({{{"seconds", 0.5}}, {{"seconds", 0.5}}});
   const double ratio = t_base / t_cand;
   const auto v = ratio > 1.02 ? eval::verdict::improved
                               : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
   const double floor = task::floor_seconds(c, c.official(), task::ceilings{});
-  d["floor_seconds"] = floor;
+  r.floor_s = floor;
   eval::gate_summary gate;
   gate.n_baseline = 400;
   gate.n_candidate = 400;
@@ -172,16 +163,13 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   gate.speedup_high = ratio * 1.005;
   gate.p = v == eval::verdict::same ? 0.4 : 1e-30;
   gate.floor_fraction = floor / t_cand;
+  gate.mann_whitney_p = gate.p;
+  gate.session_medians = medians;
   r.gate = gate;
   r.worker_seconds = 1.0;
-  json st = gate;
-  st["mann_whitney_p"] = *gate.p;
-  st["session_medians"] = medians;
-  d["statistics"] = st;
   r.final = v;
   r.reason = "timing." + eval::to_string(v);
   r.message = fmt::format("speedup {:.3f}x over the compared kernel", ratio);
-  d["message"] = r.message;
   r.detail = d;
   return r;
 }
@@ -256,9 +244,7 @@ int64_t injection_run(store::store& st, const fs::path& root) {
                              "evil.cu", "proposer", "<script>window.__pwned = 3;</script>"};
   auto r = scripted(c, cand, base, 1e-3, 1e-3, "verify.mismatch");
   r.message = "<img src=x onerror=\"window.__pwned = 4\"> answer of the model";
-  r.detail["message"] = r.message;
   r.builds["candidate"].log = "<script>window.__pwned = 5;</script> warning";
-  r.detail["builds"]["candidate"] = r.builds["candidate"].to_json();
   eval::record(st, run, c, cand, base, r);
   st.finish_run(run, store::run_status::finished, "rejected", "verify.mismatch");
   return run;

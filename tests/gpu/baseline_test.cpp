@@ -38,20 +38,20 @@ TEST(baselines, verify_and_time_as_the_same_against_themselves) {
     EXPECT_TRUE(r.final == eval::verdict::same || r.final == eval::verdict::inconclusive)
         << c.id << ": " << eval::to_string(r.final) << " " << r.reason << " " << r.message;
     same += r.final == eval::verdict::same ? 1 : 0;
-    EXPECT_TRUE(r.detail.value("checker_selftest", nlohmann::json::object()).value("sound", false))
-        << c.id;
+    EXPECT_TRUE(r.checker_selftest && r.checker_selftest->sound) << c.id;
     auto s = summary(r);
     s["task"] = c.id;
     s["name"] = c.name;
-    s["floor_seconds"] = r.detail.value("floor_seconds", 0.0);
+    s["floor_seconds"] = r.floor_s.value_or(0.0);
     record.push_back(s);
     seconds.push_back(r.seconds);
-    const auto& st = r.detail.value("statistics", nlohmann::json::object());
+    const double median_baseline = r.gate ? r.gate->median_baseline_s : 0.0;
+    const double baseline_floor_fraction =
+        r.gate && r.gate->decided ? r.gate->decided->baseline_floor_fraction : 0.0;
     std::printf("%-4s %-16s %-8s baseline %9.4f ms  floor %8.4f ms (%5.1f%%)  eval %5.1f s\n",
                 c.id.c_str(), c.name.c_str(), eval::to_string(r.final).c_str(),
-                1e3 * st.value("median_baseline_s", 0.0),
-                1e3 * r.detail.value("floor_seconds", 0.0),
-                100 * st.value("baseline_floor_fraction", 0.0), r.seconds);
+                1e3 * median_baseline, 1e3 * r.floor_s.value_or(0.0), 100 * baseline_floor_fraction,
+                r.seconds);
   }
   // And most are resolved as the same: at most one task in ten inconclusive.
   EXPECT_GE(10 * same, 9 * tasks.size()) << same << " of " << tasks.size() << " same";

@@ -53,15 +53,20 @@ inline void keep(const std::string& name, const nlohmann::json& j) {
 }
 
 inline nlohmann::json summary(const eval::result& r) {
-  return {{"verdict", eval::to_string(r.final)},
-          {"reason", r.reason},
-          {"message", r.message},
-          {"seconds", r.seconds},
-          {"statistics", r.detail.value("statistics", nlohmann::json::object())},
-          {"checker_selftest", r.detail.value("checker_selftest", nlohmann::json::object())},
-          {"device", r.detail.value("device", nlohmann::json::object())},
-          {"isolation", r.detail.value("isolation", nlohmann::json::object())},
-          {"sessions", r.detail.value("sessions", nlohmann::json::array())}};
+  return {
+      {"verdict", eval::to_string(r.final)},
+      {"reason", r.reason},
+      {"message", r.message},
+      {"seconds", r.seconds},
+      {"statistics", r.gate ? nlohmann::json(*r.gate) : nlohmann::json::object()},
+      {"checker_selftest",
+       r.checker_selftest ? nlohmann::json(*r.checker_selftest) : nlohmann::json::object()},
+      {"device", r.context.device ? nlohmann::json(*r.context.device) : nlohmann::json::object()},
+      {"isolation",
+       {{"level", r.context.isolation},
+        {"detail", r.context.isolation_detail},
+        {"probe", r.context.isolation_probe}}},
+      {"sessions", r.detail.value("sessions", nlohmann::json::array())}};
 }
 
 } // namespace kb::gpu_test

@@ -23,8 +23,8 @@ TEST(portfolio, every_kernel_passes_verification_and_the_sanitizers) {
       EXPECT_EQ(r.reason, "verify.passed") << file.filename() << ": " << r.message;
       auto s = summary(r);
       s["file"] = fs::relative(file, root).string();
-      s["verification"] = r.detail.value("verification", nlohmann::json::array());
-      s["sanitize"] = r.detail.value("sanitize", nlohmann::json::object());
+      s["verification"] = r.verification;
+      s["sanitize"] = r.sanitize ? nlohmann::json(*r.sanitize) : nlohmann::json::object();
       record.push_back(s);
       std::printf("%-28s %-16s %s\n", file.filename().c_str(), r.reason.c_str(),
                   r.message.substr(0, 160).c_str());

@@ -27,7 +27,7 @@ TEST(store_on_gpu, evaluating_the_same_candidate_twice_compiles_once) {
     const auto r = eval::evaluate(root, c, cand, base, o, {});
     EXPECT_EQ(r.reason, "verify.passed") << r.message;
     eval::record(st, run, c, cand, base, r);
-    builds.push_back(r.detail["builds"]["candidate"]);
+    builds.push_back(r.builds.at("candidate").to_json());
   }
   st.finish_run(run, store::run_status::finished, "finished", "");
   EXPECT_FALSE(builds[0].value("cached", true));

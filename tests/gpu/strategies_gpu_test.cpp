@@ -98,19 +98,19 @@ TEST_P(strategy_on_gpu, passes_verification) {
   if (opt.sanitize) {
     // Each of the four tools ran, found nothing, and its own summary line says so; the line
     // printed here is the record of it in the test log.
-    const auto tools = r.detail.value("sanitize", nlohmann::json::object());
+    ASSERT_TRUE(r.sanitize) << "the sanitizer did not run";
+    const auto& tools = *r.sanitize;
     std::string line =
         fmt::format("sanitize {}/{} {}:", c.suite, c.id, candidate_info(s, cc.params));
     for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
       ASSERT_TRUE(tools.contains(tool)) << tool << " did not run";
       const auto& t = tools.at(tool);
-      EXPECT_FALSE(t.value("errors", true)) << tool << ": " << t.value("log_tail", "");
-      const bool summarized = t.contains("summary") && t.at("summary").is_object();
-      EXPECT_TRUE(summarized) << tool << " printed no summary line: " << t.value("log_tail", "");
+      EXPECT_FALSE(t.errors) << tool << ": " << t.log_tail;
+      const bool summarized = t.summary_errors.has_value();
+      EXPECT_TRUE(summarized) << tool << " printed no summary line: " << t.log_tail;
       line += fmt::format(" {}={}", tool,
-                          summarized ? fmt::format("{} errors/{} warnings",
-                                                   t.at("summary").value("errors", -1),
-                                                   t.at("summary").value("warnings", -1))
+                          summarized ? fmt::format("{} errors/{} warnings", *t.summary_errors,
+                                                   t.summary_warnings.value_or(-1))
                                      : std::string("no summary"));
     }
     std::printf("%s\n", line.c_str());

@@ -2,6 +2,7 @@
 // server scripts/services.sh starts). Then the queue's guarantees with several processes sharing
 // one PostgreSQL store: no job is taken twice, and a worker killed with SIGKILL loses no finished
 // result while its job is taken again once its lease expires.
+#include "eval/eval.hpp"
 #include "service_support.hpp"
 #include "store/detail/schema.hpp"
 
@@ -139,9 +140,9 @@ TEST_P(backend_test, verify_gc_and_evidence_work) {
   EXPECT_FALSE(st.exists(loose));
   EXPECT_TRUE(st.exists(r.binary));
   const fs::path out = m_folder->path() / "evidence";
-  const auto exported = st.export_evidence(r.run, out);
+  const auto exported = st.export_evidence(r.run, out, eval::recorded_outcome_of);
   EXPECT_TRUE(exported.ok());
-  EXPECT_TRUE(check_evidence(out).ok());
+  EXPECT_TRUE(check_evidence(out, eval::recorded_outcome_of).ok());
   const auto rows = nlohmann::json::parse(read_file(out / "rows.json"));
   EXPECT_EQ(rows.at("tables").at("evaluations").size(), 1u);
   EXPECT_TRUE(rows.at("tables").at("evaluations")[0].at("speedup").is_number_float());

@@ -124,7 +124,7 @@ TEST_F(control_test, a_candidate_that_does_not_compile_shows_the_compilers_error
   EXPECT_NE(r.output.find("undeclared_name_kb45"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
   ASSERT_TRUE(fs::exists(json)) << r.output;
-  const auto detail = nlohmann::json::parse(read_file(json));
+  const auto detail = eval::stored_result(nlohmann::json::parse(read_file(json))).detail;
   ASSERT_TRUE(detail.contains("provenance")) << detail.dump(1);
   EXPECT_EQ(detail["provenance"]["kblaster"], KBLASTER_VERSION);
   EXPECT_EQ(detail["provenance"]["judge_protocol"], eval::judge_protocol_version);
@@ -361,7 +361,7 @@ TEST_F(control_test, an_export_that_meets_a_corrupt_blob_leaves_nothing) {
   }
   store st(store_dir());
   const fs::path out = tmp() / "evidence";
-  EXPECT_ANY_THROW(st.export_evidence(r.run, out));
+  EXPECT_ANY_THROW(st.export_evidence(r.run, out, eval::recorded_outcome_of));
   EXPECT_TRUE(!fs::exists(out) || fs::is_empty(out));
 }
 
@@ -382,8 +382,9 @@ TEST_F(control_test, only_the_tasks_own_baseline_compiles_outside_the_sandbox) {
                           {{"KBLASTER_CACHE", KBLASTER_TEST_CACHE}});
   EXPECT_EQ(r.output.find("KB45_SECRET_TEXT"), std::string::npos) << r.output;
   ASSERT_TRUE(fs::exists(json)) << r.output;
-  const auto detail = nlohmann::json::parse(read_file(json));
-  EXPECT_EQ(detail.dump().find("KB45_SECRET_TEXT"), std::string::npos);
+  const auto stored = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(stored.dump().find("KB45_SECRET_TEXT"), std::string::npos);
+  const auto detail = eval::stored_result(stored).detail;
   EXPECT_EQ(detail["trusted_builds"]["baseline"], false) << detail.dump(1).substr(0, 2000);
   EXPECT_EQ(detail["trusted_builds"]["candidate"], true);
 }

@@ -80,7 +80,6 @@ struct scripted_gpu {
                            : (ratio < 0.98 ? eval::verdict::regressed : eval::verdict::same);
     r.reason = "timing." + eval::to_string(r.final);
     r.gate = eval::gate_summary::of_medians(t_base, t_cand);
-    r.detail["statistics"] = *r.gate;
     r.worker_seconds = 0.5;
     r.detail["sessions"] = nlohmann::json::array({{{"seconds", 0.5}}});
     profiles.push_back(opt.profile);
@@ -104,7 +103,6 @@ struct scripted_gpu {
                     {"values", values},
                     {"passes", counters ? 2 : 0}};
       r.counters = run;
-      r.detail["profile"] = run;
     }
     return r;
   }

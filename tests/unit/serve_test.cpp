@@ -33,15 +33,10 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
   eval::result r;
   r.final = v;
   r.reason = reason;
-  r.detail = {
-      {"task", {{"id", c.id}, {"family", task::to_string(c.fam)}}},
-      {"device", {{"name", "test GPU"}}},
-      {"shape", {{"name", "official"}}},
-      {"candidate", {{"source_digest", sha256_hex(cand_src)}}},
-      {"baseline", {{"source_digest", sha256_hex(compared_src)}}},
-      {"builds",
-       {{"candidate", {{"status", "ok"}, {"binary", binary.string()}, {"log_tail", "log <b>"}}}}},
-      {"seconds", 2.0}};
+  r.task = {c.id, "", task::to_string(c.fam), ""};
+  r.candidate.source_digest = sha256_hex(cand_src);
+  r.baseline.source_digest = sha256_hex(compared_src);
+  r.seconds = 2.0;
   eval::protocol::device dev;
   dev.name = "test GPU";
   r.context.device = dev;
@@ -59,12 +54,10 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
     g.speedup_low = *speedup - 0.01;
     g.speedup_high = *speedup + 0.01;
     r.gate = g;
-    r.detail["statistics"] = g;
     eval::protocol::session_timing t;
     t.samples["candidate"] = {{1e-3, 0, 0, {}}, {1.1e-3, 0, 1, {}}};
     t.samples["baseline"] = {};
     r.timing = {t};
-    r.detail["timing"] = r.timing;
   }
   return eval::record(st, run, c, cand, base, r);
 }
@@ -164,10 +157,50 @@ TEST_F(serve_test, evidence_archive_unpacks_with_tar_and_passes_the_check) {
   const fs::path out = dir->path() / "x";
   fs::create_directories(out);
   ASSERT_EQ(std::system(("tar -xf " + file.string() + " -C " + out.string()).c_str()), 0);
-  const auto report = store::check_evidence(out / fmt::format("run-{}-evidence", run));
+  const auto report =
+      store::check_evidence(out / fmt::format("run-{}-evidence", run), eval::recorded_outcome_of);
   EXPECT_TRUE(report.ok()) << fmt::format("{}", fmt::join(report.problems, "; "));
   EXPECT_EQ(report.run, run);
   EXPECT_THROW(evidence_archive(*st, 999999), not_found);
+}
+
+// A record stored before the result was typed (the judge's whole document, written on the H200)
+// shows the same candidate page as that result recorded today.
+TEST_F(serve_test, a_record_of_an_earlier_schema_shows_the_same_page) {
+  const fs::path root = KBLASTER_SOURCE_DIR;
+  json document = json::parse(read_file(root / "evidence/h200/harness/eval-time/019_relu.json"));
+  const auto c = task::find_task(root, "019");
+  const int64_t r = st->begin_run("eval", json::object());
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const eval::candidate_input cand{"// relu\n", "019_relu.cu", "candidate"};
+  auto typed = eval::stored_result(document);
+  // The build's binary, which the store keeps with a successful build, is not in the document.
+  typed.builds.at("candidate").binary = dir->path() / "candidate.so";
+  write_file_atomic(typed.builds.at("candidate").binary, "binary");
+  const int64_t now = eval::record(*st, r, c, cand, base, typed);
+  // The same evaluation row, with the detail blob and the samples as record() wrote them then.
+  auto before = st->evaluations_of_run(r).at(0).record;
+  before.samples = document.at("timing");
+  document.erase("timing");
+  before.detail = document;
+  const int64_t then = st->record_evaluation(before);
+  const dashboard d(*st, {.project_root = root});
+  const json a = d.evaluation(r, then);
+  const json b = d.evaluation(r, now);
+  for (const char* key :
+       {"message", "source", "compared_source", "build", "verification", "samples",
+        "session_medians", "statistics", "sanitize", "profile", "floor_s"}) {
+    EXPECT_EQ(a.at(key), b.at(key)) << key;
+  }
+  EXPECT_EQ(a["build"]["status"], "ok");
+  EXPECT_FALSE(a["verification"].empty());
+  ASSERT_EQ(before.samples.size(), 2u);
+  EXPECT_EQ(a["samples"]["candidate"].size(), before.samples[0]["samples"]["candidate"].size() +
+                                                  before.samples[1]["samples"]["candidate"].size());
+  EXPECT_EQ(a["statistics"]["speedup"], document.at("statistics").at("speedup"));
+  EXPECT_EQ(a["session_medians"], document.at("statistics").at("session_medians"));
+  EXPECT_EQ(a["floor_s"], document.at("floor_seconds"));
+  EXPECT_EQ(d.roofline(r, "019")["ceilings_source"], document.at("ceilings").at("source"));
 }
 
 // The suite page from a bench.json: each row's ratio to every correct PyTorch method, and

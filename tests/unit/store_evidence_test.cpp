@@ -1,6 +1,7 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "common/sha256.hpp"
+#include "eval/eval.hpp"
 #include "store_test_support.hpp"
 
 #include <algorithm>
@@ -17,12 +18,14 @@ protected:
     m_store = std::make_unique<store>(store_dir());
     m_run = record_sample_run(*m_store, "one");
     m_other = record_sample_run(*m_store, "two");
-    const auto report = m_store->export_evidence(m_run.run, out());
+    const auto report = m_store->export_evidence(m_run.run, out(), eval::recorded_outcome_of);
     ASSERT_TRUE(report.ok()) << ::testing::PrintToString(report.problems);
   }
   fs::path out() const { return tmp() / "evidence"; }
-  bool passes() const { return check_evidence(out()).ok(); }
-  std::string problems() const { return ::testing::PrintToString(check_evidence(out()).problems); }
+  bool passes() const { return check_evidence(out(), eval::recorded_outcome_of).ok(); }
+  std::string problems() const {
+    return ::testing::PrintToString(check_evidence(out(), eval::recorded_outcome_of).problems);
+  }
   void make_writable(const fs::path& file) const {
     fs::permissions(file, fs::perms::owner_write, fs::perm_options::add);
   }
@@ -33,7 +36,7 @@ protected:
 };
 
 TEST_F(evidence_test, an_export_holds_the_runs_rows_and_blobs_and_checks_out) {
-  const auto report = check_evidence(out());
+  const auto report = check_evidence(out(), eval::recorded_outcome_of);
   EXPECT_TRUE(report.ok()) << problems();
   EXPECT_EQ(report.run, m_run.run);
   EXPECT_EQ(report.manifest_digest, sha256_file(out() / "MANIFEST"));
@@ -81,7 +84,7 @@ TEST_F(evidence_test, an_export_includes_the_ancestry_of_its_candidates) {
   e.build.reset();
   st.record_evaluation(e);
   const fs::path dir = tmp() / "ancestry";
-  ASSERT_TRUE(st.export_evidence(run, dir).ok());
+  ASSERT_TRUE(st.export_evidence(run, dir, eval::recorded_outcome_of).ok());
   const auto doc = nlohmann::json::parse(read_file(dir / "rows.json"));
   std::vector<int64_t> ids;
   for (const auto& c : doc["tables"]["candidates"]) {
@@ -185,7 +188,7 @@ TEST_F(evidence_test, a_forged_row_with_a_rewritten_manifest_fails_the_check) {
     e["verdict"] = "regressed";
     e["speedup"] = 9.99;
   });
-  const auto report = check_evidence(out());
+  const auto report = check_evidence(out(), eval::recorded_outcome_of);
   EXPECT_FALSE(report.ok());
   std::string all;
   for (const auto& p : report.problems) {
@@ -228,12 +231,14 @@ TEST_F(evidence_test, check_compares_the_manifest_with_the_published_digest) {
 }
 
 TEST_F(evidence_test, export_refuses_a_non_empty_folder_and_an_unknown_run) {
-  EXPECT_THROW(m_store->export_evidence(m_run.run, out()), input_error);
-  EXPECT_THROW(m_store->export_evidence(9999, tmp() / "nothing"), input_error);
+  EXPECT_THROW(m_store->export_evidence(m_run.run, out(), eval::recorded_outcome_of), input_error);
+  EXPECT_THROW(m_store->export_evidence(9999, tmp() / "nothing", eval::recorded_outcome_of),
+               input_error);
   fs::create_directories(tmp() / "target");
   fs::create_directory_symlink(tmp() / "target", tmp() / "link");
-  EXPECT_THROW(m_store->export_evidence(m_run.run, tmp() / "link"), input_error);
-  EXPECT_THROW(check_evidence(tmp() / "absent"), input_error);
+  EXPECT_THROW(m_store->export_evidence(m_run.run, tmp() / "link", eval::recorded_outcome_of),
+               input_error);
+  EXPECT_THROW(check_evidence(tmp() / "absent", eval::recorded_outcome_of), input_error);
 }
 
 } // namespace
