@@ -722,6 +722,7 @@ STATE_MODULES = {
     **{f"ConvTranspose{d}d": _CONVT for d in (1, 2, 3)},
     **{f"MaxPool{d}d": _MAXPOOL for d in (1, 2, 3)},
     **{f"AvgPool{d}d": _AVGPOOL[:5] + ([] if d == 1 else _AVGPOOL[5:]) for d in (1, 2, 3)},
+    **{f"Adaptive{k}Pool{d}d": [("output_size", REQ)] for k in ("Avg", "Max") for d in (1, 2, 3)},
 }
 # Tensor methods that are not the torch function of the same name.
 SHAPE_METHODS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "permute", "transpose",
@@ -1261,6 +1262,16 @@ class ForwardReader:
             if c["bias"]:
                 add_state("bias", [expr_of(c["out_features"])])
             out = x.shape[:-1] + [expr_of(c["out_features"])]
+        elif kind.startswith("Adaptive"):
+            nd = int(kind[-2])
+            if len(spatial) != nd:
+                raise GraphError("dynamic_shape", f"nn.{kind} over {x.shape}", "nn." + kind)
+            size = plain(c["output_size"])
+            size = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+            if len(size) != nd or any(not isinstance(v, int) and v is not None for v in size):
+                raise GraphError("dynamic_shape", f"nn.{kind} output_size {size}", "nn." + kind)
+            c = dict(c, output_size=[v if v is not None else -1 for v in size])
+            out = x.shape[:2] + [e if v is None else str(v) for e, v in zip(spatial, size)]
         elif kind.startswith(("Conv", "MaxPool", "AvgPool")):
             nd = int(kind[-2])
             if len(spatial) != nd:
