@@ -970,6 +970,8 @@ class ForwardReader:
                                     [base] if node.attr == "T" else [base, -2, -1], {})
             if isinstance(base, Tensor) and node.attr == "shape":
                 return tuple(Dim(e, None) for e in base.shape)
+            if isinstance(base, tuple) and len(base) == 2 and node.attr in ("values", "indices"):
+                return base[0 if node.attr == "values" else 1]  # torch.max(x, dim).values
             raise GraphError("unknown_op", f"attribute .{node.attr} not understood", node.attr)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self.value(e) for e in node.elts)
@@ -1044,6 +1046,14 @@ class ForwardReader:
             base = self.value(node.func.value)
             if isinstance(base, Tensor):
                 return self.method(base, node.func.attr, args, kwargs)
+        pool = re.fullmatch(r"(?:F|torch\.nn\.functional|nn\.functional)\.adaptive_(avg|max)_pool([123])d", name)
+        if pool and args and isinstance(args[0], Tensor):
+            # The functional form reads as the module nn.Adaptive{Avg,Max}Pool<n>d would.
+            size = args[1] if len(args) > 1 else kwargs.get("output_size")
+            mod = f"adaptive_pool_{len(self.g.nodes)}"
+            self.modules[mod] = (f"Adaptive{pool.group(1).capitalize()}Pool{pool.group(2)}d",
+                                 {"output_size": size})
+            return self.call_module(mod, [args[0]], {})
         op = canonical(name)
         if op is None:
             raise GraphError("unknown_op", f"{name} is not an op the graph knows", name)
