@@ -513,6 +513,7 @@ struct kernel_steps {
   const fuse_step* main = nullptr;
   const fuse_step* epilogue = nullptr;
   std::string value; // the value the kernel leaves, after its views
+  std::string epilogue_input; // the value the epilogue reads (the main step's, or a view's of it)
 };
 
 // A shape expression as C++ over the dims bound as kb_d_<name>; nullopt for a character other
@@ -634,11 +635,14 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     if (k.main == nullptr) {
       k.main = &s;
     } else if (s.kind == fuse_kind::epilogue) {
-      if (k.value != (k.epilogue != nullptr ? k.epilogue->value : k.main->value)) {
+      // A view before the epilogue: only where the epilogue indexes nothing (a later kernel's
+      // epilogue without operands); the anchor's epilogue indexes the anchor's output.
+      if (k.value != k.main->value && (s.kernel == 0 || !s.operands.empty())) {
         return why(s.ops.front(), "a view inside a kernel's fused chain (the epilogue indexes the "
                                   "output of the kernel's first step)");
       }
       k.epilogue = &s;
+      k.epilogue_input = k.value;
     } else if (s.kind == fuse_kind::view && p.kernels == 1) {
       return why(s.ops.front(), "a view inside the fused chain (the epilogue indexes the anchor's "
                                 "output)");
@@ -1001,9 +1005,15 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     std::string post = "v";
     std::string post_ops;
     if (ks.epilogue != nullptr || !affine.empty()) {
-      detail::pointwise tail(g, leaves_for(ks.main->value, affine.empty() ? "v" : "kb_v", out,
-                                           "channel"),
-                             out);
+      const bool viewed = ks.epilogue != nullptr && ks.epilogue_input != ks.main->value;
+      if (viewed && !affine.empty()) {
+        return why(op, "a view between a norm's affine and its epilogue");
+      }
+      detail::pointwise tail(
+          g,
+          leaves_for(viewed ? ks.epilogue_input : ks.main->value, affine.empty() ? "v" : "kb_v",
+                     out, "channel"),
+          viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
       if (!leaf_error.empty()) {
         return why(op, leaf_error);
       }
