@@ -722,6 +722,7 @@ STATE_MODULES = {
     **{f"ConvTranspose{d}d": _CONVT for d in (1, 2, 3)},
     **{f"MaxPool{d}d": _MAXPOOL for d in (1, 2, 3)},
     **{f"AvgPool{d}d": _AVGPOOL[:5] + ([] if d == 1 else _AVGPOOL[5:]) for d in (1, 2, 3)},
+    **{f"Adaptive{k}Pool{d}d": [("output_size", REQ)] for k in ("Avg", "Max") for d in (1, 2, 3)},
 }
 # Tensor methods that are not the torch function of the same name.
 SHAPE_METHODS = {"view", "reshape", "flatten", "unsqueeze", "squeeze", "permute", "transpose",
@@ -969,6 +970,8 @@ class ForwardReader:
                                     [base] if node.attr == "T" else [base, -2, -1], {})
             if isinstance(base, Tensor) and node.attr == "shape":
                 return tuple(Dim(e, None) for e in base.shape)
+            if isinstance(base, tuple) and len(base) == 2 and node.attr in ("values", "indices"):
+                return base[0 if node.attr == "values" else 1]  # torch.max(x, dim).values
             raise GraphError("unknown_op", f"attribute .{node.attr} not understood", node.attr)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(self.value(e) for e in node.elts)
@@ -1043,6 +1046,14 @@ class ForwardReader:
             base = self.value(node.func.value)
             if isinstance(base, Tensor):
                 return self.method(base, node.func.attr, args, kwargs)
+        pool = re.fullmatch(r"(?:F|torch\.nn\.functional|nn\.functional)\.adaptive_(avg|max)_pool([123])d", name)
+        if pool and args and isinstance(args[0], Tensor):
+            # The functional form reads as the module nn.Adaptive{Avg,Max}Pool<n>d would.
+            size = args[1] if len(args) > 1 else kwargs.get("output_size")
+            mod = f"adaptive_pool_{len(self.g.nodes)}"
+            self.modules[mod] = (f"Adaptive{pool.group(1).capitalize()}Pool{pool.group(2)}d",
+                                 {"output_size": size})
+            return self.call_module(mod, [args[0]], {})
         op = canonical(name)
         if op is None:
             raise GraphError("unknown_op", f"{name} is not an op the graph knows", name)
@@ -1261,6 +1272,16 @@ class ForwardReader:
             if c["bias"]:
                 add_state("bias", [expr_of(c["out_features"])])
             out = x.shape[:-1] + [expr_of(c["out_features"])]
+        elif kind.startswith("Adaptive"):
+            nd = int(kind[-2])
+            if len(spatial) != nd:
+                raise GraphError("dynamic_shape", f"nn.{kind} over {x.shape}", "nn." + kind)
+            size = plain(c["output_size"])
+            size = list(size) if isinstance(size, (list, tuple)) else [size] * nd
+            if len(size) != nd or any(not isinstance(v, int) and v is not None for v in size):
+                raise GraphError("dynamic_shape", f"nn.{kind} output_size {size}", "nn." + kind)
+            c = dict(c, output_size=[v if v is not None else -1 for v in size])
+            out = x.shape[:2] + [e if v is None else str(v) for e, v in zip(spatial, size)]
         elif kind.startswith(("Conv", "MaxPool", "AvgPool")):
             nd = int(kind[-2])
             if len(spatial) != nd:

@@ -4,13 +4,20 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
 namespace kb::graph {
 
 using nlohmann::json;
+using detail::number;
+using detail::reduced_axes;
+using detail::short_name;
+using detail::welford_body;
 
 std::string to_string(fuse_kind k) {
   switch (k) {
@@ -498,6 +505,115 @@ std::string fused_header(const std::string& rule, const std::string& what) {
 
 } // namespace
 
+namespace {
+
+// A kernel of a plan: its main step (the anchor or the split step that starts it), the fused
+// epilogue after it and the views after them (a view may only end a kernel).
+struct kernel_steps {
+  const fuse_step* main = nullptr;
+  const fuse_step* epilogue = nullptr;
+  std::string value; // the value the kernel leaves, after its views
+  std::string epilogue_input; // the value the epilogue reads (the main step's, or a view's of it)
+};
+
+// A shape expression as C++ over the dims bound as kb_d_<name>; nullopt for a character other
+// than digits, names, + - * / % ( ) and spaces. The names it reads go into `names`.
+std::optional<std::string> dim_expr(const std::string& e, std::set<std::string>* names) {
+  std::string out;
+  for (size_t i = 0; i < e.size();) {
+    const unsigned char c = static_cast<unsigned char>(e[i]);
+    if (std::isalpha(c) != 0 || c == '_') {
+      size_t j = i;
+      while (j < e.size() && (std::isalnum(static_cast<unsigned char>(e[j])) != 0 || e[j] == '_')) {
+        ++j;
+      }
+      const std::string name = e.substr(i, j - i);
+      names->insert(name);
+      out += "kb_d_" + name;
+      i = j;
+    } else if (std::isdigit(c) != 0) {
+      size_t j = i;
+      while (j < e.size() && std::isdigit(static_cast<unsigned char>(e[j])) != 0) {
+        ++j;
+      }
+      out += "int64_t{" + e.substr(i, j - i) + "}";
+      i = j;
+    } else if (std::string("+-*/%() ").find(static_cast<char>(c)) != std::string::npos) {
+      out += static_cast<char>(c);
+      ++i;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out.empty() ? std::nullopt : std::optional<std::string>(out);
+}
+
+bool is_name(const std::string& e) {
+  if (e.empty() || !(std::isalpha(static_cast<unsigned char>(e[0])) != 0 || e[0] == '_')) {
+    return false;
+  }
+  return std::all_of(e.begin(), e.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+}
+
+std::string pool_config(const task::pool_params& p) {
+  const auto slots = [&](const std::vector<int>& v, int identity) {
+    std::vector<int> out(3, identity);
+    for (int i = 0; i < p.rank; ++i) {
+      out[static_cast<size_t>(3 - p.rank + i)] = v.at(static_cast<size_t>(i));
+    }
+    return fmt::format("{{{}}}", fmt::join(out, ", "));
+  };
+  return fmt::format("kb::pool::config{{{}, {}, {}, {}, {}, {}, {}, {}, {}, 0}}",
+                     p.kind == task::pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank,
+                     slots(p.kernel, 1), slots(p.stride, 1), slots(p.padding, 0),
+                     slots(p.dilation, 1), p.ceil_mode ? 1 : 0, p.count_include_pad ? 1 : 0,
+                     p.divisor_override);
+}
+
+std::string reduce_op(const std::string& name, const std::string& op, const std::string& post) {
+  std::string init = "A(0)", acc = "s.v + x", comb = "a.v + b.v", fin = "s.v";
+  std::string state = "  struct state {\n    A v;\n  };\n";
+  if (op == "mean") {
+    fin = "s.v / A(n)";
+  } else if (op == "prod") {
+    init = "A(1)";
+    acc = "s.v * x";
+    comb = "a.v * b.v";
+  } else if (op == "max") {
+    init = "A(-INFINITY)";
+    acc = "(x != x || x > s.v) ? x : s.v";
+    comb = "(b.v != b.v || b.v > a.v) ? b.v : a.v";
+  } else if (op == "min") {
+    init = "A(INFINITY)";
+    acc = "(x != x || x < s.v) ? x : s.v";
+    comb = "(b.v != b.v || b.v < a.v) ? b.v : a.v";
+  }
+  if (op == "logsumexp") {
+    return fmt::format(
+        "template <class A> struct {} {{\n"
+        "  using state = typename kb_online_softmax<A>::state;\n"
+        "  static KB_HD state init() {{ return kb_online_softmax<A>::init(); }}\n"
+        "  static KB_HD state accumulate(state s, A x) {{ return kb_online_softmax<A>::accumulate(s, x); }}\n"
+        "  static KB_HD state combine(state a, state b) {{ return kb_online_softmax<A>::combine(a, b); }}\n"
+        "  static KB_HD A finalize(state s, int64_t n, const double*) {{\n"
+        "    (void)n;\n"
+        "    const A v = s.max == A(-INFINITY) ? s.max : s.max + kb::fn::log(s.sum);\n"
+        "    return {};\n  }}\n}};\n",
+        name, post);
+  }
+  return fmt::format("template <class A> struct {} {{\n{}"
+                     "  static KB_HD state init() {{ return {{{}}}; }}\n"
+                     "  static KB_HD state accumulate(state s, A x) {{ return {{{}}}; }}\n"
+                     "  static KB_HD state combine(state a, state b) {{ return {{{}}}; }}\n"
+                     "  static KB_HD A finalize(state s, int64_t n, const double*) {{\n"
+                     "    (void)n;\n    const A v = {};\n    return {};\n  }}\n}};\n",
+                     name, state, init, acc, comb, fin, post);
+}
+
+} // namespace
+
 std::optional<lowering> fused_lowering(const rule_context& ctx) {
   const graph& g = ctx.g;
   const fusion_plan p = plan_fusion(g);
@@ -512,87 +628,111 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     const auto& i = p.problems.front();
     return why(i.op, "fusion plan: " + to_string(i.why) + " (" + i.detail + ")");
   }
-  if (p.kernels > 1) {
-    const auto second = std::find_if(p.steps.begin(), p.steps.end(),
-                                     [](const fuse_step& s) { return s.kernel == 1; });
-    std::string chain;
-    for (const auto& s : p.steps) {
-      chain += (chain.empty() ? "" : s.edge == fuse_edge::fused ? " + " : " | ") + s.rule;
-    }
-    return why(second->ops.front(),
-               fmt::format("fusion plan of {} kernels [{}]: {} starts kernel 2 ({}); a lowered "
-                           "task is one kernel",
-                           p.kernels, chain, second->rule, to_string(second->why)));
-  }
-  const node* anchor = g.producer(p.steps.front().value);
+  // The kernels: a main step, an epilogue, views at the end.
+  std::vector<kernel_steps> kernels(static_cast<size_t>(p.kernels));
   for (const auto& s : p.steps) {
-    if (s.kind == fuse_kind::view) {
+    kernel_steps& k = kernels.at(static_cast<size_t>(s.kernel));
+    if (k.main == nullptr) {
+      k.main = &s;
+    } else if (s.kind == fuse_kind::epilogue) {
+      // A view before the epilogue: only where the epilogue indexes nothing (a later kernel's
+      // epilogue without operands); the anchor's epilogue indexes the anchor's output.
+      if (k.value != k.main->value && (s.kernel == 0 || !s.operands.empty())) {
+        return why(s.ops.front(), "a view inside a kernel's fused chain (the epilogue indexes the "
+                                  "output of the kernel's first step)");
+      }
+      k.epilogue = &s;
+      k.epilogue_input = k.value;
+    } else if (s.kind == fuse_kind::view && p.kernels == 1) {
       return why(s.ops.front(), "a view inside the fused chain (the epilogue indexes the anchor's "
                                 "output)");
     }
+    k.value = s.value;
   }
+  const bool chained = p.kernels > 1;
+  const node* anchor = g.producer(p.steps.front().value);
   const bool gemm = p.anchor == "nn.Linear" || p.anchor == "torch.matmul" || p.anchor == "torch.mm";
   const bool conv = starts_with(p.anchor, "nn.Conv");
   if (!gemm && !conv) {
     return why(p.anchor, "a fused chain on " + p.anchor + ": the matmul family's epilogue takes "
                          "Linear and 2-D products, conv's the convolutions");
   }
-  // The epilogue's operands and leaves.
+  // The operands of every kernel's epilogue and of the norms' affine maps, in one list (input
+  // roles epilogue<k>).
   std::vector<std::string> operands;
+  const auto operand = [&](const std::string& base) {
+    const auto it = std::find(operands.begin(), operands.end(), base);
+    if (it != operands.end()) {
+      return static_cast<int>(it - operands.begin());
+    }
+    operands.push_back(base);
+    return static_cast<int>(operands.size()) - 1;
+  };
   if (p.anchor == "nn.Linear" && anchor->inputs.size() > 2 && anchor->inputs[2].is_tensor()) {
-    operands.push_back(anchor->inputs[2].value); // the Linear's bias: operand 0
+    operand(anchor->inputs[2].value); // the Linear's bias: operand 0
   }
-  if (p.steps.size() > 1) {
-    for (const auto& o : p.steps[1].operands) {
-      if (std::find(operands.begin(), operands.end(), o) == operands.end()) {
-        operands.push_back(o);
+  for (const auto& k : kernels) {
+    if (k.epilogue != nullptr) {
+      for (const auto& o : k.epilogue->operands) {
+        operand(o);
       }
     }
   }
-  if (operands.size() > 8) {
-    return why(p.anchor, fmt::format("{} epilogue operands (at most 8)", operands.size()));
-  }
+  const std::string chain_input = anchor->inputs[0].value;
+  // The leaves of an epilogue over a kernel's output of shape `shape`: `main` for the kernel's
+  // first value, the operands at `index` (a channel) or 0.
+  std::string leaf_error;
+  const auto leaves_for = [&](const std::string& value, const std::string& main,
+                              const std::vector<std::string>& shape, const std::string& index) {
+    std::map<std::string, std::string> leaves;
+    leaves[value] = main;
+    for (const auto& n : g.nodes) {
+      for (const auto& o : n.inputs) {
+        if (!o.is_tensor() || leaves.count(o.value) != 0) {
+          continue;
+        }
+        const auto l = leaf_of(g, o.value, chain_input);
+        if (!l) {
+          continue;
+        }
+        if (!task::is_floating(l->type)) {
+          leaves[o.value] = "A(0)"; // a BatchNorm's num_batches_tracked: not read in eval mode
+          continue;
+        }
+        const auto k = std::find(operands.begin(), operands.end(), l->base) - operands.begin();
+        const auto b = broadcast_for(n, l->shape, shape);
+        if (static_cast<size_t>(k) == operands.size() || !b) {
+          continue;
+        }
+        if (state_of(g, l->base) == nullptr) {
+          leaf_error = n.op + ": an epilogue operand that is a forward input (" + l->base +
+                       "): operands are module state";
+          continue;
+        }
+        leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k,
+                                      *b == broadcast::channel ? index : "0");
+      }
+    }
+    return leaves;
+  };
   const std::string index = gemm ? "n" : "channel";
   const std::string acc = gemm ? "acc" : "v";
   const std::vector<std::string>& out_shape = anchor->outputs[0].shape;
-  std::map<std::string, std::string> leaves;
   std::string body;
   std::string main_leaf = acc;
-  if (p.anchor == "nn.Linear" && !operands.empty() && operands[0] == anchor->inputs[2].value &&
-      anchor->inputs.size() > 2) {
+  if (p.anchor == "nn.Linear" && !operands.empty() && anchor->inputs.size() > 2 &&
+      operands[0] == anchor->inputs[2].value) {
     body += "    const A kb_acc = acc + kb::epi::at<A>(ops, 0, n);\n";
     main_leaf = "kb_acc";
   }
-  leaves[anchor->outputs[0].value] = main_leaf;
-  const std::string chain_input = anchor->inputs[0].value;
-  for (const auto& n : g.nodes) {
-    for (const auto& o : n.inputs) {
-      if (!o.is_tensor() || leaves.count(o.value) != 0) {
-        continue;
-      }
-      const auto l = leaf_of(g, o.value, chain_input);
-      if (!l) {
-        continue;
-      }
-      if (!task::is_floating(l->type)) {
-        leaves[o.value] = "A(0)"; // a BatchNorm's num_batches_tracked: not read in eval mode
-        continue;
-      }
-      const auto k = std::find(operands.begin(), operands.end(), l->base) - operands.begin();
-      const auto b = broadcast_for(n, l->shape, out_shape);
-      if (static_cast<size_t>(k) == operands.size() || !b) {
-        continue;
-      }
-      if (state_of(g, l->base) == nullptr) {
-        return why(n.op, "an epilogue operand that is a forward input (" + l->base +
-                             "): operands are module state");
-      }
-      leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k,
-                                    *b == broadcast::channel ? index : "0");
-    }
+  const std::string anchor_out = anchor->outputs[0].value;
+  const std::string kernel0_value =
+      kernels[0].epilogue != nullptr ? kernels[0].epilogue->value : anchor_out;
+  detail::pointwise pw(g, leaves_for(anchor_out, main_leaf, out_shape, index), out_shape);
+  if (!leaf_error.empty()) {
+    return why(p.anchor, leaf_error);
   }
-  detail::pointwise pw(g, leaves, out_shape);
-  const auto e = pw.of(g.outputs[0].value);
+  const auto e = pw.of(kernel0_value);
   if (!e) {
     return why(p.steps.size() > 1 ? p.steps[1].ops.front() : p.anchor,
                "the fused epilogue is not a pointwise expression (" + pw.why() + ")");
@@ -635,19 +775,507 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   const std::string ops = pw.ops();
   l.rule = fmt::format("{}:{}{}", gemm ? "matmul" : "conv", anchor_name,
                        ops == "identity" ? "" : "+" + ops);
-  for (size_t k = 0; k < operands.size(); ++k) {
-    l.roles[operands[k]] = fmt::format("epilogue{}", k);
-  }
   const std::string sig = gemm ? "A acc, int64_t m, int64_t n, const kb::epi::operands& ops"
                                : "A v, int64_t channel, const kb::epi::operands& ops";
   const std::string unused = gemm ? "    (void)m;\n    (void)n;\n    (void)ops;\n"
                                   : "    (void)channel;\n    (void)ops;\n";
-  l.math = fused_header(l.rule, fmt::format("The fused chain after the {} in its output tile's "
-                                            "epilogue; operands by input role epilogue<k>.",
-                                            p.anchor)) +
-           "\ntemplate <class A> struct kb_op {\n  static KB_HD A epilogue(" + sig + ") {\n" +
-           unused + body + "    return " + *e + ";\n  }\n};\n";
+  std::string anchor_math = "\ntemplate <class A> struct kb_op {\n  static KB_HD A epilogue(" + sig +
+                            ") {\n" + unused + body + "    return " + *e + ";\n  }\n};\n";
+  if (!chained) {
+    if (operands.size() > 8) {
+      return why(p.anchor, fmt::format("{} epilogue operands (at most 8)", operands.size()));
+    }
+    for (size_t k = 0; k < operands.size(); ++k) {
+      l.roles[operands[k]] = fmt::format("epilogue{}", k);
+    }
+    l.math = fused_header(l.rule, fmt::format("The fused chain after the {} in its output tile's "
+                                              "epilogue; operands by input role epilogue<k>.",
+                                              p.anchor)) +
+             anchor_math;
+    return l;
+  }
+
+  // ---- the kernels after the anchor: the chain (kblaster/device/chain.cuh) --------------------
+  // Shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its step's input and 2k its output.
+  std::vector<std::vector<std::string>> shapes{out_shape};
+  std::string ops_math;  // the steps' family ops and the elementwise maps
+  std::string launches;  // kb_chain::launch's body after the anchor
+  std::vector<std::string> step_rules;
+  for (size_t k = 1; k < kernels.size(); ++k) {
+    const kernel_steps& ks = kernels[k];
+    const node* n = g.producer(ks.main->value);
+    const std::string op = ks.main->ops.front();
+    if (n == nullptr || n->inputs.empty()) {
+      return why(op, "a step without its node");
+    }
+    const std::vector<std::string>& in = n->inputs[0].shape;
+    std::vector<std::string> out;
+    for (const auto& o : n->outputs) {
+      if (o.value == ks.main->value) {
+        out = o.shape;
+      }
+    }
+    const size_t rank = in.size();
+    shapes.push_back(in);
+    shapes.push_back(out);
+    const int si = static_cast<int>(2 * k - 1);
+    const int so = static_cast<int>(2 * k);
+    const std::string rule = ks.main->rule.substr(ks.main->rule.find(':') + 1);
+    const std::string step = fmt::format("kb_step{}", k);
+    const std::string map = fmt::format("kb_map{}", k);
+    // What the map pass applies first: a norm's per-channel affine.
+    std::string affine;
+    // The family op's launch over x (the step's input) into y; `fold` is where the epilogue goes
+    // in the family op when it reads no operand.
+    enum class fam { reduce, normalize, pool } f = fam::reduce;
+    std::string config;
+    std::string raw;       // the step's value from the family's state (reduce) or stats (normalize)
+    std::string norm_body; // normalize: the state, stats, finalize
+    std::string views;     // code that reshapes x and y before the launch
+    std::string weight_in = "-1";
+    std::string bias_in = "-1";
+    std::string extra_inputs;
+    std::string reduce_name;
+    task::pool_params pool;
+    const auto span = [&](const std::vector<int>& dims) {
+      return std::pair<int, int>{dims.front(), dims.back() + 1};
+    };
+    const auto spatial = [&]() {
+      std::vector<int> d;
+      for (size_t i = 2; i < rank; ++i) {
+        d.push_back(static_cast<int>(i));
+      }
+      return d;
+    };
+    if (ks.main->kind == fuse_kind::reduce) {
+      reduce_name = short_name(n->op);
+      reduce_name = reduce_name == "amax" ? "max" : reduce_name == "amin" ? "min" : reduce_name;
+      if (reduce_name == "norm") {
+        return why(op, "a norm reduction after the anchor (its p is not lowered)");
+      }
+      if (!n->attr("dtype").is_none()) {
+        return why(op, "a reduction with a dtype");
+      }
+      const auto dims = reduced_axes(*n, rank);
+      if (!dims) {
+        return why(op, "the reduced axes are not one consecutive span (the reduce family reduces "
+                       "[outer, extent, inner])");
+      }
+      const auto [b, e2] = span(*dims);
+      config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
+    } else if (ks.main->kind == fuse_kind::softmax) {
+      f = fam::normalize;
+      const auto dims = reduced_axes(*n, rank);
+      if (!dims || dims->size() != 1 || !n->attr("dtype").is_none()) {
+        return why(op, "a softmax over other than one dim");
+      }
+      const auto [b, e2] = span(*dims);
+      config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+      norm_body = "  using state = typename kb_online_softmax<A>::state;\n"
+                  "  struct stats {\n    A max;\n    A s;\n  };\n"
+                  "  static KB_HD state init() { return kb_online_softmax<A>::init(); }\n"
+                  "  static KB_HD state accumulate(state s, A x) { return "
+                  "kb_online_softmax<A>::accumulate(s, x); }\n"
+                  "  static KB_HD state combine(state a, state b) { return "
+                  "kb_online_softmax<A>::combine(a, b); }\n";
+      if (rule == "log_softmax") {
+        norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
+                     "{s.max, kb::fn::log(s.sum)}; }\n";
+        raw = "x - st.max - st.s";
+      } else {
+        norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
+                     "{s.max, A(1) / s.sum}; }\n";
+        raw = "kb::fn::exp(x - st.max) * st.s";
+      }
+    } else if (ks.main->kind == fuse_kind::norm) {
+      f = fam::normalize;
+      const double eps = n->attr("eps").number().value_or(1e-5);
+      norm_body = std::string(welford_body) +
+                  fmt::format("  static KB_HD stats finalize(state s, int64_t, const double*) {{\n"
+                              "    return {{s.mean, A(1) / kb::fn::sqrt(s.m2 / s.count + {})}};\n"
+                              "  }}\n",
+                              number(eps));
+      raw = "(x - st.mean) * st.rstd";
+      const auto tensor_operand = [&](size_t i) -> std::optional<int> {
+        if (n->inputs.size() <= i || !n->inputs[i].is_tensor()) {
+          return std::nullopt;
+        }
+        const auto lf = leaf_of(g, n->inputs[i].value, chain_input);
+        if (!lf || state_of(g, lf->base) == nullptr || !task::is_floating(lf->type)) {
+          return std::nullopt;
+        }
+        return operand(lf->base);
+      };
+      if (rule == "layer_norm") {
+        const auto ns = n->attr("normalized_shape").integers();
+        if (!ns || ns->empty() || ns->size() > rank) {
+          return why(op, "a LayerNorm without its normalized_shape");
+        }
+        config = fmt::format("kb::normalize::config{{{}, {}, 0, {{W}}, {{B}}}}", rank - ns->size(),
+                             rank);
+        const auto w = tensor_operand(1);
+        const auto bi = tensor_operand(2);
+        if (n->inputs.size() > 1 && !w) {
+          return why(op, "a LayerNorm weight that is not module state");
+        }
+        if (w) {
+          weight_in = "1";
+          extra_inputs += fmt::format("a->inputs[cfg.epi[{}]]", *w);
+          raw = "(x - st.mean) * st.rstd * weight";
+        }
+        if (bi) {
+          bias_in = w ? "2" : "1";
+          extra_inputs += fmt::format("{}a->inputs[cfg.epi[{}]]", w ? ", " : "", *bi);
+          raw += " + bias";
+        }
+        config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", rank - ns->size(), rank,
+                             weight_in, bias_in);
+      } else if (rule == "group_norm" || rule == "instance_norm") {
+        if (rank < (rule == "group_norm" ? 2u : 3u)) {
+          return why(op, "a group norm of a tensor without channels, or an instance norm of one "
+                         "without spatial dims");
+        }
+        if (rule == "instance_norm" && n->attr("track_running_stats").boolean().value_or(false)) {
+          return why(op, "an instance norm with running statistics");
+        }
+        const bool aff = n->attr("affine").boolean().value_or(rule == "group_norm");
+        if (aff) {
+          const auto w = tensor_operand(1);
+          const auto bi = tensor_operand(2);
+          if (!w || !bi) {
+            return why(op, "an affine norm whose weight and bias are not module state");
+          }
+          affine = fmt::format("v * kb::epi::at<A>(ops, {}, channel) + kb::epi::at<A>(ops, {}, "
+                               "channel)",
+                               *w, *bi);
+        }
+        if (rule == "group_norm") {
+          const auto groups = n->attr("num_groups").integer();
+          if (!groups || *groups < 1) {
+            return why(op, "a GroupNorm without num_groups");
+          }
+          // x and y viewed as [N, groups, C / groups x spatial], normalized over the last axis.
+          views = fmt::format(
+              "      if (s[{0}][1] % {1} != 0) {{\n        return -1;\n      }}\n"
+              "      const int64_t gs[3] = {{s[{0}][0], {1}, kb::chain::count(s[{0}], rank[{0}]) / "
+              "(s[{0}][0] * {1})}};\n"
+              "      x = kb::chain::dense(x.data, gs, 3);\n"
+              "      y = kb::chain::dense(y.data, gs, 3);\n",
+              si, *groups);
+          config = "kb::normalize::config{2, 3, 0, -1, -1}";
+        } else {
+          const auto [b, e2] = span(spatial());
+          config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+        }
+      } else {
+        return why(op, "batch statistics per channel over the batch and spatial axes (0 and "
+                       "2..): not one consecutive span of reduced axes");
+      }
+    } else if (ks.main->kind == fuse_kind::pool) {
+      const std::string module = n->op.substr(3);
+      const bool adaptive = starts_with(module, "Adaptive");
+      if (adaptive) {
+        const auto size = n->attr("output_size").integers();
+        if (!size || std::any_of(size->begin(), size->end(), [](int64_t v) { return v != 1; })) {
+          return why(op, "an adaptive pooling to other than one value per channel");
+        }
+        reduce_name = starts_with(module, "AdaptiveMax") ? "max" : "mean";
+        const auto [b, e2] = span(spatial());
+        config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
+      } else {
+        f = fam::pool;
+        const int prank = static_cast<int>(module.back() == 'd' ? module[module.size() - 2] - '0' : 0);
+        if (prank < 1 || prank > 3 || rank != static_cast<size_t>(prank) + 2) {
+          return why(op, "a pooling of another rank than the tensor's spatial dims");
+        }
+        std::string bad;
+        const auto pp = pool_params_of(*n, prank, &bad);
+        if (!pp) {
+          return why(op, bad);
+        }
+        pool = *pp;
+        config = pool_config(pool);
+      }
+    } else {
+      return why(op, "a step the chain does not lower");
+    }
+    // The epilogue after the step: folded into the family op when it reads no operand and no
+    // affine comes first, else an elementwise map pass with the channel.
+    const std::string kernel_value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
+    std::string post = "v";
+    std::string post_ops;
+    if (ks.epilogue != nullptr || !affine.empty()) {
+      const bool viewed = ks.epilogue != nullptr && ks.epilogue_input != ks.main->value;
+      if (viewed && !affine.empty()) {
+        return why(op, "a view between a norm's affine and its epilogue");
+      }
+      detail::pointwise tail(
+          g,
+          leaves_for(viewed ? ks.epilogue_input : ks.main->value, affine.empty() ? "v" : "kb_v",
+                     out, "channel"),
+          viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
+      if (!leaf_error.empty()) {
+        return why(op, leaf_error);
+      }
+      const auto te = tail.of(kernel_value);
+      if (!te) {
+        return why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : op,
+                   "the epilogue after " + ks.main->rule + " is not a pointwise expression (" +
+                       tail.why() + ")");
+      }
+      post = *te;
+      post_ops = ks.epilogue != nullptr ? tail.ops() : "";
+    }
+    const bool mapped = !affine.empty() || post.find("kb::epi::at") != std::string::npos;
+    const std::string folded = mapped ? "v" : post;
+    if (f == fam::reduce) {
+      ops_math += "\n" + reduce_op(step, reduce_name, folded);
+    } else if (f == fam::normalize) {
+      ops_math += "\ntemplate <class A> struct " + step + " {\n" + norm_body +
+                  "  static KB_HD A apply(A x, const stats& st, A weight, A bias) {\n"
+                  "    (void)weight;\n    (void)bias;\n    const A v = " + raw + ";\n    return " +
+                  folded + ";\n  }\n};\n";
+    } else {
+      ops_math += "\ntemplate <class A> struct " + step + " {\n"
+                  "  static KB_HD A epilogue(A v, const double*) { return " + folded + "; }\n};\n";
+    }
+    if (mapped) {
+      ops_math += "\ntemplate <class A> struct " + map + " {\n"
+                  "  static KB_HD A map(A v, int64_t channel, const kb::epi::operands& ops) {\n"
+                  "    (void)channel;\n    (void)ops;\n" +
+                  (affine.empty() ? std::string() : "    const A kb_v = " + affine + ";\n") +
+                  "    return " + post + ";\n  }\n};\n";
+    }
+    const std::string family = f == fam::reduce ? "reduce" : f == fam::normalize ? "normalize" : "pool";
+    launches += fmt::format(
+        "    {{ // kernel {0}: {1}\n"
+        "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
+        "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
+        "{5}"
+        "      const kb_tensor in[] = {{x{6}}};\n"
+        "      const kb_args sa = kb::chain::step_args(a, in, {7}, &y);\n"
+        "      rc = kb::{8}::launch_naive<{9}, float, true>(&sa, {10});\n"
+        "      if (rc != 0) {{\n        return rc;\n      }}\n",
+        k, ks.main->rule, k - 1, si, so, views, extra_inputs.empty() ? "" : ", " + extra_inputs,
+        1 + (weight_in != "-1" ? 1 : 0) + (bias_in != "-1" ? 1 : 0), family, step, config);
+    if (mapped) {
+      launches += fmt::format(
+          "      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
+          "ops);\n      if (rc != 0) {{\n        return rc;\n      }}\n",
+          map, k, so, so);
+    }
+    launches += "    }\n";
+    std::string name = rule;
+    if (reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
+      name += "(mean)";
+    }
+    step_rules.push_back(name + (post_ops.empty() || post_ops == "identity" ? "" : "+" + post_ops));
+  }
+  if (operands.size() > 8) {
+    return why(p.anchor, fmt::format("{} epilogue operands (at most 8)", operands.size()));
+  }
+  for (size_t k = 0; k < operands.size(); ++k) {
+    l.roles[operands[k]] = fmt::format("epilogue{}", k);
+  }
+  // The dims the shapes read, bound from the tensors of the call: the anchor's input and weight
+  // (or b), the operands and the output.
+  struct source {
+    std::string tensor; // C++ for the kb_tensor
+    std::string index;  // C++ for its input index, "" for the output
+    std::vector<std::string> shape;
+  };
+  std::vector<source> sources;
+  const auto shape_of_value = [&](const std::string& v) -> std::vector<std::string> {
+    if (const state_tensor* st = state_of(g, v)) {
+      return st->shape;
+    }
+    for (const auto& i : g.inputs) {
+      if (i.value == v) {
+        return i.shape;
+      }
+    }
+    return {};
+  };
+  const std::string xi = gemm ? "cfg.a" : "cfg.x";
+  const std::string wi = gemm ? "cfg.b" : "cfg.weight";
+  sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(anchor->inputs[0].value)});
+  sources.push_back({"a->inputs[" + wi + "]", wi, shape_of_value(anchor->inputs[1].value)});
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::string idx = fmt::format("cfg.epi[{}]", k);
+    sources.push_back({"a->inputs[" + idx + "]", idx, shape_of_value(operands[k])});
+  }
+  sources.push_back({"a->outputs[0]", "", g.outputs[0].shape});
+  std::set<std::string> needed;
+  std::vector<std::vector<std::string>> exprs;
+  for (const auto& sh : shapes) {
+    std::vector<std::string> row;
+    for (const auto& d : sh) {
+      const auto ce = dim_expr(d, &needed);
+      if (!ce) {
+        return why(p.anchor, "a shape expression the chain cannot evaluate: " + d);
+      }
+      row.push_back(*ce);
+    }
+    if (row.empty() || row.size() > 8) {
+      return why(p.anchor, "an intermediate of rank 0 or above 8");
+    }
+    exprs.push_back(row);
+  }
+  std::string bind;
+  std::set<std::string> bound;
+  for (const auto& src : sources) {
+    std::string lines;
+    for (size_t d = 0; d < src.shape.size(); ++d) {
+      const std::string& name = src.shape[d];
+      if (is_name(name) && needed.count(name) != 0 && bound.insert(name).second) {
+        lines += fmt::format("    const int64_t kb_d_{} = {}.shape[{}];\n", name, src.tensor, d);
+      }
+    }
+    if (lines.empty()) {
+      continue;
+    }
+    const std::string valid =
+        src.index.empty() ? "a->num_outputs >= 1"
+                          : fmt::format("{0} >= 0 && {0} < a->num_inputs", src.index);
+    bind += fmt::format("    if (!({}) || {}.ndim != {}) {{\n      return -1;\n    }}\n{}", valid,
+                        src.tensor, src.shape.size(), lines);
+  }
+  for (const auto& name : needed) {
+    if (bound.count(name) == 0) {
+      return why(p.anchor, "the dim " + name + " of an intermediate is not read from a tensor of "
+                           "the call");
+    }
+  }
+  std::string fill;
+  std::vector<std::string> ranks;
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    ranks.push_back(std::to_string(exprs[i].size()));
+    for (size_t d = 0; d < exprs[i].size(); ++d) {
+      fill += fmt::format("    s[{}][{}] = {};\n", i, d, exprs[i][d]);
+    }
+  }
+  const size_t K = kernels.size();
+  const std::string chain_math = fmt::format(
+      R"(
+#if defined(__CUDACC__)
+#include <kblaster/device/chain.cuh>
+
+// The plan's kernels in order: the anchor into buffer 0, kernel k from buffer k-1 into buffer k,
+// the last into the output. Buffers 0..{K1} are in the workspace, then the anchor's own.
+struct kb_chain {{
+  static constexpr int kernels = {K};
+  static constexpr int count = {S};
+  static constexpr int rank[count] = {{{ranks}}};
+
+  // The shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its step's input, 2k its output.
+  template <class C> static int shapes(const kb_args* a, const C& cfg, int64_t (*s)[KB_MAX_DIMS]) {{
+{bind}{fill}    for (int i = 0; i < count; ++i) {{
+      for (int d = 0; d < rank[i]; ++d) {{
+        if (s[i][d] <= 0) {{
+          return -1;
+        }}
+      }}
+    }}
+    for (int k = 1; k < kernels; ++k) {{ // a view between kernels moves no data
+      if (kb::chain::count(s[2 * k - 2], rank[2 * k - 2]) != kb::chain::count(s[2 * k - 1], rank[2 * k - 1])) {{
+        return -1;
+      }}
+    }}
+    return kb::chain::count(s[count - 1], rank[count - 1]) == kb::numel(a->outputs[0]) ? 0 : -1;
+  }}
+
+  template <class C, class W>
+  static int prepare(const kb_args* a, const C& cfg, W anchor_workspace, int64_t (*s)[KB_MAX_DIMS],
+                     uint64_t* offsets, uint64_t* anchor_bytes, uint64_t* total) {{
+    if (a->num_outputs < 1) {{
+      return -1;
+    }}
+    int rc = shapes(a, cfg, s);
+    if (rc != 0) {{
+      return rc;
+    }}
+    uint64_t at = 0;
+    for (int k = 0; k + 1 < kernels; ++k) {{
+      offsets[k] = at;
+      at += kb::chain::round_up(static_cast<uint64_t>(kb::chain::count(s[2 * k], rank[2 * k])) * sizeof(float));
+    }}
+    kb_tensor y0 = kb::chain::dense(nullptr, s[0], rank[0]);
+    kb_args aa = *a;
+    aa.num_outputs = 1;
+    aa.outputs = &y0;
+    aa.workspace = nullptr;
+    aa.workspace_bytes = 0;
+    *anchor_bytes = 0;
+    rc = anchor_workspace(&aa, anchor_bytes);
+    if (rc != 0) {{
+      return rc;
+    }}
+    offsets[kernels - 1] = at;
+    *total = at + *anchor_bytes;
+    return 0;
+  }}
+
+  template <class C, class W>
+  static int workspace_bytes(const kb_args* a, const C& cfg, W anchor_workspace, uint64_t* bytes) {{
+    int64_t s[count][KB_MAX_DIMS];
+    uint64_t offsets[kernels];
+    uint64_t anchor_bytes = 0;
+    return prepare(a, cfg, anchor_workspace, s, offsets, &anchor_bytes, bytes);
+  }}
+
+  template <class C, class L, class W>
+  static int launch(const kb_args* a, const C& cfg, L anchor, W anchor_workspace) {{
+    int64_t s[count][KB_MAX_DIMS];
+    uint64_t offsets[kernels];
+    uint64_t anchor_bytes = 0;
+    uint64_t total = 0;
+    int rc = prepare(a, cfg, anchor_workspace, s, offsets, &anchor_bytes, &total);
+    if (rc != 0) {{
+      return rc;
+    }}
+    if ({xi} < 0 || {xi} >= a->num_inputs || a->inputs[{xi}].dtype != KB_FLOAT32 ||
+        !kb::chain::dense_float(a->outputs[0]) || (total > 0 && (a->workspace == nullptr || a->workspace_bytes < total))) {{
+      return -1;
+    }}
+    kb::epi::operands ops;
+    if (!kb::epi::operands_of(a, cfg.epi, &ops)) {{
+      return -1;
+    }}
+    char* base = static_cast<char*>(a->workspace);
+    void* buf[kernels];
+    for (int k = 0; k + 1 < kernels; ++k) {{
+      buf[k] = base + offsets[k];
+    }}
+    buf[kernels - 1] = a->outputs[0].data;
+    {{ // kernel 0: the anchor and its epilogue in the output tile
+      kb_tensor y = kb::chain::dense(buf[0], s[0], rank[0]);
+      kb_args aa = *a;
+      aa.num_outputs = 1;
+      aa.outputs = &y;
+      aa.workspace = anchor_bytes > 0 ? base + offsets[kernels - 1] : nullptr;
+      aa.workspace_bytes = anchor_bytes;
+      rc = anchor(&aa);
+      if (rc != 0) {{
+        return rc;
+      }}
+    }}
+{launches}    return 0;
+  }}
+}};
+#endif
+)",
+      fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", shapes.size()),
+      fmt::arg("ranks", fmt::join(ranks, ", ")), fmt::arg("bind", bind), fmt::arg("fill", fill),
+      fmt::arg("xi", xi), fmt::arg("launches", launches));
+  l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));
+  l.math = fused_header(l.rule,
+                        fmt::format("A chain of {} kernels: the {} with its epilogue in the output "
+                                    "tile into the workspace, then {} (kblaster/device/chain.cuh); "
+                                    "operands by input role epilogue<k>.",
+                                    K, p.anchor, fmt::join(step_rules, ", "))) +
+           "#include <kblaster/device/online_softmax.cuh>\n" + anchor_math + ops_math + chain_math;
   return l;
 }
+
 
 } // namespace kb::graph

@@ -25,6 +25,8 @@ const std::vector<std::pair<reason, const char*>>& reason_names() {
 
 const std::set<std::string>& known_ops() {
   static const std::set<std::string> ops{
+    "nn.AdaptiveAvgPool1d", "nn.AdaptiveAvgPool2d", "nn.AdaptiveAvgPool3d",
+    "nn.AdaptiveMaxPool1d", "nn.AdaptiveMaxPool2d", "nn.AdaptiveMaxPool3d",
     "nn.AvgPool1d", "nn.AvgPool2d", "nn.AvgPool3d", "nn.BatchNorm1d", "nn.BatchNorm2d",
     "nn.BatchNorm3d", "nn.Conv1d", "nn.Conv2d", "nn.Conv3d", "nn.ConvTranspose1d",
     "nn.ConvTranspose2d", "nn.ConvTranspose3d", "nn.GroupNorm", "nn.InstanceNorm1d",

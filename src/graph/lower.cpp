@@ -21,6 +21,8 @@ namespace {
 using detail::graph_input;
 using detail::number;
 using detail::pointwise;
+using detail::reduced_axes;
+using detail::welford_body;
 using detail::short_name;
 
 std::string header(const std::string& rule, const std::string& what) {
@@ -56,35 +58,6 @@ bool is_reduction(const std::string& op) {
   static const std::set<std::string> ops{"torch.sum", "torch.mean", "torch.amax", "torch.amin",
                                          "torch.max", "torch.min",  "torch.prod", "torch.norm"};
   return ops.count(op) != 0;
-}
-
-// The reduced axes of a node's `dim` attribute over a tensor of rank `rank`: all of them when
-// none; nullopt when they are not one consecutive span.
-std::optional<std::vector<int>> reduced_axes(const node& n, size_t rank) {
-  std::vector<int> dims;
-  const attr_value& d = n.attr("dim");
-  if (d.is_none()) {
-    for (size_t i = 0; i < rank; ++i) {
-      dims.push_back(static_cast<int>(i));
-    }
-  } else if (const auto list = d.integers()) {
-    for (const auto v : *list) {
-      dims.push_back(static_cast<int>(v < 0 ? v + static_cast<int64_t>(rank) : v));
-    }
-  } else {
-    return std::nullopt;
-  }
-  std::sort(dims.begin(), dims.end());
-  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
-  for (size_t i = 1; i < dims.size(); ++i) {
-    if (dims[i] != dims[i - 1] + 1) {
-      return std::nullopt;
-    }
-  }
-  if (dims.empty() || dims.back() >= static_cast<int>(rank) || dims.front() < 0) {
-    return std::nullopt;
-  }
-  return dims;
 }
 
 // A pointwise expression over leaf values, as C++ over the kernels' type A.
@@ -183,32 +156,6 @@ std::optional<lowering> reduce_rule(const rule_context& ctx) {
 
 // ---- normalize --------------------------------------------------------------------------------
 
-const char* welford_body = R"(  struct state {
-    A count;
-    A mean;
-    A m2;
-  };
-  struct stats {
-    A mean;
-    A rstd;
-  };
-  static KB_HD state init() { return {A(0), A(0), A(0)}; }
-  static KB_HD state accumulate(state s, A x) {
-    s.count += A(1);
-    const A d = x - s.mean;
-    s.mean += d / s.count;
-    s.m2 += d * (x - s.mean);
-    return s;
-  }
-  static KB_HD state combine(state a, state b) {
-    const A n = a.count + b.count;
-    if (n == A(0)) {
-      return a;
-    }
-    const A d = b.mean - a.mean;
-    return {n, a.mean + d * (b.count / n), a.m2 + b.m2 + d * d * (a.count * b.count / n)};
-  }
-)";
 
 std::optional<lowering> softmax_rule(const rule_context& ctx) {
   const graph& g = ctx.g;

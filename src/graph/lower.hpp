@@ -66,6 +66,11 @@ std::vector<rule> family_rules();
 // fusion planner's anchor (fuse.hpp) for a chain.
 std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv);
 
+// The [pool] table of an nn.MaxPoolNd / nn.AvgPoolNd node of spatial rank `rank` (1-3): kernel,
+// stride, padding, dilation, ceil_mode, count_include_pad, divisor_override; nullopt with the
+// reason in `why_not` for a form the pool family does not take (return_indices, bad sizes).
+std::optional<task::pool_params> pool_params_of(const node& n, int rank, std::string* why_not);
+
 // Picks the rule for a validated graph of contract `c` (pure: writes nothing).
 outcome lower(const graph& g, const task::contract& c);
 

@@ -122,6 +122,71 @@ std::optional<int> axis(const attr_value& v, size_t rank) {
 
 // ---- pool -------------------------------------------------------------------------------------
 
+} // namespace
+
+// The [pool] table of an nn.MaxPoolNd / nn.AvgPoolNd node of spatial rank `rank`; nullopt with
+// the reason in `why_not` when an attribute is not one the pool family takes.
+std::optional<task::pool_params> pool_params_of(const node& n, int rank, std::string* why_not) {
+  const bool is_max = starts_with(n.op, "nn.MaxPool");
+  const auto fail = [&](const std::string& w) -> std::optional<task::pool_params> {
+    *why_not = w;
+    return std::nullopt;
+  };
+  if (is_max && n.attr("return_indices").boolean().value_or(false)) {
+    return fail("return_indices=True: the pool family gives the pooled values only");
+  }
+  task::pool_params p;
+  p.kind = is_max ? task::pool_kind::max : task::pool_kind::avg;
+  p.rank = rank;
+  const auto kernel = per_dim(n.attr("kernel_size"), rank);
+  if (!kernel) {
+    return fail("kernel_size is not an int or a list of ints");
+  }
+  p.kernel = *kernel;
+  const attr_value& stride = n.attr("stride");
+  const auto s = stride.is_none() ? kernel : per_dim(stride, rank);
+  if (!s || (s->empty() && !stride.is_none())) {
+    return fail("stride is not an int or a list of ints");
+  }
+  p.stride = s->empty() ? *kernel : *s; // stride=[] is PyTorch's "the kernel size"
+  const auto pad = per_dim(n.attr("padding").is_none() ? attr_value{int64_t{0}} : n.attr("padding"), rank);
+  if (!pad) {
+    return fail("padding is not an int or a list of ints");
+  }
+  p.padding = *pad;
+  if (is_max) {
+    const auto dil = per_dim(n.attr("dilation").is_none() ? attr_value{int64_t{1}} : n.attr("dilation"), rank);
+    if (!dil) {
+      return fail("dilation is not an int or a list of ints");
+    }
+    p.dilation = *dil;
+  } else {
+    p.dilation.assign(static_cast<size_t>(rank), 1);
+    p.count_include_pad = n.attr("count_include_pad").boolean().value_or(true);
+    const attr_value& div = n.attr("divisor_override");
+    if (!div.is_none()) {
+      const auto d = div.integer();
+      if (!d || *d <= 0) {
+        return fail("divisor_override is not a positive int");
+      }
+      p.divisor_override = static_cast<int>(*d);
+    }
+  }
+  p.ceil_mode = n.attr("ceil_mode").boolean().value_or(false);
+  for (int i = 0; i < rank; ++i) {
+    const auto k = static_cast<size_t>(i);
+    const int window = (p.kernel[k] - 1) * p.dilation[k] + 1;
+    if (p.kernel[k] < 1 || p.stride[k] < 1 || p.dilation[k] < 1 || p.padding[k] < 0 ||
+        2 * p.padding[k] > (is_max ? window : p.kernel[k])) {
+      return fail("kernel, stride and dilation must be positive and padding at most half the "
+                 "(dilated) kernel (PyTorch's own limits)");
+    }
+  }
+  return p;
+}
+
+namespace {
+
 std::optional<lowering> pool_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
   const node* n = single_node(g);
@@ -148,56 +213,12 @@ std::optional<lowering> pool_rule(const rule_context& ctx) {
       x->shape.size() != static_cast<size_t>(rank) + 2) {
     return why(fmt::format("an input of rank {} for a {}-D pooling", x->shape.size(), rank));
   }
-  if (is_max && n->attr("return_indices").boolean().value_or(false)) {
-    return why("return_indices=True: the pool family gives the pooled values only");
+  std::string bad;
+  const auto params = pool_params_of(*n, rank, &bad);
+  if (!params) {
+    return why(bad);
   }
-  task::pool_params p;
-  p.kind = is_max ? task::pool_kind::max : task::pool_kind::avg;
-  p.rank = rank;
-  const auto kernel = per_dim(n->attr("kernel_size"), rank);
-  if (!kernel) {
-    return why("kernel_size is not an int or a list of ints");
-  }
-  p.kernel = *kernel;
-  const attr_value& stride = n->attr("stride");
-  const auto s = stride.is_none() ? kernel : per_dim(stride, rank);
-  if (!s || (s->empty() && !stride.is_none())) {
-    return why("stride is not an int or a list of ints");
-  }
-  p.stride = s->empty() ? *kernel : *s; // stride=[] is PyTorch's "the kernel size"
-  const auto pad = per_dim(n->attr("padding").is_none() ? attr_value{int64_t{0}} : n->attr("padding"), rank);
-  if (!pad) {
-    return why("padding is not an int or a list of ints");
-  }
-  p.padding = *pad;
-  if (is_max) {
-    const auto dil = per_dim(n->attr("dilation").is_none() ? attr_value{int64_t{1}} : n->attr("dilation"), rank);
-    if (!dil) {
-      return why("dilation is not an int or a list of ints");
-    }
-    p.dilation = *dil;
-  } else {
-    p.dilation.assign(static_cast<size_t>(rank), 1);
-    p.count_include_pad = n->attr("count_include_pad").boolean().value_or(true);
-    const attr_value& div = n->attr("divisor_override");
-    if (!div.is_none()) {
-      const auto d = div.integer();
-      if (!d || *d <= 0) {
-        return why("divisor_override is not a positive int");
-      }
-      p.divisor_override = static_cast<int>(*d);
-    }
-  }
-  p.ceil_mode = n->attr("ceil_mode").boolean().value_or(false);
-  for (int i = 0; i < rank; ++i) {
-    const auto k = static_cast<size_t>(i);
-    const int window = (p.kernel[k] - 1) * p.dilation[k] + 1;
-    if (p.kernel[k] < 1 || p.stride[k] < 1 || p.dilation[k] < 1 || p.padding[k] < 0 ||
-        2 * p.padding[k] > (is_max ? window : p.kernel[k])) {
-      return why("kernel, stride and dilation must be positive and padding at most half the "
-                 "(dilated) kernel (PyTorch's own limits)");
-    }
-  }
+  const task::pool_params p = *params;
   lowering l;
   l.rule = fmt::format("pool:{}{}d", is_max ? "max" : "avg", rank);
   l.fam = task::family::pool;

@@ -38,6 +38,64 @@ inline const input* graph_input(const graph& g, const std::string& value) {
 }
 
 
+// The reduced axes of a node's `dim` attribute over a tensor of rank `rank`: all of them when
+// none; nullopt when they are not one consecutive span.
+inline std::optional<std::vector<int>> reduced_axes(const node& n, size_t rank) {
+  std::vector<int> dims;
+  const attr_value& d = n.attr("dim");
+  if (d.is_none()) {
+    for (size_t i = 0; i < rank; ++i) {
+      dims.push_back(static_cast<int>(i));
+    }
+  } else if (const auto list = d.integers()) {
+    for (const auto v : *list) {
+      dims.push_back(static_cast<int>(v < 0 ? v + static_cast<int64_t>(rank) : v));
+    }
+  } else {
+    return std::nullopt;
+  }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  for (size_t i = 1; i < dims.size(); ++i) {
+    if (dims[i] != dims[i - 1] + 1) {
+      return std::nullopt;
+    }
+  }
+  if (dims.empty() || dims.back() >= static_cast<int>(rank) || dims.front() < 0) {
+    return std::nullopt;
+  }
+  return dims;
+}
+
+// The Welford state of a row (count, mean, M2) and its stats (mean, rstd): the body of a
+// normalize op that standardizes (layer, instance and group norms).
+inline constexpr const char* welford_body = R"(  struct state {
+    A count;
+    A mean;
+    A m2;
+  };
+  struct stats {
+    A mean;
+    A rstd;
+  };
+  static KB_HD state init() { return {A(0), A(0), A(0)}; }
+  static KB_HD state accumulate(state s, A x) {
+    s.count += A(1);
+    const A d = x - s.mean;
+    s.mean += d / s.count;
+    s.m2 += d * (x - s.mean);
+    return s;
+  }
+  static KB_HD state combine(state a, state b) {
+    const A n = a.count + b.count;
+    if (n == A(0)) {
+      return a;
+    }
+    const A d = b.mean - a.mean;
+    return {n, a.mean + d * (b.count / n), a.m2 + b.m2 + d * d * (a.count * b.count / n)};
+  }
+)";
+
 // A pointwise expression of leaf values.
 class pointwise {
 public:

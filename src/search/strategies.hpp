@@ -55,6 +55,11 @@ struct shape_features {
 
 shape_features features_of(const task::contract& c, const task::shape_case& s);
 
+// Whether the task is a lowered chain of kernels (the fusion planner's plans of several kernels,
+// rule "<family>:<anchor>[+ops]|<step>[+ops]|..."): the strategy runs the anchor, the task's math
+// (kb_chain) the kernels after it. Features are then the anchor's (its output, not the task's).
+bool chained(const task::contract& c);
+
 // One tunable parameter: its discrete values (integers, or names of an enumeration).
 struct param_axis {
   std::string name;

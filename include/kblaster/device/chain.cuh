@@ -1,0 +1,109 @@
+// A chain of kernels in one candidate: the fusion planner's plans of several kernels
+// (src/graph/fuse.cpp). The anchor (a matmul or conv strategy, its fused epilogue in the output
+// tile) writes its output into the workspace; each following kernel of the plan is a launch of an
+// existing family's driver (reduce, normalize: softmax, log_softmax, layer, group and instance
+// norms; pool) over the intermediate before it, into the next intermediate or the task's output,
+// and an elementwise pass with the output element's channel applies what the family's math cannot
+// index (a norm's per-channel affine, operands per channel). The generated math of such a task
+// (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
+//   kb_chain::workspace_bytes(args, kb_family_config, anchor_workspace, &bytes)
+//   kb_chain::launch(args, kb_family_config, anchor_launch, anchor_workspace)
+// Intermediates are contiguous float32; the workspace holds them (each 256-byte aligned) and then
+// the anchor strategy's own workspace.
+#pragma once
+
+#include "kblaster/device/epilogue.cuh"
+#include "kblaster/device/families/common.cuh"
+#include "kblaster/device/families/normalize.cuh"
+#include "kblaster/device/families/pool.cuh"
+#include "kblaster/device/families/reduce.cuh"
+
+namespace kb::chain {
+
+constexpr uint64_t alignment = 256;
+
+inline uint64_t round_up(uint64_t bytes) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+inline int64_t count(const int64_t* shape, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    n *= shape[i];
+  }
+  return n;
+}
+
+// A contiguous float32 tensor of `rank` dims at `data`.
+inline kb_tensor dense(void* data, const int64_t* shape, int rank) {
+  kb_tensor t{};
+  t.data = data;
+  t.dtype = KB_FLOAT32;
+  t.ndim = rank;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
+}
+
+// Whether `t` is a contiguous float32 tensor.
+inline bool dense_float(const kb_tensor& t) {
+  if (t.dtype != KB_FLOAT32) {
+    return false;
+  }
+  int64_t expected = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) {
+      return false;
+    }
+    expected *= t.shape[d];
+  }
+  return true;
+}
+
+// The arguments of one step: `base`'s stream and scalars, the given inputs and one output, no
+// workspace.
+inline kb_args step_args(const kb_args* base, const kb_tensor* inputs, int num_inputs,
+                         const kb_tensor* output) {
+  kb_args a = *base;
+  a.num_inputs = num_inputs;
+  a.inputs = inputs;
+  a.num_outputs = 1;
+  a.outputs = output;
+  a.workspace = nullptr;
+  a.workspace_bytes = 0;
+  return a;
+}
+
+#if defined(__CUDACC__)
+// y[i] = Op<float>::map(y[i], channel of i, ops) over a contiguous tensor whose axis 1 is the
+// channel (rank < 2: channel 0).
+template <template <class> class Op>
+__global__ void map_kernel(float* __restrict__ y, int64_t n, int64_t channels, int64_t inner,
+                           epi::operands ops) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t channel = channels > 0 ? (i / inner) % channels : 0;
+    y[i] = Op<float>::map(y[i], channel, ops);
+  }
+}
+
+template <template <class> class Op>
+int map_in_place(const kb_args* base, const kb_tensor& y, const epi::operands& ops) {
+  const int64_t n = numel(y);
+  if (n == 0) {
+    return 0;
+  }
+  const int64_t channels = y.ndim >= 2 ? y.shape[1] : 0;
+  const int64_t inner = y.ndim >= 2 ? product(y, 2, y.ndim) : 1;
+  constexpr unsigned block = 256;
+  map_kernel<Op><<<grid_for(n, block), block, 0, stream_of(base)>>>(static_cast<float*>(y.data), n,
+                                                                    channels, inner, ops);
+  return static_cast<int>(cudaGetLastError());
+}
+#endif
+
+} // namespace kb::chain
