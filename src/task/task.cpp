@@ -115,9 +115,15 @@ std::optional<family> family_from_string(const std::string& s) {
   return std::nullopt;
 }
 
-std::string to_string(pool_kind k) { return k == pool_kind::max ? "max" : "avg"; }
-std::string to_string(scan_op o) { return o == scan_op::sum ? "sum" : "prod"; }
-std::string to_string(argreduce_op o) { return o == argreduce_op::argmax ? "argmax" : "argmin"; }
+std::string to_string(pool_kind k) {
+  return k == pool_kind::max ? "max" : "avg";
+}
+std::string to_string(scan_op o) {
+  return o == scan_op::sum ? "sum" : "prod";
+}
+std::string to_string(argreduce_op o) {
+  return o == argreduce_op::argmax ? "argmax" : "argmin";
+}
 
 int64_t pool_output_size(int64_t in, int kernel, int stride, int padding, int dilation,
                          bool ceil_mode) {
@@ -180,7 +186,8 @@ int64_t conv_output_size(int64_t in, int64_t kernel, int stride, int padding, in
     return (in - 1) * stride - 2 * static_cast<int64_t>(padding) +
            static_cast<int64_t>(dilation) * (kernel - 1) + output_padding + 1;
   }
-  const int64_t span = in + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  const int64_t span =
+      in + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
   return span < 0 ? 0 : span / stride + 1;
 }
 
@@ -594,8 +601,8 @@ nlohmann::json literal_json(const reader& r, const toml::node& n, const std::str
 
 // A [conv] entry that is one integer per spatial dim: an array of `rank` integers, or one integer
 // for all of them.
-std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::string& key,
-                           int rank, int fallback, int minimum) {
+std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::string& key, int rank,
+                           int fallback, int minimum) {
   const std::string field = "conv." + key;
   const toml::node* n = t.get(key);
   std::vector<int> out;
@@ -610,10 +617,10 @@ std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::str
   } else if (n->is_array()) {
     const auto& a = *n->as_array();
     if (static_cast<int>(a.size()) != rank) {
-      r.error(field,
-              fmt::format("{} entries, one per spatial dim (rank {}), got {}", rank, rank,
-                          a.size()),
-              n);
+      r.error(
+          field,
+          fmt::format("{} entries, one per spatial dim (rank {}), got {}", rank, rank, a.size()),
+          n);
     }
     for (const auto& e : a) {
       out.push_back(one(e));
@@ -676,8 +683,9 @@ conv_params parse_conv(const reader& r, const toml::table& t) {
   p.output_padding = conv_ints(r, t, "output_padding", p.rank, 0, 0);
   for (int d = 0; d < p.rank; ++d) {
     if (p.output_padding[d] != 0 && !p.transposed) {
-      r.error("conv.output_padding", "0 for a forward convolution (output padding is a "
-                                     "transposed convolution's)",
+      r.error("conv.output_padding",
+              "0 for a forward convolution (output padding is a "
+              "transposed convolution's)",
               t.get("output_padding"));
     }
     if (p.output_padding[d] >= p.stride[d] && p.output_padding[d] >= p.dilation[d]) {
@@ -693,10 +701,9 @@ conv_params parse_conv(const reader& r, const toml::table& t) {
   }
   p.bias = r.boolean(t, "bias", "conv.", false);
   for (const auto& [key, node] : t) {
-    static const std::set<std::string> known{"rank",     "transposed",     "in_channels",
-                                             "out_channels", "kernel",     "stride",
-                                             "padding",  "output_padding", "dilation",
-                                             "groups",   "bias"};
+    static const std::set<std::string> known{
+        "rank",    "transposed",     "in_channels", "out_channels", "kernel", "stride",
+        "padding", "output_padding", "dilation",    "groups",       "bias"};
     if (!known.count(std::string(key.str()))) {
       r.error("conv." + std::string(key.str()),
               "no such field (known: rank, transposed, in_channels, out_channels, kernel, stride, "
@@ -767,8 +774,8 @@ void check_conv(const reader& r, const contract& c) {
     const int64_t groups = eval("conv.groups", p.groups);
     const std::string at = " at shape '" + s.name + "'";
     if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
-      r.error("conv.groups", fmt::format("a divisor of in_channels ({}) and out_channels ({}){}",
-                                         cin, cout, at));
+      r.error("conv.groups",
+              fmt::format("a divisor of in_channels ({}) and out_channels ({}){}", cin, cout, at));
     }
     const auto xs = dims_of(*x);
     const auto ws = dims_of(*w);
@@ -902,16 +909,16 @@ int table_dim(const reader& r, const toml::table& t, const std::string& path, in
   }
   if (*d < -rank || *d >= rank) {
     r.error(path + "dim",
-            fmt::format("an axis of x, which has {} dims (-{} to {}; got {})", rank, rank,
-                        rank - 1, *d),
+            fmt::format("an axis of x, which has {} dims (-{} to {}; got {})", rank, rank, rank - 1,
+                        *d),
             t.get("dim"));
   }
   return static_cast<int>(*d < 0 ? *d + rank : *d);
 }
 
 // A per-spatial-dim field of [pool]: one integer for every dim, or an array of `rank` integers.
-std::vector<int> pool_ints(const reader& r, const toml::table& t, const std::string& key,
-                           int rank, std::optional<std::vector<int>> fallback, int64_t min) {
+std::vector<int> pool_ints(const reader& r, const toml::table& t, const std::string& key, int rank,
+                           std::optional<std::vector<int>> fallback, int64_t min) {
   const toml::node* n = t.get(key);
   const std::string field = "pool." + key;
   const std::string what = fmt::format("an integer >= {} or an array of {} of them", min, rank);
@@ -973,9 +980,10 @@ pool_params parse_pool(const reader& r, const toml::table& t, const tensor_spec&
   }
   const int xr = static_cast<int>(x.shape.size());
   if (xr != p.rank + 1 && xr != p.rank + 2) {
-    r.error("pool", fmt::format("an input x of {} or {} dims for a {}-d pool ((N,) C and the pooled "
-                                "dims; '{}' has {})",
-                                p.rank + 1, p.rank + 2, p.rank, x.name, xr));
+    r.error("pool",
+            fmt::format("an input x of {} or {} dims for a {}-d pool ((N,) C and the pooled "
+                        "dims; '{}' has {})",
+                        p.rank + 1, p.rank + 2, p.rank, x.name, xr));
   }
   p.kernel = pool_ints(r, t, "kernel", p.rank, std::nullopt, 1);
   p.stride = pool_ints(r, t, "stride", p.rank, p.kernel, 1);
@@ -1010,9 +1018,15 @@ pool_params parse_pool(const reader& r, const toml::table& t, const tensor_spec&
     }
   }
   for (const auto& [k, v] : t) {
-    static const std::set<std::string> known{"kind",     "rank",      "kernel",
-                                             "stride",   "padding",   "dilation",
-                                             "ceil_mode", "count_include_pad", "divisor_override"};
+    static const std::set<std::string> known{"kind",
+                                             "rank",
+                                             "kernel",
+                                             "stride",
+                                             "padding",
+                                             "dilation",
+                                             "ceil_mode",
+                                             "count_include_pad",
+                                             "divisor_override"};
     if (!known.count(std::string(k.str()))) {
       r.error("pool." + std::string(k.str()),
               "one of kind, rank, kernel, stride, padding, dilation, ceil_mode, "
@@ -1162,7 +1176,8 @@ matmul_params parse_matmul(const reader& r, const toml::node& node, const contra
             &node);
   }
   const auto& t = *node.as_table();
-  static const std::set<std::string> known{"batch", "trans_a", "trans_b", "alpha", "mask", "diag_a"};
+  static const std::set<std::string> known{"batch", "trans_a", "trans_b",
+                                           "alpha", "mask",    "diag_a"};
   for (const auto& [k, v] : t) {
     if (!known.count(std::string(k.str()))) {
       r.error("matmul." + std::string(k.str()),
@@ -1227,7 +1242,8 @@ std::string read_identity(const reader& r, const toml::table& root, contract& c)
     const auto f = family_from_string(fam);
     if (!f) {
       r.error("family",
-              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv (got \"" +
+              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv "
+              "(got \"" +
                   fam + "\")",
               root.get("family"));
     }
@@ -1538,7 +1554,8 @@ void check_family_tables(const reader& r, const toml::table& root, contract& c) 
                                std::pair{"argreduce", family::argreduce}}) {
     const toml::node* n = root.get(key);
     if (n != nullptr && (c.kind != task_kind::native || c.fam != f)) {
-      r.error(key, std::string("family = \"") + key + "\" (the table describes that family's operation)",
+      r.error(key,
+              std::string("family = \"") + key + "\" (the table describes that family's operation)",
               n);
     }
   }
@@ -1644,12 +1661,13 @@ void read_matmul_form(const reader& r, const toml::table& root, contract& c, con
     c.matmul = parse_matmul(r, *p.matmul_table, c);
   }
   if (p.generate_matmul_baseline) {
-    const std::string baseline = fmt::format(
-        "// Baseline generated by kblaster: the plain matmul driver over the task's math, bound to\n"
-        "// the form of {} [matmul].\n"
-        "#include <kblaster/device/families/matmul.cuh>\n#include KB_TASK_MATH\n\n{}"
-        "KB_MATMUL_BASELINE(kb_op, kb_family_config)\n",
-        c.file.filename().string(), family_config_source(c));
+    const std::string baseline =
+        fmt::format("// Baseline generated by kblaster: the plain matmul driver over the task's "
+                    "math, bound to\n"
+                    "// the form of {} [matmul].\n"
+                    "#include <kblaster/device/families/matmul.cuh>\n#include KB_TASK_MATH\n\n{}"
+                    "KB_MATMUL_BASELINE(kb_op, kb_family_config)\n",
+                    c.file.filename().string(), family_config_source(c));
     const fs::path gen = default_cache_dir() / "generated" / sha256_builder().field(baseline).hex();
     fs::create_directories(gen);
     c.baseline = gen / "baseline.cu";
@@ -2053,7 +2071,9 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   }
   const auto& a = inputs[static_cast<size_t>(ai)].shape;
   const auto& b = inputs[static_cast<size_t>(bi)].shape;
-  const auto shape_text = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+  const auto shape_text = [](const std::vector<int64_t>& v) {
+    return fmt::format("[{}]", fmt::join(v, ", "));
+  };
   const auto leading = [](const std::vector<int64_t>& v, size_t inner) {
     int64_t n = 1;
     for (size_t i = 0; i + inner < v.size(); ++i) {
@@ -2064,8 +2084,8 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   matmul_shape r;
   if (p.diag_a) {
     if (a.size() != 1 || b.size() != 2) {
-      return fail(fmt::format("diag_a: a vector a and a matrix b (got a {} and b {})", shape_text(a),
-                              shape_text(b)));
+      return fail(fmt::format("diag_a: a vector a and a matrix b (got a {} and b {})",
+                              shape_text(a), shape_text(b)));
     }
     r.m = r.k = a[0];
     r.n = p.trans_b ? b[0] : b[1];
@@ -2080,11 +2100,12 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
     }
     const bool batched = a.size() > 2 || b.size() > 2;
     if (batched != p.batch) {
-      return fail(batched ? fmt::format("batch = true in [matmul] for operands with leading batch "
-                                        "dims (a {}, b {})",
-                                        shape_text(a), shape_text(b))
-                          : fmt::format("operands with leading batch dims for batch = true (a {}, b {})",
-                                        shape_text(a), shape_text(b)));
+      return fail(
+          batched ? fmt::format("batch = true in [matmul] for operands with leading batch "
+                                "dims (a {}, b {})",
+                                shape_text(a), shape_text(b))
+                  : fmt::format("operands with leading batch dims for batch = true (a {}, b {})",
+                                shape_text(a), shape_text(b)));
     }
     const int64_t a0 = a[a.size() - 2];
     const int64_t a1 = a[a.size() - 1];
@@ -2117,8 +2138,8 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   }
   const auto& y = outputs[0];
   if (y.numel() != r.batch * r.m * r.n || (y.shape.size() >= 2 && y.shape.back() != r.n)) {
-    return fail(fmt::format("an output of {} x {} x {} elements, rows of {} (got {})", r.batch,
-                            r.m, r.n, r.n, shape_text(y.shape)));
+    return fail(fmt::format("an output of {} x {} x {} elements, rows of {} (got {})", r.batch, r.m,
+                            r.n, r.n, shape_text(y.shape)));
   }
   return r;
 }
@@ -2362,8 +2383,8 @@ nlohmann::json to_json(const contract& c) {
                       {"keepdim", c.argreduce->keepdim}};
   }
   if (c.matmul) {
-    j["matmul"] = {{"batch", c.matmul->batch},       {"trans_a", c.matmul->trans_a},
-                   {"trans_b", c.matmul->trans_b},   {"alpha", c.matmul->alpha},
+    j["matmul"] = {{"batch", c.matmul->batch},          {"trans_a", c.matmul->trans_a},
+                   {"trans_b", c.matmul->trans_b},      {"alpha", c.matmul->alpha},
                    {"mask", to_string(c.matmul->mask)}, {"diag_a", c.matmul->diag_a}};
   }
   if (c.conv) {
@@ -2507,10 +2528,11 @@ std::string family_config_source(const contract& c) {
     const char* mask = p.mask == matmul_mask::lower   ? "kb::matmul::mask_lower"
                        : p.mask == matmul_mask::upper ? "kb::matmul::mask_upper"
                                                       : "kb::matmul::mask_none";
-    return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}, /*trans_a=*/{}, "
-                       "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}{}}};\n",
-                       input_index(c, "a", true), input_index(c, "b", true), p.trans_a ? 1 : 0,
-                       p.trans_b ? 1 : 0, p.alpha, mask, p.diag_a ? 1 : 0, epi);
+    return fmt::format(
+        "static constexpr kb::matmul::config kb_family_config{{{}, {}, /*trans_a=*/{}, "
+        "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}{}}};\n",
+        input_index(c, "a", true), input_index(c, "b", true), p.trans_a ? 1 : 0, p.trans_b ? 1 : 0,
+        p.alpha, mask, p.diag_a ? 1 : 0, epi);
   }
   case family::pool: {
     if (!c.pool) {
@@ -2526,31 +2548,33 @@ std::string family_config_source(const contract& c) {
       }
       return fmt::format("{{{}}}", fmt::join(out, ", "));
     };
-    return fmt::format("static constexpr kb::pool::config kb_family_config{{{}, {}, {}, {}, {}, {}, "
-                       "{}, {}, {}, {}}};\n",
-                       p.kind == pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank,
-                       slots(p.kernel, 1), slots(p.stride, 1), slots(p.padding, 0),
-                       slots(p.dilation, 1), p.ceil_mode ? 1 : 0, p.count_include_pad ? 1 : 0,
-                       p.divisor_override, input_index(c, "x", true));
+    return fmt::format(
+        "static constexpr kb::pool::config kb_family_config{{{}, {}, {}, {}, {}, {}, "
+        "{}, {}, {}, {}}};\n",
+        p.kind == pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank, slots(p.kernel, 1),
+        slots(p.stride, 1), slots(p.padding, 0), slots(p.dilation, 1), p.ceil_mode ? 1 : 0,
+        p.count_include_pad ? 1 : 0, p.divisor_override, input_index(c, "x", true));
   }
   case family::scan: {
     if (!c.scan) {
       fail_input("{}: family scan needs its [scan] table", c.file.string());
     }
     const auto& p = *c.scan;
-    return fmt::format("static constexpr kb::scan::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n",
-                       p.dim, p.op == scan_op::sum ? "kb::scan::sum" : "kb::scan::prod",
-                       p.reverse ? 1 : 0, p.exclusive ? 1 : 0, input_index(c, "x", true),
-                       p.masked ? input_index(c, "mask", true) : -1);
+    return fmt::format(
+        "static constexpr kb::scan::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n", p.dim,
+        p.op == scan_op::sum ? "kb::scan::sum" : "kb::scan::prod", p.reverse ? 1 : 0,
+        p.exclusive ? 1 : 0, input_index(c, "x", true),
+        p.masked ? input_index(c, "mask", true) : -1);
   }
   case family::argreduce: {
     if (!c.argreduce) {
       fail_input("{}: family argreduce needs its [argreduce] table", c.file.string());
     }
     const auto& p = *c.argreduce;
-    return fmt::format("static constexpr kb::argreduce::config kb_family_config{{{}, {}, {}}};\n",
-                       p.dim, p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
-                       input_index(c, "x", true));
+    return fmt::format(
+        "static constexpr kb::argreduce::config kb_family_config{{{}, {}, {}}};\n", p.dim,
+        p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
+        input_index(c, "x", true));
   }
   case family::conv: {
     if (!c.conv) {
