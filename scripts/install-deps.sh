@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what KernelBlaster needs to build and test on Debian 12 (run as root). The CUDA toolkit
 # (nvcc 13.0) is expected under /usr/local/cuda. With --tests, also what the tests need beyond
-# the build: node, npm and Chromium for the dashboard's browser tests, and Debian's CPU PyTorch
-# for the tests of pytorch tasks.
+# the build: node, npm and Chromium for the dashboard's browser tests, Debian's CPU PyTorch for
+# the tests of pytorch tasks, and clang-format 14 for the format check.
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build git pkg-config
@@ -23,6 +23,9 @@ if [[ "${1:-}" == "--tests" ]]; then
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
   command -v chromium >/dev/null || missing+=(chromium)
+  # clang-format 14 for scripts/check-format.sh (another version formats some constructs
+  # differently).
+  command -v clang-format-14 >/dev/null || missing+=(clang-format-14)
   # PyTorch on the CPU (Debian's python3-torch, for /usr/bin/python3): the tests of pytorch tasks
   # run their module as the CPU oracle through the embedded interpreter (libpython3.11).
   dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q "install ok installed" ||

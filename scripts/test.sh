@@ -5,6 +5,8 @@ cd "$(dirname "$0")/.."
 # No tracked file over 5 MB, the tracked tree under 48 MB (it travels to the GPU machine).
 scripts/check-tree-size.sh
 scripts/install-deps.sh --tests
+# The sources it checks are clang-format clean (it lists those that are not).
+scripts/check-format.sh
 # The dashboard's libraries and its browser test driver, exactly as the lockfile names them.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 cmake --preset release

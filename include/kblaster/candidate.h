@@ -39,26 +39,26 @@ typedef enum kb_dtype {
 } kb_dtype;
 
 typedef struct kb_tensor {
-  void* data;                       /* device memory */
+  void* data; /* device memory */
   kb_dtype dtype;
   int32_t ndim;
   int64_t shape[KB_MAX_DIMS];
-  int64_t strides[KB_MAX_DIMS];     /* in elements, not bytes */
+  int64_t strides[KB_MAX_DIMS]; /* in elements, not bytes */
 } kb_tensor;
 
 struct CUstream_st;
 
 typedef struct kb_args {
-  int32_t abi_version;              /* KB_ABI_VERSION of the harness */
+  int32_t abi_version; /* KB_ABI_VERSION of the harness */
   int32_t num_inputs;
-  const kb_tensor* inputs;          /* in the order of the task contract's [[inputs]] */
+  const kb_tensor* inputs; /* in the order of the task contract's [[inputs]] */
   int32_t num_outputs;
-  const kb_tensor* outputs;         /* in the order of the task contract's [[outputs]] */
+  const kb_tensor* outputs; /* in the order of the task contract's [[outputs]] */
   int32_t num_scalars;
-  const double* scalars;            /* in the order of the task contract's [[params]] */
-  void* workspace;                  /* device memory, kb_workspace_bytes() long, or NULL */
+  const double* scalars; /* in the order of the task contract's [[params]] */
+  void* workspace;       /* device memory, kb_workspace_bytes() long, or NULL */
   uint64_t workspace_bytes;
-  struct CUstream_st* stream;       /* the only stream the candidate may launch on */
+  struct CUstream_st* stream; /* the only stream the candidate may launch on */
 } kb_args;
 
 #if defined(_WIN32)

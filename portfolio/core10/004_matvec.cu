@@ -22,8 +22,8 @@ using op = kb_op<float>;
 
 constexpr int threads = 256;
 constexpr int rows_per_tile = 4;
-constexpr int steps = 16;  // vectors per thread and row in one tile
-constexpr int unroll = 2;  // steps in flight
+constexpr int steps = 16; // vectors per thread and row in one tile
+constexpr int unroll = 2; // steps in flight
 
 template <int V> struct vec;
 template <> struct vec<4> {
@@ -37,13 +37,16 @@ template <> struct vec<4> {
 };
 template <> struct vec<1> {
   using type = float;
-  static __device__ __forceinline__ float dot(float a, float b, float acc) { return kb::fn::fma(a, b, acc); }
+  static __device__ __forceinline__ float dot(float a, float b, float acc) {
+    return kb::fn::fma(a, b, acc);
+  }
 };
 
 // partial[row * k_tiles + kt] = sum over the tile's columns of a[row, k] * b[k].
 template <int V>
-__global__ void __launch_bounds__(threads) tile_dots(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ partial,
-                                                     int64_t m, int64_t k, int64_t k_tiles) {
+__global__ void __launch_bounds__(threads)
+    tile_dots(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ partial,
+              int64_t m, int64_t k, int64_t k_tiles) {
   using T = typename vec<V>::type;
   constexpr int64_t tile_vecs = static_cast<int64_t>(threads) * steps;
   const int64_t kt = blockIdx.x % k_tiles;
@@ -96,7 +99,8 @@ __global__ void __launch_bounds__(threads) tile_dots(const float* __restrict__ a
   }
 }
 
-__global__ void __launch_bounds__(256) row_sums(const float* __restrict__ partial, float* __restrict__ c, int64_t m, int64_t k_tiles) {
+__global__ void __launch_bounds__(256)
+    row_sums(const float* __restrict__ partial, float* __restrict__ c, int64_t m, int64_t k_tiles) {
   const int64_t row = blockIdx.x * 256LL + threadIdx.x;
   if (row >= m) {
     return;
@@ -120,9 +124,10 @@ bool dims_ok(const kb_args* a, int64_t* m, int64_t* k) {
   const kb_tensor& at = a->inputs[0];
   const kb_tensor& bt = a->inputs[1];
   const kb_tensor& ct = a->outputs[0];
-  if (at.ndim != 2 || bt.ndim != 2 || bt.shape[1] != 1 || at.shape[1] != bt.shape[0] || at.dtype != KB_FLOAT32 ||
-      bt.dtype != KB_FLOAT32 || ct.dtype != KB_FLOAT32 || !kb::is_contiguous(at) || !kb::is_contiguous(bt) ||
-      !kb::is_contiguous(ct) || kb::numel(ct) != at.shape[0]) {
+  if (at.ndim != 2 || bt.ndim != 2 || bt.shape[1] != 1 || at.shape[1] != bt.shape[0] ||
+      at.dtype != KB_FLOAT32 || bt.dtype != KB_FLOAT32 || ct.dtype != KB_FLOAT32 ||
+      !kb::is_contiguous(at) || !kb::is_contiguous(bt) || !kb::is_contiguous(ct) ||
+      kb::numel(ct) != at.shape[0]) {
     return false;
   }
   *m = at.shape[0];
@@ -155,23 +160,28 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const float* a = static_cast<const float*>(args->inputs[0].data);
   const float* b = static_cast<const float*>(args->inputs[1].data);
   float* c = static_cast<float*>(args->outputs[0].data);
-  const bool vec = k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  const bool vec = k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(b) % 16 == 0;
   const int64_t k_tiles = k_tiles_of(k > 0 ? k : 1, vec ? 4 : 1);
   const int64_t blocks = (m + rows_per_tile - 1) / rows_per_tile * k_tiles;
-  if (args->workspace_bytes < static_cast<uint64_t>(m * k_tiles) * sizeof(float) || blocks > 0x7fffffffLL) {
+  if (args->workspace_bytes < static_cast<uint64_t>(m * k_tiles) * sizeof(float) ||
+      blocks > 0x7fffffffLL) {
     return -1;
   }
   float* partial = static_cast<float*>(args->workspace);
   const cudaStream_t stream = kb::stream_of(args);
   if (vec) {
-    tile_dots<4><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a, b, partial, m, k, k_tiles);
+    tile_dots<4>
+        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a, b, partial, m, k, k_tiles);
   } else {
-    tile_dots<1><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a, b, partial, m, k, k_tiles);
+    tile_dots<1>
+        <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(a, b, partial, m, k, k_tiles);
   }
   row_sums<<<static_cast<unsigned>((m + 255) / 256), 256, 0, stream>>>(partial, c, m, k_tiles);
   return static_cast<int>(cudaGetLastError());
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: matvec, split-K tiles of 4 rows x 16384 columns, float4 streaming, fixed-order two-stage reduction";
+  return "portfolio: matvec, split-K tiles of 4 rows x 16384 columns, float4 streaming, "
+         "fixed-order two-stage reduction";
 }

@@ -1,8 +1,8 @@
-// Portfolio candidate for 026 (gelu), the elementwise family's streaming kernel: a grid sized to the
-// data, 128 threads per block, 1 independent 16-byte load per thread, plain loads and stores: tiles
-// of 512 floats (from the variant
-// 026_grid_t128v1h0 (moved here), the fastest in evidence/h200/variants/elementwise-4cb185d:
-// 3.006 ms against 3.059 ms for the 128 x 4 tile it replaces, now a variant).
+// Portfolio candidate for 026 (gelu), the elementwise family's streaming kernel: a grid sized to
+// the data, 128 threads per block, 1 independent 16-byte load per thread, plain loads and stores:
+// tiles of 512 floats (from the variant 026_grid_t128v1h0 (moved here), the fastest in
+// evidence/h200/variants/elementwise-4cb185d: 3.006 ms against 3.059 ms for the 128 x 4 tile it
+// replaces, now a variant).
 //
 // Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 128 x 1 float4 per
 // block, every load of a thread issued before the first use, kb_op<float>::map on each value; full

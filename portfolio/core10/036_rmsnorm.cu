@@ -1,8 +1,8 @@
-// Portfolio kernel, promoted from the variant 036_plain_ldst (moved here): the fastest verified kernel of
-// its task in evidence/h200/variants/a1a4ed8 (scripts/perf-variants.sh on the H200: 3.668 ms,
-// against 3.780 for the same kernel with streaming hints, now the variant 036_cs_ldst).
-// RMSNorm over dim 1 of [B, C, H, W], 64 channels of stride H*W: one read and one write of x, the
-// channel column kept in registers.
+// Portfolio kernel, promoted from the variant 036_plain_ldst (moved here): the fastest verified
+// kernel of its task in evidence/h200/variants/a1a4ed8 (scripts/perf-variants.sh on the H200: 3.668
+// ms, against 3.780 for the same kernel with streaming hints, now the variant 036_cs_ldst). RMSNorm
+// over dim 1 of [B, C, H, W], 64 channels of stride H*W: one read and one write of x, the channel
+// column kept in registers.
 //
 // Design: x is viewed as [outer, C, inner]. Each thread owns 2 neighbouring positions of the
 // inner axis (8-byte loads; a warp reads 256 contiguous bytes per channel, a 128-thread block

@@ -1,6 +1,6 @@
-// Portfolio candidate for 088 (new_gelu), the elementwise family's streaming kernel: a grid sized to the
-// data, 128 threads per block, 1 independent 16-byte load per thread, plain loads and stores: tiles
-// of 512 floats (from the variant 088_grid_t128v1h0 (moved here), the fastest in
+// Portfolio candidate for 088 (new_gelu), the elementwise family's streaming kernel: a grid sized
+// to the data, 128 threads per block, 1 independent 16-byte load per thread, plain loads and
+// stores: tiles of 512 floats (from the variant 088_grid_t128v1h0 (moved here), the fastest in
 // evidence/h200/variants/elementwise-0b35fb1: 0.1304 ms against 0.1315 ms for the 128 x 4 tile it
 // replaces, now a variant).
 //

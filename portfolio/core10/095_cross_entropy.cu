@@ -26,6 +26,10 @@ extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes
   return kb_strategy::workspace_bytes(args, kb_family_config, bytes);
 }
 
-extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb_strategy::launch(args, kb_family_config); }
+extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
+  return kb_strategy::launch(args, kb_family_config);
+}
 
-extern "C" KB_EXPORT const char* kb_candidate_info(void) { return "loss.warp_row block=512 vector_bytes=16 rows_per_block=32"; }
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "loss.warp_row block=512 vector_bytes=16 rows_per_block=32";
+}

@@ -4,8 +4,9 @@
 // y = x / sqrt(mean(x^2) + eps) * weight over the last dim, fp32 accumulation.
 //
 // Plain loads and stores of x and y since the variant 102_rows_plain won (the header's default
-// KB_RMSNORM_ROWS_PLAIN = 1; the evict-first and streaming forms are now the variant 102_rows_hints):
-// 32768 x 4096 0.1342 ms against 0.1425, 4096 x 4096 0.0207 against 0.0223 (evidence/h200/variants/0343fe1/).
+// KB_RMSNORM_ROWS_PLAIN = 1; the evict-first and streaming forms are now the variant
+// 102_rows_hints): 32768 x 4096 0.1342 ms against 0.1425, 4096 x 4096 0.0207 against 0.0223
+// (evidence/h200/variants/0343fe1/).
 //
 // Design: one block per token row, the row held in registers: each thread loads up to 4 16-byte
 // vectors of x (plain loads) and the matching 4 vectors of weight (kept in L2/L1: every row

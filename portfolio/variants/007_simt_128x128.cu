@@ -1,5 +1,5 @@
-// Variant of 007 (the portfolio kernel before the 3xTF32 one) (C = A @ B with small K, fp32 without TF32): SIMT register tiling,
-// fp32 FMA only.
+// Variant of 007 (the portfolio kernel before the 3xTF32 one) (C = A @ B with small K, fp32 without
+// TF32): SIMT register tiling, fp32 FMA only.
 //
 // Design: 128 x 128 output tile per 256-thread block, K walked in chunks of 64 (one chunk at
 // K = 64). A's chunk is stored transposed (As[k][m]) and B's as is (Bs[k][n]), 64 KB of shared
@@ -36,7 +36,8 @@ struct dims {
 };
 
 template <bool VecA>
-__device__ __forceinline__ void load_a(const float* __restrict__ a, float (*as)[bm], const dims& d, int64_t m0, int64_t k0) {
+__device__ __forceinline__ void load_a(const float* __restrict__ a, float (*as)[bm], const dims& d,
+                                       int64_t m0, int64_t k0) {
   if (VecA) {
     // 128 rows x 16 float4; consecutive threads take consecutive rows of one float4 column.
     // Partly unrolled: with the 64 accumulators live, all 8 loads at once would spill.
@@ -66,7 +67,8 @@ __device__ __forceinline__ void load_a(const float* __restrict__ a, float (*as)[
 }
 
 template <bool VecB>
-__device__ __forceinline__ void load_b(const float* __restrict__ b, float (*bs)[bn], const dims& d, int64_t n0, int64_t k0) {
+__device__ __forceinline__ void load_b(const float* __restrict__ b, float (*bs)[bn], const dims& d,
+                                       int64_t n0, int64_t k0) {
   if (VecB) {
     // 64 rows x 32 float4; a warp reads 512 contiguous bytes of one row.
 #pragma unroll 4
@@ -92,8 +94,9 @@ __device__ __forceinline__ void load_b(const float* __restrict__ b, float (*bs)[
 }
 
 template <bool VecA, bool VecB>
-__global__ void __launch_bounds__(threads, 2) gemm_tile(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, dims d,
-                                                        int64_t tiles_n) {
+__global__ void __launch_bounds__(threads, 2)
+    gemm_tile(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c,
+              dims d, int64_t tiles_n) {
   extern __shared__ float4 smem4[];
   float(*as)[bm] = reinterpret_cast<float(*)[bm]>(smem4);
   float(*bs)[bn] = reinterpret_cast<float(*)[bn]>(reinterpret_cast<float*>(smem4) + bk * bm);
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(threads, 2) gemm_tile(const float* __restrict_
   const int64_t n0 = (blockIdx.x % tiles_n) * bn;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int am = (warp / 4) * 64 + (lane / 4) * 4; // first of the rows am..am+3 and am+32..am+35
+  const int am = (warp / 4) * 64 + (lane / 4) * 4;  // first of the rows am..am+3 and am+32..am+35
   const int bn0 = (warp % 4) * 32 + (lane % 4) * 4; // first of the columns bn0..+3 and bn0+16..+19
 
   float acc[8][8];
@@ -158,10 +161,14 @@ __global__ void __launch_bounds__(threads, 2) gemm_tile(const float* __restrict_
           __stcs(reinterpret_cast<float4*>(dst), make_float4(o0, o1, o2, o3));
         }
       } else {
-        if (col + 0 < d.n) dst[0] = o0;
-        if (col + 1 < d.n) dst[1] = o1;
-        if (col + 2 < d.n) dst[2] = o2;
-        if (col + 3 < d.n) dst[3] = o3;
+        if (col + 0 < d.n)
+          dst[0] = o0;
+        if (col + 1 < d.n)
+          dst[1] = o1;
+        if (col + 2 < d.n)
+          dst[2] = o2;
+        if (col + 3 < d.n)
+          dst[3] = o3;
       }
     }
   }
@@ -169,8 +176,10 @@ __global__ void __launch_bounds__(threads, 2) gemm_tile(const float* __restrict_
 
 using kernel_fn = void (*)(const float*, const float*, float*, dims, int64_t);
 
-template <kernel_fn k> int launch(const float* a, const float* b, float* c, const dims& d, cudaStream_t stream) {
-  static const cudaError_t configured = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+template <kernel_fn k>
+int launch(const float* a, const float* b, float* c, const dims& d, cudaStream_t stream) {
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
   if (configured != cudaSuccess) {
     return static_cast<int>(configured);
   }
@@ -192,8 +201,9 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const kb_tensor& at = args->inputs[0];
   const kb_tensor& bt = args->inputs[1];
   const kb_tensor& ct = args->outputs[0];
-  if (at.ndim != 2 || bt.ndim != 2 || at.shape[1] != bt.shape[0] || at.dtype != KB_FLOAT32 || bt.dtype != KB_FLOAT32 ||
-      ct.dtype != KB_FLOAT32 || !kb::is_contiguous(at) || !kb::is_contiguous(bt) || !kb::is_contiguous(ct) ||
+  if (at.ndim != 2 || bt.ndim != 2 || at.shape[1] != bt.shape[0] || at.dtype != KB_FLOAT32 ||
+      bt.dtype != KB_FLOAT32 || ct.dtype != KB_FLOAT32 || !kb::is_contiguous(at) ||
+      !kb::is_contiguous(bt) || !kb::is_contiguous(ct) ||
       kb::numel(ct) != at.shape[0] * bt.shape[1]) {
     return -1;
   }
@@ -206,7 +216,8 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   auto* c = static_cast<float*>(ct.data);
   const cudaStream_t stream = kb::stream_of(args);
   const bool vec_a = d.k % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0;
-  const bool vec_b = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
+  const bool vec_b = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(c) % 16 == 0;
   if (vec_a && vec_b) {
     return launch<gemm_tile<true, true>>(a, b, c, d, stream);
   }
@@ -220,5 +231,6 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: small-K SGEMM, 128x128x64 block tile, 8x8 per thread (2x2 of 4x4), fp32 FMA only, 16-byte stores";
+  return "portfolio variant: small-K SGEMM, 128x128x64 block tile, 8x8 per thread (2x2 of 4x4), "
+         "fp32 FMA only, 16-byte stores";
 }

@@ -27,6 +27,11 @@ extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes
   return 0;
 }
 
-extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb_strategy::launch(args, kb_family_config); }
+extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
+  return kb_strategy::launch(args, kb_family_config);
+}
 
-extern "C" KB_EXPORT const char* kb_candidate_info(void) { return "matmul.tensor_core bk=64 min_blocks=2 k_unroll=2 store_hint=streaming staged=1 split=2 presplit=0"; }
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "matmul.tensor_core bk=64 min_blocks=2 k_unroll=2 store_hint=streaming staged=1 split=2 "
+         "presplit=0";
+}

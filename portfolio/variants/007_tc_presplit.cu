@@ -1,7 +1,8 @@
 // Variant of 007: the strategy matmul.tensor_core at presplit=1, split=1, bk=32 (each chunk split
 // once per block into (big, small) pairs in shared memory, k and k + 4 side by side so that one
-// 16-byte read yields a fragment pair with its smalls; include/kblaster/device/strategies/matmul.cuh),
-// as `kblaster strategies generate --task 007 --strategy matmul.tensor_core --param presplit=1
+// 16-byte read yields a fragment pair with its smalls;
+// include/kblaster/device/strategies/matmul.cuh), as `kblaster strategies generate --task 007
+// --strategy matmul.tensor_core --param presplit=1
 // --param split=1 --param bk=32` writes it. The per-warp split repeats each A element in 4 warps
 // and each B element in 2, at every k-step; here the inner loop is 12 LDS.128 and 48 mma per
 // k-step, against twice the shared-memory bytes per fragment (74,240 bytes of pairs per block at
@@ -35,6 +36,11 @@ extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes
   return 0;
 }
 
-extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb_strategy::launch(args, kb_family_config); }
+extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
+  return kb_strategy::launch(args, kb_family_config);
+}
 
-extern "C" KB_EXPORT const char* kb_candidate_info(void) { return "matmul.tensor_core bk=32 min_blocks=2 k_unroll=1 store_hint=normal staged=0 split=1 presplit=1"; }
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "matmul.tensor_core bk=32 min_blocks=2 k_unroll=1 store_hint=normal staged=0 split=1 "
+         "presplit=1";
+}

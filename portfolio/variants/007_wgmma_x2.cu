@@ -19,7 +19,10 @@ extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes
 }
 
 extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
-  return kb::portfolio::wgmma_x2::launch<kb_op, kb::strategies::cache_hint::streaming>(args, kb_family_config);
+  return kb::portfolio::wgmma_x2::launch<kb_op, kb::strategies::cache_hint::streaming>(
+      args, kb_family_config);
 }
 
-extern "C" KB_EXPORT const char* kb_candidate_info(void) { return "wgmma_x2 128x128x64, 2 warpgroups, split 2"; }
+extern "C" KB_EXPORT const char* kb_candidate_info(void) {
+  return "wgmma_x2 128x128x64, 2 warpgroups, split 2";
+}

@@ -1,9 +1,10 @@
 // Variant of 019, the portfolio kernel until 019_grid_t64v2h0 measured faster (3.0271 ms against
-// 3.0368; evidence/h200/variants/d20297b). The elementwise family's streaming kernel: a grid sized to the
-// data, 128 threads per block, 2 independent 16-byte loads per thread, plain loads and stores: tiles
-// of 1024 floats, the size PyTorch's and Triton's elementwise kernels use (from the variant
-// 019_grid_t128v2h0 (moved here), the fastest in evidence/h200/variants/elementwise-4cb185d:
-// 3.020 ms against 3.092 ms for the 256 x 2 tile it replaces, now a variant).
+// 3.0368; evidence/h200/variants/d20297b). The elementwise family's streaming kernel: a grid sized
+// to the data, 128 threads per block, 2 independent 16-byte loads per thread, plain loads and
+// stores: tiles of 1024 floats, the size PyTorch's and Triton's elementwise kernels use (from the
+// variant 019_grid_t128v2h0 (moved here), the fastest in
+// evidence/h200/variants/elementwise-4cb185d: 3.020 ms against 3.092 ms for the 256 x 2 tile it
+// replaces, now a variant).
 //
 // Design (include/kblaster/device/portfolio/elementwise_grid.cuh): one tile of 128 x 2 float4 per
 // block, every load of a thread issued before the first use, kb_op<float>::map on each value; full

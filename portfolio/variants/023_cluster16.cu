@@ -23,16 +23,19 @@ constexpr int cluster_size = 16;
 constexpr int threads = 512;
 constexpr int batch = 8; // 16-byte loads in flight per thread in pass 1
 
-__device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
+__device__ __forceinline__ state combine(const state& a, const state& b) {
+  return op::combine(a, b);
+}
 
 __device__ __forceinline__ float4 apply4(float4 v, const stats& st) {
-  return make_float4(op::apply(v.x, st, 1.0f, 0.0f), op::apply(v.y, st, 1.0f, 0.0f), op::apply(v.z, st, 1.0f, 0.0f),
-                     op::apply(v.w, st, 1.0f, 0.0f));
+  return make_float4(op::apply(v.x, st, 1.0f, 0.0f), op::apply(v.y, st, 1.0f, 0.0f),
+                     op::apply(v.z, st, 1.0f, 0.0f), op::apply(v.w, st, 1.0f, 0.0f));
 }
 
 // The row statistics from the four per-thread states: block reduction, then the cluster's 8
 // block states combined in rank order. Every thread returns the same value.
-__device__ stats row_statistics(const state (&s)[4], int64_t n, const kb::scalars& p, cg::cluster_group& cluster) {
+__device__ stats row_statistics(const state (&s)[4], int64_t n, const kb::scalars& p,
+                                cg::cluster_group& cluster) {
   __shared__ state block_state;
   __shared__ stats row_stats;
   state t = combine(combine(s[0], s[1]), combine(s[2], s[3]));
@@ -55,7 +58,8 @@ __device__ stats row_statistics(const state (&s)[4], int64_t n, const kb::scalar
 
 template <bool Staged>
 __global__ void __launch_bounds__(threads, 2)
-    softmax_vec4(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk, kb::scalars p) {
+    softmax_vec4(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk,
+                 kb::scalars p) {
   extern __shared__ float4 stage[];
   cg::cluster_group cluster = cg::this_cluster();
   const int64_t row = blockIdx.x / cluster_size;
@@ -100,7 +104,8 @@ __global__ void __launch_bounds__(threads, 2)
 
 template <bool Staged>
 __global__ void __launch_bounds__(threads, 2)
-    softmax_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk, kb::scalars p) {
+    softmax_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t chunk,
+                   kb::scalars p) {
   extern __shared__ float4 stage4[];
   float* stage = reinterpret_cast<float*>(stage4);
   cg::cluster_group cluster = cg::this_cluster();
@@ -204,11 +209,13 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   }
   const float* x = static_cast<const float*>(xt.data);
   float* y = static_cast<float*>(args->outputs[0].data);
-  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(y) % 16 == 0;
   return vec ? launch<softmax_vec4<true>, softmax_vec4<false>>(x, y, rows, n, args)
              : launch<softmax_scalar<true>, softmax_scalar<false>>(x, y, rows, n, args);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: softmax, 16-block cluster of 512 threads per row, 2 blocks per SM, row slice kept in shared memory, DSMEM state exchange, 1 read + 1 write";
+  return "portfolio variant: softmax, 16-block cluster of 512 threads per row, 2 blocks per SM, "
+         "row slice kept in shared memory, DSMEM state exchange, 1 read + 1 write";
 }

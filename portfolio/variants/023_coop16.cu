@@ -1,18 +1,18 @@
 // Variant of 023 (softmax over dim 1), the portfolio kernel until 023_pipe1_b2t512 measured faster
 // (4.607 ms against 5.208; evidence/h200/variants/023-8b33036): the row kept on chip (1 read + 1
-// write) without thread-block clusters. A cooperative (all blocks resident) grid of 512-thread blocks, two per SM, walks
-// items (row, slice): a row is cut into 16 slices of at most 96 KB, slice c of row r is item
-// r * 16 + c and item i runs on block i mod G (G a multiple of 16, so the 16 slices of a row run on
-// 16 different resident blocks at the same time). A block streams its slice into shared memory
-// (16-byte evict-first loads, 6 in flight per thread) while folding it into online (max, sum)
-// states, reduces them over the block, publishes the block's state in the workspace and
-// increments the row's arrival counter (release); thread 0 waits until the 16 slices have arrived
-// (acquire), combines the 16 states in slice order (every block of the row gets bitwise the same
-// statistics) and the block writes kb_op::apply from shared memory with streaming stores. Unlike
-// a cluster, the 16 blocks need not sit in one GPC and do not run in lock step, and two blocks
-// per SM overlap one block's loads with the other's stores. The counters are zeroed on the stream
-// before the kernel. Deadlock-free: all blocks are resident (cooperative launch) and an item only
-// waits for items of its own row, whose blocks have finished every earlier row.
+// write) without thread-block clusters. A cooperative (all blocks resident) grid of 512-thread
+// blocks, two per SM, walks items (row, slice): a row is cut into 16 slices of at most 96 KB, slice
+// c of row r is item r * 16 + c and item i runs on block i mod G (G a multiple of 16, so the 16
+// slices of a row run on 16 different resident blocks at the same time). A block streams its slice
+// into shared memory (16-byte evict-first loads, 6 in flight per thread) while folding it into
+// online (max, sum) states, reduces them over the block, publishes the block's state in the
+// workspace and increments the row's arrival counter (release); thread 0 waits until the 16 slices
+// have arrived (acquire), combines the 16 states in slice order (every block of the row gets
+// bitwise the same statistics) and the block writes kb_op::apply from shared memory with streaming
+// stores. Unlike a cluster, the 16 blocks need not sit in one GPC and do not run in lock step, and
+// two blocks per SM overlap one block's loads with the other's stores. The counters are zeroed on
+// the stream before the kernel. Deadlock-free: all blocks are resident (cooperative launch) and an
+// item only waits for items of its own row, whose blocks have finished every earlier row.
 //
 // Bytes: 8 * M * N = 12.9 GB at 4096 x 393216; floor 3.00 ms at 4.3 TB/s; target below 4.78 ms.
 // Rows longer than 16 x the shared-memory slice (about 450K floats) are refused.
@@ -29,7 +29,8 @@ using stats = op::stats;
 
 constexpr int slices = 16;
 constexpr int threads = 512;
-constexpr int batch = 6; // 16-byte loads in flight per thread (12 per thread per slice at N = 393216)
+// 16-byte loads in flight per thread (12 per thread per slice at N = 393216)
+constexpr int batch = 6;
 
 struct workspace_layout {
   size_t states_bytes;
@@ -44,8 +45,9 @@ workspace_layout layout(int64_t rows) {
 
 template <bool Vec>
 __global__ void __launch_bounds__(threads, 2)
-    softmax_coop(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n, int64_t chunk,
-                 state* __restrict__ partial, unsigned* __restrict__ arrived, kb::scalars p) {
+    softmax_coop(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
+                 int64_t chunk, state* __restrict__ partial, unsigned* __restrict__ arrived,
+                 kb::scalars p) {
   extern __shared__ float4 stage4[];
   float* stage = reinterpret_cast<float*>(stage4);
   __shared__ stats row_stats;
@@ -143,13 +145,15 @@ template <bool Vec> prepared prepare(size_t smem) {
   const size_t half = static_cast<size_t>(per_sm) / 2;
   const size_t limit = std::min(static_cast<size_t>(optin), half > 1024 ? half - 1024 : 0);
   const size_t budget = limit > fa.sharedSizeBytes + 256 ? limit - fa.sharedSizeBytes - 256 : 0;
-  cudaFuncSetAttribute(softmax_coop<Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(budget));
+  cudaFuncSetAttribute(softmax_coop<Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(budget));
   int blocks = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, softmax_coop<Vec>, threads, smem);
   return {budget, blocks * sms};
 }
 
-template <bool Vec> int launch(const float* x, float* y, int64_t rows, int64_t n, const kb_args* a) {
+template <bool Vec>
+int launch(const float* x, float* y, int64_t rows, int64_t n, const kb_args* a) {
   int64_t chunk = (n + slices - 1) / slices;
   chunk = (chunk + 3) / 4 * 4;
   const size_t bytes = static_cast<size_t>(chunk) * sizeof(float);
@@ -168,17 +172,19 @@ template <bool Vec> int launch(const float* x, float* y, int64_t rows, int64_t n
   state* partial = reinterpret_cast<state*>(base);
   unsigned* arrived = reinterpret_cast<unsigned*>(base + w.states_bytes);
   const cudaStream_t stream = kb::stream_of(a);
-  KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
+  KB_RETURN_IF_CUDA_ERROR(
+      cudaMemsetAsync(arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), stream));
   kb::scalars p = kb::scalars_of(a);
   void* params[] = {&x, &y, &rows, &n, &chunk, &partial, &arrived, &p};
-  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(softmax_coop<Vec>),
-                                                      dim3(static_cast<unsigned>(grid)), dim3(threads), params, bytes,
-                                                      stream));
+  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(softmax_coop<Vec>), dim3(static_cast<unsigned>(grid)),
+      dim3(threads), params, bytes, stream));
   return static_cast<int>(cudaGetLastError());
 }
 
 bool softmax_shape(const kb_args* args, int64_t& rows, int64_t& n) {
-  if (!kb::float32_map_args(args, 2) || kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
+  if (!kb::float32_map_args(args, 2) ||
+      kb::product(args->inputs[0], 2, args->inputs[0].ndim) != 1) {
     return false;
   }
   rows = kb::product(args->inputs[0], 0, 1);
@@ -209,11 +215,13 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   }
   const float* x = static_cast<const float*>(args->inputs[0].data);
   float* y = static_cast<float*>(args->outputs[0].data);
-  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const bool vec = n % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(y) % 16 == 0;
   return vec ? launch<true>(x, y, rows, n, args) : launch<false>(x, y, rows, n, args);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: softmax, cooperative grid, 16 slices of a row in shared memory on 16 resident blocks, "
+  return "portfolio variant: softmax, cooperative grid, 16 slices of a row in shared memory on 16 "
+         "resident blocks, "
          "states exchanged through the workspace with an arrival counter, 2 blocks per SM";
 }

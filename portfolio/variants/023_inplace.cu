@@ -42,8 +42,9 @@ constexpr int batch = 2; // slots per thread per step: the next row's loads in f
 
 template <int V>
 __global__ void __launch_bounds__(threads, blocks_per_sm)
-    softmax_inplace(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n, int slices, int64_t chunk,
-                    state* __restrict__ partial, unsigned* __restrict__ arrived, kb::scalars p) {
+    softmax_inplace(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n,
+                    int slices, int64_t chunk, state* __restrict__ partial,
+                    unsigned* __restrict__ arrived, kb::scalars p) {
   using T = typename oc::vec<V>::type;
   extern __shared__ float4 stage4[];
   T* stage = reinterpret_cast<T*>(stage4);
@@ -65,12 +66,14 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     oc::publish<op>(s, partial + group * slices + c, arrived + group);
   }
   for (int64_t row = group; row < rows; row += groups) {
-    const stats st = oc::gather<op>(partial + row * slices, arrived + row, static_cast<unsigned>(slices), n, p, &row_stats);
+    const stats st = oc::gather<op>(partial + row * slices, arrived + row,
+                                    static_cast<unsigned>(slices), n, p, &row_stats);
     const int64_t following = row + groups;
     const bool next = following < rows;
     state s[4] = {op::init(), op::init(), op::init(), op::init()};
-    oc::store_and_refill<op, V, threads, batch>(stage, cnt, yv + row * nv, next ? xv + following * nv : nullptr, s,
-                                                [&](float (&e)[V], int64_t) {
+    oc::store_and_refill<op, V, threads, batch>(stage, cnt, yv + row * nv,
+                                                next ? xv + following * nv : nullptr, s,
+                                                [&](float(&e)[V], int64_t) {
 #pragma unroll
                                                   for (int j = 0; j < V; ++j) {
                                                     e[j] = op::apply(e[j], st, 1.0f, 0.0f);
@@ -99,12 +102,15 @@ bool plan_of(const kb_args* a, plan* pl) {
 }
 
 // Room for up to `grid` states per row, whatever slice count the launch picks.
-oc::workspace_layout<state> layout(const plan& pl) { return {pl.rows, pl.grid}; }
+oc::workspace_layout<state> layout(const plan& pl) {
+  return {pl.rows, pl.grid};
+}
 
 template <int V> int run(const kb_args* a, const plan& pl) {
   using T = typename oc::vec<V>::type;
   const int64_t nv = pl.n / V;
-  const size_t limit = oc::slice_limit(blocks_per_sm, 2048); // static: the statistics, the reduction's scratch
+  // static: the statistics, the reduction's scratch
+  const size_t limit = oc::slice_limit(blocks_per_sm, 2048);
   // The smallest divisor of the grid whose slice fits.
   int slices = 0;
   for (int s = 1; s <= pl.grid; ++s) {
@@ -134,8 +140,9 @@ template <int V> int run(const kb_args* a, const plan& pl) {
   int64_t ch = chunk;
   kb::scalars p = kb::scalars_of(a);
   void* params[] = {&x, &y, &rows, &n, &slices, &ch, &partial, &arrived, &p};
-  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(softmax_inplace<V>), dim3(static_cast<unsigned>(pl.grid)),
-                                                      dim3(threads), params, bytes, stream));
+  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(softmax_inplace<V>), dim3(static_cast<unsigned>(pl.grid)),
+      dim3(threads), params, bytes, stream));
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -158,12 +165,15 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   if (pl.rows == 0 || pl.n == 0) {
     return 0;
   }
-  const bool aligned = pl.n % 4 == 0 && reinterpret_cast<uintptr_t>(args->inputs[0].data) % 16 == 0 &&
+  const bool aligned = pl.n % 4 == 0 &&
+                       reinterpret_cast<uintptr_t>(args->inputs[0].data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(args->outputs[0].data) % 16 == 0;
   return aligned ? run<4>(args, pl) : run<1>(args, pl);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: softmax, cooperative grid of 2 blocks per SM in groups of S, each row's slices in shared memory, "
-         "the group's next row loaded into the slots this row's stores free, fixed-order combine of the S states";
+  return "portfolio variant: softmax, cooperative grid of 2 blocks per SM in groups of S, each "
+         "row's slices in shared memory, "
+         "the group's next row loaded into the slots this row's stores free, fixed-order combine "
+         "of the S states";
 }

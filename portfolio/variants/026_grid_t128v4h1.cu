@@ -1,6 +1,6 @@
-// Variant of 026_gelu: elementwise, grid sized to the data, 128 threads per block, 4 independent 16-byte
-// loads per thread, streaming hints 1 (1: ld/st.global.cs, 0: plain). Full tiles run unguarded.
-// Bytes: 8 bytes per element (read + write); floor = bytes / 4.3 TB/s.
+// Variant of 026_gelu: elementwise, grid sized to the data, 128 threads per block, 4 independent
+// 16-byte loads per thread, streaming hints 1 (1: ld/st.global.cs, 0: plain). Full tiles run
+// unguarded. Bytes: 8 bytes per element (read + write); floor = bytes / 4.3 TB/s.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
 #define KB_EW_THREADS 128

@@ -26,7 +26,8 @@ constexpr int max_unroll = 8;
 
 template <bool Vec>
 __global__ void __launch_bounds__(threads, 3)
-    rms_tile(const float* __restrict__ x, float* __restrict__ y, int C, int64_t inner, kb::scalars p) {
+    rms_tile(const float* __restrict__ x, float* __restrict__ y, int C, int64_t inner,
+             kb::scalars p) {
   extern __shared__ float4 tile4[];
   float* tile = reinterpret_cast<float*>(tile4);
   __shared__ __align__(16) float scale[threads];
@@ -93,7 +94,8 @@ __global__ void __launch_bounds__(threads, 3)
   } else {
     for (int c = 0; c < C; ++c) {
       if (tid < width) {
-        yb[static_cast<int64_t>(c) * inner + tid] = op::apply(tile[c * threads + tid], scale[tid], 1.0f, 0.0f);
+        yb[static_cast<int64_t>(c) * inner + tid] =
+            op::apply(tile[c * threads + tid], scale[tid], 1.0f, 0.0f);
       }
     }
   }
@@ -126,7 +128,8 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   static const size_t budget_scalar = prepare<false>();
   const float* x = static_cast<const float*>(xt.data);
   float* y = static_cast<float*>(args->outputs[0].data);
-  const bool vec = inner % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const bool vec = inner % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(y) % 16 == 0;
   if (C == 0 || smem > (vec ? budget_vec : budget_scalar)) {
     return -1;
   }
@@ -136,13 +139,16 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   }
   const kb::scalars p = kb::scalars_of(args);
   if (vec) {
-    rms_tile<true><<<static_cast<unsigned>(blocks), threads, smem, kb::stream_of(args)>>>(x, y, static_cast<int>(C), inner, p);
+    rms_tile<true><<<static_cast<unsigned>(blocks), threads, smem, kb::stream_of(args)>>>(
+        x, y, static_cast<int>(C), inner, p);
   } else {
-    rms_tile<false><<<static_cast<unsigned>(blocks), threads, smem, kb::stream_of(args)>>>(x, y, static_cast<int>(C), inner, p);
+    rms_tile<false><<<static_cast<unsigned>(blocks), threads, smem, kb::stream_of(args)>>>(
+        x, y, static_cast<int>(C), inner, p);
   }
   return static_cast<int>(cudaGetLastError());
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: strided RMSNorm, C x 256 tile staged in shared memory, 1 KB runs per channel, 3 blocks per SM";
+  return "portfolio variant: strided RMSNorm, C x 256 tile staged in shared memory, 1 KB runs per "
+         "channel, 3 blocks per SM";
 }

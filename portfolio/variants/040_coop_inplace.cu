@@ -43,8 +43,9 @@ constexpr int batch = 2; // slots per thread per step: the next sample's loads i
 
 template <int V>
 __global__ void __launch_bounds__(threads, blocks_per_sm)
-    layernorm_coop(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b, float* __restrict__ y,
-                   int64_t samples, int64_t d, int64_t chunk, state* __restrict__ partial, unsigned* __restrict__ arrived,
+    layernorm_coop(const float* __restrict__ x, const float* __restrict__ w,
+                   const float* __restrict__ b, float* __restrict__ y, int64_t samples, int64_t d,
+                   int64_t chunk, state* __restrict__ partial, unsigned* __restrict__ arrived,
                    kb::scalars p) {
   using T = typename oc::vec<V>::type;
   extern __shared__ float4 stage4[];
@@ -63,11 +64,13 @@ __global__ void __launch_bounds__(threads, blocks_per_sm)
     oc::publish<op>(s, partial + blockIdx.x, arrived);
   }
   for (int64_t sample = 0; sample < samples; ++sample) {
-    const stats st = oc::gather<op>(partial + sample * gridDim.x, arrived + sample, gridDim.x, d, p, &row_stats);
+    const stats st =
+        oc::gather<op>(partial + sample * gridDim.x, arrived + sample, gridDim.x, d, p, &row_stats);
     const bool next = sample + 1 < samples;
     state s[4] = {op::init(), op::init(), op::init(), op::init()};
-    oc::store_and_refill<op, V, threads, batch>(stage, cnt, yv + sample * dv, next ? xv + (sample + 1) * dv : nullptr, s,
-                                                [&](float (&e)[V], int64_t i) {
+    oc::store_and_refill<op, V, threads, batch>(stage, cnt, yv + sample * dv,
+                                                next ? xv + (sample + 1) * dv : nullptr, s,
+                                                [&](float(&e)[V], int64_t i) {
                                                   float we[V];
                                                   float be[V];
                                                   oc::vec<V>::split(__ldg(wv + i), we);
@@ -100,13 +103,16 @@ bool plan_of(const kb_args* a, plan* pl) {
   return pl->grid > 0;
 }
 
-oc::workspace_layout<state> layout(const plan& pl) { return {pl.samples, pl.grid}; }
+oc::workspace_layout<state> layout(const plan& pl) {
+  return {pl.samples, pl.grid};
+}
 
 template <int V> int run(const kb_args* a, const plan& pl) {
   using T = typename oc::vec<V>::type;
   const int64_t chunk = (pl.d / V + pl.grid - 1) / pl.grid;
   const size_t bytes = std::max<size_t>(static_cast<size_t>(chunk) * sizeof(T), sizeof(T));
-  const size_t limit = oc::slice_limit(blocks_per_sm, 2048); // static: the statistics, the reduction's scratch
+  // static: the statistics, the reduction's scratch
+  const size_t limit = oc::slice_limit(blocks_per_sm, 2048);
   if (bytes > limit) {
     return -1; // the sample does not fit the grid's shared memory
   }
@@ -128,8 +134,9 @@ template <int V> int run(const kb_args* a, const plan& pl) {
   int64_t ch = chunk;
   kb::scalars p = kb::scalars_of(a);
   void* params[] = {&x, &w, &b, &y, &samples, &d, &ch, &partial, &arrived, &p};
-  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(layernorm_coop<V>), dim3(static_cast<unsigned>(pl.grid)),
-                                                      dim3(threads), params, bytes, stream));
+  KB_RETURN_IF_CUDA_ERROR(cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(layernorm_coop<V>), dim3(static_cast<unsigned>(pl.grid)),
+      dim3(threads), params, bytes, stream));
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -153,13 +160,16 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
     return 0;
   }
   bool aligned = pl.d % 4 == 0;
-  for (const void* ptr : {args->inputs[0].data, args->inputs[1].data, args->inputs[2].data, args->outputs[0].data}) {
+  for (const void* ptr :
+       {args->inputs[0].data, args->inputs[1].data, args->inputs[2].data, args->outputs[0].data}) {
     aligned = aligned && reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
   }
   return aligned ? run<4>(args, pl) : run<1>(args, pl);
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio variant: layernorm, cooperative grid of 2 blocks per SM, each sample held in shared memory across the grid, "
-         "the next sample's loads in the same pass as this sample's stores, fixed-order combine of the blocks' states";
+  return "portfolio variant: layernorm, cooperative grid of 2 blocks per SM, each sample held in "
+         "shared memory across the grid, "
+         "the next sample's loads in the same pass as this sample's stores, fixed-order combine of "
+         "the blocks' states";
 }

@@ -1,7 +1,7 @@
 // Variant of 047: the portfolio's kernel until 78cc544 (replaced by the strategy reduce.columns at
 // grouped=1, 1.9387 ms against this kernel's 1.9702 in evidence/h200/variants/78cc544).
-// Was: portfolio candidate for 047 (sum over dim 1 of [B, R, N], N = 4095): 16-byte loads despite the
-// odd row length, a deterministic two-stage reduction.
+// Was: portfolio candidate for 047 (sum over dim 1 of [B, R, N], N = 4095): 16-byte loads despite
+// the odd row length, a deterministic two-stage reduction.
 //
 // Design: rows of 4095 floats break 16-byte alignment, but 4 consecutive rows (4N floats) are N
 // whole float4s. With R % 4 == 0 each slab [R, N] is a stack of R/4 groups of N float4; the float4
@@ -26,14 +26,15 @@ namespace {
 using op = kb_op<float>;
 using state = op::state;
 
-constexpr int lanes = 32;  // columns (float4 or float) per block
-constexpr int splits = 8;  // warps per block, each over every 8th group or row
+constexpr int lanes = 32; // columns (float4 or float) per block
+constexpr int splits = 8; // warps per block, each over every 8th group or row
 constexpr int threads = lanes * splits;
-constexpr int batch = 8;   // loads in flight per thread
+constexpr int batch = 8; // loads in flight per thread
 
 // Stage 1 of the vector path: partial[b, q, j] = sum over groups g of x4[b, g, q].j
-__global__ void __launch_bounds__(threads) group_sums(const float4* __restrict__ x4, state* __restrict__ partial, int64_t slabs,
-                                                      int64_t groups, int64_t n) {
+__global__ void __launch_bounds__(threads)
+    group_sums(const float4* __restrict__ x4, state* __restrict__ partial, int64_t slabs,
+               int64_t groups, int64_t n) {
   __shared__ state part[splits][4][lanes];
   const int64_t tiles = (n + lanes - 1) / lanes;
   const int64_t b = blockIdx.x / tiles;
@@ -80,8 +81,9 @@ __global__ void __launch_bounds__(threads) group_sums(const float4* __restrict__
 
 // Stage 2 of the vector path: y[b, col] = combine over rr = 0..3 of the partial at position
 // rr * n + col of slab b's 4n partials.
-__global__ void __launch_bounds__(256) combine_groups(const state* __restrict__ partial, float* __restrict__ y, int64_t slabs, int64_t n,
-                                                      int64_t r, kb::scalars p) {
+__global__ void __launch_bounds__(256)
+    combine_groups(const state* __restrict__ partial, float* __restrict__ y, int64_t slabs,
+                   int64_t n, int64_t r, kb::scalars p) {
   const int64_t t = blockIdx.x * 256LL + threadIdx.x;
   if (t >= slabs * n) {
     return;
@@ -97,8 +99,9 @@ __global__ void __launch_bounds__(256) combine_groups(const state* __restrict__ 
 }
 
 // The scalar path: block = 32 columns of one slab; warp w sums rows w, w + 8, ...
-__global__ void __launch_bounds__(threads) column_sums(const float* __restrict__ x, float* __restrict__ y, int64_t slabs, int64_t r,
-                                                       int64_t n, kb::scalars p) {
+__global__ void __launch_bounds__(threads)
+    column_sums(const float* __restrict__ x, float* __restrict__ y, int64_t slabs, int64_t r,
+                int64_t n, kb::scalars p) {
   __shared__ state part[splits][lanes];
   const int64_t tiles = (n + lanes - 1) / lanes;
   const int64_t b = blockIdx.x / tiles;
@@ -157,7 +160,8 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   }
   const kb_tensor& xt = args->inputs[0];
   const kb_tensor& yt = args->outputs[0];
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) || !kb::is_contiguous(yt)) {
+  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || xt.ndim < 2 || !kb::is_contiguous(xt) ||
+      !kb::is_contiguous(yt)) {
     return -1;
   }
   // x viewed as [slabs, r, n]: the reduced axis 1 between the outer and inner axes.
@@ -177,18 +181,22 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const cudaStream_t stream = kb::stream_of(args);
   const kb::scalars p = kb::scalars_of(args);
   float* y = static_cast<float*>(yt.data);
-  const bool vec = r % 4 == 0 && reinterpret_cast<uintptr_t>(xt.data) % 16 == 0 && args->workspace != nullptr &&
-                   args->workspace_bytes >= partial_bytes(xt);
+  const bool vec = r % 4 == 0 && reinterpret_cast<uintptr_t>(xt.data) % 16 == 0 &&
+                   args->workspace != nullptr && args->workspace_bytes >= partial_bytes(xt);
   if (vec) {
     state* partial = static_cast<state*>(args->workspace);
-    group_sums<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const float4*>(xt.data), partial, slabs, r / 4, n);
-    combine_groups<<<static_cast<unsigned>((slabs * n + 255) / 256), 256, 0, stream>>>(partial, y, slabs, n, r, p);
+    group_sums<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+        static_cast<const float4*>(xt.data), partial, slabs, r / 4, n);
+    combine_groups<<<static_cast<unsigned>((slabs * n + 255) / 256), 256, 0, stream>>>(
+        partial, y, slabs, n, r, p);
   } else {
-    column_sums<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(static_cast<const float*>(xt.data), y, slabs, r, n, p);
+    column_sums<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+        static_cast<const float*>(xt.data), y, slabs, r, n, p);
   }
   return static_cast<int>(cudaGetLastError());
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: sum over dim 1, float4 loads over groups of 4 rows, 8 row-split warps per block, fixed-order 2-stage combine";
+  return "portfolio: sum over dim 1, float4 loads over groups of 4 rows, 8 row-split warps per "
+         "block, fixed-order 2-stage combine";
 }

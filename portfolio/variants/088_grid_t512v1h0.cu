@@ -1,7 +1,7 @@
 // Variant of 088: elementwise, grid sized to the data, 512 threads per block, 1 independent 16-byte
-// loads per thread, streaming hints 0 (2: ld.global.nc.L1::no_allocate.L2::256B, 1: ld/st.global.cs,
-// 0: plain). Full tiles run unguarded.
-// Bytes: 8 bytes per element (read + write); floor = bytes / 4.3 TB/s.
+// loads per thread, streaming hints 0 (2: ld.global.nc.L1::no_allocate.L2::256B, 1:
+// ld/st.global.cs, 0: plain). Full tiles run unguarded. Bytes: 8 bytes per element (read + write);
+// floor = bytes / 4.3 TB/s.
 #include <kblaster/device/families/common.cuh>
 #include KB_TASK_MATH
 #define KB_EW_THREADS 512

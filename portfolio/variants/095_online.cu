@@ -6,10 +6,10 @@
 // Design: stage 1 gives each row to one warp (8 rows per 256-thread block). Each lane streams its
 // share of the row with 16-byte evict-first loads, 8 in flight (C = 4096: 4 rounds of 8 x float4
 // per lane, 128 B in flight per lane, 256 KB per SM), folding the values into four online
-// (max, sum) states (kb_op::accumulate), combined in a fixed order and then over the warp by a fixed
-// shuffle tree. Lane 0 reads the target's logit (a load that hits L1/L2: the row was just read) and
-// writes kb_op::row_loss to the workspace. Stage 2, one block of 1024 threads, sums the per-row
-// losses in float64 in a fixed order (strided per thread, then a fixed tree) and writes
+// (max, sum) states (kb_op::accumulate), combined in a fixed order and then over the warp by a
+// fixed shuffle tree. Lane 0 reads the target's logit (a load that hits L1/L2: the row was just
+// read) and writes kb_op::row_loss to the workspace. Stage 2, one block of 1024 threads, sums the
+// per-row losses in float64 in a fixed order (strided per thread, then a fixed tree) and writes
 // kb_op::finalize_rows (the mean). No atomics: bitwise reproducible. C % 4 != 0 or unaligned
 // logits take a scalar path with the same structure.
 //
@@ -26,14 +26,17 @@ using state = op::state;
 
 constexpr int threads = 256;
 constexpr int warps = threads / 32;
-constexpr int batch = 8;         // loads in flight per lane
+constexpr int batch = 8; // loads in flight per lane
 constexpr int sum_threads = 1024;
 
-__device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
+__device__ __forceinline__ state combine(const state& a, const state& b) {
+  return op::combine(a, b);
+}
 
 template <bool Vec>
-__global__ void __launch_bounds__(threads) row_losses(const float* __restrict__ x, const int64_t* __restrict__ target,
-                                                      float* __restrict__ losses, int64_t rows, int64_t c, kb::scalars p) {
+__global__ void __launch_bounds__(threads)
+    row_losses(const float* __restrict__ x, const int64_t* __restrict__ target,
+               float* __restrict__ losses, int64_t rows, int64_t c, kb::scalars p) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * warps + threadIdx.x / 32;
   if (row >= rows) {
@@ -90,7 +93,8 @@ __global__ void __launch_bounds__(threads) row_losses(const float* __restrict__ 
   }
 }
 
-__global__ void __launch_bounds__(sum_threads) mean_of_rows(const float* __restrict__ losses, int64_t rows, float* __restrict__ y) {
+__global__ void __launch_bounds__(sum_threads)
+    mean_of_rows(const float* __restrict__ losses, int64_t rows, float* __restrict__ y) {
   double acc = 0;
   for (int64_t r = threadIdx.x; r < rows; r += sum_threads) {
     acc += static_cast<double>(losses[r]);
@@ -101,7 +105,9 @@ __global__ void __launch_bounds__(sum_threads) mean_of_rows(const float* __restr
   }
 }
 
-int64_t rows_of(const kb_args* a) { return kb::numel(a->inputs[0]) / a->inputs[0].shape[1]; }
+int64_t rows_of(const kb_args* a) {
+  return kb::numel(a->inputs[0]) / a->inputs[0].shape[1];
+}
 
 } // namespace
 
@@ -121,13 +127,14 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const kb_tensor& tt = args->inputs[1];
   const kb_tensor& yt = args->outputs[0];
   // Logits [rows, classes] (the class axis is the last one), int64 targets [rows], scalar loss.
-  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || tt.dtype != KB_INT64 || xt.ndim != 2 || !kb::is_contiguous(xt) ||
-      !kb::is_contiguous(tt) || kb::numel(yt) != 1) {
+  if (xt.dtype != KB_FLOAT32 || yt.dtype != KB_FLOAT32 || tt.dtype != KB_INT64 || xt.ndim != 2 ||
+      !kb::is_contiguous(xt) || !kb::is_contiguous(tt) || kb::numel(yt) != 1) {
     return -1;
   }
   const int64_t rows = rows_of(args);
   const int64_t c = xt.shape[1];
-  if (kb::numel(tt) != rows || rows == 0 || c == 0 || args->workspace_bytes < static_cast<uint64_t>(rows) * sizeof(float)) {
+  if (kb::numel(tt) != rows || rows == 0 || c == 0 ||
+      args->workspace_bytes < static_cast<uint64_t>(rows) * sizeof(float)) {
     return -1;
   }
   const float* x = static_cast<const float*>(xt.data);
@@ -145,5 +152,6 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: cross-entropy, one warp per row with online logsumexp in one read, float64 fixed-order mean";
+  return "portfolio: cross-entropy, one warp per row with online logsumexp in one read, float64 "
+         "fixed-order mean";
 }

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -352,9 +352,9 @@ child_process::child_process(const process_spec& spec, const std::filesystem::pa
   if (pipe(in_pipe) != 0 || pipe(res_pipe) != 0) {
     fail("pipe: {}", std::strerror(errno));
   }
-  const int log_fd = open(log_path.c_str(),
-                          O_WRONLY | O_CREAT | O_CLOEXEC | (spec.log_append ? O_APPEND : O_TRUNC),
-                          0600);
+  const int log_fd =
+      open(log_path.c_str(),
+           O_WRONLY | O_CREAT | O_CLOEXEC | (spec.log_append ? O_APPEND : O_TRUNC), 0600);
   if (log_fd < 0) {
     fail("cannot open {}: {}", log_path.string(), std::strerror(errno));
   }
@@ -575,6 +575,7 @@ void request_stop(int sig) {
 const std::vector<std::string>& worker_environment_names() {
   // What a worker needs to find its tools, its cache and its tasks; nothing that holds a
   // credential (an API key, a database password) is among them.
+  // clang-format off
   static const std::vector<std::string> names = {
       "PATH",          "HOME",          "USER",          "LOGNAME",         "LANG",
       "LC_ALL",        "LC_CTYPE",      "TZ",            "TMPDIR",          "LD_LIBRARY_PATH",
@@ -582,6 +583,7 @@ const std::vector<std::string>& worker_environment_names() {
       "KBLASTER_STORE_FILES", "KBLASTER_PYTHON", "KBLASTER_NVCC", "KBLASTER_NCU",
       "KBLASTER_CUPTI", "KBLASTER_CACHE", "KBLASTER_BWRAP", "KBLASTER_WORKER_EXE",
       "KBLASTER_RUNNER_EXACT"};
+  // clang-format on
   return names;
 }
 

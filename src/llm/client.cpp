@@ -289,6 +289,141 @@ token_limit_param other(token_limit_param p) {
                                             : token_limit_param::max_tokens;
 }
 
+// A request's body: the model, the messages, the answer limit under the name the server takes,
+// and n, temperature and seed where they are asked for.
+nlohmann::json request_body(const std::string& model, const nlohmann::json& messages,
+                            token_limit_param param, int max_tokens, int n,
+                            const chat_request& request) {
+  nlohmann::json body{{"model", model}, {"messages", messages}};
+  body[to_string(param)] = max_tokens;
+  if (n > 1) {
+    body["n"] = n;
+  }
+  if (request.temperature) {
+    body["temperature"] = *request.temperature;
+  }
+  if (request.seed) {
+    body["seed"] = *request.seed;
+  }
+  return body;
+}
+
+// Why a request that may take `prompt_estimate` prompt tokens and `completion_cap` completion
+// tokens cannot be sent under budget `b`, given what is spent and in flight; "" when it can.
+std::string budget_refusal(const budget& b, const spending& spent, int64_t reserved_prompt,
+                           int64_t reserved_completion, int64_t prompt_estimate,
+                           int64_t completion_cap, double elapsed) {
+  std::string refusal;
+  if (b.requests && spent.requests + 1 > *b.requests) {
+    refusal =
+        fmt::format("the request budget is spent ({} of {} sent)", spent.requests, *b.requests);
+  } else if (b.prompt_tokens &&
+             spent.prompt_tokens + reserved_prompt + prompt_estimate > *b.prompt_tokens) {
+    refusal = fmt::format("the prompt-token budget would be exceeded ({} used, {} in flight, "
+                          "this prompt about {}, budget {})",
+                          spent.prompt_tokens, reserved_prompt, prompt_estimate, *b.prompt_tokens);
+  } else if (b.completion_tokens && spent.completion_tokens + reserved_completion + completion_cap >
+                                        *b.completion_tokens) {
+    refusal = fmt::format("the completion-token budget would be exceeded ({} used, {} in flight, "
+                          "this request up to {}, budget {})",
+                          spent.completion_tokens, reserved_completion, completion_cap,
+                          *b.completion_tokens);
+  } else if (b.wall_seconds && elapsed >= *b.wall_seconds) {
+    refusal = fmt::format("the wall-time budget is spent ({:.1f} s of {:.1f} s)", elapsed,
+                          *b.wall_seconds);
+  }
+  return refusal;
+}
+
+// What one attempt's record says besides the request and the response.
+struct attempt_facts {
+  int64_t sequence = 0;
+  int64_t call_id = 0;
+  int attempt = 0;
+  std::string url;
+  std::string model;
+  bool live = false;
+  double seconds = 0; // the attempt's round trip
+};
+
+// Records one attempt: the request, the response (JSON, or its raw text clipped) and the facts,
+// every secret redacted.
+void record_attempt(exchange_recorder& recorder, const redactor& redact,
+                    const redactor& redact_output, const nlohmann::json& body,
+                    const detail::http_reply& reply, const verdict& v, const attempt_facts& f) {
+  nlohmann::json response = nlohmann::json::object();
+  std::string body_kind = "none";
+  if (!reply.body.empty()) {
+    auto parsed = nlohmann::json::parse(reply.body, nullptr, false);
+    if (!parsed.is_discarded()) {
+      response = redact_output.apply_json(parsed);
+      body_kind = "json";
+    } else {
+      response = {{"raw", redact_output.apply(clip(reply.body, max_recorded_raw))}};
+      body_kind = "raw";
+    }
+  }
+  nlohmann::json headers = nlohmann::json::object();
+  for (const auto& [name, value] : reply.headers) {
+    headers[name] = redact.apply(value);
+  }
+  nlohmann::json meta{{"sequence", f.sequence},
+                      {"call", f.call_id},
+                      {"attempt", f.attempt},
+                      {"time", utc_now()},
+                      {"url", redact.apply(f.url)},
+                      {"model", f.model},
+                      {"live", f.live},
+                      {"http_status", reply.http_status},
+                      {"status", to_string(v.code)},
+                      {"message", v.message},
+                      {"headers", headers},
+                      {"seconds", f.seconds},
+                      {"request_digest", request_digest(body)},
+                      {"body_kind", body_kind}};
+  if (reply.http_status == 0) {
+    meta["transport_error"] = to_string(reply.transport_error);
+    meta["transport_message"] = redact.apply(reply.error_text);
+  }
+  if (v.usage) {
+    meta["usage"] = {{"prompt_tokens", v.usage->prompt_tokens},
+                     {"completion_tokens", v.usage->completion_tokens}};
+  }
+  recorder.record(redact.apply_json(body), response, meta);
+}
+
+// How long to wait before retry number `retries`: the server's Retry-After, else a random
+// exponential backoff. Nothing, with why added to `message`, when the server asks for a longer
+// wait than allowed or the wall-time budget ends within the wait.
+std::optional<double> retry_wait(const verdict& v, int retries, const client_config& config,
+                                 steady::time_point started, std::string& message) {
+  double wait = 0; // [seconds]
+  if (v.retry_after) {
+    if (*v.retry_after > config.max_retry_after) {
+      message += fmt::format(" (the server asks to retry after {:.0f} s, more than the {:.0f} s "
+                             "allowed)",
+                             *v.retry_after, config.max_retry_after);
+      return std::nullopt;
+    }
+    wait = *v.retry_after;
+  } else {
+    thread_local std::mt19937_64 random{std::random_device{}()};
+    const double cap =
+        std::min(config.backoff_max, config.backoff_base * std::pow(2.0, retries - 1));
+    wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(random);
+  }
+  if (config.limits.wall_seconds) {
+    const double left = *config.limits.wall_seconds -
+                        std::chrono::duration<double>(steady::now() - started).count();
+    if (wait >= left) {
+      message +=
+          fmt::format(" (no retry: the wall-time budget ends within the {:.1f} s wait)", wait);
+      return std::nullopt;
+    }
+  }
+  return wait;
+}
+
 } // namespace
 
 namespace detail {
@@ -436,17 +571,7 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
   int retries = 0;
   for (int attempt = 0;; ++attempt) {
     const token_limit_param param = token_param();
-    nlohmann::json body{{"model", m_config.model}, {"messages", messages}};
-    body[to_string(param)] = max_tokens;
-    if (n > 1) {
-      body["n"] = n;
-    }
-    if (request.temperature) {
-      body["temperature"] = *request.temperature;
-    }
-    if (request.seed) {
-      body["seed"] = *request.seed;
-    }
+    nlohmann::json body = request_body(m_config.model, messages, param, max_tokens, n, request);
 
     // The budgets hold before anything is sent: this request's worst case must fit.
     double timeout = m_config.request_timeout;
@@ -454,28 +579,9 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
       std::unique_lock lock(st.mutex);
       const double elapsed = std::chrono::duration<double>(steady::now() - st.started).count();
       const budget& b = m_config.limits;
-      std::string refusal;
-      if (b.requests && st.spent.requests + 1 > *b.requests) {
-        refusal = fmt::format("the request budget is spent ({} of {} sent)", st.spent.requests,
-                              *b.requests);
-      } else if (b.prompt_tokens &&
-                 st.spent.prompt_tokens + st.reserved_prompt + prompt_estimate > *b.prompt_tokens) {
-        refusal = fmt::format("the prompt-token budget would be exceeded ({} used, {} in flight, "
-                              "this prompt about {}, budget {})",
-                              st.spent.prompt_tokens, st.reserved_prompt, prompt_estimate,
-                              *b.prompt_tokens);
-      } else if (b.completion_tokens &&
-                 st.spent.completion_tokens + st.reserved_completion + completion_cap >
-                     *b.completion_tokens) {
-        refusal =
-            fmt::format("the completion-token budget would be exceeded ({} used, {} in flight, "
-                        "this request up to {}, budget {})",
-                        st.spent.completion_tokens, st.reserved_completion, completion_cap,
-                        *b.completion_tokens);
-      } else if (b.wall_seconds && elapsed >= *b.wall_seconds) {
-        refusal = fmt::format("the wall-time budget is spent ({:.1f} s of {:.1f} s)", elapsed,
-                              *b.wall_seconds);
-      }
+      const std::string refusal =
+          budget_refusal(b, st.spent, st.reserved_prompt, st.reserved_completion, prompt_estimate,
+                         completion_cap, elapsed);
       if (!refusal.empty()) {
         ++st.spent.refused;
         result.code = status::budget_exhausted;
@@ -539,45 +645,9 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
     st.slot_freed.notify_one();
 
     if (st.recorder != nullptr) {
-      nlohmann::json response = nlohmann::json::object();
-      std::string body_kind = "none";
-      if (!reply.body.empty()) {
-        auto parsed = nlohmann::json::parse(reply.body, nullptr, false);
-        if (!parsed.is_discarded()) {
-          response = m_output_redactor.apply_json(parsed);
-          body_kind = "json";
-        } else {
-          response = {{"raw", m_output_redactor.apply(clip(reply.body, max_recorded_raw))}};
-          body_kind = "raw";
-        }
-      }
-      nlohmann::json headers = nlohmann::json::object();
-      for (const auto& [name, value] : reply.headers) {
-        headers[name] = m_redactor.apply(value);
-      }
-      nlohmann::json meta{{"sequence", sequence},
-                          {"call", call_id},
-                          {"attempt", attempt},
-                          {"time", utc_now()},
-                          {"url", m_redactor.apply(url)},
-                          {"model", m_config.model},
-                          {"live", st.transport->live()},
-                          {"http_status", reply.http_status},
-                          {"status", to_string(v.code)},
-                          {"message", v.message},
-                          {"headers", headers},
-                          {"seconds", seconds},
-                          {"request_digest", request_digest(body)},
-                          {"body_kind", body_kind}};
-      if (reply.http_status == 0) {
-        meta["transport_error"] = to_string(reply.transport_error);
-        meta["transport_message"] = m_redactor.apply(reply.error_text);
-      }
-      if (v.usage) {
-        meta["usage"] = {{"prompt_tokens", v.usage->prompt_tokens},
-                         {"completion_tokens", v.usage->completion_tokens}};
-      }
-      st.recorder->record(m_redactor.apply_json(body), response, meta);
+      record_attempt(
+          *st.recorder, m_redactor, m_output_redactor, body, reply, v,
+          {sequence, call_id, attempt, url, m_config.model, st.transport->live(), seconds});
     }
 
     if (v.code == status::ok) {
@@ -609,33 +679,12 @@ chat_result client::call(const chat_request& request, int n, bool* n_rejected) {
       return result;
     }
     ++retries;
-    double wait = 0; // [seconds]
-    if (v.retry_after) {
-      if (*v.retry_after > m_config.max_retry_after) {
-        result.message +=
-            fmt::format(" (the server asks to retry after {:.0f} s, more than the {:.0f} s "
-                        "allowed)",
-                        *v.retry_after, m_config.max_retry_after);
-        return result;
-      }
-      wait = *v.retry_after;
-    } else {
-      thread_local std::mt19937_64 random{std::random_device{}()};
-      const double cap =
-          std::min(m_config.backoff_max, m_config.backoff_base * std::pow(2.0, retries - 1));
-      wait = std::uniform_real_distribution<double>(0, std::max(cap, 0.0))(random);
+    const std::optional<double> wait = retry_wait(v, retries, m_config, st.started, result.message);
+    if (!wait) {
+      return result;
     }
-    if (m_config.limits.wall_seconds) {
-      const double left = *m_config.limits.wall_seconds -
-                          std::chrono::duration<double>(steady::now() - st.started).count();
-      if (wait >= left) {
-        result.message +=
-            fmt::format(" (no retry: the wall-time budget ends within the {:.1f} s wait)", wait);
-        return result;
-      }
-    }
-    if (st.transport->live() && wait > 0) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    if (st.transport->live() && *wait > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(*wait));
     }
   }
 }

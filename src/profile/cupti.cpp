@@ -260,9 +260,9 @@ public:
                                                text != nullptr ? text : "unknown error")};
   }
 
-  cupti_values collect(const std::function<void()>& prepare,
-                       const std::function<std::string()>& call) {
-    cupti_values out;
+  // Initialises the profiler and its host object on the current device's primary context,
+  // which it returns; a device that cannot be range-profiled is a failure saying why.
+  CUcontext open_profiler() {
     int device = 0;
     if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
       throw failure{fmt::format("no CUDA device: {}", cudaGetErrorName(e))};
@@ -316,11 +316,15 @@ public:
     host.pCounterAvailabilityImage = availability.data();
     check(m_lib.host_initialize(&host), "cuptiProfilerHostInitialize");
     m_host = host.pHostObject;
+    return ctx;
+  }
 
+  // Adds the metrics to the configuration one at a time; those refused are listed in
+  // `out.unsupported`. `names` and `units` are the accepted metrics, in order.
+  void add_metrics(std::vector<const char*>& names, std::vector<std::string>& units,
+                   cupti_values& out) {
     // A metric this chip or range mode does not know would fail the whole configuration, so
     // metrics are added one at a time and those refused are dropped.
-    std::vector<const char*> names;
-    std::vector<std::string> units;
     for (const auto& m : cupti_metrics()) {
       std::string unit;
       for (const std::string& query : {m, m.substr(0, m.find('.'))}) {
@@ -359,11 +363,18 @@ public:
     if (names.empty()) {
       throw failure{"CUPTI accepted none of the metrics on this device"};
     }
+  }
+
+  // Builds the configuration image of the metrics, enables range profiling on `ctx` and
+  // sets it up for one user range replayed by the caller; returns the passes the scheduler
+  // asks for. `config` and `counter_data` must outlive the profiling.
+  size_t configure(CUcontext ctx, std::vector<const char*>& names, std::vector<uint8_t>& config,
+                   std::vector<uint8_t>& counter_data) {
     CUpti_Profiler_Host_GetConfigImageSize_Params size{
         CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
     size.pHostObject = m_host;
     check(m_lib.config_image_size(&size), "cuptiProfilerHostGetConfigImageSize");
-    std::vector<uint8_t> config(size.configImageSize);
+    config.resize(size.configImageSize);
     CUpti_Profiler_Host_GetConfigImage_Params image{
         CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
     image.pHostObject = m_host;
@@ -388,7 +399,7 @@ public:
     data_size.maxNumOfRanges = 1;
     data_size.maxNumRangeTreeNodes = 1;
     check(m_lib.counter_data_size(&data_size), "cuptiRangeProfilerGetCounterDataSize");
-    std::vector<uint8_t> counter_data(data_size.counterDataSize);
+    counter_data.resize(data_size.counterDataSize);
     CUpti_RangeProfiler_CounterDataImage_Initialize_Params data_init{
         CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
     data_init.pRangeProfilerObject = m_range;
@@ -411,9 +422,13 @@ public:
     set.passIndex = 0;
     set.targetNestingLevel = 1;
     check(m_lib.set_config(&set), "cuptiRangeProfilerSetConfig");
+    return passes.numOfPasses;
+  }
 
-    // The scheduler asked for `passes.numOfPasses`; the profiler says when it has them all.
-    const int pass_limit = static_cast<int>(passes.numOfPasses) + 8;
+  // Replays the call under the range until the profiler has every pass it asked for (at most
+  // `pass_limit`), counting them in `out.passes`.
+  void run_passes(const std::function<void()>& prepare, const std::function<std::string()>& call,
+                  int pass_limit, cupti_values& out) {
     bool all_submitted = false;
     while (!all_submitted) {
       if (out.passes >= pass_limit) {
@@ -441,6 +456,11 @@ public:
       all_submitted = stop.isAllPassSubmitted != 0;
       ++out.passes;
     }
+  }
+
+  // Decodes the range's counters and evaluates the metrics into `out.values`.
+  void read_values(std::vector<const char*>& names, const std::vector<std::string>& units,
+                   std::vector<uint8_t>& counter_data, cupti_values& out) {
     CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
     decode.pRangeProfilerObject = m_range;
     check(m_lib.decode(&decode), "cuptiRangeProfilerDecodeData");
@@ -466,6 +486,21 @@ public:
     for (size_t i = 0; i < names.size(); ++i) {
       out.values[names[i]] = {values[i], units[i]};
     }
+  }
+
+  cupti_values collect(const std::function<void()>& prepare,
+                       const std::function<std::string()>& call) {
+    cupti_values out;
+    const CUcontext ctx = open_profiler();
+    std::vector<const char*> names;
+    std::vector<std::string> units;
+    add_metrics(names, units, out);
+    std::vector<uint8_t> config;
+    std::vector<uint8_t> counter_data;
+    const size_t passes = configure(ctx, names, config, counter_data);
+    // The scheduler asked for `passes`; the profiler says when it has them all.
+    run_passes(prepare, call, static_cast<int>(passes) + 8, out);
+    read_values(names, units, counter_data, out);
     out.available = true;
     return out;
   }

@@ -115,9 +115,15 @@ std::optional<family> family_from_string(const std::string& s) {
   return std::nullopt;
 }
 
-std::string to_string(pool_kind k) { return k == pool_kind::max ? "max" : "avg"; }
-std::string to_string(scan_op o) { return o == scan_op::sum ? "sum" : "prod"; }
-std::string to_string(argreduce_op o) { return o == argreduce_op::argmax ? "argmax" : "argmin"; }
+std::string to_string(pool_kind k) {
+  return k == pool_kind::max ? "max" : "avg";
+}
+std::string to_string(scan_op o) {
+  return o == scan_op::sum ? "sum" : "prod";
+}
+std::string to_string(argreduce_op o) {
+  return o == argreduce_op::argmax ? "argmax" : "argmin";
+}
 
 int64_t pool_output_size(int64_t in, int kernel, int stride, int padding, int dilation,
                          bool ceil_mode) {
@@ -180,7 +186,8 @@ int64_t conv_output_size(int64_t in, int64_t kernel, int stride, int padding, in
     return (in - 1) * stride - 2 * static_cast<int64_t>(padding) +
            static_cast<int64_t>(dilation) * (kernel - 1) + output_padding + 1;
   }
-  const int64_t span = in + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
+  const int64_t span =
+      in + 2 * static_cast<int64_t>(padding) - static_cast<int64_t>(dilation) * (kernel - 1) - 1;
   return span < 0 ? 0 : span / stride + 1;
 }
 
@@ -594,8 +601,8 @@ nlohmann::json literal_json(const reader& r, const toml::node& n, const std::str
 
 // A [conv] entry that is one integer per spatial dim: an array of `rank` integers, or one integer
 // for all of them.
-std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::string& key,
-                           int rank, int fallback, int minimum) {
+std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::string& key, int rank,
+                           int fallback, int minimum) {
   const std::string field = "conv." + key;
   const toml::node* n = t.get(key);
   std::vector<int> out;
@@ -610,10 +617,10 @@ std::vector<int> conv_ints(const reader& r, const toml::table& t, const std::str
   } else if (n->is_array()) {
     const auto& a = *n->as_array();
     if (static_cast<int>(a.size()) != rank) {
-      r.error(field,
-              fmt::format("{} entries, one per spatial dim (rank {}), got {}", rank, rank,
-                          a.size()),
-              n);
+      r.error(
+          field,
+          fmt::format("{} entries, one per spatial dim (rank {}), got {}", rank, rank, a.size()),
+          n);
     }
     for (const auto& e : a) {
       out.push_back(one(e));
@@ -676,8 +683,9 @@ conv_params parse_conv(const reader& r, const toml::table& t) {
   p.output_padding = conv_ints(r, t, "output_padding", p.rank, 0, 0);
   for (int d = 0; d < p.rank; ++d) {
     if (p.output_padding[d] != 0 && !p.transposed) {
-      r.error("conv.output_padding", "0 for a forward convolution (output padding is a "
-                                     "transposed convolution's)",
+      r.error("conv.output_padding",
+              "0 for a forward convolution (output padding is a "
+              "transposed convolution's)",
               t.get("output_padding"));
     }
     if (p.output_padding[d] >= p.stride[d] && p.output_padding[d] >= p.dilation[d]) {
@@ -693,10 +701,9 @@ conv_params parse_conv(const reader& r, const toml::table& t) {
   }
   p.bias = r.boolean(t, "bias", "conv.", false);
   for (const auto& [key, node] : t) {
-    static const std::set<std::string> known{"rank",     "transposed",     "in_channels",
-                                             "out_channels", "kernel",     "stride",
-                                             "padding",  "output_padding", "dilation",
-                                             "groups",   "bias"};
+    static const std::set<std::string> known{
+        "rank",    "transposed",     "in_channels", "out_channels", "kernel", "stride",
+        "padding", "output_padding", "dilation",    "groups",       "bias"};
     if (!known.count(std::string(key.str()))) {
       r.error("conv." + std::string(key.str()),
               "no such field (known: rank, transposed, in_channels, out_channels, kernel, stride, "
@@ -767,8 +774,8 @@ void check_conv(const reader& r, const contract& c) {
     const int64_t groups = eval("conv.groups", p.groups);
     const std::string at = " at shape '" + s.name + "'";
     if (groups < 1 || cin % groups != 0 || cout % groups != 0) {
-      r.error("conv.groups", fmt::format("a divisor of in_channels ({}) and out_channels ({}){}",
-                                         cin, cout, at));
+      r.error("conv.groups",
+              fmt::format("a divisor of in_channels ({}) and out_channels ({}){}", cin, cout, at));
     }
     const auto xs = dims_of(*x);
     const auto ws = dims_of(*w);
@@ -902,16 +909,16 @@ int table_dim(const reader& r, const toml::table& t, const std::string& path, in
   }
   if (*d < -rank || *d >= rank) {
     r.error(path + "dim",
-            fmt::format("an axis of x, which has {} dims (-{} to {}; got {})", rank, rank,
-                        rank - 1, *d),
+            fmt::format("an axis of x, which has {} dims (-{} to {}; got {})", rank, rank, rank - 1,
+                        *d),
             t.get("dim"));
   }
   return static_cast<int>(*d < 0 ? *d + rank : *d);
 }
 
 // A per-spatial-dim field of [pool]: one integer for every dim, or an array of `rank` integers.
-std::vector<int> pool_ints(const reader& r, const toml::table& t, const std::string& key,
-                           int rank, std::optional<std::vector<int>> fallback, int64_t min) {
+std::vector<int> pool_ints(const reader& r, const toml::table& t, const std::string& key, int rank,
+                           std::optional<std::vector<int>> fallback, int64_t min) {
   const toml::node* n = t.get(key);
   const std::string field = "pool." + key;
   const std::string what = fmt::format("an integer >= {} or an array of {} of them", min, rank);
@@ -973,9 +980,10 @@ pool_params parse_pool(const reader& r, const toml::table& t, const tensor_spec&
   }
   const int xr = static_cast<int>(x.shape.size());
   if (xr != p.rank + 1 && xr != p.rank + 2) {
-    r.error("pool", fmt::format("an input x of {} or {} dims for a {}-d pool ((N,) C and the pooled "
-                                "dims; '{}' has {})",
-                                p.rank + 1, p.rank + 2, p.rank, x.name, xr));
+    r.error("pool",
+            fmt::format("an input x of {} or {} dims for a {}-d pool ((N,) C and the pooled "
+                        "dims; '{}' has {})",
+                        p.rank + 1, p.rank + 2, p.rank, x.name, xr));
   }
   p.kernel = pool_ints(r, t, "kernel", p.rank, std::nullopt, 1);
   p.stride = pool_ints(r, t, "stride", p.rank, p.kernel, 1);
@@ -1010,9 +1018,15 @@ pool_params parse_pool(const reader& r, const toml::table& t, const tensor_spec&
     }
   }
   for (const auto& [k, v] : t) {
-    static const std::set<std::string> known{"kind",     "rank",      "kernel",
-                                             "stride",   "padding",   "dilation",
-                                             "ceil_mode", "count_include_pad", "divisor_override"};
+    static const std::set<std::string> known{"kind",
+                                             "rank",
+                                             "kernel",
+                                             "stride",
+                                             "padding",
+                                             "dilation",
+                                             "ceil_mode",
+                                             "count_include_pad",
+                                             "divisor_override"};
     if (!known.count(std::string(k.str()))) {
       r.error("pool." + std::string(k.str()),
               "one of kind, rank, kernel, stride, padding, dilation, ceil_mode, "
@@ -1162,7 +1176,8 @@ matmul_params parse_matmul(const reader& r, const toml::node& node, const contra
             &node);
   }
   const auto& t = *node.as_table();
-  static const std::set<std::string> known{"batch", "trans_a", "trans_b", "alpha", "mask", "diag_a"};
+  static const std::set<std::string> known{"batch", "trans_a", "trans_b",
+                                           "alpha", "mask",    "diag_a"};
   for (const auto& [k, v] : t) {
     if (!known.count(std::string(k.str()))) {
       r.error("matmul." + std::string(k.str()),
@@ -1191,10 +1206,8 @@ matmul_params parse_matmul(const reader& r, const toml::node& node, const contra
   return p;
 }
 
-} // namespace
-
-contract load_contract(const fs::path& task_toml) {
-  const reader r(task_toml);
+// The task file's TOML, or an input error naming the line and column of a syntax error.
+toml::table parse_task_file(const fs::path& task_toml) {
   toml::table root;
   try {
     root = toml::parse_file(task_toml.string());
@@ -1202,9 +1215,13 @@ contract load_contract(const fs::path& task_toml) {
     fail_input("{}:{}:{}: TOML syntax error: {}", task_toml.string(), e.source().begin.line,
                e.source().begin.column, std::string(e.description()));
   }
-  contract c;
-  c.file = fs::absolute(task_toml);
-  c.dir = c.file.parent_path();
+  return root;
+}
+
+// What the task is: id, name, suite, title, kind, family, the PyTorch expression it mirrors and
+// why its official inputs are degenerate. Returns the family as written ("" for a pytorch
+// task).
+std::string read_identity(const reader& r, const toml::table& root, contract& c) {
   c.id = r.str(root, "id", "");
   if (c.id.empty() || !std::all_of(c.id.begin(), c.id.end(), [](char ch) {
         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
@@ -1225,7 +1242,8 @@ contract load_contract(const fs::path& task_toml) {
     const auto f = family_from_string(fam);
     if (!f) {
       r.error("family",
-              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv (got \"" +
+              "one of elementwise, normalize, reduce, loss, matmul, pool, scan, argreduce, conv "
+              "(got \"" +
                   fam + "\")",
               root.get("family"));
     }
@@ -1246,24 +1264,106 @@ contract load_contract(const fs::path& task_toml) {
     }
     c.degenerate.emplace_back(*degenerate[i].as_string());
   }
-  const toml::node* loss_table = root.get("loss");
+  return fam;
+}
+
+// Where a native task's math and baseline come from: files of its own, the [loss] expressions,
+// the family's table (pool, scan, argreduce) or, for a matmul task's baseline, the [matmul] form.
+struct source_plan {
+  const toml::node* loss_table = nullptr;
+  const toml::node* matmul_table = nullptr;
+  bool table_family = false;
+  bool generate_matmul_baseline = false;
+};
+
+source_plan plan_sources(const toml::table& root, const contract& c) {
+  source_plan p;
+  p.loss_table = root.get("loss");
   // pool, scan and argreduce: the family's table describes the operation; the math (an identity
   // epilogue) and the baseline are generated unless the contract names files of its own.
-  const bool table_family = c.kind == task_kind::native &&
-                            (c.fam == family::pool || c.fam == family::scan ||
-                             c.fam == family::argreduce);
-  const toml::node* matmul_table = root.get("matmul");
+  p.table_family = c.kind == task_kind::native &&
+                   (c.fam == family::pool || c.fam == family::scan || c.fam == family::argreduce);
+  p.matmul_table = root.get("matmul");
   // A matmul task with a [matmul] table and no baseline file gets the family's plain driver,
   // bound to its form (generated below, once the inputs' roles are known).
-  const bool generate_matmul_baseline =
-      c.kind == task_kind::native && c.fam == family::matmul && matmul_table != nullptr &&
-      root.get("baseline") == nullptr && !fs::exists(c.dir / "baseline.cu");
-  if (c.kind == task_kind::native && loss_table == nullptr && !table_family) {
+  p.generate_matmul_baseline = c.kind == task_kind::native && c.fam == family::matmul &&
+                               p.matmul_table != nullptr && root.get("baseline") == nullptr &&
+                               !fs::exists(c.dir / "baseline.cu");
+  return p;
+}
+
+// A pytorch task's [module]: the model's source, class, constructor arguments and forward's
+// arguments; the checker self-test's findings join the contract's degenerate inputs.
+void read_module(const reader& r, const toml::table& root, contract& c) {
+  const auto& m = r.table(root, "module", "");
+  module_spec spec;
+  spec.source = c.dir / r.str(m, "source", "module.", std::string("model.py"));
+  if (!fs::is_regular_file(spec.source)) {
+    r.error("module.source",
+            "the path of an existing file (" + spec.source.string() + " does not exist)",
+            m.get("source"));
+  }
+  spec.source = fs::weakly_canonical(spec.source);
+  spec.class_name = r.str(m, "class", "module.", std::string("Model"));
+  spec.level = static_cast<int>(r.number(m, "level", "module.", 0.0));
+  const auto& args = r.array(m, "init_args", "module.", false);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string path = "module.init_args[" + std::to_string(i) + "]";
+    if (!args[i].is_table()) {
+      r.error(path,
+              "a table { dim = \"expression\" }, { dims = [\"expression\", ...] } or { value = "
+              "literal }",
+              &args[i]);
+    }
+    const auto& t = *args[i].as_table();
+    if (t.contains("dim")) {
+      spec.init_args.push_back({{"dim", r.str(t, "dim", path + ".")}});
+    } else if (t.contains("dims")) {
+      const auto& list = r.array(t, "dims", path + ".");
+      nlohmann::json exprs = nlohmann::json::array();
+      for (size_t k = 0; k < list.size(); ++k) {
+        if (!list[k].is_string()) {
+          r.error(path + ".dims[" + std::to_string(k) + "]", "a dim expression", &list[k]);
+        }
+        exprs.push_back(list[k].as_string()->get());
+      }
+      spec.init_args.push_back({{"dims", exprs}});
+    } else if (const toml::node* v = t.get("value"); v != nullptr) {
+      spec.init_args.push_back({{"value", literal_json(r, *v, path + ".value")}});
+    } else {
+      r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
+    }
+  }
+  const auto& fwd = r.array(m, "forward", "module.", false);
+  for (size_t i = 0; i < fwd.size(); ++i) {
+    if (!fwd[i].is_string()) {
+      r.error("module.forward[" + std::to_string(i) + "]", "an input's or a param's name", &fwd[i]);
+    }
+    spec.forward.push_back(fwd[i].as_string()->get());
+  }
+  c.module = std::move(spec);
+  // The checker self-test's findings (scripts/pytorch_oracle.py selftest) join the contract's.
+  if (const fs::path st = c.dir / "selftest.json"; fs::is_regular_file(st)) {
+    try {
+      const auto j = nlohmann::json::parse(read_file(st));
+      for (const auto& d : j.value("degenerate", nlohmann::json::array())) {
+        c.degenerate.push_back(d.get<std::string>());
+      }
+    } catch (const nlohmann::json::exception& e) {
+      fail_input("{}: not a self-test result ({})", st.string(), e.what());
+    }
+  }
+}
+
+// The math and baseline files a native task names (or their defaults), else the module of a
+// pytorch task.
+void read_sources(const reader& r, const toml::table& root, contract& c, const source_plan& p) {
+  if (c.kind == task_kind::native && p.loss_table == nullptr && !p.table_family) {
     c.math = c.dir / r.str(root, "math", "", std::string("math.cuh"));
     c.baseline = c.dir / r.str(root, "baseline", "", std::string("baseline.cu"));
     for (const auto& [field, path] :
          {std::pair{"math", c.math}, std::pair{"baseline", c.baseline}}) {
-      if (field == std::string("baseline") && generate_matmul_baseline) {
+      if (field == std::string("baseline") && p.generate_matmul_baseline) {
         continue;
       }
       if (!fs::is_regular_file(path)) {
@@ -1272,74 +1372,20 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
     c.math = fs::weakly_canonical(c.math);
-    if (!generate_matmul_baseline) {
+    if (!p.generate_matmul_baseline) {
       c.baseline = fs::weakly_canonical(c.baseline);
     }
   } else if (c.kind == task_kind::native) {
     // Resolved after the inputs and params are read (below): the math and the baseline are
     // generated from the [loss] expressions or the family's table.
   } else {
-    const auto& m = r.table(root, "module", "");
-    module_spec spec;
-    spec.source = c.dir / r.str(m, "source", "module.", std::string("model.py"));
-    if (!fs::is_regular_file(spec.source)) {
-      r.error("module.source",
-              "the path of an existing file (" + spec.source.string() + " does not exist)",
-              m.get("source"));
-    }
-    spec.source = fs::weakly_canonical(spec.source);
-    spec.class_name = r.str(m, "class", "module.", std::string("Model"));
-    spec.level = static_cast<int>(r.number(m, "level", "module.", 0.0));
-    const auto& args = r.array(m, "init_args", "module.", false);
-    for (size_t i = 0; i < args.size(); ++i) {
-      const std::string path = "module.init_args[" + std::to_string(i) + "]";
-      if (!args[i].is_table()) {
-        r.error(path,
-                "a table { dim = \"expression\" }, { dims = [\"expression\", ...] } or { value = "
-                "literal }",
-                &args[i]);
-      }
-      const auto& t = *args[i].as_table();
-      if (t.contains("dim")) {
-        spec.init_args.push_back({{"dim", r.str(t, "dim", path + ".")}});
-      } else if (t.contains("dims")) {
-        const auto& list = r.array(t, "dims", path + ".");
-        nlohmann::json exprs = nlohmann::json::array();
-        for (size_t k = 0; k < list.size(); ++k) {
-          if (!list[k].is_string()) {
-            r.error(path + ".dims[" + std::to_string(k) + "]", "a dim expression", &list[k]);
-          }
-          exprs.push_back(list[k].as_string()->get());
-        }
-        spec.init_args.push_back({{"dims", exprs}});
-      } else if (const toml::node* v = t.get("value"); v != nullptr) {
-        spec.init_args.push_back({{"value", literal_json(r, *v, path + ".value")}});
-      } else {
-        r.error(path, "a table { dim = \"expression\" } or { value = literal }", &args[i]);
-      }
-    }
-    const auto& fwd = r.array(m, "forward", "module.", false);
-    for (size_t i = 0; i < fwd.size(); ++i) {
-      if (!fwd[i].is_string()) {
-        r.error("module.forward[" + std::to_string(i) + "]", "an input's or a param's name",
-                &fwd[i]);
-      }
-      spec.forward.push_back(fwd[i].as_string()->get());
-    }
-    c.module = std::move(spec);
-    // The checker self-test's findings (scripts/pytorch_oracle.py selftest) join the contract's.
-    if (const fs::path st = c.dir / "selftest.json"; fs::is_regular_file(st)) {
-      try {
-        const auto j = nlohmann::json::parse(read_file(st));
-        for (const auto& d : j.value("degenerate", nlohmann::json::array())) {
-          c.degenerate.push_back(d.get<std::string>());
-        }
-      } catch (const nlohmann::json::exception& e) {
-        fail_input("{}: not a self-test result ({})", st.string(), e.what());
-      }
-    }
+    read_module(r, root, c);
   }
+}
 
+// The reduced axes of input x, consecutive and increasing (normalize, reduce, loss).
+void read_reduce_dims(const reader& r, const toml::table& root, contract& c,
+                      const std::string& fam) {
   for (const auto& [i, node] : [&] {
          std::vector<std::pair<size_t, const toml::node*>> v;
          const auto& a = r.array(root, "reduce_dims", "", false);
@@ -1364,7 +1410,10 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+}
 
+// The params, the inputs and outputs (unique names), and a pytorch forward's arguments.
+void read_tensors(const reader& r, const toml::table& root, contract& c) {
   const auto& params = r.array(root, "params", "", false);
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string path = "params[" + std::to_string(i) + "].";
@@ -1416,200 +1465,219 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+}
 
-  if (c.kind == task_kind::native && loss_table != nullptr) {
-    if (!loss_table->is_table()) {
-      r.error("loss", "a table { elem = \"...\", finalize = \"...\" }", loss_table);
-    }
-    if (c.fam != family::loss) {
-      r.error("loss", "family = \"loss\" (the [loss] expressions define a pointwise loss)",
-              loss_table);
-    }
-    if (root.get("math") != nullptr) {
-      r.error("math", "no math file: [loss] generates the math", root.get("math"));
-    }
-    const auto& lt = *loss_table->as_table();
-    const tensor_spec* x = nullptr;
-    const tensor_spec* t = nullptr;
-    for (const auto& in : c.inputs) {
-      if (in.role == "x") {
-        x = &in;
-      } else if (in.role == "target") {
-        t = &in;
-      }
-    }
-    if (x == nullptr || t == nullptr || !is_floating(x->type) || t->type != x->type ||
-        t->shape != x->shape) {
-      r.error("inputs", "an input with role = \"x\" and one with role = \"target\" of the same "
-                        "floating-point dtype and shape (a pointwise loss)");
-    }
-    if (c.outputs.size() != 1 || !c.outputs[0].shape.empty()) {
-      r.error("outputs", "one scalar output (shape = [])");
-    }
-    std::set<std::string> elem_names{"x", "t"};
-    std::string param_lines;
-    for (size_t i = 0; i < c.params.size(); ++i) {
-      if (elem_names.count(c.params[i].name) || c.params[i].name == "A") {
-        r.error("params", "names other than x, t and A ('" + c.params[i].name + "')");
-      }
-      elem_names.insert(c.params[i].name);
-      param_lines += fmt::format("    const A {0} = A(kb_params[{1}]);\n    (void){0};\n",
-                                 c.params[i].name, i);
-    }
-    const std::string elem_text = r.str(lt, "elem", "loss.");
-    const std::string fin_text = r.str(lt, "finalize", "loss.", std::string("sum / n"));
-    const std::string elem = loss_expression(r, "loss.elem", elem_text, elem_names);
-    const std::string fin = loss_expression(r, "loss.finalize", fin_text, {"sum", "n", "rows"});
-    const std::string math = fmt::format(
-        "// Generated by kblaster from {} [loss]:\n//   elem = {}\n//   finalize = {}\n"
-        "#pragma once\n#include <kblaster/device/core.cuh>\n\n"
-        "template <class A> struct kb_op {{\n"
-        "  static KB_HD A elem(A x, A t, const double* kb_params) {{\n    (void)kb_params;\n{}"
-        "    return {};\n  }}\n"
-        "  static KB_HD A finalize(A sum, int64_t kb_n, int64_t kb_rows) {{\n"
-        "    const A n = A(kb_n);\n    const A rows = A(kb_rows);\n    (void)n;\n    (void)rows;\n"
-        "    return {};\n  }}\n}};\n",
-        c.file.filename().string(), elem_text, fin_text, param_lines, elem, fin);
-    int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
-    int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
-    const std::string baseline = fmt::format(
-        "// Baseline generated by kblaster: the plain pointwise-loss driver over the task's math.\n"
-        "#include <kblaster/device/families/loss.cuh>\n#include KB_TASK_MATH\n\n"
-        "static constexpr kb::loss::pointwise_config kb_baseline_config{{{}, {}, {}, {}}};\n"
-        "KB_POINTWISE_LOSS_BASELINE(kb_op, kb_baseline_config)\n",
-        begin, end, x - c.inputs.data(), t - c.inputs.data());
-    // Content-addressed under the compile cache: the same contract gives the same files.
-    const fs::path gen =
-        default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
-    fs::create_directories(gen);
-    c.math = gen / "math.cuh";
-    write_file_if_changed(c.math, math);
-    if (const toml::node* b = root.get("baseline"); b != nullptr) {
-      c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
-      if (!fs::is_regular_file(c.baseline)) {
-        r.error("baseline", "the path of an existing file", b);
-      }
-    } else {
-      c.baseline = gen / "baseline.cu";
-      write_file_if_changed(c.baseline, baseline);
+// A loss task's [loss] expressions: the math and the plain pointwise-loss baseline generated
+// from them, content-addressed under the compile cache.
+void generate_loss_sources(const reader& r, const toml::table& root, contract& c,
+                           const toml::node* loss_table) {
+  if (!loss_table->is_table()) {
+    r.error("loss", "a table { elem = \"...\", finalize = \"...\" }", loss_table);
+  }
+  if (c.fam != family::loss) {
+    r.error("loss", "family = \"loss\" (the [loss] expressions define a pointwise loss)",
+            loss_table);
+  }
+  if (root.get("math") != nullptr) {
+    r.error("math", "no math file: [loss] generates the math", root.get("math"));
+  }
+  const auto& lt = *loss_table->as_table();
+  const tensor_spec* x = nullptr;
+  const tensor_spec* t = nullptr;
+  for (const auto& in : c.inputs) {
+    if (in.role == "x") {
+      x = &in;
+    } else if (in.role == "target") {
+      t = &in;
     }
   }
+  if (x == nullptr || t == nullptr || !is_floating(x->type) || t->type != x->type ||
+      t->shape != x->shape) {
+    r.error("inputs", "an input with role = \"x\" and one with role = \"target\" of the same "
+                      "floating-point dtype and shape (a pointwise loss)");
+  }
+  if (c.outputs.size() != 1 || !c.outputs[0].shape.empty()) {
+    r.error("outputs", "one scalar output (shape = [])");
+  }
+  std::set<std::string> elem_names{"x", "t"};
+  std::string param_lines;
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    if (elem_names.count(c.params[i].name) || c.params[i].name == "A") {
+      r.error("params", "names other than x, t and A ('" + c.params[i].name + "')");
+    }
+    elem_names.insert(c.params[i].name);
+    param_lines +=
+        fmt::format("    const A {0} = A(kb_params[{1}]);\n    (void){0};\n", c.params[i].name, i);
+  }
+  const std::string elem_text = r.str(lt, "elem", "loss.");
+  const std::string fin_text = r.str(lt, "finalize", "loss.", std::string("sum / n"));
+  const std::string elem = loss_expression(r, "loss.elem", elem_text, elem_names);
+  const std::string fin = loss_expression(r, "loss.finalize", fin_text, {"sum", "n", "rows"});
+  const std::string math = fmt::format(
+      "// Generated by kblaster from {} [loss]:\n//   elem = {}\n//   finalize = {}\n"
+      "#pragma once\n#include <kblaster/device/core.cuh>\n\n"
+      "template <class A> struct kb_op {{\n"
+      "  static KB_HD A elem(A x, A t, const double* kb_params) {{\n    (void)kb_params;\n{}"
+      "    return {};\n  }}\n"
+      "  static KB_HD A finalize(A sum, int64_t kb_n, int64_t kb_rows) {{\n"
+      "    const A n = A(kb_n);\n    const A rows = A(kb_rows);\n    (void)n;\n    (void)rows;\n"
+      "    return {};\n  }}\n}};\n",
+      c.file.filename().string(), elem_text, fin_text, param_lines, elem, fin);
+  int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
+  int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
+  const std::string baseline = fmt::format(
+      "// Baseline generated by kblaster: the plain pointwise-loss driver over the task's math.\n"
+      "#include <kblaster/device/families/loss.cuh>\n#include KB_TASK_MATH\n\n"
+      "static constexpr kb::loss::pointwise_config kb_baseline_config{{{}, {}, {}, {}}};\n"
+      "KB_POINTWISE_LOSS_BASELINE(kb_op, kb_baseline_config)\n",
+      begin, end, x - c.inputs.data(), t - c.inputs.data());
+  // Content-addressed under the compile cache: the same contract gives the same files.
+  const fs::path gen =
+      default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
+  fs::create_directories(gen);
+  c.math = gen / "math.cuh";
+  write_file_if_changed(c.math, math);
+  if (const toml::node* b = root.get("baseline"); b != nullptr) {
+    c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
+    if (!fs::is_regular_file(c.baseline)) {
+      r.error("baseline", "the path of an existing file", b);
+    }
+  } else {
+    c.baseline = gen / "baseline.cu";
+    write_file_if_changed(c.baseline, baseline);
+  }
+}
 
+// The pool, scan and argreduce tables belong to tasks of that family only.
+void check_family_tables(const reader& r, const toml::table& root, contract& c) {
   for (const auto& [key, f] : {std::pair{"pool", family::pool}, std::pair{"scan", family::scan},
                                std::pair{"argreduce", family::argreduce}}) {
     const toml::node* n = root.get(key);
     if (n != nullptr && (c.kind != task_kind::native || c.fam != f)) {
-      r.error(key, std::string("family = \"") + key + "\" (the table describes that family's operation)",
+      r.error(key,
+              std::string("family = \"") + key + "\" (the table describes that family's operation)",
               n);
     }
   }
-  if (table_family) {
-    const std::string key = to_string(c.fam);
-    const toml::node* n = root.get(key);
-    if (n == nullptr || !n->is_table()) {
-      r.error(key, "a table [" + key + "] describing the operation (required for family " + key +
-                       ")",
-              n);
+}
+
+// A pool, scan or argreduce task's table: the operation, its input and output, and the math and
+// baseline generated for it unless the contract names files of its own.
+void read_table_family(const reader& r, const toml::table& root, contract& c) {
+  const std::string key = to_string(c.fam);
+  const toml::node* n = root.get(key);
+  if (n == nullptr || !n->is_table()) {
+    r.error(key, "a table [" + key + "] describing the operation (required for family " + key + ")",
+            n);
+  }
+  const auto& t = *n->as_table();
+  const tensor_spec* x = nullptr;
+  const tensor_spec* mask = nullptr;
+  for (const auto& in : c.inputs) {
+    if (in.role == "x" && x == nullptr) {
+      x = &in;
+    } else if (in.role == "mask" && mask == nullptr) {
+      mask = &in;
     }
-    const auto& t = *n->as_table();
-    const tensor_spec* x = nullptr;
-    const tensor_spec* mask = nullptr;
-    for (const auto& in : c.inputs) {
-      if (in.role == "x" && x == nullptr) {
-        x = &in;
-      } else if (in.role == "mask" && mask == nullptr) {
-        mask = &in;
-      }
+  }
+  if (x == nullptr || !is_floating(x->type)) {
+    r.error("inputs", "an input with role = \"x\" of a floating-point dtype (family " + key + ")");
+  }
+  if (c.outputs.size() != 1) {
+    r.error("outputs", "one output (family " + key + ")");
+  }
+  const dtype out_type = c.fam == family::argreduce ? dtype::int64 : x->type;
+  if (c.outputs[0].type != out_type) {
+    r.error("outputs[0].dtype",
+            to_string(out_type) + " (family " + key +
+                (c.fam == family::argreduce ? " gives indices" : ": x's dtype") + "; got " +
+                to_string(c.outputs[0].type) + ")");
+  }
+  if (c.fam == family::pool) {
+    c.pool = parse_pool(r, t, *x);
+  } else if (c.fam == family::scan) {
+    c.scan = parse_scan(r, t, *x);
+    if (c.scan->masked && mask == nullptr) {
+      r.error("scan.masked", "an input with role = \"mask\" of x's shape (the scan is masked)",
+              t.get("masked"));
     }
-    if (x == nullptr || !is_floating(x->type)) {
-      r.error("inputs", "an input with role = \"x\" of a floating-point dtype (family " + key + ")");
+    if (!c.scan->masked && mask != nullptr) {
+      r.error("scan.masked", "true: input '" + mask->name + "' has role = \"mask\"");
     }
-    if (c.outputs.size() != 1) {
-      r.error("outputs", "one output (family " + key + ")");
+    if (mask != nullptr && mask->type == dtype::float64) {
+      r.error("inputs", "a mask of dtype float32, float16, bfloat16, int32 or int64 ('" +
+                            mask->name + "' is float64)");
     }
-    const dtype out_type = c.fam == family::argreduce ? dtype::int64 : x->type;
-    if (c.outputs[0].type != out_type) {
-      r.error("outputs[0].dtype", to_string(out_type) + " (family " + key +
-                                      (c.fam == family::argreduce ? " gives indices" : ": x's dtype") +
-                                      "; got " + to_string(c.outputs[0].type) + ")");
-    }
-    if (c.fam == family::pool) {
-      c.pool = parse_pool(r, t, *x);
-    } else if (c.fam == family::scan) {
-      c.scan = parse_scan(r, t, *x);
-      if (c.scan->masked && mask == nullptr) {
-        r.error("scan.masked", "an input with role = \"mask\" of x's shape (the scan is masked)",
-                t.get("masked"));
-      }
-      if (!c.scan->masked && mask != nullptr) {
-        r.error("scan.masked", "true: input '" + mask->name + "' has role = \"mask\"");
-      }
-      if (mask != nullptr && mask->type == dtype::float64) {
-        r.error("inputs", "a mask of dtype float32, float16, bfloat16, int32 or int64 ('" +
-                              mask->name + "' is float64)");
-      }
-    } else {
-      c.argreduce = parse_argreduce(r, t, *x);
-    }
-    if (c.fam != family::pool) {
-      const int dim = c.scan ? c.scan->dim : c.argreduce->dim;
-      if (!c.reduce_dims.empty() && c.reduce_dims != std::vector<int>{dim}) {
-        r.error("reduce_dims", fmt::format("nothing, or [{}] (the table's dim)", dim),
-                root.get("reduce_dims"));
-      }
-      c.reduce_dims = {dim};
-    } else if (!c.reduce_dims.empty()) {
-      r.error("reduce_dims", "nothing (family pool pools the last pool.rank dims)",
+  } else {
+    c.argreduce = parse_argreduce(r, t, *x);
+  }
+  if (c.fam != family::pool) {
+    const int dim = c.scan ? c.scan->dim : c.argreduce->dim;
+    if (!c.reduce_dims.empty() && c.reduce_dims != std::vector<int>{dim}) {
+      r.error("reduce_dims", fmt::format("nothing, or [{}] (the table's dim)", dim),
               root.get("reduce_dims"));
     }
-    std::string math = default_family_math_source(c.fam);
-    const std::string header = fmt::format("<kblaster/device/families/{}.cuh>", key);
-    std::string macro = key;
-    std::transform(macro.begin(), macro.end(), macro.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+    c.reduce_dims = {dim};
+  } else if (!c.reduce_dims.empty()) {
+    r.error("reduce_dims", "nothing (family pool pools the last pool.rank dims)",
+            root.get("reduce_dims"));
+  }
+  std::string math = default_family_math_source(c.fam);
+  const std::string header = fmt::format("<kblaster/device/families/{}.cuh>", key);
+  std::string macro = key;
+  std::transform(macro.begin(), macro.end(), macro.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  const std::string baseline =
+      fmt::format("// Baseline generated by kblaster: the plain {} driver over the task's math.\n"
+                  "#include {}\n#include KB_TASK_MATH\n\n{}KB_{}_BASELINE(kb_op, "
+                  "kb_family_config)\n",
+                  key, header, family_config_source(c), macro);
+  const fs::path gen =
+      default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
+  fs::create_directories(gen);
+  if (root.get("math") != nullptr) {
+    c.math = fs::weakly_canonical(c.dir / r.str(root, "math", ""));
+    if (!fs::is_regular_file(c.math)) {
+      r.error("math", "the path of an existing file", root.get("math"));
+    }
+  } else {
+    c.math = gen / "math.cuh";
+    write_file_if_changed(c.math, math);
+  }
+  if (root.get("baseline") != nullptr) {
+    c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
+    if (!fs::is_regular_file(c.baseline)) {
+      r.error("baseline", "the path of an existing file", root.get("baseline"));
+    }
+  } else {
+    c.baseline = gen / "baseline.cu";
+    write_file_if_changed(c.baseline, baseline);
+  }
+}
+
+// The [matmul] form, and the plain matmul driver bound to it when the task has no baseline file.
+void read_matmul_form(const reader& r, const toml::table& root, contract& c, const source_plan& p) {
+  if (p.matmul_table != nullptr) {
+    c.matmul = parse_matmul(r, *p.matmul_table, c);
+  }
+  if (p.generate_matmul_baseline) {
     const std::string baseline =
-        fmt::format("// Baseline generated by kblaster: the plain {} driver over the task's math.\n"
-                    "#include {}\n#include KB_TASK_MATH\n\n{}KB_{}_BASELINE(kb_op, "
-                    "kb_family_config)\n",
-                    key, header, family_config_source(c), macro);
-    const fs::path gen =
-        default_cache_dir() / "generated" / sha256_builder().field(math).field(baseline).hex();
-    fs::create_directories(gen);
-    if (root.get("math") != nullptr) {
-      c.math = fs::weakly_canonical(c.dir / r.str(root, "math", ""));
-      if (!fs::is_regular_file(c.math)) {
-        r.error("math", "the path of an existing file", root.get("math"));
-      }
-    } else {
-      c.math = gen / "math.cuh";
-      write_file_if_changed(c.math, math);
-    }
-    if (root.get("baseline") != nullptr) {
-      c.baseline = fs::weakly_canonical(c.dir / r.str(root, "baseline", ""));
-      if (!fs::is_regular_file(c.baseline)) {
-        r.error("baseline", "the path of an existing file", root.get("baseline"));
-      }
-    } else {
-      c.baseline = gen / "baseline.cu";
-      write_file_if_changed(c.baseline, baseline);
-    }
-  }
-  if (matmul_table != nullptr) {
-    c.matmul = parse_matmul(r, *matmul_table, c);
-  }
-  if (generate_matmul_baseline) {
-    const std::string baseline = fmt::format(
-        "// Baseline generated by kblaster: the plain matmul driver over the task's math, bound to\n"
-        "// the form of {} [matmul].\n"
-        "#include <kblaster/device/families/matmul.cuh>\n#include KB_TASK_MATH\n\n{}"
-        "KB_MATMUL_BASELINE(kb_op, kb_family_config)\n",
-        c.file.filename().string(), family_config_source(c));
+        fmt::format("// Baseline generated by kblaster: the plain matmul driver over the task's "
+                    "math, bound to\n"
+                    "// the form of {} [matmul].\n"
+                    "#include <kblaster/device/families/matmul.cuh>\n#include KB_TASK_MATH\n\n{}"
+                    "KB_MATMUL_BASELINE(kb_op, kb_family_config)\n",
+                    c.file.filename().string(), family_config_source(c));
     const fs::path gen = default_cache_dir() / "generated" / sha256_builder().field(baseline).hex();
     fs::create_directories(gen);
     c.baseline = gen / "baseline.cu";
     write_file_if_changed(c.baseline, baseline);
   }
+}
 
+// The shape cases (one official, at least one check, unique names), a pytorch task's resolution,
+// and every tensor's size positive at every shape.
+void read_shapes(const reader& r, const toml::table& root, contract& c) {
   const auto& shapes = r.array(root, "shapes", "");
   for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string path = "shapes[" + std::to_string(i) + "].";
@@ -1670,61 +1738,70 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+}
 
-  if (table_family) {
-    // The output's (and the mask's) shape at every shape case is the one the operation gives.
-    const auto concrete = [](const tensor_spec& t, const shape_case& s) {
-      std::vector<int64_t> v;
-      for (const auto& e : t.shape) {
-        v.push_back(eval_expr(e, s.dims));
-      }
-      return v;
-    };
-    const auto text = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
-    const tensor_spec& x = *std::find_if(c.inputs.begin(), c.inputs.end(),
-                                         [](const tensor_spec& t) { return t.role == "x"; });
-    for (const auto& s : c.shapes) {
-      const auto xs = concrete(x, s);
-      if (!c.pool) {
-        continue;
-      }
-      const auto want = pool_output_shape(*c.pool, xs);
-      for (int i = 0; i < c.pool->rank; ++i) {
-        const size_t d = xs.size() - c.pool->rank + i;
-        if (want[d] < 1) {
-          r.error("pool", fmt::format("windows that fit the input: at shape '{}' pooled dim {} of "
-                                      "size {} gives no output (kernel {}, padding {}, dilation {})",
-                                      s.name, i, xs[d], c.pool->kernel[i], c.pool->padding[i],
-                                      c.pool->dilation[i]));
-        }
-      }
+// A pool, scan or argreduce task's output (and mask) shapes are those the operation gives, and a
+// pool's windows fit its input, at every shape case.
+void check_table_family_shapes(const reader& r, const contract& c) {
+  // The output's (and the mask's) shape at every shape case is the one the operation gives.
+  const auto concrete = [](const tensor_spec& t, const shape_case& s) {
+    std::vector<int64_t> v;
+    for (const auto& e : t.shape) {
+      v.push_back(eval_expr(e, s.dims));
     }
-    for (const auto& s : c.shapes) {
-      const auto xs = concrete(x, s);
-      std::vector<int64_t> want = xs;
-      if (c.pool) {
-        want = pool_output_shape(*c.pool, xs);
-      } else if (c.argreduce) {
-        if (c.argreduce->keepdim) {
-          want[static_cast<size_t>(c.argreduce->dim)] = 1;
-        } else {
-          want.erase(want.begin() + c.argreduce->dim);
-        }
-      }
-      const auto got = concrete(c.outputs[0], s);
-      if (got != want) {
-        r.error("outputs[0].shape",
-                fmt::format("{} at shape '{}' (what the {} gives for x of shape {}; got {})",
-                            text(want), s.name, to_string(c.fam), text(xs), text(got)));
-      }
-      for (const auto& in : c.inputs) {
-        if (in.role == "mask" && concrete(in, s) != xs) {
-          r.error(in.name + ".shape", fmt::format("x's shape {} at shape '{}' (a mask; got {})",
-                                                  text(xs), s.name, text(concrete(in, s))));
-        }
+    return v;
+  };
+  const auto text = [](const std::vector<int64_t>& v) {
+    return fmt::format("[{}]", fmt::join(v, ", "));
+  };
+  const tensor_spec& x = *std::find_if(c.inputs.begin(), c.inputs.end(),
+                                       [](const tensor_spec& t) { return t.role == "x"; });
+  for (const auto& s : c.shapes) {
+    const auto xs = concrete(x, s);
+    if (!c.pool) {
+      continue;
+    }
+    const auto want = pool_output_shape(*c.pool, xs);
+    for (int i = 0; i < c.pool->rank; ++i) {
+      const size_t d = xs.size() - c.pool->rank + i;
+      if (want[d] < 1) {
+        r.error("pool", fmt::format("windows that fit the input: at shape '{}' pooled dim {} of "
+                                    "size {} gives no output (kernel {}, padding {}, dilation {})",
+                                    s.name, i, xs[d], c.pool->kernel[i], c.pool->padding[i],
+                                    c.pool->dilation[i]));
       }
     }
   }
+  for (const auto& s : c.shapes) {
+    const auto xs = concrete(x, s);
+    std::vector<int64_t> want = xs;
+    if (c.pool) {
+      want = pool_output_shape(*c.pool, xs);
+    } else if (c.argreduce) {
+      if (c.argreduce->keepdim) {
+        want[static_cast<size_t>(c.argreduce->dim)] = 1;
+      } else {
+        want.erase(want.begin() + c.argreduce->dim);
+      }
+    }
+    const auto got = concrete(c.outputs[0], s);
+    if (got != want) {
+      r.error("outputs[0].shape",
+              fmt::format("{} at shape '{}' (what the {} gives for x of shape {}; got {})",
+                          text(want), s.name, to_string(c.fam), text(xs), text(got)));
+    }
+    for (const auto& in : c.inputs) {
+      if (in.role == "mask" && concrete(in, s) != xs) {
+        r.error(in.name + ".shape", fmt::format("x's shape {} at shape '{}' (a mask; got {})",
+                                                text(xs), s.name, text(concrete(in, s))));
+      }
+    }
+  }
+}
+
+// A matmul task's operands at every shape, and a conv task's [conv] table.
+void check_family_forms(const reader& r, const toml::table& root, contract& c,
+                        const toml::node* matmul_table) {
   if (c.kind == task_kind::native && c.fam == family::matmul) {
     for (const auto& s : c.shapes) {
       std::string why;
@@ -1747,7 +1824,10 @@ contract load_contract(const fs::path& task_toml) {
     r.error("conv", "a table [conv] with the convolution's kernel, stride, padding, dilation, "
                     "groups (required for family conv)");
   }
+}
 
+// The [tolerance] table (required).
+void read_tolerance(const reader& r, const toml::table& root, contract& c) {
   if (const toml::node* tol = root.get("tolerance"); tol != nullptr) {
     if (!tol->is_table()) {
       r.error("tolerance", "a table", tol);
@@ -1766,6 +1846,11 @@ contract load_contract(const fs::path& task_toml) {
   } else {
     r.error("tolerance", "a table {atol, rtol, rel_l2, deterministic} (required)");
   }
+}
+
+// The [roofline] expressions (a resolved task's state and outputs added to the bytes), each
+// evaluable at every shape.
+void read_roofline(const reader& r, const toml::table& root, contract& c) {
   const auto& roof = r.table(root, "roofline", "");
   c.roof.bytes_expr = r.str(roof, "bytes", "roofline.");
   c.roof.flops_expr = r.str(roof, "flops", "roofline.");
@@ -1800,6 +1885,11 @@ contract load_contract(const fs::path& task_toml) {
       }
     }
   }
+}
+
+// The module's dim arguments and the inputs' distribution bounds evaluate at every shape;
+// degenerate official inputs need a second distribution.
+void check_expressions(const reader& r, const contract& c) {
   if (c.module) {
     for (const auto& a : c.module->init_args) {
       std::vector<std::string> exprs;
@@ -1848,17 +1938,54 @@ contract load_contract(const fs::path& task_toml) {
                                           c.degenerate.front() + ")");
     }
   }
-  c.digest = c.kind == task_kind::native
-                 ? sha256_builder()
-                       .field(read_file(c.file))
-                       .field(read_file(c.math))
-                       .field(read_file(c.baseline))
-                       .hex()
-                 : sha256_builder()
-                       .field(read_file(c.file))
-                       .field(read_file(c.module->source))
-                       .field(c.resolved ? read_file(c.dir / "resolved.json") : std::string())
-                       .hex();
+}
+
+// SHA-256 over task.toml, the math header and the baseline (a native task), or task.toml, the
+// model's source and its resolution (a pytorch task).
+std::string contract_digest(const contract& c) {
+  return c.kind == task_kind::native
+             ? sha256_builder()
+                   .field(read_file(c.file))
+                   .field(read_file(c.math))
+                   .field(read_file(c.baseline))
+                   .hex()
+             : sha256_builder()
+                   .field(read_file(c.file))
+                   .field(read_file(c.module->source))
+                   .field(c.resolved ? read_file(c.dir / "resolved.json") : std::string())
+                   .hex();
+}
+
+} // namespace
+
+contract load_contract(const fs::path& task_toml) {
+  const reader r(task_toml);
+  const toml::table root = parse_task_file(task_toml);
+  contract c;
+  c.file = fs::absolute(task_toml);
+  c.dir = c.file.parent_path();
+  const std::string fam = read_identity(r, root, c);
+  const source_plan plan = plan_sources(root, c);
+  read_sources(r, root, c, plan);
+  read_reduce_dims(r, root, c, fam);
+  read_tensors(r, root, c);
+  if (c.kind == task_kind::native && plan.loss_table != nullptr) {
+    generate_loss_sources(r, root, c, plan.loss_table);
+  }
+  check_family_tables(r, root, c);
+  if (plan.table_family) {
+    read_table_family(r, root, c);
+  }
+  read_matmul_form(r, root, c, plan);
+  read_shapes(r, root, c);
+  if (plan.table_family) {
+    check_table_family_shapes(r, c);
+  }
+  check_family_forms(r, root, c, plan.matmul_table);
+  read_tolerance(r, root, c);
+  read_roofline(r, root, c);
+  check_expressions(r, c);
+  c.digest = contract_digest(c);
   return c;
 }
 
@@ -1944,7 +2071,9 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   }
   const auto& a = inputs[static_cast<size_t>(ai)].shape;
   const auto& b = inputs[static_cast<size_t>(bi)].shape;
-  const auto shape_text = [](const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); };
+  const auto shape_text = [](const std::vector<int64_t>& v) {
+    return fmt::format("[{}]", fmt::join(v, ", "));
+  };
   const auto leading = [](const std::vector<int64_t>& v, size_t inner) {
     int64_t n = 1;
     for (size_t i = 0; i + inner < v.size(); ++i) {
@@ -1955,8 +2084,8 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   matmul_shape r;
   if (p.diag_a) {
     if (a.size() != 1 || b.size() != 2) {
-      return fail(fmt::format("diag_a: a vector a and a matrix b (got a {} and b {})", shape_text(a),
-                              shape_text(b)));
+      return fail(fmt::format("diag_a: a vector a and a matrix b (got a {} and b {})",
+                              shape_text(a), shape_text(b)));
     }
     r.m = r.k = a[0];
     r.n = p.trans_b ? b[0] : b[1];
@@ -1971,11 +2100,12 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
     }
     const bool batched = a.size() > 2 || b.size() > 2;
     if (batched != p.batch) {
-      return fail(batched ? fmt::format("batch = true in [matmul] for operands with leading batch "
-                                        "dims (a {}, b {})",
-                                        shape_text(a), shape_text(b))
-                          : fmt::format("operands with leading batch dims for batch = true (a {}, b {})",
-                                        shape_text(a), shape_text(b)));
+      return fail(
+          batched ? fmt::format("batch = true in [matmul] for operands with leading batch "
+                                "dims (a {}, b {})",
+                                shape_text(a), shape_text(b))
+                  : fmt::format("operands with leading batch dims for batch = true (a {}, b {})",
+                                shape_text(a), shape_text(b)));
     }
     const int64_t a0 = a[a.size() - 2];
     const int64_t a1 = a[a.size() - 1];
@@ -2008,8 +2138,8 @@ std::optional<matmul_shape> matmul_shape_of(const contract& c, const shape_case&
   }
   const auto& y = outputs[0];
   if (y.numel() != r.batch * r.m * r.n || (y.shape.size() >= 2 && y.shape.back() != r.n)) {
-    return fail(fmt::format("an output of {} x {} x {} elements, rows of {} (got {})", r.batch,
-                            r.m, r.n, r.n, shape_text(y.shape)));
+    return fail(fmt::format("an output of {} x {} x {} elements, rows of {} (got {})", r.batch, r.m,
+                            r.n, r.n, shape_text(y.shape)));
   }
   return r;
 }
@@ -2253,8 +2383,8 @@ nlohmann::json to_json(const contract& c) {
                       {"keepdim", c.argreduce->keepdim}};
   }
   if (c.matmul) {
-    j["matmul"] = {{"batch", c.matmul->batch},       {"trans_a", c.matmul->trans_a},
-                   {"trans_b", c.matmul->trans_b},   {"alpha", c.matmul->alpha},
+    j["matmul"] = {{"batch", c.matmul->batch},          {"trans_a", c.matmul->trans_a},
+                   {"trans_b", c.matmul->trans_b},      {"alpha", c.matmul->alpha},
                    {"mask", to_string(c.matmul->mask)}, {"diag_a", c.matmul->diag_a}};
   }
   if (c.conv) {
@@ -2398,10 +2528,11 @@ std::string family_config_source(const contract& c) {
     const char* mask = p.mask == matmul_mask::lower   ? "kb::matmul::mask_lower"
                        : p.mask == matmul_mask::upper ? "kb::matmul::mask_upper"
                                                       : "kb::matmul::mask_none";
-    return fmt::format("static constexpr kb::matmul::config kb_family_config{{{}, {}, /*trans_a=*/{}, "
-                       "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}{}}};\n",
-                       input_index(c, "a", true), input_index(c, "b", true), p.trans_a ? 1 : 0,
-                       p.trans_b ? 1 : 0, p.alpha, mask, p.diag_a ? 1 : 0, epi);
+    return fmt::format(
+        "static constexpr kb::matmul::config kb_family_config{{{}, {}, /*trans_a=*/{}, "
+        "/*trans_b=*/{}, /*alpha=*/{:.17g}, {}, /*diag_a=*/{}{}}};\n",
+        input_index(c, "a", true), input_index(c, "b", true), p.trans_a ? 1 : 0, p.trans_b ? 1 : 0,
+        p.alpha, mask, p.diag_a ? 1 : 0, epi);
   }
   case family::pool: {
     if (!c.pool) {
@@ -2417,31 +2548,33 @@ std::string family_config_source(const contract& c) {
       }
       return fmt::format("{{{}}}", fmt::join(out, ", "));
     };
-    return fmt::format("static constexpr kb::pool::config kb_family_config{{{}, {}, {}, {}, {}, {}, "
-                       "{}, {}, {}, {}}};\n",
-                       p.kind == pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank,
-                       slots(p.kernel, 1), slots(p.stride, 1), slots(p.padding, 0),
-                       slots(p.dilation, 1), p.ceil_mode ? 1 : 0, p.count_include_pad ? 1 : 0,
-                       p.divisor_override, input_index(c, "x", true));
+    return fmt::format(
+        "static constexpr kb::pool::config kb_family_config{{{}, {}, {}, {}, {}, {}, "
+        "{}, {}, {}, {}}};\n",
+        p.kind == pool_kind::max ? "kb::pool::max" : "kb::pool::avg", p.rank, slots(p.kernel, 1),
+        slots(p.stride, 1), slots(p.padding, 0), slots(p.dilation, 1), p.ceil_mode ? 1 : 0,
+        p.count_include_pad ? 1 : 0, p.divisor_override, input_index(c, "x", true));
   }
   case family::scan: {
     if (!c.scan) {
       fail_input("{}: family scan needs its [scan] table", c.file.string());
     }
     const auto& p = *c.scan;
-    return fmt::format("static constexpr kb::scan::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n",
-                       p.dim, p.op == scan_op::sum ? "kb::scan::sum" : "kb::scan::prod",
-                       p.reverse ? 1 : 0, p.exclusive ? 1 : 0, input_index(c, "x", true),
-                       p.masked ? input_index(c, "mask", true) : -1);
+    return fmt::format(
+        "static constexpr kb::scan::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n", p.dim,
+        p.op == scan_op::sum ? "kb::scan::sum" : "kb::scan::prod", p.reverse ? 1 : 0,
+        p.exclusive ? 1 : 0, input_index(c, "x", true),
+        p.masked ? input_index(c, "mask", true) : -1);
   }
   case family::argreduce: {
     if (!c.argreduce) {
       fail_input("{}: family argreduce needs its [argreduce] table", c.file.string());
     }
     const auto& p = *c.argreduce;
-    return fmt::format("static constexpr kb::argreduce::config kb_family_config{{{}, {}, {}}};\n",
-                       p.dim, p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
-                       input_index(c, "x", true));
+    return fmt::format(
+        "static constexpr kb::argreduce::config kb_family_config{{{}, {}, {}}};\n", p.dim,
+        p.op == argreduce_op::argmax ? "kb::argreduce::argmax" : "kb::argreduce::argmin",
+        input_index(c, "x", true));
   }
   case family::conv: {
     if (!c.conv) {

@@ -39,7 +39,9 @@ struct matmul_indexed<Op, A,
 
 template <class Op, class A, class = void> struct conv_indexed : std::false_type {};
 template <class Op, class A>
-struct conv_indexed<Op, A, decltype(void(Op::epilogue(std::declval<A>(), int64_t{}, std::declval<const operands&>())))>
+struct conv_indexed<Op, A,
+                    decltype(void(Op::epilogue(std::declval<A>(), int64_t{},
+                                               std::declval<const operands&>())))>
     : std::true_type {};
 
 // The operands of a call from the config's input indices: false when an index is out of range

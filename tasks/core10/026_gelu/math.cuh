@@ -3,5 +3,7 @@
 #include <kblaster/device/core.cuh>
 
 template <class A> struct kb_op {
-  static KB_HD A map(A x) { return A(0.5) * x * (A(1) + kb::fn::erf(x * A(0.70710678118654752440))); }
+  static KB_HD A map(A x) {
+    return A(0.5) * x * (A(1) + kb::fn::erf(x * A(0.70710678118654752440)));
+  }
 };

@@ -2,5 +2,6 @@
 #include <kblaster/device/families/normalize.cuh>
 #include KB_TASK_MATH
 
-static constexpr kb::normalize::config config{/*begin=*/1, /*end=*/4, /*x=*/0, /*weight=*/1, /*bias=*/2};
+static constexpr kb::normalize::config config{/*begin=*/1, /*end=*/4, /*x=*/0, /*weight=*/1,
+                                              /*bias=*/2};
 KB_NORMALIZE_BASELINE(kb_op, config)

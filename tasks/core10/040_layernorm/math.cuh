@@ -32,5 +32,7 @@ template <class A> struct kb_op {
   static KB_HD stats finalize(state s, int64_t, const double* params) {
     return {s.mean, A(1) / kb::fn::sqrt(s.m2 / s.count + A(params[0]))};
   }
-  static KB_HD A apply(A x, const stats& st, A weight, A bias) { return (x - st.mean) * st.rstd * weight + bias; }
+  static KB_HD A apply(A x, const stats& st, A weight, A bias) {
+    return (x - st.mean) * st.rstd * weight + bias;
+  }
 };

@@ -32,7 +32,9 @@ template <class A> struct best {
   int64_t index;
 };
 
-template <class A> KB_HD best<A> none() { return {A(0), -1}; }
+template <class A> KB_HD best<A> none() {
+  return {A(0), -1};
+}
 
 // Whether (v, i) is preferred to (b, bi): the first NaN wins, then the larger (argmax) or smaller
 // (argmin) value, equal values to the smaller index. A total order on (value, index) pairs, so
@@ -76,7 +78,8 @@ KB_HD best<A> walk(const Tin* x, const layout& L, int64_t o, int64_t i, int op) 
 
 #if defined(__CUDACC__)
 template <class A, class Tin, class Tout>
-__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L, int op) {
+__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L,
+                                  int op) {
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
        row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -95,8 +98,8 @@ template <class A, class Tout> int launch_naive(const kb_args* a, const config& 
   const kb_tensor& xt = a->inputs[c.x];
   const kb_tensor& yt = a->outputs[0];
   const layout L = layout_of(xt, c);
-  if (c.dim >= xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) || numel(yt) != L.outer * L.inner ||
-      yt.dtype != dtype_of<Tout>()) {
+  if (c.dim >= xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) ||
+      numel(yt) != L.outer * L.inner || yt.dtype != dtype_of<Tout>()) {
     return -1;
   }
   return dispatch_float(xt.dtype, [&](auto tag) {
@@ -105,8 +108,9 @@ template <class A, class Tout> int launch_naive(const kb_args* a, const config& 
       return -1; // the baseline computes in fp32: float64 storage is the oracle's
     } else {
       constexpr unsigned block = 256;
-      thread_per_output<A, Tin, Tout><<<grid_for(L.outer * L.inner, block), block, 0, stream_of(a)>>>(
-          static_cast<const Tin*>(xt.data), static_cast<Tout*>(yt.data), L, c.op);
+      thread_per_output<A, Tin, Tout>
+          <<<grid_for(L.outer * L.inner, block), block, 0, stream_of(a)>>>(
+              static_cast<const Tin*>(xt.data), static_cast<Tout*>(yt.data), L, c.op);
       return static_cast<int>(cudaGetLastError());
     }
   });
@@ -139,9 +143,9 @@ inline int oracle_cpu(const kb_args* a, const config& c) {
                     (kb::argreduce::oracle_cpu(args, CONFIG)), 0)
 
 #define KB_ARGREDUCE_BASELINE(OP, CONFIG)                                                          \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::argreduce::launch_naive<float, int64_t>(args, CONFIG);                              \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: argreduce, one thread per output walking its axis";                          \
   }

@@ -27,7 +27,9 @@ inline scalars scalars_of(const kb_args* a) {
   return s;
 }
 
-inline cudaStream_t stream_of(const kb_args* a) { return reinterpret_cast<cudaStream_t>(a->stream); }
+inline cudaStream_t stream_of(const kb_args* a) {
+  return reinterpret_cast<cudaStream_t>(a->stream);
+}
 
 // Whether the call's first input and first output are float32, contiguous and of the same number
 // of elements, the input with at least `min_ndim` dimensions: the arguments a kernel mapping one
@@ -106,7 +108,9 @@ template <> struct floats<2> {
     o[0] = v.x;
     o[1] = v.y;
   }
-  static __device__ __forceinline__ float2 join(const float (&o)[2]) { return make_float2(o[0], o[1]); }
+  static __device__ __forceinline__ float2 join(const float (&o)[2]) {
+    return make_float2(o[0], o[1]);
+  }
 };
 template <> struct floats<4> {
   using type = float4;
@@ -116,7 +120,9 @@ template <> struct floats<4> {
     o[2] = v.z;
     o[3] = v.w;
   }
-  static __device__ __forceinline__ float4 join(const float (&o)[4]) { return make_float4(o[0], o[1], o[2], o[3]); }
+  static __device__ __forceinline__ float4 join(const float (&o)[4]) {
+    return make_float4(o[0], o[1], o[2], o[3]);
+  }
 };
 
 // A 32-bit flag or counter another block releases, read with acquire semantics at GPU scope.
@@ -181,12 +187,14 @@ template <class S, class Combine> __device__ S block_reduce(S v, Combine combine
 //   int kbt_oracle(const kb_args* args, int on_gpu);   outputs are float64 tensors
 //   int kbt_oracle_workspace(const kb_args* args, uint64_t* bytes);
 //   const char* kbt_family(void);
-#define KB_ORACLE_EXPORTS(FAMILY_NAME, GPU_CALL, CPU_CALL, WORKSPACE_CALL)                        \
-  extern "C" KB_EXPORT int kbt_oracle(const kb_args* args, int on_gpu) {                          \
+#define KB_ORACLE_EXPORTS(FAMILY_NAME, GPU_CALL, CPU_CALL, WORKSPACE_CALL)                         \
+  extern "C" KB_EXPORT int kbt_oracle(const kb_args* args, int on_gpu) {                           \
     return on_gpu ? (GPU_CALL) : (CPU_CALL);                                                       \
   }                                                                                                \
-  extern "C" KB_EXPORT int kbt_oracle_workspace(const kb_args* args, uint64_t* bytes) {           \
+  extern "C" KB_EXPORT int kbt_oracle_workspace(const kb_args* args, uint64_t* bytes) {            \
     *bytes = (WORKSPACE_CALL);                                                                     \
     return 0;                                                                                      \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kbt_family(void) { return FAMILY_NAME; }
+  extern "C" KB_EXPORT const char* kbt_family(void) {                                              \
+    return FAMILY_NAME;                                                                            \
+  }

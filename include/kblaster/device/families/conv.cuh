@@ -59,7 +59,8 @@ inline bool geometry_of(const kb_args* a, const config& c, geometry* g) {
   const kb_tensor& w = a->inputs[c.weight];
   const kb_tensor& y = a->outputs[0];
   const int nd = c.rank + 2;
-  if (x.ndim != nd || w.ndim != nd || y.ndim != nd || !is_contiguous(x) || !is_contiguous(w) || !is_contiguous(y)) {
+  if (x.ndim != nd || w.ndim != nd || y.ndim != nd || !is_contiguous(x) || !is_contiguous(w) ||
+      !is_contiguous(y)) {
     return false;
   }
   g->transposed = c.transposed;
@@ -67,12 +68,13 @@ inline bool geometry_of(const kb_args* a, const config& c, geometry* g) {
   g->cin = x.shape[1];
   g->cout = c.transposed ? y.shape[1] : w.shape[0];
   const int64_t per_group = c.transposed ? g->cout : g->cin; // weight.shape[1] x groups
-  if (w.shape[1] < 1 || per_group % w.shape[1] != 0 || per_group / w.shape[1] > (int64_t{1} << 30)) {
+  if (w.shape[1] < 1 || per_group % w.shape[1] != 0 ||
+      per_group / w.shape[1] > (int64_t{1} << 30)) {
     return false;
   }
   g->groups = static_cast<int>(per_group / w.shape[1]);
-  if (g->cin % g->groups != 0 || g->cout % g->groups != 0 || y.shape[0] != g->n || y.shape[1] != g->cout ||
-      (c.transposed && w.shape[0] != g->cin)) {
+  if (g->cin % g->groups != 0 || g->cout % g->groups != 0 || y.shape[0] != g->n ||
+      y.shape[1] != g->cout || (c.transposed && w.shape[0] != g->cin)) {
     return false;
   }
   for (int d = 0; d < 3; ++d) {
@@ -90,14 +92,15 @@ inline bool geometry_of(const kb_args* a, const config& c, geometry* g) {
     g->pad[d] = c.padding[s];
     g->dil[d] = c.dilation[s];
     if (c.stride[s] < 1 || c.dilation[s] < 1 || c.padding[s] < 0 || g->k[d] < 1 ||
-        g->out[d] != output_size(g->in[d], g->k[d], c.stride[s], c.padding[s], c.dilation[s], c.output_padding[s],
-                                 c.transposed != 0) ||
+        g->out[d] != output_size(g->in[d], g->k[d], c.stride[s], c.padding[s], c.dilation[s],
+                                 c.output_padding[s], c.transposed != 0) ||
         g->out[d] < 1) {
       return false;
     }
   }
   for (const int p : {c.bias, c.scale}) {
-    if (p >= 0 && (a->inputs[p].ndim != 1 || a->inputs[p].shape[0] != g->cout || a->inputs[p].dtype != x.dtype)) {
+    if (p >= 0 && (a->inputs[p].ndim != 1 || a->inputs[p].shape[0] != g->cout ||
+                   a->inputs[p].dtype != x.dtype)) {
       return false;
     }
   }
@@ -130,9 +133,11 @@ template <template <class> class Op, class A, class T> struct epilogue {
 
 // The epilogue of a call; its operands stay null when the config's are not float32 tensors (the
 // geometry check refuses such a call: epilogue_operands_ok).
-template <template <class> class Op, class A, class T> epilogue<Op, A, T> epilogue_of(const kb_args* a, const config& c) {
+template <template <class> class Op, class A, class T>
+epilogue<Op, A, T> epilogue_of(const kb_args* a, const config& c) {
   epilogue<Op, A, T> ep{c.bias >= 0 ? static_cast<const T*>(a->inputs[c.bias].data) : nullptr,
-                        c.scale >= 0 ? static_cast<const T*>(a->inputs[c.scale].data) : nullptr, {}};
+                        c.scale >= 0 ? static_cast<const T*>(a->inputs[c.scale].data) : nullptr,
+                        {}};
   kb::epi::operands_of(a, c.epi, &ep.ops);
   return ep;
 }
@@ -140,8 +145,8 @@ template <template <class> class Op, class A, class T> epilogue<Op, A, T> epilog
 // One thread per output value, gathering its taps (conv_index.h): the oracle on the GPU (A =
 // double) and the baseline (A = float).
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void direct(const Tin* __restrict__ x, const Tin* __restrict__ w, Tout* __restrict__ y, geometry g,
-                       epilogue<Op, A, Tin> ep) {
+__global__ void direct(const Tin* __restrict__ x, const Tin* __restrict__ w, Tout* __restrict__ y,
+                       geometry g, epilogue<Op, A, Tin> ep) {
   const int64_t ov = g.out_volume();
   const int64_t total = g.n * g.cout * ov;
   const int64_t cg = g.cin_group();
@@ -181,8 +186,9 @@ int launch_direct(const kb_args* a, const config& c) {
     using Tout = typename std::conditional<OutputIsInputType, Tin, double>::type;
     const int64_t total = g.n * g.cout * g.out_volume();
     direct<Op, A, Tin, Tout><<<grid_for(total, 256), 256, 0, stream_of(a)>>>(
-        static_cast<const Tin*>(a->inputs[c.x].data), static_cast<const Tin*>(a->inputs[c.weight].data),
-        static_cast<Tout*>(a->outputs[0].data), g, epilogue_of<Op, A, Tin>(a, c));
+        static_cast<const Tin*>(a->inputs[c.x].data),
+        static_cast<const Tin*>(a->inputs[c.weight].data), static_cast<Tout*>(a->outputs[0].data),
+        g, epilogue_of<Op, A, Tin>(a, c));
     return static_cast<int>(cudaGetLastError());
   });
 }
@@ -215,9 +221,10 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
             for (int64_t kh = 0; kh < g.k[1]; ++kh) {
               for (int64_t kw = 0; kw < g.k[2]; ++kw) {
                 const int64_t tap = (kd * g.k[1] + kh) * g.k[2] + kw;
-                const double wv = read_as_double(
-                    wt.data, wt.dtype,
-                    g.transposed ? (ci * og + n) * g.kernel_volume() + tap : (co * cg + c_local) * g.kernel_volume() + tap);
+                const double wv =
+                    read_as_double(wt.data, wt.dtype,
+                                   g.transposed ? (ci * og + n) * g.kernel_volume() + tap
+                                                : (co * cg + c_local) * g.kernel_volume() + tap);
                 if (!g.transposed) {
                   for (int64_t od = 0; od < g.out[0]; ++od) {
                     const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
@@ -225,11 +232,14 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                       const int64_t ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
                       for (int64_t ow = 0; ow < g.out[2]; ++ow) {
                         const int64_t iw = ow * g.stride[2] - g.pad[2] + kw * g.dil[2];
-                        if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) {
+                        if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 ||
+                            iw >= g.in[2]) {
                           continue;
                         }
                         y[(b * g.cout + co) * ov + (od * g.out[1] + oh) * g.out[2] + ow] +=
-                            read_as_double(xt.data, xt.dtype, (b * g.cin + ci) * iv + (id * g.in[1] + ih) * g.in[2] + iw) *
+                            read_as_double(xt.data, xt.dtype,
+                                           (b * g.cin + ci) * iv + (id * g.in[1] + ih) * g.in[2] +
+                                               iw) *
                             wv;
                       }
                     }
@@ -241,11 +251,14 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                       const int64_t oh = ih * g.stride[1] - g.pad[1] + kh * g.dil[1];
                       for (int64_t iw = 0; iw < g.in[2]; ++iw) {
                         const int64_t ow = iw * g.stride[2] - g.pad[2] + kw * g.dil[2];
-                        if (od < 0 || od >= g.out[0] || oh < 0 || oh >= g.out[1] || ow < 0 || ow >= g.out[2]) {
+                        if (od < 0 || od >= g.out[0] || oh < 0 || oh >= g.out[1] || ow < 0 ||
+                            ow >= g.out[2]) {
                           continue;
                         }
                         y[(b * g.cout + co) * ov + (od * g.out[1] + oh) * g.out[2] + ow] +=
-                            read_as_double(xt.data, xt.dtype, (b * g.cin + ci) * iv + (id * g.in[1] + ih) * g.in[2] + iw) *
+                            read_as_double(xt.data, xt.dtype,
+                                           (b * g.cin + ci) * iv + (id * g.in[1] + ih) * g.in[2] +
+                                               iw) *
                             wv;
                       }
                     }
@@ -280,12 +293,14 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
 
 } // namespace kb::conv
 
-#define KB_CONV_ORACLE(OP, CONFIG)                                                                                     \
-  KB_ORACLE_EXPORTS("conv", (kb::conv::launch_direct<OP, double, false>(args, CONFIG)),                                \
+#define KB_CONV_ORACLE(OP, CONFIG)                                                                 \
+  KB_ORACLE_EXPORTS("conv", (kb::conv::launch_direct<OP, double, false>(args, CONFIG)),            \
                     (kb::conv::oracle_cpu<OP>(args, CONFIG)), 0)
 
-#define KB_CONV_BASELINE(OP, CONFIG)                                                                                   \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb::conv::launch_direct<OP, float, true>(args, CONFIG); } \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                                           \
-    return "baseline: conv, one thread per output gathering its taps (fp32 FMA)";                                     \
+#define KB_CONV_BASELINE(OP, CONFIG)                                                               \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
+    return kb::conv::launch_direct<OP, float, true>(args, CONFIG);                                 \
+  }                                                                                                \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
+    return "baseline: conv, one thread per output gathering its taps (fp32 FMA)";                  \
   }

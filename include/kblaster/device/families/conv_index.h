@@ -37,9 +37,11 @@
 namespace kb::conv {
 
 // One spatial dim's output size; 0 or less when no output position exists.
-KB_HD int64_t output_size(int64_t in, int64_t k, int stride, int pad, int dil, int out_pad, bool transposed) {
+KB_HD int64_t output_size(int64_t in, int64_t k, int stride, int pad, int dil, int out_pad,
+                          bool transposed) {
   if (transposed) {
-    return (in - 1) * stride - 2 * static_cast<int64_t>(pad) + static_cast<int64_t>(dil) * (k - 1) + out_pad + 1;
+    return (in - 1) * stride - 2 * static_cast<int64_t>(pad) + static_cast<int64_t>(dil) * (k - 1) +
+           out_pad + 1;
   }
   const int64_t span = in + 2 * static_cast<int64_t>(pad) - static_cast<int64_t>(dil) * (k - 1) - 1;
   return span < 0 ? 0 : span / stride + 1; // no window fits: none (division truncates toward 0)
@@ -152,7 +154,8 @@ template <bool Transposed> KB_HD int tap_position(int64_t base, int64_t t, int s
     if (stride == 1) { // no division where most transposed convolutions are
       return q < in ? static_cast<int>(q) : -1;
     }
-    const int64_t i = static_cast<int64_t>(static_cast<uint32_t>(q) / static_cast<uint32_t>(stride));
+    const int64_t i =
+        static_cast<int64_t>(static_cast<uint32_t>(q) / static_cast<uint32_t>(stride));
     return i * stride == q && i < in ? static_cast<int>(i) : -1;
   }
 }

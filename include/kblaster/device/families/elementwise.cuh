@@ -58,5 +58,9 @@ template <template <class> class Op> int baseline(const kb_args* a) {
                     (kb::elementwise::oracle_cpu<OP>(args)), 0)
 
 #define KB_ELEMENTWISE_BASELINE(OP)                                                                \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb::elementwise::baseline<OP>(args); } \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) { return "baseline: elementwise, one element per thread"; }
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
+    return kb::elementwise::baseline<OP>(args);                                                    \
+  }                                                                                                \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
+    return "baseline: elementwise, one element per thread";                                        \
+  }

@@ -43,8 +43,8 @@ KB_HD layout layout_of(const kb_tensor& x, const config& c) {
 }
 
 template <template <class> class Op, class A, class Tin>
-__global__ void row_losses(const Tin* __restrict__ x, const int64_t* __restrict__ target, A* __restrict__ losses,
-                           layout L, scalars p) {
+__global__ void row_losses(const Tin* __restrict__ x, const int64_t* __restrict__ target,
+                           A* __restrict__ losses, layout L, scalars p) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -55,7 +55,9 @@ __global__ void row_losses(const Tin* __restrict__ x, const int64_t* __restrict_
     for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
       s = op::accumulate(s, cvt<A>(x[base + r * L.inner]));
     }
-    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) { return op::combine(u, v); });
+    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) {
+      return op::combine(u, v);
+    });
     if (threadIdx.x == 0) {
       const int64_t t = target[row];
       const A xt = (t >= 0 && t < L.extent) ? cvt<A>(x[base + t * L.inner]) : A(NAN);
@@ -86,8 +88,9 @@ template <template <class> class Op, class A, bool OutputIsInputType>
 int launch_naive(const kb_args* a, const config& c) {
   const kb_tensor& xt = a->inputs[c.x];
   const layout L = layout_of(xt, c);
-  if (!is_contiguous(xt) || a->inputs[c.target].dtype != KB_INT64 || numel(a->inputs[c.target]) != L.outer * L.inner ||
-      numel(a->outputs[0]) != 1 || a->workspace_bytes < workspace_bytes<A>(a, c)) {
+  if (!is_contiguous(xt) || a->inputs[c.target].dtype != KB_INT64 ||
+      numel(a->inputs[c.target]) != L.outer * L.inner || numel(a->outputs[0]) != 1 ||
+      a->workspace_bytes < workspace_bytes<A>(a, c)) {
     return -1;
   }
   return dispatch_float(xt.dtype, [&](auto tag) {
@@ -96,10 +99,11 @@ int launch_naive(const kb_args* a, const config& c) {
     const int64_t rows = L.outer * L.inner;
     A* losses = static_cast<A*>(a->workspace);
     const unsigned grid = static_cast<unsigned>(rows < 65535 * 32 ? rows : 65535 * 32);
-    row_losses<Op, A, Tin><<<grid, 256, 0, stream_of(a)>>>(static_cast<const Tin*>(xt.data),
-                                                           static_cast<const int64_t*>(a->inputs[c.target].data),
-                                                           losses, L, scalars_of(a));
-    sum_rows<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(losses, rows, static_cast<Tout*>(a->outputs[0].data));
+    row_losses<Op, A, Tin><<<grid, 256, 0, stream_of(a)>>>(
+        static_cast<const Tin*>(xt.data), static_cast<const int64_t*>(a->inputs[c.target].data),
+        losses, L, scalars_of(a));
+    sum_rows<Op, A, Tout>
+        <<<1, 1024, 0, stream_of(a)>>>(losses, rows, static_cast<Tout*>(a->outputs[0].data));
     return static_cast<int>(cudaGetLastError());
   });
 }
@@ -140,16 +144,19 @@ struct pointwise_config {
 // Elements per thread of the plain driver: a block sums 256 * this many consecutive elements.
 constexpr int pointwise_items = 4;
 
-KB_HD int64_t pointwise_partials(int64_t n) { return (n + 256 * pointwise_items - 1) / (256 * pointwise_items); }
+KB_HD int64_t pointwise_partials(int64_t n) {
+  return (n + 256 * pointwise_items - 1) / (256 * pointwise_items);
+}
 
 inline bool pointwise_operands(const kb_args* a, const pointwise_config& c) {
-  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs || c.target < 0 || c.target >= a->num_inputs) {
+  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs || c.target < 0 ||
+      c.target >= a->num_inputs) {
     return false;
   }
   const kb_tensor& x = a->inputs[c.x];
   const kb_tensor& t = a->inputs[c.target];
-  return is_contiguous(x) && is_contiguous(t) && x.dtype == t.dtype && numel(x) == numel(t) && numel(a->outputs[0]) == 1 &&
-         c.end <= x.ndim;
+  return is_contiguous(x) && is_contiguous(t) && x.dtype == t.dtype && numel(x) == numel(t) &&
+         numel(a->outputs[0]) == 1 && c.end <= x.ndim;
 }
 
 template <class A> uint64_t pointwise_workspace_bytes(const kb_args* a, const pointwise_config& c) {
@@ -160,8 +167,8 @@ template <class A> uint64_t pointwise_workspace_bytes(const kb_args* a, const po
 }
 
 template <template <class> class Op, class A, class Tin>
-__global__ void pointwise_partial_sums(const Tin* __restrict__ x, const Tin* __restrict__ t, int64_t n, scalars p,
-                                       A* __restrict__ partials) {
+__global__ void pointwise_partial_sums(const Tin* __restrict__ x, const Tin* __restrict__ t,
+                                       int64_t n, scalars p, A* __restrict__ partials) {
   const int64_t base = int64_t{blockIdx.x} * 256 * pointwise_items;
   A acc = A(0);
   for (int k = 0; k < pointwise_items; ++k) {
@@ -177,7 +184,8 @@ __global__ void pointwise_partial_sums(const Tin* __restrict__ x, const Tin* __r
 }
 
 template <template <class> class Op, class A, class Tout>
-__global__ void pointwise_finish(const A* __restrict__ partials, int64_t count, int64_t n, int64_t rows, Tout* __restrict__ y) {
+__global__ void pointwise_finish(const A* __restrict__ partials, int64_t count, int64_t n,
+                                 int64_t rows, Tout* __restrict__ y) {
   A acc = A(0);
   for (int64_t q = threadIdx.x; q < count; q += blockDim.x) {
     acc += partials[q];
@@ -197,7 +205,8 @@ int launch_pointwise(const kb_args* a, const pointwise_config& c) {
   }
   const kb_tensor& xt = a->inputs[c.x];
   const int64_t n = numel(xt);
-  const layout L = {product(xt, 0, c.begin), product(xt, c.begin, c.end), product(xt, c.end, xt.ndim)};
+  const layout L = {product(xt, 0, c.begin), product(xt, c.begin, c.end),
+                    product(xt, c.end, xt.ndim)};
   const int64_t count = pointwise_partials(n);
   if (count > 2147483647 || (!OutputIsInputType && a->outputs[0].dtype != KB_FLOAT64) ||
       (OutputIsInputType && a->outputs[0].dtype != xt.dtype)) {
@@ -209,15 +218,17 @@ int launch_pointwise(const kb_args* a, const pointwise_config& c) {
     A* partials = static_cast<A*>(a->workspace);
     if (count > 0) {
       pointwise_partial_sums<Op, A, Tin><<<static_cast<unsigned>(count), 256, 0, stream_of(a)>>>(
-          static_cast<const Tin*>(xt.data), static_cast<const Tin*>(a->inputs[c.target].data), n, scalars_of(a), partials);
+          static_cast<const Tin*>(xt.data), static_cast<const Tin*>(a->inputs[c.target].data), n,
+          scalars_of(a), partials);
     }
-    pointwise_finish<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(partials, count, n, L.outer * L.inner,
-                                                                 static_cast<Tout*>(a->outputs[0].data));
+    pointwise_finish<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(
+        partials, count, n, L.outer * L.inner, static_cast<Tout*>(a->outputs[0].data));
     return static_cast<int>(cudaGetLastError());
   });
 }
 
-template <template <class> class Op> int oracle_pointwise_cpu(const kb_args* a, const pointwise_config& c) {
+template <template <class> class Op>
+int oracle_pointwise_cpu(const kb_args* a, const pointwise_config& c) {
   using op = Op<double>;
   const kb_tensor& xt = a->inputs[c.x];
   const kb_tensor& tt = a->inputs[c.target];
@@ -228,41 +239,47 @@ template <template <class> class Op> int oracle_pointwise_cpu(const kb_args* a, 
     sum +=
         op::elem(read_as_double(xt.data, xt.dtype, i), read_as_double(tt.data, tt.dtype, i), p.v);
   }
-  static_cast<double*>(a->outputs[0].data)[0] = op::finalize(sum, n, product(xt, 0, c.begin) * product(xt, c.end, xt.ndim));
+  static_cast<double*>(a->outputs[0].data)[0] =
+      op::finalize(sum, n, product(xt, 0, c.begin) * product(xt, c.end, xt.ndim));
   return 0;
 }
 
 } // namespace kb::loss
 
-#define KB_POINTWISE_LOSS_ORACLE(OP, CONFIG)                                                                          \
-  KB_ORACLE_EXPORTS("loss", (kb::loss::launch_pointwise<OP, double, false>(args, CONFIG)),                             \
-                    (kb::loss::oracle_pointwise_cpu<OP>(args, CONFIG)), (kb::loss::pointwise_workspace_bytes<double>(args, CONFIG)))
+#define KB_POINTWISE_LOSS_ORACLE(OP, CONFIG)                                                       \
+  KB_ORACLE_EXPORTS("loss", (kb::loss::launch_pointwise<OP, double, false>(args, CONFIG)),         \
+                    (kb::loss::oracle_pointwise_cpu<OP>(args, CONFIG)),                            \
+                    (kb::loss::pointwise_workspace_bytes<double>(args, CONFIG)))
 
-#define KB_POINTWISE_LOSS_BASELINE(OP, CONFIG)                                                                        \
-  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {                                 \
-    if (!kb::loss::pointwise_operands(args, CONFIG)) {                                                                 \
-      return -1;                                                                                                       \
-    }                                                                                                                  \
-    *bytes = kb::loss::pointwise_workspace_bytes<float>(args, CONFIG);                                                 \
-    return 0;                                                                                                          \
-  }                                                                                                                    \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) { return kb::loss::launch_pointwise<OP, float, true>(args, CONFIG); } \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                                           \
-    return "baseline: pointwise loss, a block per 1024 elements, then one block over the block sums";                \
+#define KB_POINTWISE_LOSS_BASELINE(OP, CONFIG)                                                     \
+  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {              \
+    if (!kb::loss::pointwise_operands(args, CONFIG)) {                                             \
+      return -1;                                                                                   \
+    }                                                                                              \
+    *bytes = kb::loss::pointwise_workspace_bytes<float>(args, CONFIG);                             \
+    return 0;                                                                                      \
+  }                                                                                                \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
+    return kb::loss::launch_pointwise<OP, float, true>(args, CONFIG);                              \
+  }                                                                                                \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
+    return "baseline: pointwise loss, a block per 1024 elements, then one block over the block "   \
+           "sums";                                                                                 \
   }
 
 #define KB_LOSS_ORACLE(OP, CONFIG)                                                                 \
   KB_ORACLE_EXPORTS("loss", (kb::loss::launch_naive<OP, double, false>(args, CONFIG)),             \
-                    (kb::loss::oracle_cpu<OP>(args, CONFIG)), (kb::loss::workspace_bytes<double>(args, CONFIG)))
+                    (kb::loss::oracle_cpu<OP>(args, CONFIG)),                                      \
+                    (kb::loss::workspace_bytes<double>(args, CONFIG)))
 
 #define KB_LOSS_BASELINE(OP, CONFIG)                                                               \
-  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {             \
+  extern "C" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) {              \
     *bytes = kb::loss::workspace_bytes<float>(args, CONFIG);                                       \
     return 0;                                                                                      \
   }                                                                                                \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::loss::launch_naive<OP, float, true>(args, CONFIG);                                  \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
-    return "baseline: loss, one block per row, then one block over the rows";                     \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
+    return "baseline: loss, one block per row, then one block over the rows";                      \
   }

@@ -7,7 +7,8 @@
 //     operand without them, or with a batch count of 1, is shared by every batch). When only a
 //     is batched and not transposed, and there is no mask, its batches fold into M (a 3D/4D
 //     tensor times a matrix is one product with more rows);
-//   - trans_a: a holds A transposed, its last two dims (K, M); trans_b: b holds B transposed, (N, K);
+//   - trans_a: a holds A transposed, its last two dims (K, M); trans_b: b holds B transposed, (N,
+//   K);
 //   - alpha: a factor on the sum, applied before the epilogue;
 //   - mask: lower keeps c[z, m, n] with n <= m (tril), upper keeps n >= m (triu); the other
 //     elements are 0 (not epilogue(0));
@@ -68,7 +69,8 @@ KB_HD bool tile_masked(int mask, int64_t m0, int64_t n0, int64_t bm, int64_t bn)
 }
 
 // The epilogue over the scaled sum of element (m, n) of its matrix.
-template <template <class> class Op, class A> KB_HD A finish(A acc, const dims& d, int64_t m, int64_t n) {
+template <template <class> class Op, class A>
+KB_HD A finish(A acc, const dims& d, int64_t m, int64_t n) {
   if constexpr (kb::epi::matmul_indexed<Op<A>, A>::value) {
     return Op<A>::epilogue(A(d.alpha) * acc, m, n, d.ops);
   } else {
@@ -87,7 +89,9 @@ struct layout {
   bool diag = false;
 };
 
-KB_HD int64_t leading(const kb_tensor& t, int inner) { return product(t, 0, t.ndim - inner); }
+KB_HD int64_t leading(const kb_tensor& t, int inner) {
+  return product(t, 0, t.ndim - inner);
+}
 
 inline bool layout_of(const kb_args* a, const config& c, layout* out) {
   if (a->num_outputs < 1 || c.a < 0 || c.a >= a->num_inputs || c.b < 0 || c.b >= a->num_inputs) {
@@ -166,7 +170,8 @@ inline bool layout_of(const kb_args* a, const config& c, layout* out) {
 inline bool dims_of(const kb_args* a, const config& c, dims* d) {
   layout L{};
   if (c.trans_a != 0 || c.trans_b != 0 || c.alpha != 1.0 || c.mask != mask_none || c.diag_a != 0 ||
-      !layout_of(a, c, &L) || L.d.batch != 1 || a->inputs[c.a].ndim != 2 || a->inputs[c.b].ndim != 2) {
+      !layout_of(a, c, &L) || L.d.batch != 1 || a->inputs[c.a].ndim != 2 ||
+      a->inputs[c.b].ndim != 2) {
     return false;
   }
   *d = L.d;
@@ -183,7 +188,8 @@ KB_HD int64_t b_index(const layout& L, int64_t z, int64_t k, int64_t n) {
 
 // One block per output element, reducing over k: right when N is small (matrix-vector).
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void block_per_output(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout* __restrict__ c, layout L) {
+__global__ void block_per_output(const Tin* __restrict__ a, const Tin* __restrict__ b,
+                                 Tout* __restrict__ c, layout L) {
   const dims& d = L.d;
   const int64_t outputs = d.batch * d.m * d.n;
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
@@ -203,9 +209,11 @@ __global__ void block_per_output(const Tin* __restrict__ a, const Tin* __restric
 
 // diag(a) @ B: a thread per output.
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void diag_rows(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout* __restrict__ c, layout L) {
+__global__ void diag_rows(const Tin* __restrict__ a, const Tin* __restrict__ b,
+                          Tout* __restrict__ c, layout L) {
   const dims& d = L.d;
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < d.m * d.n; o += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < d.m * d.n;
+       o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t m = o / d.n;
     const int64_t n = o % d.n;
     const A acc = cvt<A>(a[m]) * cvt<A>(b[b_index(L, 0, m, n)]);
@@ -217,7 +225,8 @@ __global__ void diag_rows(const Tin* __restrict__ a, const Tin* __restrict__ b, 
 constexpr int tile = 16;
 
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void tiled(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout* __restrict__ c, layout L) {
+__global__ void tiled(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout* __restrict__ c,
+                      layout L) {
   __shared__ A as[tile][tile];
   __shared__ A bs[tile][tile + 1];
   const dims& d = L.d;
@@ -228,8 +237,10 @@ __global__ void tiled(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout
   for (int64_t k0 = 0; k0 < d.k; k0 += tile) {
     const int64_t ka = k0 + threadIdx.x;
     const int64_t kb = k0 + threadIdx.y;
-    as[threadIdx.y][threadIdx.x] = (row < d.m && ka < d.k) ? cvt<A>(a[a_index(L, z, row, ka)]) : A(0);
-    bs[threadIdx.y][threadIdx.x] = (kb < d.k && col < d.n) ? cvt<A>(b[b_index(L, z, kb, col)]) : A(0);
+    as[threadIdx.y][threadIdx.x] =
+        (row < d.m && ka < d.k) ? cvt<A>(a[a_index(L, z, row, ka)]) : A(0);
+    bs[threadIdx.y][threadIdx.x] =
+        (kb < d.k && col < d.n) ? cvt<A>(b[b_index(L, z, kb, col)]) : A(0);
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < tile; ++k) {
@@ -238,7 +249,8 @@ __global__ void tiled(const Tin* __restrict__ a, const Tin* __restrict__ b, Tout
     __syncthreads();
   }
   if (row < d.m && col < d.n) {
-    c[z * d.m * d.n + row * d.n + col] = masked(d.mask, row, col) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d, row, col));
+    c[z * d.m * d.n + row * d.n + col] =
+        masked(d.mask, row, col) ? cvt<Tout>(A(0)) : cvt<Tout>(finish<Op>(acc, d, row, col));
   }
 }
 
@@ -256,13 +268,15 @@ int launch_naive(const kb_args* a, const config& c) {
     const Tin* B_ = static_cast<const Tin*>(a->inputs[c.b].data);
     Tout* C_ = static_cast<Tout*>(a->outputs[0].data);
     if (L.diag) {
-      diag_rows<Op, A, Tin, Tout><<<grid_for(d.m * d.n, 256), 256, 0, stream_of(a)>>>(A_, B_, C_, L);
+      diag_rows<Op, A, Tin, Tout>
+          <<<grid_for(d.m * d.n, 256), 256, 0, stream_of(a)>>>(A_, B_, C_, L);
     } else if (d.n < tile || d.batch > 65535 || (d.m + tile - 1) / tile > 65535) {
       const int64_t outputs = d.batch * d.m * d.n;
       const unsigned grid = static_cast<unsigned>(outputs < 65535 * 32 ? outputs : 65535 * 32);
       block_per_output<Op, A, Tin, Tout><<<grid, 256, 0, stream_of(a)>>>(A_, B_, C_, L);
     } else {
-      const dim3 grid(static_cast<unsigned>((d.n + tile - 1) / tile), static_cast<unsigned>((d.m + tile - 1) / tile),
+      const dim3 grid(static_cast<unsigned>((d.n + tile - 1) / tile),
+                      static_cast<unsigned>((d.m + tile - 1) / tile),
                       static_cast<unsigned>(d.batch));
       tiled<Op, A, Tin, Tout><<<grid, dim3(tile, tile), 0, stream_of(a)>>>(A_, B_, C_, L);
     }
@@ -285,7 +299,8 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
       for (int64_t n = 0; n < d.n; ++n) {
         double acc = 0;
         if (L.diag) {
-          acc = read_as_double(at.data, at.dtype, m) * read_as_double(bt.data, bt.dtype, b_index(L, 0, m, n));
+          acc = read_as_double(at.data, at.dtype, m) *
+                read_as_double(bt.data, bt.dtype, b_index(L, 0, m, n));
         } else {
           for (int64_t k = 0; k < d.k; ++k) {
             acc += read_as_double(at.data, at.dtype, a_index(L, z, m, k)) *
@@ -306,9 +321,9 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                     (kb::matmul::oracle_cpu<OP>(args, CONFIG)), 0)
 
 #define KB_MATMUL_BASELINE(OP, CONFIG)                                                             \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::matmul::launch_naive<OP, float, true>(args, CONFIG);                                \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: matmul, shared-memory 16x16 tiles (one block per output when N < 16)";       \
   }

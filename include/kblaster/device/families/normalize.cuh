@@ -20,9 +20,9 @@
 namespace kb::normalize {
 
 struct config {
-  int begin;  // first reduced axis of x
-  int end;    // one past the last reduced axis
-  int x;      // input indices; -1 when absent
+  int begin; // first reduced axis of x
+  int end;   // one past the last reduced axis
+  int x;     // input indices; -1 when absent
   int weight;
   int bias;
 };
@@ -44,8 +44,9 @@ template <class A, class T> KB_HD A param_or(const T* p, int64_t r, A fallback) 
 // One thread per row: right for strided rows (inner > 1), where neighbouring threads read
 // neighbouring addresses.
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w, const Tin* __restrict__ b,
-                               Tout* __restrict__ y, layout L, scalars p) {
+__global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w,
+                               const Tin* __restrict__ b, Tout* __restrict__ y, layout L,
+                               scalars p) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
@@ -60,15 +61,17 @@ __global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict_
     const typename op::stats st = op::finalize(s, L.extent, p.v);
     for (int64_t r = 0; r < L.extent; ++r) {
       const int64_t k = base + r * L.inner;
-      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
+      y[k] =
+          cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
     }
   }
 }
 
 // One block per row: right for contiguous rows (inner == 1).
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w, const Tin* __restrict__ b,
-                              Tout* __restrict__ y, layout L, scalars p) {
+__global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w,
+                              const Tin* __restrict__ b, Tout* __restrict__ y, layout L,
+                              scalars p) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -79,11 +82,14 @@ __global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__
     for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
       s = op::accumulate(s, cvt<A>(x[base + r * L.inner]));
     }
-    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) { return op::combine(u, v); });
+    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) {
+      return op::combine(u, v);
+    });
     const typename op::stats st = op::finalize(s, L.extent, p.v);
     for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
       const int64_t k = base + r * L.inner;
-      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
+      y[k] =
+          cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
     }
   }
 }
@@ -117,7 +123,8 @@ int launch_naive(const kb_args* a, const config& c) {
     const int64_t rows = L.outer * L.inner;
     if (L.inner > 1) {
       constexpr unsigned block = 256;
-      thread_per_row<Op, A, Tin, Tout><<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
+      thread_per_row<Op, A, Tin, Tout>
+          <<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
     } else {
       const unsigned grid = static_cast<unsigned>(rows < 65535 * 32 ? rows : 65535 * 32);
       block_per_row<Op, A, Tin, Tout><<<grid, 256, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
@@ -145,7 +152,8 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
       const typename op::stats st = op::finalize(s, L.extent, p.v);
       for (int64_t r = 0; r < L.extent; ++r) {
         const int64_t k = base + r * L.inner;
-        y[k] = op::apply(read(c.x, k), st, c.weight >= 0 ? read(c.weight, r) : 1.0, c.bias >= 0 ? read(c.bias, r) : 0.0);
+        y[k] = op::apply(read(c.x, k), st, c.weight >= 0 ? read(c.weight, r) : 1.0,
+                         c.bias >= 0 ? read(c.bias, r) : 0.0);
       }
     }
   }
@@ -159,9 +167,9 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                     (kb::normalize::oracle_cpu<OP>(args, CONFIG)), 0)
 
 #define KB_NORMALIZE_BASELINE(OP, CONFIG)                                                          \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::normalize::launch_naive<OP, float, true>(args, CONFIG);                             \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: normalize, one block per contiguous row or one thread per strided row";      \
   }

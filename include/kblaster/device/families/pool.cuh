@@ -38,8 +38,10 @@ struct config {
   int x;                // the input index of x
 };
 
-KB_HD int64_t output_size(int64_t in, int kernel, int stride, int padding, int dilation, bool ceil_mode) {
-  const int64_t num = in + 2 * int64_t{padding} - int64_t{dilation} * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+KB_HD int64_t output_size(int64_t in, int kernel, int stride, int padding, int dilation,
+                          bool ceil_mode) {
+  const int64_t num = in + 2 * int64_t{padding} - int64_t{dilation} * (kernel - 1) - 1 +
+                      (ceil_mode ? stride - 1 : 0);
   int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + padding) {
     --out;
@@ -60,7 +62,8 @@ struct geometry {
 // The geometry of x under c, and whether y is the contiguous output of that shape (x's dims with
 // the pooled ones replaced by the output extents). False for anything else.
 KB_HD bool geometry_of(const kb_tensor& x, const kb_tensor& y, const config& c, geometry* g) {
-  if (c.rank < 1 || c.rank > 3 || x.ndim < c.rank + 1 || y.ndim != x.ndim || !is_contiguous(x) || !is_contiguous(y)) {
+  if (c.rank < 1 || c.rank > 3 || x.ndim < c.rank + 1 || y.ndim != x.ndim || !is_contiguous(x) ||
+      !is_contiguous(y)) {
     return false;
   }
   for (int s = 0; s < 3; ++s) {
@@ -77,7 +80,8 @@ KB_HD bool geometry_of(const kb_tensor& x, const kb_tensor& y, const config& c, 
   for (int s = 0; s < 3; ++s) {
     const int dim = x.ndim - 3 + s;
     g->in[s] = s >= 3 - c.rank ? x.shape[dim] : 1;
-    g->out[s] = output_size(g->in[s], c.kernel[s], c.stride[s], c.padding[s], c.dilation[s], c.ceil_mode != 0);
+    g->out[s] = output_size(g->in[s], c.kernel[s], c.stride[s], c.padding[s], c.dilation[s],
+                            c.ceil_mode != 0);
     if (g->out[s] < 1 || (s >= 3 - c.rank && y.shape[dim] != g->out[s])) {
       return false;
     }
@@ -120,7 +124,8 @@ KB_HD int64_t avg_divisor(const config& c, const span (&w)[3]) {
 // The pooled value of output (od, oh, ow) of one plane, with load(i) giving the plane's input
 // element i (d * H * W + h * W + w) as A.
 template <class A, class Load>
-KB_HD A pool_one(const geometry& g, const config& c, int64_t od, int64_t oh, int64_t ow, Load&& load) {
+KB_HD A pool_one(const geometry& g, const config& c, int64_t od, int64_t oh, int64_t ow,
+                 Load&& load) {
   const int64_t o[3] = {od, oh, ow};
   span w[3];
   for (int s = 0; s < 3; ++s) {
@@ -167,7 +172,8 @@ KB_HD A pool_one(const geometry& g, const config& c, int64_t od, int64_t oh, int
 }
 
 // Output index q of the flattened output as (plane, od, oh, ow).
-KB_HD void unflatten(const geometry& g, int64_t q, int64_t* plane, int64_t* od, int64_t* oh, int64_t* ow) {
+KB_HD void unflatten(const geometry& g, int64_t q, int64_t* plane, int64_t* od, int64_t* oh,
+                     int64_t* ow) {
   *ow = q % g.out[2];
   q /= g.out[2];
   *oh = q % g.out[1];
@@ -178,7 +184,8 @@ KB_HD void unflatten(const geometry& g, int64_t q, int64_t* plane, int64_t* od, 
 
 #if defined(__CUDACC__)
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, geometry g, config c, scalars p) {
+__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, geometry g,
+                                  config c, scalars p) {
   for (int64_t q = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; q < g.outputs();
        q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t plane, od, oh, ow;
@@ -233,7 +240,8 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
     int64_t plane, od, oh, ow;
     unflatten(g, q, &plane, &od, &oh, &ow);
     const int64_t base = plane * g.in_plane();
-    const double v = pool_one<double>(g, c, od, oh, ow, [&](int64_t i) { return read_as_double(xt.data, xt.dtype, base + i); });
+    const double v = pool_one<double>(
+        g, c, od, oh, ow, [&](int64_t i) { return read_as_double(xt.data, xt.dtype, base + i); });
     y[q] = Op<double>::epilogue(v, p.v);
   }
   return 0;
@@ -246,9 +254,9 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                     (kb::pool::oracle_cpu<OP>(args, CONFIG)), 0)
 
 #define KB_POOL_BASELINE(OP, CONFIG)                                                               \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::pool::launch_naive<OP, float, true>(args, CONFIG);                                  \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: pool, one thread per output walking its window";                             \
   }

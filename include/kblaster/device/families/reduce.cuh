@@ -29,7 +29,8 @@ KB_HD layout layout_of(const kb_tensor& x, const config& c) {
 }
 
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L, scalars p) {
+__global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L,
+                                  scalars p) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
@@ -46,7 +47,8 @@ __global__ void thread_per_output(const Tin* __restrict__ x, Tout* __restrict__ 
 }
 
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void block_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L, scalars p) {
+__global__ void block_per_output(const Tin* __restrict__ x, Tout* __restrict__ y, layout L,
+                                 scalars p) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -57,7 +59,9 @@ __global__ void block_per_output(const Tin* __restrict__ x, Tout* __restrict__ y
     for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
       s = op::accumulate(s, cvt<A>(x[base + r * L.inner]));
     }
-    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) { return op::combine(u, v); });
+    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) {
+      return op::combine(u, v);
+    });
     if (threadIdx.x == 0) {
       y[row] = cvt<Tout>(op::finalize(s, L.extent, p.v));
     }
@@ -68,7 +72,8 @@ template <template <class> class Op, class A, bool OutputIsInputType>
 int launch_naive(const kb_args* a, const config& c) {
   const kb_tensor& xt = a->inputs[c.x];
   const layout L = layout_of(xt, c);
-  if (!is_contiguous(xt) || !is_contiguous(a->outputs[0]) || numel(a->outputs[0]) != L.outer * L.inner || c.end > xt.ndim) {
+  if (!is_contiguous(xt) || !is_contiguous(a->outputs[0]) ||
+      numel(a->outputs[0]) != L.outer * L.inner || c.end > xt.ndim) {
     return -1;
   }
   return dispatch_float(xt.dtype, [&](auto tag) {
@@ -79,7 +84,8 @@ int launch_naive(const kb_args* a, const config& c) {
     const int64_t rows = L.outer * L.inner;
     if (L.inner > 1) {
       constexpr unsigned block = 256;
-      thread_per_output<Op, A, Tin, Tout><<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, y, L, scalars_of(a));
+      thread_per_output<Op, A, Tin, Tout>
+          <<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, y, L, scalars_of(a));
     } else {
       const unsigned grid = static_cast<unsigned>(rows < 65535 * 32 ? rows : 65535 * 32);
       block_per_output<Op, A, Tin, Tout><<<grid, 256, 0, stream_of(a)>>>(x, y, L, scalars_of(a));
@@ -114,9 +120,9 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                     (kb::reduce::oracle_cpu<OP>(args, CONFIG)), 0)
 
 #define KB_REDUCE_BASELINE(OP, CONFIG)                                                             \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::reduce::launch_naive<OP, float, true>(args, CONFIG);                                \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: reduce, one thread per strided output or one block per contiguous row";      \
   }

@@ -36,8 +36,12 @@ KB_HD layout layout_of(const kb_tensor& x, const config& c) {
   return {product(x, 0, c.dim), product(x, c.dim, c.dim + 1), product(x, c.dim + 1, x.ndim)};
 }
 
-template <class A> KB_HD A identity(int op) { return op == sum ? A(0) : A(1); }
-template <class A> KB_HD A apply(int op, A a, A b) { return op == sum ? a + b : a * b; }
+template <class A> KB_HD A identity(int op) {
+  return op == sum ? A(0) : A(1);
+}
+template <class A> KB_HD A apply(int op, A a, A b) {
+  return op == sum ? a + b : a * b;
+}
 
 // Element i of a mask of any dtype, as float.
 KB_HD float mask_as_float(const void* p, kb_dtype d, int64_t i) {
@@ -59,7 +63,9 @@ KB_HD float mask_as_float(const void* p, kb_dtype d, int64_t i) {
 }
 
 // The position along the axis of the q-th element in scan order.
-KB_HD int64_t position(const layout& L, int reverse, int64_t q) { return reverse ? L.extent - 1 - q : q; }
+KB_HD int64_t position(const layout& L, int reverse, int64_t q) {
+  return reverse ? L.extent - 1 - q : q;
+}
 
 // Whether the call's tensors fit the config: x contiguous, the output contiguous of x's size, the
 // mask (when used) of x's size and contiguous.
@@ -84,8 +90,9 @@ inline bool args_fit(const kb_args* a, const config& c) {
 #if defined(__CUDACC__)
 // A thread per row, in scan order, accumulating in A.
 template <template <class> class Op, class A, class Tin, class Tout>
-__global__ void thread_per_row(const Tin* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type, Tout* __restrict__ y, layout L,
-                               config c, scalars p) {
+__global__ void thread_per_row(const Tin* __restrict__ x, const void* __restrict__ mask,
+                               kb_dtype mask_type, Tout* __restrict__ y, layout L, config c,
+                               scalars p) {
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
        row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -133,8 +140,10 @@ int launch_naive(const kb_args* a, const config& c) {
       return -1; // the baseline computes in fp32: float64 storage is the oracle's
     } else {
       constexpr unsigned block = 256;
-      thread_per_row<Op, A, Tin, Tout><<<grid_for(L.outer * L.inner, block), block, 0, stream_of(a)>>>(
-          static_cast<const Tin*>(xt.data), mask, mask_type, static_cast<Tout*>(yt.data), L, c, scalars_of(a));
+      thread_per_row<Op, A, Tin, Tout>
+          <<<grid_for(L.outer * L.inner, block), block, 0, stream_of(a)>>>(
+              static_cast<const Tin*>(xt.data), mask, mask_type, static_cast<Tout*>(yt.data), L, c,
+              scalars_of(a));
       return static_cast<int>(cudaGetLastError());
     }
   });
@@ -173,9 +182,9 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
                     (kb::scan::oracle_cpu<OP>(args, CONFIG)), 0)
 
 #define KB_SCAN_BASELINE(OP, CONFIG)                                                               \
-  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                       \
+  extern "C" KB_EXPORT int kb_launch(const kb_args* args) {                                        \
     return kb::scan::launch_naive<OP, float, true>(args, CONFIG);                                  \
   }                                                                                                \
-  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                      \
+  extern "C" KB_EXPORT const char* kb_candidate_info(void) {                                       \
     return "baseline: scan, one thread per row walking it in order";                               \
   }

@@ -59,8 +59,8 @@ __device__ __forceinline__ void ew_store(float4* p, float4 v) {
 
 // Blocks [0, full) own whole tiles; block `full` (if any) owns the rest of the float4s and the
 // scalar tail.
-__global__ void __launch_bounds__(ew_threads) ew_map(const float* __restrict__ x, float* __restrict__ y, int64_t n,
-                                                   int64_t full) {
+__global__ void __launch_bounds__(ew_threads)
+    ew_map(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t full) {
   const int64_t n4 = n / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float4* y4 = reinterpret_cast<float4*>(y);
@@ -86,8 +86,10 @@ __global__ void __launch_bounds__(ew_threads) ew_map(const float* __restrict__ x
   }
 }
 
-__global__ void __launch_bounds__(256) ew_map_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  for (int64_t i = blockIdx.x * 256LL + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * 256) {
+__global__ void __launch_bounds__(256)
+    ew_map_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * 256LL + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * 256) {
     y[i] = kb_op<float>::map(x[i]);
   }
 }
@@ -106,7 +108,8 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const float* x = static_cast<const float*>(xt.data);
   float* y = static_cast<float*>(args->outputs[0].data);
   const cudaStream_t stream = kb::stream_of(args);
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
   if (aligned) {
     const int64_t n4 = n / 4;
     const int64_t full = n4 / ew_tile;
@@ -126,6 +129,7 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 #define KB_EW_STR(v) KB_EW_STR2(v)
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: elementwise, grid sized to the data, " KB_EW_STR(KB_EW_THREADS) " threads x " KB_EW_STR(
-      KB_EW_VECS) " float4 per thread, streaming hints " KB_EW_STR(KB_EW_HINTS);
+  return "portfolio: elementwise, grid sized to the data, " KB_EW_STR(
+      KB_EW_THREADS) " threads x " KB_EW_STR(KB_EW_VECS) " float4 per thread, streaming "
+                                                         "hints " KB_EW_STR(KB_EW_HINTS);
 }

@@ -32,12 +32,14 @@ __device__ __forceinline__ float4 map4(float4 v) {
   return make_float4(op::map(v.x), op::map(v.y), op::map(v.z), op::map(v.w));
 }
 
-__global__ void __launch_bounds__(threads) map_vec4(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(threads)
+    map_vec4(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   const int64_t n4 = n / 4;
   const float4* x4 = reinterpret_cast<const float4*>(x);
   float4* y4 = reinterpret_cast<float4*>(y);
   const int64_t tile = static_cast<int64_t>(threads) * unroll;
-  for (int64_t base = blockIdx.x * tile; base < n4; base += static_cast<int64_t>(gridDim.x) * tile) {
+  for (int64_t base = blockIdx.x * tile; base < n4;
+       base += static_cast<int64_t>(gridDim.x) * tile) {
     float4 v[unroll];
 #pragma unroll
     for (int k = 0; k < unroll; ++k) {
@@ -60,8 +62,10 @@ __global__ void __launch_bounds__(threads) map_vec4(const float* __restrict__ x,
   }
 }
 
-__global__ void __launch_bounds__(threads) map_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(threads) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * threads) {
+__global__ void __launch_bounds__(threads)
+    map_scalar(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(threads) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * threads) {
     y[i] = kb_op<float>::map(x[i]);
   }
 }
@@ -80,10 +84,12 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const float* x = static_cast<const float*>(xt.data);
   float* y = static_cast<float*>(args->outputs[0].data);
   const cudaStream_t stream = kb::stream_of(args);
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
+  const bool aligned =
+      (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
   if (aligned) {
     static const unsigned max_blocks = resident_blocks(map_vec4, threads, 0);
-    map_vec4<<<kb::grid_for(n / 4 > 0 ? n / 4 : 1, threads * unroll, max_blocks), threads, 0, stream>>>(x, y, n);
+    map_vec4<<<kb::grid_for(n / 4 > 0 ? n / 4 : 1, threads * unroll, max_blocks), threads, 0,
+               stream>>>(x, y, n);
   } else {
     static const unsigned max_blocks = resident_blocks(map_scalar, threads, 0);
     map_scalar<<<kb::grid_for(n, threads, max_blocks), threads, 0, stream>>>(x, y, n);
@@ -92,5 +98,6 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: elementwise, persistent grid of resident 256-thread blocks, 4 x float4 loads in flight per thread, streaming stores";
+  return "portfolio: elementwise, persistent grid of resident 256-thread blocks, 4 x float4 loads "
+         "in flight per thread, streaming stores";
 }

@@ -41,7 +41,8 @@ constexpr int threads = 256;
 constexpr int kunroll = KB_MMA_KUNROLL;
 constexpr int a_pitch = bk + 4; // floats
 constexpr int b_pitch = bn + 8; // floats
-constexpr size_t smem_bytes = (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(bk) * b_pitch) * sizeof(float);
+constexpr size_t smem_bytes =
+    (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(bk) * b_pitch) * sizeof(float);
 
 // The split and the mma of the strategy matmul.tensor_core (the portfolio's 007 kernel since).
 __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
@@ -52,8 +53,8 @@ using kb::strategies::matmul::tc::mma;
 // A [M, K] and B [K, N] row-major (leading dimensions lda, ldb), C [M, N] (ldc).
 template <bool Vec>
 __global__ void __launch_bounds__(threads, KB_MMA_MIN_BLOCKS)
-    gemm_tf32x3(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, int K,
-                int64_t lda, int64_t ldb, int64_t ldc) {
+    gemm_tf32x3(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+                int M, int N, int K, int64_t lda, int64_t ldb, int64_t ldc) {
   extern __shared__ float4 smem4[];
   float* As = reinterpret_cast<float*>(smem4);
   float* Bs = As + bm * a_pitch;
@@ -170,7 +171,8 @@ __global__ void __launch_bounds__(threads, KB_MMA_MIN_BLOCKS)
 }
 
 template <bool Vec> void prepare() {
-  cudaFuncSetAttribute(gemm_tf32x3<Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+  cudaFuncSetAttribute(gemm_tf32x3<Vec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(smem_bytes));
 }
 
 } // namespace
@@ -182,15 +184,16 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const kb_tensor& at = args->inputs[0];
   const kb_tensor& bt = args->inputs[1];
   const kb_tensor& ct = args->outputs[0];
-  if (at.dtype != KB_FLOAT32 || bt.dtype != KB_FLOAT32 || ct.dtype != KB_FLOAT32 || at.ndim != 2 || bt.ndim != 2 ||
-      ct.ndim != 2 || !kb::is_contiguous(at) || !kb::is_contiguous(bt) || !kb::is_contiguous(ct)) {
+  if (at.dtype != KB_FLOAT32 || bt.dtype != KB_FLOAT32 || ct.dtype != KB_FLOAT32 || at.ndim != 2 ||
+      bt.ndim != 2 || ct.ndim != 2 || !kb::is_contiguous(at) || !kb::is_contiguous(bt) ||
+      !kb::is_contiguous(ct)) {
     return -1;
   }
   const int64_t M = at.shape[0];
   const int64_t K = at.shape[1];
   const int64_t N = bt.shape[1];
-  if (bt.shape[0] != K || ct.shape[0] != M || ct.shape[1] != N || M > 0x7fffffff || N > 0x7fffffff ||
-      K > 0x7fffffff || (M + bm - 1) / bm > 65535) {
+  if (bt.shape[0] != K || ct.shape[0] != M || ct.shape[1] != N || M > 0x7fffffff ||
+      N > 0x7fffffff || K > 0x7fffffff || (M + bm - 1) / bm > 65535) {
     return -1;
   }
   if (M == 0 || N == 0) {
@@ -200,16 +203,18 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const float* B = static_cast<const float*>(bt.data);
   float* C = static_cast<float*>(ct.data);
   const bool vec = K % 4 == 0 && N % 4 == 0 && reinterpret_cast<uintptr_t>(A) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(B) % 16 == 0 && reinterpret_cast<uintptr_t>(C) % 16 == 0;
+                   reinterpret_cast<uintptr_t>(B) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(C) % 16 == 0;
   static const bool ready = (prepare<true>(), prepare<false>(), true);
   (void)ready;
-  const dim3 grid(static_cast<unsigned>((N + bn - 1) / bn), static_cast<unsigned>((M + bm - 1) / bm));
+  const dim3 grid(static_cast<unsigned>((N + bn - 1) / bn),
+                  static_cast<unsigned>((M + bm - 1) / bm));
   if (vec) {
-    gemm_tf32x3<true><<<grid, threads, smem_bytes, kb::stream_of(args)>>>(A, B, C, static_cast<int>(M),
-                                                                        static_cast<int>(N), static_cast<int>(K), K, N, N);
+    gemm_tf32x3<true><<<grid, threads, smem_bytes, kb::stream_of(args)>>>(
+        A, B, C, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), K, N, N);
   } else {
-    gemm_tf32x3<false><<<grid, threads, smem_bytes, kb::stream_of(args)>>>(A, B, C, static_cast<int>(M),
-                                                                         static_cast<int>(N), static_cast<int>(K), K, N, N);
+    gemm_tf32x3<false><<<grid, threads, smem_bytes, kb::stream_of(args)>>>(
+        A, B, C, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), K, N, N);
   }
   return static_cast<int>(cudaGetLastError());
 }
@@ -218,6 +223,7 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
 #define KB_MMA_STR(v) KB_MMA_STR2(v)
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: matmul, 3xTF32 mma.sync m16n8k8, 128x128x64 block tile, 8 warps of 64x32, min blocks "
+  return "portfolio: matmul, 3xTF32 mma.sync m16n8k8, 128x128x64 block tile, 8 warps of 64x32, min "
+         "blocks "
          "per SM " KB_MMA_STR(KB_MMA_MIN_BLOCKS) ", k unroll " KB_MMA_STR(KB_MMA_KUNROLL);
 }

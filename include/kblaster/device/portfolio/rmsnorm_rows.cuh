@@ -24,7 +24,9 @@ template <class T> struct pack_of<T, false> {
   static constexpr int elems = 1;
 };
 
-__device__ __forceinline__ uint32_t word(const uint4& u, int i) { return i == 0 ? u.x : (i == 1 ? u.y : (i == 2 ? u.z : u.w)); }
+__device__ __forceinline__ uint32_t word(const uint4& u, int i) {
+  return i == 0 ? u.x : (i == 1 ? u.y : (i == 2 ? u.z : u.w));
+}
 __device__ __forceinline__ void set_word(uint4& u, int i, uint32_t v) {
   if (i == 0) {
     u.x = v;
@@ -38,7 +40,9 @@ __device__ __forceinline__ void set_word(uint4& u, int i, uint32_t v) {
 }
 
 template <class T> __device__ __forceinline__ float from_bits(uint32_t b);
-template <> __device__ __forceinline__ float from_bits<float>(uint32_t b) { return __uint_as_float(b); }
+template <> __device__ __forceinline__ float from_bits<float>(uint32_t b) {
+  return __uint_as_float(b);
+}
 template <> __device__ __forceinline__ float from_bits<__half>(uint32_t b) {
   return kb::cvt<float>(__ushort_as_half(static_cast<unsigned short>(b)));
 }
@@ -46,9 +50,15 @@ template <> __device__ __forceinline__ float from_bits<__nv_bfloat16>(uint32_t b
   return kb::cvt<float>(__ushort_as_bfloat16(static_cast<unsigned short>(b)));
 }
 template <class T> __device__ __forceinline__ uint32_t to_bits(float f);
-template <> __device__ __forceinline__ uint32_t to_bits<float>(float f) { return __float_as_uint(f); }
-template <> __device__ __forceinline__ uint32_t to_bits<__half>(float f) { return __half_as_ushort(kb::cvt<__half>(f)); }
-template <> __device__ __forceinline__ uint32_t to_bits<__nv_bfloat16>(float f) { return __bfloat16_as_ushort(kb::cvt<__nv_bfloat16>(f)); }
+template <> __device__ __forceinline__ uint32_t to_bits<float>(float f) {
+  return __float_as_uint(f);
+}
+template <> __device__ __forceinline__ uint32_t to_bits<__half>(float f) {
+  return __half_as_ushort(kb::cvt<__half>(f));
+}
+template <> __device__ __forceinline__ uint32_t to_bits<__nv_bfloat16>(float f) {
+  return __bfloat16_as_ushort(kb::cvt<__nv_bfloat16>(f));
+}
 
 // Element e of a pack, as float (e is a compile-time constant after unrolling).
 template <class T> __device__ __forceinline__ float element(const uint4& u, int e) {
@@ -58,7 +68,9 @@ template <class T> __device__ __forceinline__ float element(const uint4& u, int 
     return from_bits<T>((word(u, e / 2) >> (16 * (e % 2))) & 0xffffu);
   }
 }
-template <class T> __device__ __forceinline__ float element(const T& v, int) { return kb::cvt<float>(v); }
+template <class T> __device__ __forceinline__ float element(const T& v, int) {
+  return kb::cvt<float>(v);
+}
 
 // The pack made of the E float values o[0..E), each rounded once to T.
 template <class T, int E> __device__ __forceinline__ uint4 make_pack(const float (&o)[E], uint4*) {
@@ -76,7 +88,9 @@ template <class T, int E> __device__ __forceinline__ uint4 make_pack(const float
   }
   return u;
 }
-template <class T, int E> __device__ __forceinline__ T make_pack(const float (&o)[E], T*) { return kb::cvt<T>(o[0]); }
+template <class T, int E> __device__ __forceinline__ T make_pack(const float (&o)[E], T*) {
+  return kb::cvt<T>(o[0]);
+}
 
 // KB_RMSNORM_ROWS_PLAIN = 1 (the default): plain loads and stores of x and y; 0: evict-first
 // loads and streaming stores, the variants 10x_rows_hints. On the H200 the plain forms were
@@ -86,27 +100,53 @@ template <class T, int E> __device__ __forceinline__ T make_pack(const float (&o
 #define KB_RMSNORM_ROWS_PLAIN 1
 #endif
 #if KB_RMSNORM_ROWS_PLAIN
-template <class P> __device__ __forceinline__ P load_stream(const P* p) { return *p; }
+template <class P> __device__ __forceinline__ P load_stream(const P* p) {
+  return *p;
+}
 #else
-template <class P> __device__ __forceinline__ P load_stream(const P* p) { return __ldcs(p); }
+template <class P> __device__ __forceinline__ P load_stream(const P* p) {
+  return __ldcs(p);
+}
 #endif
-template <class P> __device__ __forceinline__ P load_cached(const P* p) { return __ldg(p); }
-template <> __device__ __forceinline__ __half load_stream(const __half* p) { return *p; }
-template <> __device__ __forceinline__ __half load_cached(const __half* p) { return *p; }
-template <> __device__ __forceinline__ __nv_bfloat16 load_stream(const __nv_bfloat16* p) { return *p; }
-template <> __device__ __forceinline__ __nv_bfloat16 load_cached(const __nv_bfloat16* p) { return *p; }
+template <class P> __device__ __forceinline__ P load_cached(const P* p) {
+  return __ldg(p);
+}
+template <> __device__ __forceinline__ __half load_stream(const __half* p) {
+  return *p;
+}
+template <> __device__ __forceinline__ __half load_cached(const __half* p) {
+  return *p;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 load_stream(const __nv_bfloat16* p) {
+  return *p;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 load_cached(const __nv_bfloat16* p) {
+  return *p;
+}
 #if KB_RMSNORM_ROWS_PLAIN
-template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) { *p = v; }
+template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) {
+  *p = v;
+}
 #else
-template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) { __stcs(p, v); }
+template <class P> __device__ __forceinline__ void store_stream(P* p, const P& v) {
+  __stcs(p, v);
+}
 #endif
-template <> __device__ __forceinline__ void store_stream(__half* p, const __half& v) { *p = v; }
-template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const __nv_bfloat16& v) { *p = v; }
+template <> __device__ __forceinline__ void store_stream(__half* p, const __half& v) {
+  *p = v;
+}
+template <> __device__ __forceinline__ void store_stream(__nv_bfloat16* p, const __nv_bfloat16& v) {
+  *p = v;
+}
 
-__device__ __forceinline__ state combine(const state& a, const state& b) { return op::combine(a, b); }
+__device__ __forceinline__ state combine(const state& a, const state& b) {
+  return op::combine(a, b);
+}
 
 // The squares of a pack's elements added into 4 interleaved states (element e into s[e % 4]).
-template <class T, bool Vec> __device__ __forceinline__ void accumulate_pack(state (&s)[4], const typename pack_of<T, Vec>::type& v) {
+template <class T, bool Vec>
+__device__ __forceinline__ void accumulate_pack(state (&s)[4],
+                                                const typename pack_of<T, Vec>::type& v) {
 #pragma unroll
   for (int e = 0; e < pack_of<T, Vec>::elems; ++e) {
     s[e % 4] = op::accumulate(s[e % 4], element<T>(v, e));
@@ -116,8 +156,10 @@ template <class T, bool Vec> __device__ __forceinline__ void accumulate_pack(sta
 // A pack of x normalised (1/rms, the weight's pack applied per element), rounded once to T and
 // stored at yr[j].
 template <class T, bool Vec>
-__device__ __forceinline__ void store_normalized(typename pack_of<T, Vec>::type* yr, int64_t j, const typename pack_of<T, Vec>::type& x,
-                                                 const typename pack_of<T, Vec>::type& w, const op::stats& inv_rms) {
+__device__ __forceinline__ void store_normalized(typename pack_of<T, Vec>::type* yr, int64_t j,
+                                                 const typename pack_of<T, Vec>::type& x,
+                                                 const typename pack_of<T, Vec>::type& w,
+                                                 const op::stats& inv_rms) {
   using P = typename pack_of<T, Vec>::type;
   constexpr int E = pack_of<T, Vec>::elems;
   float o[E];
@@ -149,7 +191,8 @@ __device__ __forceinline__ void store_normalized(typename pack_of<T, Vec>::type*
 
 // Each warp's total of v in shared memory (partial[warp]), visible to the whole block behind one
 // barrier; for a kernel that reduces once (the buffer is not reused).
-template <class S, class Combine> __device__ __forceinline__ const S* warp_partials_once(S v, Combine combine) {
+template <class S, class Combine>
+__device__ __forceinline__ const S* warp_partials_once(S v, Combine combine) {
   __shared__ S partial[32];
   v = kb::warp_reduce(v, combine);
   if (threadIdx.x % 32 == 0) {
@@ -161,7 +204,8 @@ template <class S, class Combine> __device__ __forceinline__ const S* warp_parti
 
 // Reduces v over the block for a kernel that reduces once: the warps' partials
 // (warp_partials_once), combined by every thread in warp order.
-template <class S, class Combine> __device__ __forceinline__ S block_reduce_once(S v, Combine combine) {
+template <class S, class Combine>
+__device__ __forceinline__ S block_reduce_once(S v, Combine combine) {
   const S* partial = warp_partials_once(v, combine);
   S acc = partial[0];
   const int warps = static_cast<int>(blockDim.x / 32);
@@ -202,8 +246,10 @@ __device__ __forceinline__ S block_reduce_tree(S v, Combine combine) {
 
 // Reduce: 0 kb::block_reduce, 1 block_reduce_once, 2 block_reduce_tree.
 template <class T, bool Vec, int VPT, int Reduce = 0>
-__device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT], const typename pack_of<T, Vec>::type (&wv)[VPT],
-                                              typename pack_of<T, Vec>::type* yr, int64_t nv, int64_t h, const kb::scalars& p) {
+__device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::type (&xv)[VPT],
+                                              const typename pack_of<T, Vec>::type (&wv)[VPT],
+                                              typename pack_of<T, Vec>::type* yr, int64_t nv,
+                                              int64_t h, const kb::scalars& p) {
   state s[4] = {op::init(), op::init(), op::init(), op::init()};
 #pragma unroll
   for (int u = 0; u < VPT; ++u) {
@@ -231,8 +277,9 @@ __device__ __forceinline__ void normalize_row(const typename pack_of<T, Vec>::ty
 
 // One row per block; thread t owns the packs t, t + blockDim.x, ... (at most VPT of them).
 template <class T, bool Vec, int VPT>
-__global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
-                                                            kb::scalars p) {
+__global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x,
+                                                    const T* __restrict__ w, T* __restrict__ y,
+                                                    int64_t h, kb::scalars p) {
   using P = typename pack_of<T, Vec>::type;
   constexpr int E = pack_of<T, Vec>::elems;
   const int64_t nv = h / E; // h % E == 0 here
@@ -264,8 +311,9 @@ __global__ void KB_RMSNORM_ROWS_BOUNDS rmsnorm_rows(const T* __restrict__ x, con
 #define KB_RMSNORM_ROWS_PERSIST 0
 #endif
 template <class T, bool Vec, int VPT>
-__global__ void __launch_bounds__(row_threads) rmsnorm_rows_persist(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
-                                                                    int64_t h, int64_t rows, kb::scalars p) {
+__global__ void __launch_bounds__(row_threads)
+    rmsnorm_rows_persist(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                         int64_t h, int64_t rows, kb::scalars p) {
   using P = typename pack_of<T, Vec>::type;
   constexpr int E = pack_of<T, Vec>::elems;
   const int64_t nv = h / E;
@@ -303,8 +351,9 @@ __global__ void __launch_bounds__(row_threads) rmsnorm_rows_persist(const T* __r
 
 // Rows too long for registers: statistics, then a second pass over the row (from L1/L2).
 template <class T>
-__global__ void __launch_bounds__(max_threads) rmsnorm_rows_two_pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
-                                                                     kb::scalars p) {
+__global__ void __launch_bounds__(max_threads)
+    rmsnorm_rows_two_pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                          int64_t h, kb::scalars p) {
   const T* xr = x + blockIdx.x * h;
   T* yr = y + blockIdx.x * h;
   state s = op::init();
@@ -346,8 +395,9 @@ template <int Hint, class P> __device__ __forceinline__ P load_first(const P* p)
 }
 
 template <class T, int U, int Hint, int MaxThreads = 256>
-__global__ void __launch_bounds__(MaxThreads) rmsnorm_rows_l2pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t h,
-                                                           kb::scalars p) {
+__global__ void __launch_bounds__(MaxThreads)
+    rmsnorm_rows_l2pass(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                        int64_t h, kb::scalars p) {
   using P = typename pack_of<T, true>::type;
   constexpr int E = pack_of<T, true>::elems;
   const int64_t nv = h / E;
@@ -430,14 +480,19 @@ template <class Kernel> int cap_blocks_smem(Kernel kernel, int blocks) {
   int reserved = 0;
   cudaFuncAttributes attr{};
   if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) !=
+          cudaSuccess ||
+      cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev) !=
+          cudaSuccess ||
       cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
     return -1;
   }
   const int bytes = per_sm / blocks - reserved - static_cast<int>(attr.sharedSizeBytes);
-  if (bytes <= 0 || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess ||
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) != cudaSuccess) {
+  if (bytes <= 0 ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) !=
+          cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess) {
     return -1;
   }
   return bytes;
@@ -448,13 +503,16 @@ unsigned warps_for(int64_t packs, int per_thread) {
   return static_cast<unsigned>((t + 31) / 32 * 32);
 }
 
-template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64_t rows, int64_t h, const kb_args* a) {
+template <class T, bool Vec>
+int launch_rows(const T* x, const T* w, T* y, int64_t rows, int64_t h, const kb_args* a) {
   const cudaStream_t stream = kb::stream_of(a);
   const kb::scalars p = kb::scalars_of(a);
   const int64_t nv = h / pack_of<T, Vec>::elems;
   const auto grid = static_cast<unsigned>(rows);
   if constexpr (KB_RMSNORM_ROWS_L2PASS == 3 && Vec) {
-    const auto threads = [&](int u) { return warps_for(nv, u) < row_threads ? warps_for(nv, u) : static_cast<unsigned>(row_threads); };
+    const auto threads = [&](int u) {
+      return warps_for(nv, u) < row_threads ? warps_for(nv, u) : static_cast<unsigned>(row_threads);
+    };
     if (nv <= row_threads) {
       rmsnorm_rows_l2pass<T, 1, 1, row_threads><<<grid, threads(1), 0, stream>>>(x, w, y, h, p);
     } else if (nv <= 2LL * row_threads) {
@@ -474,24 +532,32 @@ template <class T, bool Vec> int launch_rows(const T* x, const T* w, T* y, int64
     int per_sm = 0;
     int dev = 0;
     int sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads), 0) != cudaSuccess || per_sm < 1) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(threads),
+                                                      0) != cudaSuccess ||
+        per_sm < 1) {
       return -1;
     }
     const int64_t resident = static_cast<int64_t>(per_sm) * sms;
-    kernel<<<static_cast<unsigned>(rows < resident ? rows : resident), threads, 0, stream>>>(x, w, y, h, rows, p);
-  } else if (KB_RMSNORM_ROWS_VPT < 4 && nv <= static_cast<int64_t>(KB_RMSNORM_ROWS_VPT) * row_threads) {
-    rmsnorm_rows<T, Vec, KB_RMSNORM_ROWS_VPT><<<grid, warps_for(nv, KB_RMSNORM_ROWS_VPT), 0, stream>>>(x, w, y, h, p);
+    kernel<<<static_cast<unsigned>(rows < resident ? rows : resident), threads, 0, stream>>>(
+        x, w, y, h, rows, p);
+  } else if (KB_RMSNORM_ROWS_VPT < 4 &&
+             nv <= static_cast<int64_t>(KB_RMSNORM_ROWS_VPT) * row_threads) {
+    rmsnorm_rows<T, Vec, KB_RMSNORM_ROWS_VPT>
+        <<<grid, warps_for(nv, KB_RMSNORM_ROWS_VPT), 0, stream>>>(x, w, y, h, p);
   } else if (nv <= 4LL * row_threads) {
     int smem = 0;
     if constexpr (KB_RMSNORM_ROWS_CAP_BLOCKS > 0) {
-      static const int capped = cap_blocks_smem(rmsnorm_rows<T, Vec, 4>, KB_RMSNORM_ROWS_CAP_BLOCKS);
+      static const int capped =
+          cap_blocks_smem(rmsnorm_rows<T, Vec, 4>, KB_RMSNORM_ROWS_CAP_BLOCKS);
       if (capped < 0) {
         return -1;
       }
       smem = capped;
     }
-    rmsnorm_rows<T, Vec, 4><<<grid, warps_for(nv, 4), static_cast<size_t>(smem), stream>>>(x, w, y, h, p);
+    rmsnorm_rows<T, Vec, 4>
+        <<<grid, warps_for(nv, 4), static_cast<size_t>(smem), stream>>>(x, w, y, h, p);
   } else if (nv <= 8LL * row_threads) {
     rmsnorm_rows<T, Vec, 8><<<grid, warps_for(nv, 8), 0, stream>>>(x, w, y, h, p);
   } else {
@@ -509,8 +575,8 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   const kb_tensor& xt = args->inputs[0];
   const kb_tensor& wt = args->inputs[1];
   const kb_tensor& yt = args->outputs[0];
-  if (xt.ndim < 1 || wt.dtype != xt.dtype || yt.dtype != xt.dtype || !kb::is_contiguous(xt) || !kb::is_contiguous(wt) ||
-      !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt)) {
+  if (xt.ndim < 1 || wt.dtype != xt.dtype || yt.dtype != xt.dtype || !kb::is_contiguous(xt) ||
+      !kb::is_contiguous(wt) || !kb::is_contiguous(yt) || kb::numel(xt) != kb::numel(yt)) {
     return -1;
   }
   const int64_t h = xt.shape[xt.ndim - 1];
@@ -524,24 +590,31 @@ extern "C" KB_EXPORT int kb_launch(const kb_args* args) {
   if (rows > 0x7fffffffLL) {
     return -1;
   }
-  const bool aligned = reinterpret_cast<uintptr_t>(xt.data) % 16 == 0 && reinterpret_cast<uintptr_t>(wt.data) % 16 == 0 &&
+  const bool aligned = reinterpret_cast<uintptr_t>(xt.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(wt.data) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(yt.data) % 16 == 0;
   auto run = [&](auto tag) -> int {
     using T = typename decltype(tag)::type;
     const T* x = static_cast<const T*>(xt.data);
     const T* w = static_cast<const T*>(wt.data);
     T* y = static_cast<T*>(yt.data);
-    return aligned && h % pack_of<T, true>::elems == 0 ? launch_rows<T, true>(x, w, y, rows, h, args)
-                                                       : launch_rows<T, false>(x, w, y, rows, h, args);
+    return aligned && h % pack_of<T, true>::elems == 0
+               ? launch_rows<T, true>(x, w, y, rows, h, args)
+               : launch_rows<T, false>(x, w, y, rows, h, args);
   };
   switch (xt.dtype) {
-  case KB_FLOAT32: return run(kb::type_tag<float>{});
-  case KB_FLOAT16: return run(kb::type_tag<__half>{});
-  case KB_BFLOAT16: return run(kb::type_tag<__nv_bfloat16>{});
-  default: return -1;
+  case KB_FLOAT32:
+    return run(kb::type_tag<float>{});
+  case KB_FLOAT16:
+    return run(kb::type_tag<__half>{});
+  case KB_BFLOAT16:
+    return run(kb::type_tag<__nv_bfloat16>{});
+  default:
+    return -1;
   }
 }
 
 extern "C" KB_EXPORT const char* kb_candidate_info(void) {
-  return "portfolio: RMSNorm rows, one block per row held in registers (<= 4 x 16 B per thread), fp32 accumulation, one read and one write";
+  return "portfolio: RMSNorm rows, one block per row held in registers (<= 4 x 16 B per thread), "
+         "fp32 accumulation, one read and one write";
 }

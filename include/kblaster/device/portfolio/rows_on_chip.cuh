@@ -20,7 +20,8 @@ template <int V> using vec = kb::floats<V>;
 
 // Four interleaved states: component j of a vector goes to state j.
 template <class Op, int V>
-__device__ __forceinline__ void accumulate(typename Op::state (&s)[4], const typename vec<V>::type& v) {
+__device__ __forceinline__ void accumulate(typename Op::state (&s)[4],
+                                           const typename vec<V>::type& v) {
   float e[V];
   vec<V>::split(v, e);
 #pragma unroll
@@ -32,7 +33,8 @@ __device__ __forceinline__ void accumulate(typename Op::state (&s)[4], const typ
 // The block's four states reduced in a fixed order, stored at `slot`, counted in `*arrived`.
 // Every thread of the block calls it.
 template <class Op>
-__device__ __forceinline__ void publish(typename Op::state (&s)[4], typename Op::state* slot, unsigned* arrived) {
+__device__ __forceinline__ void publish(typename Op::state (&s)[4], typename Op::state* slot,
+                                        unsigned* arrived) {
   using S = typename Op::state;
   S t = Op::combine(Op::combine(s[0], s[1]), Op::combine(s[2], s[3]));
   t = kb::block_reduce(t, [](const S& a, const S& b) { return Op::combine(a, b); });
@@ -46,8 +48,9 @@ __device__ __forceinline__ void publish(typename Op::state (&s)[4], typename Op:
 // The `count` states at `states`, once `*arrived` reached `count`, combined by warp 0 (lane l takes
 // l, l + 32, ..., then a fixed shuffle tree) and finalized. Every thread of the block calls it.
 template <class Op>
-__device__ __forceinline__ typename Op::stats gather(const typename Op::state* states, const unsigned* arrived, unsigned count,
-                                                     int64_t n, const kb::scalars& p, typename Op::stats* shared_stats) {
+__device__ __forceinline__ typename Op::stats
+gather(const typename Op::state* states, const unsigned* arrived, unsigned count, int64_t n,
+       const kb::scalars& p, typename Op::stats* shared_stats) {
   using S = typename Op::state;
   if (threadIdx.x == 0) {
     while (kb::load_acquire_gpu(arrived) < count) {
@@ -73,8 +76,8 @@ __device__ __forceinline__ typename Op::stats gather(const typename Op::state* s
 
 // This thread's batch of the slice from `base`: up to Batch evict-first loads in flight.
 template <int V, int Threads, int Batch>
-__device__ __forceinline__ void load_batch(const typename vec<V>::type* src, int64_t base, int64_t cnt,
-                                           typename vec<V>::type (&v)[Batch]) {
+__device__ __forceinline__ void load_batch(const typename vec<V>::type* src, int64_t base,
+                                           int64_t cnt, typename vec<V>::type (&v)[Batch]) {
 #pragma unroll
   for (int k = 0; k < Batch; ++k) {
     const int64_t i = base + k * Threads;
@@ -86,8 +89,9 @@ __device__ __forceinline__ void load_batch(const typename vec<V>::type* src, int
 
 // The batch into this thread's own slots of `stage`, folded into `s`.
 template <class Op, int V, int Threads, int Batch>
-__device__ __forceinline__ void stage_batch(const typename vec<V>::type (&v)[Batch], typename vec<V>::type* stage, int64_t base,
-                                            int64_t cnt, typename Op::state (&s)[4]) {
+__device__ __forceinline__ void stage_batch(const typename vec<V>::type (&v)[Batch],
+                                            typename vec<V>::type* stage, int64_t base, int64_t cnt,
+                                            typename Op::state (&s)[4]) {
 #pragma unroll
   for (int k = 0; k < Batch; ++k) {
     const int64_t i = base + k * Threads;
@@ -101,7 +105,8 @@ __device__ __forceinline__ void stage_batch(const typename vec<V>::type (&v)[Bat
 // The block's slice `src[0, cnt)` into `stage`, folded into `s` (evict-first loads, Batch per
 // thread in flight).
 template <class Op, int V, int Threads, int Batch>
-__device__ __forceinline__ void load_slice(const typename vec<V>::type* src, typename vec<V>::type* stage, int64_t cnt,
+__device__ __forceinline__ void load_slice(const typename vec<V>::type* src,
+                                           typename vec<V>::type* stage, int64_t cnt,
                                            typename Op::state (&s)[4]) {
   using T = typename vec<V>::type;
   for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(Threads) * Batch) {
@@ -115,8 +120,9 @@ __device__ __forceinline__ void load_slice(const typename vec<V>::type* src, typ
 // not null, stage[i] = next[i] folded into `s` (each thread refills only the slots it just read).
 // out(float (&e)[V], int64_t i) rewrites e in place.
 template <class Op, int V, int Threads, int Batch, class Out>
-__device__ __forceinline__ void store_and_refill(typename vec<V>::type* stage, int64_t cnt, typename vec<V>::type* dst,
-                                                 const typename vec<V>::type* next, typename Op::state (&s)[4], Out out) {
+__device__ __forceinline__ void
+store_and_refill(typename vec<V>::type* stage, int64_t cnt, typename vec<V>::type* dst,
+                 const typename vec<V>::type* next, typename Op::state (&s)[4], Out out) {
   using T = typename vec<V>::type;
   for (int64_t base = threadIdx.x; base < cnt; base += static_cast<int64_t>(Threads) * Batch) {
     T v[Batch];
@@ -164,10 +170,13 @@ inline int resident_grid(int blocks_per_sm) {
 
 // Host side: the kernel accepts `limit` bytes of dynamic shared memory and `blocks_per_sm` of its
 // blocks fit on an SM at `bytes` each (0 on success, a CUDA error or -1).
-template <class Kernel> int prepare(Kernel kernel, int threads, int blocks_per_sm, size_t limit, size_t bytes) {
-  KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit)));
+template <class Kernel>
+int prepare(Kernel kernel, int threads, int blocks_per_sm, size_t limit, size_t bytes) {
+  KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(limit)));
   int resident = 0;
-  KB_RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, bytes));
+  KB_RETURN_IF_CUDA_ERROR(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, bytes));
   return resident >= blocks_per_sm ? 0 : -1;
 }
 
@@ -190,7 +199,8 @@ template <class State> struct workspace_layout {
     auto* base = static_cast<unsigned char*>(a->workspace);
     *states = reinterpret_cast<State*>(base);
     *arrived = reinterpret_cast<unsigned*>(base + states_bytes);
-    KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(*arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), kb::stream_of(a)));
+    KB_RETURN_IF_CUDA_ERROR(cudaMemsetAsync(
+        *arrived, 0, static_cast<size_t>(rows) * sizeof(unsigned), kb::stream_of(a)));
     return 0;
   }
 };

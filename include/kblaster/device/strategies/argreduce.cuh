@@ -9,8 +9,8 @@
 // Strided rows (inner > 1) take the same kernel with one-element loads `inner` apart.
 // P: threads_per_row, vector_bytes, unroll.
 //
-// argreduce::by_columns<Op, P>: strided axes (inner > 1): a thread per output, consecutive threads on
-// consecutive inner positions (coalesced loads), walking the axis with `unroll` loads in flight;
+// argreduce::by_columns<Op, P>: strided axes (inner > 1): a thread per output, consecutive threads
+// on consecutive inner positions (coalesced loads), walking the axis with `unroll` loads in flight;
 // `split` threads share an output's axis (r = s, s + split, ...) and meet in shared memory in a
 // fixed order. P: block_cols, split, unroll.
 #pragma once
@@ -39,8 +39,8 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   out->x = &xt;
   out->y = static_cast<int64_t*>(yt.data);
   out->L = kb::argreduce::layout_of(xt, c);
-  return c.dim < xt.ndim && is_contiguous(xt) && is_contiguous(yt) && numel(yt) == rows::count(out->L) &&
-         yt.dtype == KB_INT64 && out->L.extent >= 1;
+  return c.dim < xt.ndim && is_contiguous(xt) && is_contiguous(yt) &&
+         numel(yt) == rows::count(out->L) && yt.dtype == KB_INT64 && out->L.extent >= 1;
 }
 
 // Calls run(op) with the operation as a compile-time constant.
@@ -63,21 +63,26 @@ template <int Op> __device__ __forceinline__ void consider(best<float>& b, float
 }
 
 template <int Op, class P, class T, int V, int Lanes, int Block>
-__global__ void __launch_bounds__(Block) rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y, layout L) {
+__global__ void __launch_bounds__(Block)
+    rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y, layout L) {
   using G = rows::group<Lanes, Block>;
   const int lane = G::lane();
   const int64_t nvec = L.extent / V;
-  for (int64_t row = int64_t{blockIdx.x} * G::per_block + G::index(); row < rows::count(L); row += int64_t{gridDim.x} * G::per_block) {
+  for (int64_t row = int64_t{blockIdx.x} * G::per_block + G::index(); row < rows::count(L);
+       row += int64_t{gridDim.x} * G::per_block) {
     best<float> b = kb::argreduce::none<float>();
-    rows::stream<P::unroll, T, V>(x + rows::base(L, row), L.inner, 0, nvec, lane, Lanes, [&](int64_t j, const vec_word<T, V>& w) {
-      float v[V];
-      unpack<float, T, V>(w, v);
+    rows::stream<P::unroll, T, V>(x + rows::base(L, row), L.inner, 0, nvec, lane, Lanes,
+                                  [&](int64_t j, const vec_word<T, V>& w) {
+                                    float v[V];
+                                    unpack<float, T, V>(w, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        consider<Op>(b, v[k], j * V + k);
-      }
+                                    for (int k = 0; k < V; ++k) {
+                                      consider<Op>(b, v[k], j * V + k);
+                                    }
+                                  });
+    b = G::allreduce(b, [](const best<float>& u, const best<float>& w) {
+      return kb::argreduce::pick(Op, u, w);
     });
-    b = G::allreduce(b, [](const best<float>& u, const best<float>& w) { return kb::argreduce::pick(Op, u, w); });
     if (lane == 0) {
       y[row] = b.index;
     }
@@ -85,7 +90,8 @@ __global__ void __launch_bounds__(Block) rows_kernel(const T* __restrict__ x, in
 }
 
 template <int Op, class P, class T>
-__global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const T* __restrict__ x, int64_t* __restrict__ y, layout L) {
+__global__ void __launch_bounds__(P::block_cols* P::split)
+    columns_kernel(const T* __restrict__ x, int64_t* __restrict__ y, layout L) {
   constexpr int Cols = P::block_cols;
   constexpr int Split = P::split;
   constexpr int U = P::unroll;
@@ -134,7 +140,8 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
 
 template <template <class> class Op, class P> struct by_rows {
   static constexpr int block = P::threads_per_row == 32 ? 256 : P::threads_per_row;
-  static_assert(P::threads_per_row % 32 == 0 && P::threads_per_row <= 1024, "threads_per_row: a multiple of 32, at most 1024");
+  static_assert(P::threads_per_row % 32 == 0 && P::threads_per_row <= 1024,
+                "threads_per_row: a multiple of 32, at most 1024");
   static_assert(P::unroll >= 1, "unroll: at least 1");
 
   static int launch(const kb_args* a, const config& c) {
@@ -151,9 +158,11 @@ template <template <class> class Op, class P> struct by_rows {
         const unsigned grid = capped_grid(ceil_div(rows::count(o.L), G::per_block));
         const T* x = static_cast<const T*>(o.x->data);
         if (rows::vectorizable<T, V>(o.L, {o.x->data})) {
-          rows_kernel<K, P, T, V, P::threads_per_row, block><<<grid, block, 0, stream_of(a)>>>(x, o.y, o.L);
+          rows_kernel<K, P, T, V, P::threads_per_row, block>
+              <<<grid, block, 0, stream_of(a)>>>(x, o.y, o.L);
         } else {
-          rows_kernel<K, P, T, 1, P::threads_per_row, block><<<grid, block, 0, stream_of(a)>>>(x, o.y, o.L);
+          rows_kernel<K, P, T, 1, P::threads_per_row, block>
+              <<<grid, block, 0, stream_of(a)>>>(x, o.y, o.L);
         }
         return static_cast<int>(cudaGetLastError());
       });
@@ -162,7 +171,8 @@ template <template <class> class Op, class P> struct by_rows {
 };
 
 template <template <class> class Op, class P> struct by_columns {
-  static_assert(P::block_cols % 32 == 0 && P::block_cols * P::split <= 1024, "block_cols * split: at most 1024 threads");
+  static_assert(P::block_cols % 32 == 0 && P::block_cols * P::split <= 1024,
+                "block_cols * split: at most 1024 threads");
   static_assert(P::unroll >= 1, "unroll: at least 1");
 
   static int launch(const kb_args* a, const config& c) {
@@ -175,7 +185,8 @@ template <template <class> class Op, class P> struct by_columns {
       return dispatch_storage(o.x->dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const unsigned grid = capped_grid(ceil_div(rows::count(o.L), P::block_cols));
-        columns_kernel<K, P, T><<<grid, P::block_cols * P::split, 0, stream_of(a)>>>(static_cast<const T*>(o.x->data), o.y, o.L);
+        columns_kernel<K, P, T><<<grid, P::block_cols * P::split, 0, stream_of(a)>>>(
+            static_cast<const T*>(o.x->data), o.y, o.L);
         return static_cast<int>(cudaGetLastError());
       });
     });

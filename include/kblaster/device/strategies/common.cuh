@@ -15,10 +15,14 @@ namespace kb::strategies {
 // compute in fp32, which would lose the precision a float64 task asks for).
 template <class F> int dispatch_storage(kb_dtype d, F&& f) {
   switch (d) {
-  case KB_FLOAT32: return f(type_tag<float>{});
-  case KB_FLOAT16: return f(type_tag<__half>{});
-  case KB_BFLOAT16: return f(type_tag<__nv_bfloat16>{});
-  default: return -1;
+  case KB_FLOAT32:
+    return f(type_tag<float>{});
+  case KB_FLOAT16:
+    return f(type_tag<__half>{});
+  case KB_BFLOAT16:
+    return f(type_tag<__nv_bfloat16>{});
+  default:
+    return -1;
   }
 }
 
@@ -49,19 +53,29 @@ inline cudaError_t query_device(device_limits* out) {
   return e;
 }
 
-KB_HD int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-KB_HD int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-KB_HD int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+KB_HD int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+KB_HD int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+KB_HD int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
 
 // A grid size for `work` independent pieces, capped for a grid-stride loop.
 inline unsigned capped_grid(int64_t work, int64_t cap = (int64_t{1} << 31) - 1) {
   return static_cast<unsigned>(work < 1 ? 1 : (work > cap ? cap : work));
 }
 
-inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+inline bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 // Elements of T in a vector of `Bytes` bytes (at least one).
-template <class T, int Bytes> constexpr int vec_elems() { return Bytes / static_cast<int>(sizeof(T)) > 0 ? Bytes / static_cast<int>(sizeof(T)) : 1; }
+template <class T, int Bytes> constexpr int vec_elems() {
+  return Bytes / static_cast<int>(sizeof(T)) > 0 ? Bytes / static_cast<int>(sizeof(T)) : 1;
+}
 
 // Static shared memory of a kernel, to budget the dynamic part against the opt-in limit.
 template <class K> int static_smem(K kernel, size_t* bytes) {
@@ -73,7 +87,8 @@ template <class K> int static_smem(K kernel, size_t* bytes) {
 
 template <class K> int allow_dynamic_smem(K kernel, size_t bytes) {
   if (bytes > 48 * 1024) {
-    KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
   return 0;
 }
@@ -81,23 +96,16 @@ template <class K> int allow_dynamic_smem(K kernel, size_t bytes) {
 #if defined(__CUDACC__)
 
 template <int Bytes> struct raw_word;
-template <> struct raw_word<2> {
-  using type = unsigned short;
-};
-template <> struct raw_word<4> {
-  using type = unsigned int;
-};
-template <> struct raw_word<8> {
-  using type = uint2;
-};
-template <> struct raw_word<16> {
-  using type = uint4;
-};
+template <> struct raw_word<2> { using type = unsigned short; };
+template <> struct raw_word<4> { using type = unsigned int; };
+template <> struct raw_word<8> { using type = uint2; };
+template <> struct raw_word<16> { using type = uint4; };
 
 // N consecutive T as one machine word of N * sizeof(T) bytes.
 template <class T, int N> using vec_word = typename raw_word<N * sizeof(T)>::type;
 
-template <class T, int N, cache_hint H = cache_hint::normal> __device__ __forceinline__ vec_word<T, N> load_raw(const T* p) {
+template <class T, int N, cache_hint H = cache_hint::normal>
+__device__ __forceinline__ vec_word<T, N> load_raw(const T* p) {
   if constexpr (H == cache_hint::streaming) {
     return __ldcs(reinterpret_cast<const vec_word<T, N>*>(p));
   } else {
@@ -105,7 +113,8 @@ template <class T, int N, cache_hint H = cache_hint::normal> __device__ __forcei
   }
 }
 
-template <class T, int N, cache_hint H = cache_hint::normal> __device__ __forceinline__ void store_raw(T* p, vec_word<T, N> w) {
+template <class T, int N, cache_hint H = cache_hint::normal>
+__device__ __forceinline__ void store_raw(T* p, vec_word<T, N> w) {
   if constexpr (H == cache_hint::streaming) {
     __stcs(reinterpret_cast<vec_word<T, N>*>(p), w);
   } else {
@@ -113,7 +122,8 @@ template <class T, int N, cache_hint H = cache_hint::normal> __device__ __forcei
   }
 }
 
-template <class A, class T, int N> __device__ __forceinline__ void unpack(const vec_word<T, N>& w, A (&out)[N]) {
+template <class A, class T, int N>
+__device__ __forceinline__ void unpack(const vec_word<T, N>& w, A (&out)[N]) {
   T v[N];
   memcpy(v, &w, sizeof(w));
 #pragma unroll
@@ -122,7 +132,8 @@ template <class A, class T, int N> __device__ __forceinline__ void unpack(const 
   }
 }
 
-template <class T, class A, int N> __device__ __forceinline__ vec_word<T, N> pack(const A (&in)[N]) {
+template <class T, class A, int N>
+__device__ __forceinline__ vec_word<T, N> pack(const A (&in)[N]) {
   T v[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -145,13 +156,15 @@ __device__ __forceinline__ void store_vec(T* p, const A (&in)[N]) {
   store_raw<T, N, H>(p, pack<T, A, N>(in));
 }
 
-template <class A, class T, cache_hint H = cache_hint::normal> __device__ __forceinline__ A load_one(const T* p) {
+template <class A, class T, cache_hint H = cache_hint::normal>
+__device__ __forceinline__ A load_one(const T* p) {
   A out[1];
   load_vec<A, T, 1, H>(p, out);
   return out[0];
 }
 
-template <class T, class A, cache_hint H = cache_hint::normal> __device__ __forceinline__ void store_one(T* p, A v) {
+template <class T, class A, cache_hint H = cache_hint::normal>
+__device__ __forceinline__ void store_one(T* p, A v) {
   const A in[1] = {v};
   store_vec<T, A, 1, H>(p, in);
 }
@@ -171,13 +184,15 @@ template <class S> __device__ __forceinline__ S warp_broadcast(S v) {
 
 // Reduces over the warp in a fixed order and hands every lane lane 0's result, so all lanes hold
 // bitwise the same value even when `combine` is not commutative in rounding.
-template <class S, class Combine> __device__ __forceinline__ S warp_allreduce(S v, Combine combine) {
+template <class S, class Combine>
+__device__ __forceinline__ S warp_allreduce(S v, Combine combine) {
   return warp_broadcast(warp_reduce(v, combine));
 }
 
 // Reduces over a block of Warps warps in a fixed order; every thread receives the result. Two
 // barriers: the per-warp slots and the result slot are distinct, so back-to-back calls are safe.
-template <int Warps, class S, class Combine> __device__ __forceinline__ S block_allreduce(S v, Combine combine) {
+template <int Warps, class S, class Combine>
+__device__ __forceinline__ S block_allreduce(S v, Combine combine) {
   __shared__ alignas(16) unsigned char raw[sizeof(S) * (Warps + 1)];
   S* slot = reinterpret_cast<S*>(raw);
   v = warp_reduce(v, combine);

@@ -48,10 +48,16 @@ template <int Bm, int Bn, int Bk> struct tile {
 
 __device__ __forceinline__ void copy4(float* smem, const float* gmem, bool valid) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 4 : 0) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 4 : 0)
+               : "memory");
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wait_groups() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void wait_groups() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 // One element into shared memory: fp32 by cp.async (zero fill when invalid: nothing is read,
 // but `src` is still a valid address), other storage converted through registers.
@@ -68,23 +74,26 @@ template <class T> __device__ __forceinline__ void load_one(float* dst, const T*
 // Packs the weights of every group as [G][Np][Kp] fp32, zero past N and K (the `transform`
 // axis): B's chunks are then whole 16-byte rows, loaded by cp.async without bounds checks.
 template <class T>
-__global__ void pack_weights(const T* __restrict__ w, float* __restrict__ out, geometry g, int64_t np, int64_t kp) {
+__global__ void pack_weights(const T* __restrict__ w, float* __restrict__ out, geometry g,
+                             int64_t np, int64_t kp) {
   const int64_t total = g.groups * np * kp;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t k = i % kp;
     const int64_t n = i / kp % np;
     const int64_t grp = i / (kp * np);
-    out[i] = n < g.gemm_n() && k < g.gemm_k() ? cvt<float>(w[kb::conv::b_offset(g, grp, k, n)]) : 0.0f;
+    out[i] =
+        n < g.gemm_n() && k < g.gemm_k() ? cvt<float>(w[kb::conv::b_offset(g, grp, k, n)]) : 0.0f;
   }
 }
 
 // One (group, tile of M, tile of N) per block along x, the split of K along y.
 template <template <class> class Op, class P, class T, bool Transposed, bool Packed>
 __global__ void __launch_bounds__(ig::threads)
-    implicit_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w, const float* __restrict__ wp, T* __restrict__ y,
-                         float* __restrict__ partials, geometry g, kb::conv::epilogue<Op, float, T> ep, int64_t kp,
-                         int chunks_per_split) {
+    implicit_gemm_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                         const float* __restrict__ wp, T* __restrict__ y,
+                         float* __restrict__ partials, geometry g,
+                         kb::conv::epilogue<Op, float, T> ep, int64_t kp, int chunks_per_split) {
   constexpr int bm = P::bm;
   constexpr int bn = P::bn;
   constexpr int bk = P::bk;
@@ -98,7 +107,8 @@ __global__ void __launch_bounds__(ig::threads)
   // How often the mma products leave the tensor core's accumulator (matmul::tc::flush_of and
   // matmul::tc::step): 0 never, 1 every 8-deep k-step, 2 every chunk; fp32 storage only.
   constexpr int flush = split ? matmul::tc::flush_of<P>::value : 0;
-  static_assert(matmul::tc::flush_of<P>::value >= 0 && matmul::tc::flush_of<P>::value <= 2, "flush: 0, 1 or 2");
+  static_assert(matmul::tc::flush_of<P>::value >= 0 && matmul::tc::flush_of<P>::value <= 2,
+                "flush: 0, 1 or 2");
   constexpr int a_elems = bm * bk / ig::threads;
   constexpr int a_step = ig::threads / bm;
   static_assert(ig::threads % bm == 0 && ig::threads % bk == 0, "tile shape");
@@ -125,7 +135,8 @@ __global__ void __launch_bounds__(ig::threads)
   const int64_t grp = tile / (m_tiles * n_tiles);
   const int64_t chunks = (K + bk - 1) / bk;
   const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * chunks_per_split;
-  const int64_t chunk_end = chunk_begin + chunks_per_split < chunks ? chunk_begin + chunks_per_split : chunks;
+  const int64_t chunk_end =
+      chunk_begin + chunks_per_split < chunks ? chunk_begin + chunks_per_split : chunks;
   const int64_t nchunks = chunk_end > chunk_begin ? chunk_end - chunk_begin : 0;
 
   // This thread's A row (fixed for the whole K loop) and its first k.
@@ -144,7 +155,8 @@ __global__ void __launch_bounds__(ig::threads)
   kb::conv::k_state ks{};
   {
     const kb::conv::k_index k0 = kb::conv::split_k(g, chunk_begin * bk + a_k0);
-    ks = {static_cast<int>(k0.c), static_cast<int>(k0.t[0]), static_cast<int>(k0.t[1]), static_cast<int>(k0.t[2])};
+    ks = {static_cast<int>(k0.c), static_cast<int>(k0.t[0]), static_cast<int>(k0.t[1]),
+          static_cast<int>(k0.t[2])};
   }
 
   const auto load_chunk = [&](int64_t chunk, int buf) {
@@ -154,11 +166,15 @@ __global__ void __launch_bounds__(ig::threads)
 #pragma unroll
     for (int e = 0; e < a_elems; ++e) {
       const int kk = a_k0 + e * a_step;
-      const int id = kb::conv::tap_position<Transposed>(base[0], static_cast<int64_t>(ks.kd) * g.dil[0], g.stride[0], g.in[0]);
-      const int ih = kb::conv::tap_position<Transposed>(base[1], static_cast<int64_t>(ks.kh) * g.dil[1], g.stride[1], g.in[1]);
-      const int iw = kb::conv::tap_position<Transposed>(base[2], static_cast<int64_t>(ks.kw) * g.dil[2], g.stride[2], g.in[2]);
+      const int id = kb::conv::tap_position<Transposed>(
+          base[0], static_cast<int64_t>(ks.kd) * g.dil[0], g.stride[0], g.in[0]);
+      const int ih = kb::conv::tap_position<Transposed>(
+          base[1], static_cast<int64_t>(ks.kh) * g.dil[1], g.stride[1], g.in[1]);
+      const int iw = kb::conv::tap_position<Transposed>(
+          base[2], static_cast<int64_t>(ks.kw) * g.dil[2], g.stride[2], g.in[2]);
       const bool valid = row_ok && ks.c < cg && id >= 0 && ih >= 0 && iw >= 0;
-      const int64_t off = valid ? ((static_cast<int64_t>(ks.c) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw : 0;
+      const int64_t off =
+          valid ? ((static_cast<int64_t>(ks.c) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw : 0;
       ig::load_one(as + kk * tl::a_pitch + a_row, valid ? x_row + off : x, valid);
       ks.advance(a_step, g);
     }
@@ -170,7 +186,8 @@ __global__ void __launch_bounds__(ig::threads)
       for (int i = tid; i < vecs; i += ig::threads) {
         const int n = i / (bk / 4);
         const int k4 = i % (bk / 4);
-        matmul::tc::copy16(bs + n * tl::b_pitch + k4 * 4, wp + ((grp * ((N + bn - 1) / bn * bn) + n0 + n) * kp + k0 + k4 * 4), 16);
+        matmul::tc::copy16(bs + n * tl::b_pitch + k4 * 4,
+                           wp + ((grp * ((N + bn - 1) / bn * bn) + n0 + n) * kp + k0 + k4 * 4), 16);
       }
     } else {
       const int kk = tid % bk;
@@ -318,8 +335,8 @@ __global__ void __launch_bounds__(ig::threads)
 
 // The split-K partial sums added in split order, then the epilogue.
 template <template <class> class Op, class T>
-__global__ void split_finish(const float* __restrict__ partials, T* __restrict__ y, geometry g, int splits,
-                             kb::conv::epilogue<Op, float, T> ep) {
+__global__ void split_finish(const float* __restrict__ partials, T* __restrict__ y, geometry g,
+                             int splits, kb::conv::epilogue<Op, float, T> ep) {
   const int64_t ov = g.out_volume();
   const int64_t total = g.n * g.cout * ov;
   const int64_t M = g.gemm_m();
@@ -384,7 +401,8 @@ __global__ void __launch_bounds__(P::block)
           }
           const T* xrow = xc + (id * g.in[1] + ih) * g.in[2];
           for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-            const float wv = cvt<float>(w[kb::conv::b_offset(g, grp, (c * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw, n)]);
+            const float wv = cvt<float>(w[kb::conv::b_offset(
+                g, grp, (c * g.k[0] + kd) * g.k[1] * g.k[2] + kh * g.k[2] + kw, n)]);
 #pragma unroll
             for (int v = 0; v < V; ++v) {
               const int64_t ow = wq * V + v;
@@ -421,20 +439,26 @@ template <template <class> class Op, class P> struct implicit_gemm {
   static_assert(P::bk == 16 || P::bk == 32, "bk");
   static_assert(P::stages >= 1 && P::stages <= 4, "stages");
 
-  static constexpr size_t smem_bytes = static_cast<size_t>(P::stages) * ig::tile<P::bm, P::bn, P::bk>::stage_floats * sizeof(float);
+  static constexpr size_t smem_bytes =
+      static_cast<size_t>(P::stages) * ig::tile<P::bm, P::bn, P::bk>::stage_floats * sizeof(float);
   static constexpr uint64_t split_budget = uint64_t{512} << 20; // bytes of partial sums at most
 
   // Splits of K actually used: P::split_k when the partial sums fit the budget and every split
   // gets at least one chunk, else 1.
   static int splits(const geometry& g) {
     const int64_t chunks = (g.gemm_k() + P::bk - 1) / P::bk;
-    const uint64_t bytes = static_cast<uint64_t>(P::split_k) * static_cast<uint64_t>(g.n * g.cout * g.out_volume()) * sizeof(float);
+    const uint64_t bytes = static_cast<uint64_t>(P::split_k) *
+                           static_cast<uint64_t>(g.n * g.cout * g.out_volume()) * sizeof(float);
     return P::split_k > 1 && chunks >= P::split_k && bytes <= split_budget ? P::split_k : 1;
   }
   static int64_t packed_n(const geometry& g) { return (g.gemm_n() + P::bn - 1) / P::bn * P::bn; }
   static int64_t packed_k(const geometry& g) { return (g.gemm_k() + P::bk - 1) / P::bk * P::bk; }
   static uint64_t packed_bytes(const geometry& g) {
-    return P::transform ? (static_cast<uint64_t>(g.groups * packed_n(g) * packed_k(g)) * sizeof(float) + 255) / 256 * 256 : 0;
+    return P::transform
+               ? (static_cast<uint64_t>(g.groups * packed_n(g) * packed_k(g)) * sizeof(float) +
+                  255) /
+                     256 * 256
+               : 0;
   }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
@@ -443,7 +467,10 @@ template <template <class> class Op, class P> struct implicit_gemm {
       return -1;
     }
     const int s = splits(g);
-    *bytes = packed_bytes(g) + (s > 1 ? static_cast<uint64_t>(s) * static_cast<uint64_t>(g.n * g.cout * g.out_volume()) * sizeof(float) : 0);
+    *bytes = packed_bytes(g) +
+             (s > 1 ? static_cast<uint64_t>(s) *
+                          static_cast<uint64_t>(g.n * g.cout * g.out_volume()) * sizeof(float)
+                    : 0);
     return 0;
   }
 
@@ -457,10 +484,13 @@ template <template <class> class Op, class P> struct implicit_gemm {
     }
     const int s = splits(g);
     float* wp = P::transform ? static_cast<float*>(a->workspace) : nullptr;
-    float* partials = s > 1 ? reinterpret_cast<float*>(static_cast<char*>(a->workspace) + packed_bytes(g)) : nullptr;
+    float* partials =
+        s > 1 ? reinterpret_cast<float*>(static_cast<char*>(a->workspace) + packed_bytes(g))
+              : nullptr;
     const int64_t chunks = (g.gemm_k() + P::bk - 1) / P::bk;
     const int chunks_per_split = static_cast<int>((chunks + s - 1) / s);
-    const int64_t tiles = (g.gemm_m() + P::bm - 1) / P::bm * ((g.gemm_n() + P::bn - 1) / P::bn) * g.groups;
+    const int64_t tiles =
+        (g.gemm_m() + P::bm - 1) / P::bm * ((g.gemm_n() + P::bn - 1) / P::bn) * g.groups;
     if (tiles > (int64_t{1} << 31) - 1) {
       return -1;
     }
@@ -472,14 +502,16 @@ template <template <class> class Op, class P> struct implicit_gemm {
       const auto ep = kb::conv::epilogue_of<Op, float, T>(a, c);
       if (P::transform) {
         const int64_t total = g.groups * packed_n(g) * packed_k(g);
-        pack_weights<T><<<capped_grid(ceil_div(total, 256), 65535), 256, 0, stream_of(a)>>>(w, wp, g, packed_n(g), packed_k(g));
+        pack_weights<T><<<capped_grid(ceil_div(total, 256), 65535), 256, 0, stream_of(a)>>>(
+            w, wp, g, packed_n(g), packed_k(g));
       }
       const auto go = [&](auto kernel) {
         if (const int rc = allow_dynamic_smem(kernel, smem_bytes); rc != 0) {
           return rc;
         }
-        kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(s)), ig::threads, smem_bytes, stream_of(a)>>>(
-            x, w, wp, y, partials, g, ep, packed_k(g), chunks_per_split);
+        kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(s)), ig::threads,
+                 smem_bytes, stream_of(a)>>>(x, w, wp, y, partials, g, ep, packed_k(g),
+                                             chunks_per_split);
         return static_cast<int>(cudaGetLastError());
       };
       int rc = g.transposed ? go(implicit_gemm_kernel<Op, P, T, true, P::transform != 0>)
@@ -488,7 +520,8 @@ template <template <class> class Op, class P> struct implicit_gemm {
         return rc;
       }
       const int64_t total = g.n * g.cout * g.out_volume();
-      split_finish<Op, T><<<capped_grid(ceil_div(total, 256), 65535), 256, 0, stream_of(a)>>>(partials, y, g, s, ep);
+      split_finish<Op, T><<<capped_grid(ceil_div(total, 256), 65535), 256, 0, stream_of(a)>>>(
+          partials, y, g, s, ep);
       return static_cast<int>(cudaGetLastError());
     });
 #else
@@ -508,10 +541,13 @@ template <template <class> class Op, class P> struct direct {
     }
     return dispatch_storage(a->inputs[c.x].dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const int64_t total = g.n * g.cout * g.out[0] * g.out[1] * ((g.out[2] + P::outputs_per_thread - 1) / P::outputs_per_thread);
-      direct_kernel<Op, P, T><<<capped_grid(ceil_div(total, P::block), int64_t{1} << 20), P::block, 0, stream_of(a)>>>(
-          static_cast<const T*>(a->inputs[c.x].data), static_cast<const T*>(a->inputs[c.weight].data),
-          static_cast<T*>(a->outputs[0].data), g, kb::conv::epilogue_of<Op, float, T>(a, c));
+      const int64_t total = g.n * g.cout * g.out[0] * g.out[1] *
+                            ((g.out[2] + P::outputs_per_thread - 1) / P::outputs_per_thread);
+      direct_kernel<Op, P, T>
+          <<<capped_grid(ceil_div(total, P::block), int64_t{1} << 20), P::block, 0, stream_of(a)>>>(
+              static_cast<const T*>(a->inputs[c.x].data),
+              static_cast<const T*>(a->inputs[c.weight].data), static_cast<T*>(a->outputs[0].data),
+              g, kb::conv::epilogue_of<Op, float, T>(a, c));
       return static_cast<int>(cudaGetLastError());
     });
 #else

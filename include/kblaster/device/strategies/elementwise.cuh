@@ -16,8 +16,9 @@
 namespace kb::strategies::elementwise {
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) vectorized_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t head,
-                                                              int64_t nvec, int64_t n) {
+__global__ void __launch_bounds__(P::block)
+    vectorized_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t head, int64_t nvec,
+                      int64_t n) {
   using A = float;
   constexpr int U = P::unroll;
   constexpr cache_hint H = P::hint;
@@ -63,7 +64,8 @@ __global__ void __launch_bounds__(P::block) vectorized_kernel(const T* __restric
   // The scalar elements: the head before the first aligned vector and the tail after the last.
   const int64_t tail_begin = head + nvec * V;
   const int64_t scalars = head + (n - tail_begin);
-  for (int64_t j = blockIdx.x * int64_t{P::block} + threadIdx.x; j < scalars; j += int64_t{gridDim.x} * P::block) {
+  for (int64_t j = blockIdx.x * int64_t{P::block} + threadIdx.x; j < scalars;
+       j += int64_t{gridDim.x} * P::block) {
     const int64_t i = j < head ? j : tail_begin + (j - head);
     y[i] = cvt<T>(Op<A>::map(cvt<A>(x[i])));
   }
@@ -71,7 +73,8 @@ __global__ void __launch_bounds__(P::block) vectorized_kernel(const T* __restric
 
 template <template <class> class Op, class P> struct vectorized {
   static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
-  static_assert(P::vector_bytes == 4 || P::vector_bytes == 8 || P::vector_bytes == 16, "vector_bytes: 4, 8 or 16");
+  static_assert(P::vector_bytes == 4 || P::vector_bytes == 8 || P::vector_bytes == 16,
+                "vector_bytes: 4, 8 or 16");
   static_assert(P::unroll >= 1, "unroll: at least 1");
 
   template <class T, int V> static int run(const T* x, T* y, int64_t n, cudaStream_t stream) {
@@ -89,7 +92,8 @@ template <template <class> class Op, class P> struct vectorized {
       KB_RETURN_IF_CUDA_ERROR(query_device(&dev));
       blocks = min64(blocks, int64_t{P::blocks_per_sm} * dev.sms);
     }
-    vectorized_kernel<Op, P, T, V><<<capped_grid(blocks), P::block, 0, stream>>>(x, y, head, nvec, n);
+    vectorized_kernel<Op, P, T, V>
+        <<<capped_grid(blocks), P::block, 0, stream>>>(x, y, head, nvec, n);
     return static_cast<int>(cudaGetLastError());
   }
 
@@ -99,7 +103,8 @@ template <template <class> class Op, class P> struct vectorized {
     }
     const kb_tensor& xt = a->inputs[0];
     const kb_tensor& yt = a->outputs[0];
-    if (numel(xt) != numel(yt) || !is_contiguous(xt) || !is_contiguous(yt) || xt.dtype != yt.dtype) {
+    if (numel(xt) != numel(yt) || !is_contiguous(xt) || !is_contiguous(yt) ||
+        xt.dtype != yt.dtype) {
       return -1;
     }
     const int64_t n = numel(xt);
@@ -109,7 +114,8 @@ template <template <class> class Op, class P> struct vectorized {
       const T* x = static_cast<const T*>(xt.data);
       T* y = static_cast<T*>(yt.data);
       // Vectors need x and y at the same offset from a vector boundary.
-      if (reinterpret_cast<uintptr_t>(x) % (sizeof(T) * V) == reinterpret_cast<uintptr_t>(y) % (sizeof(T) * V)) {
+      if (reinterpret_cast<uintptr_t>(x) % (sizeof(T) * V) ==
+          reinterpret_cast<uintptr_t>(y) % (sizeof(T) * V)) {
         return run<T, V>(x, y, n, stream_of(a));
       }
       return run<T, 1>(x, y, n, stream_of(a));

@@ -40,7 +40,8 @@ struct operands {
 };
 
 inline bool operands_of(const kb_args* a, const config& c, operands* out) {
-  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs || c.target < 0 || c.target >= a->num_inputs) {
+  if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs || c.target < 0 ||
+      c.target >= a->num_inputs) {
     return false;
   }
   const kb_tensor& xt = a->inputs[c.x];
@@ -50,15 +51,17 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   out->y = &a->outputs[0];
   out->L = kb::loss::layout_of(xt, c);
   const kb_dtype yd = out->y->dtype;
-  return c.end <= xt.ndim && is_contiguous(xt) && tt.dtype == KB_INT64 && numel(tt) == rows::count(out->L) && numel(*out->y) == 1 &&
+  return c.end <= xt.ndim && is_contiguous(xt) && tt.dtype == KB_INT64 &&
+         numel(tt) == rows::count(out->L) && numel(*out->y) == 1 &&
          (yd == KB_FLOAT32 || yd == KB_FLOAT16 || yd == KB_BFLOAT16);
 }
 
 #if defined(__CUDACC__)
 
 template <template <class> class Op, class P, class T, int V, int Lanes, int Block>
-__global__ void KB_LOSS_ROWS_BOUNDS(Block) rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L, scalars p,
-                                                     double* __restrict__ partials) {
+__global__ void KB_LOSS_ROWS_BOUNDS(Block)
+    rows_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L, scalars p,
+                double* __restrict__ partials) {
   using A = float;
   using op = Op<A>;
   using S = typename op::state;
@@ -74,14 +77,15 @@ __global__ void KB_LOSS_ROWS_BOUNDS(Block) rows_kernel(const T* __restrict__ x, 
   for (int64_t row = first + G::index(); row < last; row += G::per_block) {
     const int64_t off = rows::base(L, row);
     S s = op::init();
-    rows::stream<4, T, V>(x + off, L.inner, 0, nvec, lane, Lanes, [&](int64_t, const vec_word<T, V>& wd) {
-      A v[V];
-      unpack<A, T, V>(wd, v);
+    rows::stream<4, T, V>(x + off, L.inner, 0, nvec, lane, Lanes,
+                          [&](int64_t, const vec_word<T, V>& wd) {
+                            A v[V];
+                            unpack<A, T, V>(wd, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s = op::accumulate(s, v[k]);
-      }
-    });
+                            for (int k = 0; k < V; ++k) {
+                              s = op::accumulate(s, v[k]);
+                            }
+                          });
     s = G::allreduce(s, combine);
     if (lane == 0) {
       const int64_t t = target[row];
@@ -103,8 +107,9 @@ __global__ void KB_LOSS_ROWS_BOUNDS(Block) rows_kernel(const T* __restrict__ x, 
 }
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) columns_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L,
-                                                           scalars p, double* __restrict__ partials) {
+__global__ void __launch_bounds__(P::block)
+    columns_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, layout L, scalars p,
+                   double* __restrict__ partials) {
   using A = float;
   using op = Op<A>;
   using S = typename op::state;
@@ -120,14 +125,15 @@ __global__ void __launch_bounds__(P::block) columns_kernel(const T* __restrict__
     for (int k = 0; k < V; ++k) {
       s[k] = op::init();
     }
-    rows::strided_stream<P::unroll, T, V>(x + base, L.inner, 0, L.extent, [&](int64_t, const vec_word<T, V>& wd) {
-      A v[V];
-      unpack<A, T, V>(wd, v);
+    rows::strided_stream<P::unroll, T, V>(x + base, L.inner, 0, L.extent,
+                                          [&](int64_t, const vec_word<T, V>& wd) {
+                                            A v[V];
+                                            unpack<A, T, V>(wd, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s[k] = op::accumulate(s[k], v[k]);
-      }
-    });
+                                            for (int k = 0; k < V; ++k) {
+                                              s[k] = op::accumulate(s[k], v[k]);
+                                            }
+                                          });
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const int64_t t = target[o * L.inner + i0 + k];
@@ -143,21 +149,26 @@ __global__ void __launch_bounds__(P::block) columns_kernel(const T* __restrict__
 
 // One block: the partials in a fixed order, then finalize_rows.
 template <template <class> class Op>
-__global__ void __launch_bounds__(1024) finish_kernel(const double* __restrict__ partials, int64_t count, int64_t rows, void* y, kb_dtype yd) {
+__global__ void __launch_bounds__(1024)
+    finish_kernel(const double* __restrict__ partials, int64_t count, int64_t rows, void* y,
+                  kb_dtype yd) {
   double acc = 0;
   for (int64_t q = threadIdx.x; q < count; q += 1024) {
     acc += partials[q];
   }
   acc = block_allreduce<32>(acc, [](double u, double v) { return u + v; });
   if (threadIdx.x == 0) {
-    write_from_double(y, yd, 0, static_cast<double>(Op<float>::finalize_rows(static_cast<float>(acc), rows)));
+    write_from_double(y, yd, 0,
+                      static_cast<double>(Op<float>::finalize_rows(static_cast<float>(acc), rows)));
   }
 }
 
 #endif
 
-template <template <class> class Op> int finish(const kb_args* a, const operands& o, const double* partials, int64_t count) {
-  finish_kernel<Op><<<1, 1024, 0, stream_of(a)>>>(partials, count, rows::count(o.L), o.y->data, o.y->dtype);
+template <template <class> class Op>
+int finish(const kb_args* a, const operands& o, const double* partials, int64_t count) {
+  finish_kernel<Op>
+      <<<1, 1024, 0, stream_of(a)>>>(partials, count, rows::count(o.L), o.y->data, o.y->dtype);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -167,7 +178,9 @@ template <template <class> class Op, class P, int Lanes> struct row_strategy {
   static_assert(block % 32 == 0 && block <= 1024, "block: a multiple of 32, at most 1024");
   static_assert(P::rows_per_block >= 1, "rows_per_block: at least 1");
 
-  static int64_t partial_count(const layout& L) { return ceil_div(rows::count(L), P::rows_per_block); }
+  static int64_t partial_count(const layout& L) {
+    return ceil_div(rows::count(L), P::rows_per_block);
+  }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     operands o;
@@ -180,7 +193,8 @@ template <template <class> class Op, class P, int Lanes> struct row_strategy {
 
   static int launch(const kb_args* a, const config& c) {
     operands o;
-    if (!operands_of(a, c, &o) || a->workspace_bytes < static_cast<uint64_t>(partial_count(o.L)) * sizeof(double) ||
+    if (!operands_of(a, c, &o) ||
+        a->workspace_bytes < static_cast<uint64_t>(partial_count(o.L)) * sizeof(double) ||
         partial_count(o.L) > (int64_t{1} << 31) - 1) {
       return -1;
     }
@@ -190,8 +204,9 @@ template <template <class> class Op, class P, int Lanes> struct row_strategy {
       constexpr int V = vec_elems<T, P::vector_bytes>();
       const auto go = [&](auto vec) {
         constexpr int W = decltype(vec)::value;
-        rows_kernel<Op, P, T, W, lanes, block><<<static_cast<unsigned>(partial_count(o.L)), block, 0, stream_of(a)>>>(
-            static_cast<const T*>(o.x->data), o.target, o.L, scalars_of(a), partials);
+        rows_kernel<Op, P, T, W, lanes, block>
+            <<<static_cast<unsigned>(partial_count(o.L)), block, 0, stream_of(a)>>>(
+                static_cast<const T*>(o.x->data), o.target, o.L, scalars_of(a), partials);
         return finish<Op>(a, o, partials, partial_count(o.L));
       };
       if (rows::vectorizable<T, V>(o.L, {o.x->data})) {
@@ -210,20 +225,24 @@ template <template <class> class Op, class P> using block_row = row_strategy<Op,
 template <template <class> class Op, class P> struct columns {
   static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
 
-  template <int V> static int64_t partial_count(const layout& L) { return L.outer * ceil_div(L.inner, int64_t{P::block} * V); }
+  template <int V> static int64_t partial_count(const layout& L) {
+    return L.outer * ceil_div(L.inner, int64_t{P::block} * V);
+  }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     operands o;
     if (!operands_of(a, c, &o)) {
       return -1;
     }
-    *bytes = static_cast<uint64_t>(partial_count<1>(o.L)) * sizeof(double); // the most any vector width needs
+    // the most any vector width needs
+    *bytes = static_cast<uint64_t>(partial_count<1>(o.L)) * sizeof(double);
     return 0;
   }
 
   static int launch(const kb_args* a, const config& c) {
     operands o;
-    if (!operands_of(a, c, &o) || a->workspace_bytes < static_cast<uint64_t>(partial_count<1>(o.L)) * sizeof(double) ||
+    if (!operands_of(a, c, &o) ||
+        a->workspace_bytes < static_cast<uint64_t>(partial_count<1>(o.L)) * sizeof(double) ||
         partial_count<1>(o.L) > (int64_t{1} << 31) - 1) {
       return -1;
     }
@@ -234,8 +253,8 @@ template <template <class> class Op, class P> struct columns {
       const auto go = [&](auto vec) {
         constexpr int W = decltype(vec)::value;
         const int64_t count = partial_count<W>(o.L);
-        columns_kernel<Op, P, T, W><<<static_cast<unsigned>(count), P::block, 0, stream_of(a)>>>(static_cast<const T*>(o.x->data),
-                                                                                                o.target, o.L, scalars_of(a), partials);
+        columns_kernel<Op, P, T, W><<<static_cast<unsigned>(count), P::block, 0, stream_of(a)>>>(
+            static_cast<const T*>(o.x->data), o.target, o.L, scalars_of(a), partials);
         return finish<Op>(a, o, partials, count);
       };
       if (o.L.inner % V == 0 && aligned_to(o.x->data, sizeof(T) * V)) {
@@ -249,8 +268,9 @@ template <template <class> class Op, class P> struct columns {
 #if defined(__CUDACC__)
 
 template <template <class> class Op, class P, class T>
-__global__ void __launch_bounds__(P::block) pointwise_kernel(const T* __restrict__ x, const T* __restrict__ t, int64_t n, scalars p,
-                                                             double* __restrict__ partials) {
+__global__ void __launch_bounds__(P::block)
+    pointwise_kernel(const T* __restrict__ x, const T* __restrict__ t, int64_t n, scalars p,
+                     double* __restrict__ partials) {
   using A = float;
   constexpr int U = P::unroll;
   double acc = 0; // this thread's elements, in order
@@ -280,15 +300,17 @@ __global__ void __launch_bounds__(P::block) pointwise_kernel(const T* __restrict
 }
 
 template <template <class> class Op>
-__global__ void __launch_bounds__(1024) pointwise_finish_kernel(const double* __restrict__ partials, int64_t count, int64_t n,
-                                                                int64_t rows, void* y, kb_dtype yd) {
+__global__ void __launch_bounds__(1024)
+    pointwise_finish_kernel(const double* __restrict__ partials, int64_t count, int64_t n,
+                            int64_t rows, void* y, kb_dtype yd) {
   double acc = 0;
   for (int64_t q = threadIdx.x; q < count; q += 1024) {
     acc += partials[q];
   }
   acc = block_allreduce<32>(acc, [](double u, double v) { return u + v; });
   if (threadIdx.x == 0) {
-    write_from_double(y, yd, 0, static_cast<double>(Op<float>::finalize(static_cast<float>(acc), n, rows)));
+    write_from_double(y, yd, 0,
+                      static_cast<double>(Op<float>::finalize(static_cast<float>(acc), n, rows)));
   }
 }
 
@@ -306,7 +328,8 @@ template <template <class> class Op, class P> struct pointwise {
     return yd == KB_FLOAT32 || yd == KB_FLOAT16 || yd == KB_BFLOAT16;
   }
 
-  static int workspace_bytes(const kb_args* a, const kb::loss::pointwise_config& c, uint64_t* bytes) {
+  static int workspace_bytes(const kb_args* a, const kb::loss::pointwise_config& c,
+                             uint64_t* bytes) {
     if (!operands(a, c)) {
       return -1;
     }
@@ -315,7 +338,8 @@ template <template <class> class Op, class P> struct pointwise {
   }
 
   static int launch(const kb_args* a, const kb::loss::pointwise_config& c) {
-    if (!operands(a, c) || a->workspace_bytes < static_cast<uint64_t>(P::partials) * sizeof(double)) {
+    if (!operands(a, c) ||
+        a->workspace_bytes < static_cast<uint64_t>(P::partials) * sizeof(double)) {
       return -1;
     }
     const kb_tensor& xt = a->inputs[c.x];
@@ -325,9 +349,10 @@ template <template <class> class Op, class P> struct pointwise {
     return dispatch_storage(xt.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       pointwise_kernel<Op, P, T><<<P::partials, P::block, 0, stream_of(a)>>>(
-          static_cast<const T*>(xt.data), static_cast<const T*>(a->inputs[c.target].data), n, scalars_of(a), partials);
-      pointwise_finish_kernel<Op><<<1, 1024, 0, stream_of(a)>>>(partials, P::partials, n, rows, a->outputs[0].data,
-                                                                a->outputs[0].dtype);
+          static_cast<const T*>(xt.data), static_cast<const T*>(a->inputs[c.target].data), n,
+          scalars_of(a), partials);
+      pointwise_finish_kernel<Op><<<1, 1024, 0, stream_of(a)>>>(
+          partials, P::partials, n, rows, a->outputs[0].data, a->outputs[0].dtype);
       return static_cast<int>(cudaGetLastError());
     });
   }

@@ -52,8 +52,9 @@ using kb::matmul::dims;
 #if defined(__CUDACC__)
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d,
-                                                          int64_t splits, int64_t chunk_vecs, float* __restrict__ partials) {
+__global__ void __launch_bounds__(P::block)
+    matvec_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d,
+                  int64_t splits, int64_t chunk_vecs, float* __restrict__ partials) {
   constexpr int R = P::rows;
   constexpr int warps = P::block / 32;
   __shared__ float red[warps][R];
@@ -124,9 +125,11 @@ __global__ void __launch_bounds__(P::block) matvec_kernel(const T* __restrict__ 
 
 // A thread per output: the chunks' partial sums in a fixed order, then the epilogue.
 template <template <class> class Op, class T>
-__global__ void __launch_bounds__(256) matvec_finish_kernel(const float* __restrict__ partials, int64_t outputs, int64_t splits,
-                                                            T* __restrict__ c, dims d) {
-  for (int64_t out = int64_t{blockIdx.x} * 256 + threadIdx.x; out < outputs; out += int64_t{gridDim.x} * 256) {
+__global__ void __launch_bounds__(256)
+    matvec_finish_kernel(const float* __restrict__ partials, int64_t outputs, int64_t splits,
+                         T* __restrict__ c, dims d) {
+  for (int64_t out = int64_t{blockIdx.x} * 256 + threadIdx.x; out < outputs;
+       out += int64_t{gridDim.x} * 256) {
     float sum = partials[out];
     for (int64_t q = 1; q < splits; ++q) {
       sum += partials[q * outputs + out];
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(256) matvec_finish_kernel(const float* __restr
 
 template <class P> struct tile_shape {
   static constexpr int threads = (P::bm / P::tm) * (P::bn / P::tn);
-  static constexpr int a_stride = P::bm + 4;       // floats per k-row of the transposed A tile (padded)
+  static constexpr int a_stride = P::bm + 4; // floats per k-row of the transposed A tile (padded)
   static constexpr int a_floats = P::bk * a_stride; // per buffer
   static constexpr int b_floats = P::bk * P::bn;
   static constexpr int a_loads = (P::bm * P::bk + threads - 1) / threads; // per thread and slice
@@ -146,8 +149,8 @@ template <class P> struct tile_shape {
 };
 
 template <template <class> class Op, class P, class T, bool VecStore>
-__global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                                                                       T* __restrict__ c, dims d) {
+__global__ void __launch_bounds__(tile_shape<P>::threads)
+    tiled_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d) {
   using shape = tile_shape<P>;
   constexpr int threads = shape::threads;
   constexpr int row_span = P::bm * 4 / P::tm; // rows between a thread's groups of 4 rows
@@ -228,7 +231,8 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
       float br[P::tn];
 #pragma unroll
       for (int g = 0; g < P::tm / 4; ++g) {
-        const float4 v = *reinterpret_cast<const float4*>(at + kk * shape::a_stride + g * row_span + ty * 4);
+        const float4 v =
+            *reinterpret_cast<const float4*>(at + kk * shape::a_stride + g * row_span + ty * 4);
         ar[g * 4 + 0] = v.x;
         ar[g * 4 + 1] = v.y;
         ar[g * 4 + 2] = v.z;
@@ -284,7 +288,6 @@ __global__ void __launch_bounds__(tile_shape<P>::threads) tiled_kernel(const T* 
   }
 }
 
-
 // ---- tensor_core ------------------------------------------------------------------------------
 
 namespace tc {
@@ -296,7 +299,8 @@ constexpr int b_pitch = bn + 8; // floats: fragment reads of B hit 32 distinct b
 
 template <int Bk> struct tile {
   static constexpr int a_pitch = Bk + 4; // floats: fragment reads of A hit 32 distinct banks
-  static constexpr size_t smem_bytes = (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk) * b_pitch) * sizeof(float);
+  static constexpr size_t smem_bytes =
+      (static_cast<size_t>(bm) * a_pitch + static_cast<size_t>(Bk) * b_pitch) * sizeof(float);
 };
 
 // The staged epilogue's C tile in shared memory: pitch bn + 8 floats (8 banks on per row), so
@@ -307,13 +311,17 @@ constexpr size_t c_tile_bytes = static_cast<size_t>(bm) * c_pitch * sizeof(float
 
 // P::staged where the parameters name it (0 otherwise: sources written before the axis).
 template <class Q, class = void> struct staged_of : std::integral_constant<int, 0> {};
-template <class Q> struct staged_of<Q, std::void_t<decltype(Q::staged)>> : std::integral_constant<int, Q::staged> {};
+template <class Q>
+struct staged_of<Q, std::void_t<decltype(Q::staged)>> : std::integral_constant<int, Q::staged> {};
 
 // P::split and P::presplit where the parameters name them (0 otherwise, as staged_of).
 template <class Q, class = void> struct split_of : std::integral_constant<int, 0> {};
-template <class Q> struct split_of<Q, std::void_t<decltype(Q::split)>> : std::integral_constant<int, Q::split> {};
+template <class Q>
+struct split_of<Q, std::void_t<decltype(Q::split)>> : std::integral_constant<int, Q::split> {};
 template <class Q, class = void> struct presplit_of : std::integral_constant<int, 0> {};
-template <class Q> struct presplit_of<Q, std::void_t<decltype(Q::presplit)>> : std::integral_constant<int, Q::presplit> {};
+template <class Q>
+struct presplit_of<Q, std::void_t<decltype(Q::presplit)>>
+    : std::integral_constant<int, Q::presplit> {};
 
 // The presplit chunks: each element as its (big, small) pair, the elements k and k + 4 of one
 // 8-deep step side by side in a float4 (big_k, small_k, big_k+4, small_k+4), so that one 16-byte
@@ -335,10 +343,13 @@ template <int Bk> struct pair_tile {
 // start from zero and the fragment is added to the totals by FADD); 2: every chunk (a second set
 // of 64 accumulators, zeroed per chunk and added to the totals after it).
 template <class Q, class = void> struct flush_of : std::integral_constant<int, 0> {};
-template <class Q> struct flush_of<Q, std::void_t<decltype(Q::flush)>> : std::integral_constant<int, Q::flush> {};
+template <class Q>
+struct flush_of<Q, std::void_t<decltype(Q::flush)>> : std::integral_constant<int, Q::flush> {};
 
 template <class Q, class = void> struct persistent_of : std::integral_constant<int, 0> {};
-template <class Q> struct persistent_of<Q, std::void_t<decltype(Q::persistent)>> : std::integral_constant<int, Q::persistent> {};
+template <class Q>
+struct persistent_of<Q, std::void_t<decltype(Q::persistent)>>
+    : std::integral_constant<int, Q::persistent> {};
 
 // The persistent kernel's shared memory: two fp32 operand buffers and the C tile.
 template <int Bk> constexpr size_t persistent_smem_bytes = 2 * tile<Bk>::smem_bytes + c_tile_bytes;
@@ -349,7 +360,8 @@ template <class P> constexpr size_t operand_bytes_of() {
 
 // Dynamic shared memory of a block: the operand chunks, or the C tile where that is larger.
 template <class P> constexpr size_t smem_bytes_of() {
-  return staged_of<P>::value != 0 && c_tile_bytes > operand_bytes_of<P>() ? c_tile_bytes : operand_bytes_of<P>();
+  return staged_of<P>::value != 0 && c_tile_bytes > operand_bytes_of<P>() ? c_tile_bytes
+                                                                          : operand_bytes_of<P>();
 }
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
@@ -367,7 +379,8 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
 // about 3 x 2^-20 of |a b| per product at worst against 3 x 2^-22 for the rounded split, the same
 // order as the fp32 accumulation's own rounding over K = 64 (up to 64 x 2^-24 of sum |a b|), and
 // both far inside a tolerance of 1e-4.
-template <bool Split, int Mode = 0> __device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
+template <bool Split, int Mode = 0>
+__device__ __forceinline__ void split(float v, uint32_t& big, uint32_t& small) {
   if constexpr (Mode == 2) {
     // Rounded without a cvt: adding half of the cleared range before masking rounds to nearest
     // (ties away from zero, as cvt.rna); a carry into the exponent is the correct rounding up.
@@ -392,10 +405,13 @@ template <bool Split, int Mode = 0> __device__ __forceinline__ void split(float 
 // zeros (nothing is read).
 __device__ __forceinline__ void copy16(float* smem, const void* gmem, int bytes) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(bytes) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(bytes)
+               : "memory");
 }
 
-__device__ __forceinline__ void copies_done() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void copies_done() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+}
 
 // The presplit tiles' entry for elements k (lo) and k + 4 (hi).
 template <int Mode> __device__ __forceinline__ void store_pair(uint4* dst, float lo, float hi) {
@@ -406,25 +422,30 @@ template <int Mode> __device__ __forceinline__ void store_pair(uint4* dst, float
 }
 
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // c = a b from a zero accumulator (the step's first mma where its products start fresh).
-__device__ __forceinline__ void mma_fresh(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%10,%10,%10,%10};"
-               : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+__device__ __forceinline__ void mma_fresh(float (&c)[4], const uint32_t (&a)[4],
+                                          const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
-__device__ __forceinline__ void mma_bf16_fresh(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%10,%10,%10,%10};"
-               : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+__device__ __forceinline__ void mma_bf16_fresh(float (&c)[4], const uint32_t (&a)[4],
+                                               const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};"
+      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
 }
 
 // Two floats as a bf16x2 register, each rounded to nearest: lo in the low half (the lower k of
@@ -439,11 +460,13 @@ __device__ __forceinline__ uint32_t pack_bf16_bits(uint32_t lo, uint32_t hi) {
   return pack_bf16(__uint_as_float(lo), __uint_as_float(hi));
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-               "{%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4],
+                                         const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // Split mode 2: the two cross terms of an 8-deep step as one bf16 mma of depth 16. The k8
@@ -457,8 +480,10 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 // rounded split) and of the small itself, 2 x 2^-20 |a b| per cross term, with the dropped
 // a_small * b_small (2^-22): about 4.3 x 2^-20 of |a b| against 3 x 2^-20 for mode 1, still the
 // order of the fp32 accumulation's own rounding over K = 64.
-__device__ __forceinline__ void product_cross(float (&c)[4], const uint32_t (&a_big)[4], const uint32_t (&a_cross)[4],
-                                              const uint32_t (&b_big)[2], const uint32_t (&b_cross)[2]) {
+__device__ __forceinline__ void product_cross(float (&c)[4], const uint32_t (&a_big)[4],
+                                              const uint32_t (&a_cross)[4],
+                                              const uint32_t (&b_big)[2],
+                                              const uint32_t (&b_cross)[2]) {
   mma_bf16(c, a_cross, b_cross);
   mma(c, a_big, b_big);
 }
@@ -467,8 +492,9 @@ __device__ __forceinline__ void product_cross(float (&c)[4], const uint32_t (&a_
 // terms first, so they are not lost against the big one), or a_big * b_big alone where the
 // operands are exact in TF32.
 template <bool Split>
-__device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
-                                        const uint32_t (&b_big)[2], const uint32_t (&b_small)[2]) {
+__device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4],
+                                        const uint32_t (&a_small)[4], const uint32_t (&b_big)[2],
+                                        const uint32_t (&b_small)[2]) {
   if constexpr (Split) {
     mma(c, a_small, b_big);
     mma(c, a_big, b_small);
@@ -481,7 +507,8 @@ __device__ __forceinline__ void product(float (&c)[4], const uint32_t (&a_big)[4
 // 0 bytes writes zeros. A thread's copies are a fixed number of rows apart, so one pointer walks
 // them. Needs K a multiple of 4 and A 16-byte aligned. The caller commits and waits.
 template <int Bk>
-__device__ __forceinline__ void copy_a(float* as, const float* __restrict__ a, const dims& d, int64_t m0, int64_t k0, int tid) {
+__device__ __forceinline__ void copy_a(float* as, const float* __restrict__ a, const dims& d,
+                                       int64_t m0, int64_t k0, int tid) {
   constexpr int a_pitch = tile<Bk>::a_pitch;
   constexpr int a_quads = Bk / 4; // 16-byte pieces per row of the A chunk
   constexpr int a_rows_per_step = threads / a_quads;
@@ -501,7 +528,8 @@ __device__ __forceinline__ void copy_a(float* as, const float* __restrict__ a, c
 // The chunk's rows k0 .. k0 + Bk of B's columns n0 .. n0 + bn likewise (pitch b_pitch); needs N a
 // multiple of 4 and B 16-byte aligned.
 template <int Bk>
-__device__ __forceinline__ void copy_b(float* bs, const float* __restrict__ b, const dims& d, int64_t n0, int64_t k0, int tid) {
+__device__ __forceinline__ void copy_b(float* bs, const float* __restrict__ b, const dims& d,
+                                       int64_t n0, int64_t k0, int tid) {
   constexpr int b_quads = bn / 4;
   constexpr int b_rows_per_step = threads / b_quads;
   const int r0 = tid / b_quads;
@@ -519,8 +547,9 @@ __device__ __forceinline__ void copy_b(float* bs, const float* __restrict__ b, c
 
 // Both operands' chunk of the tile (m0, n0): A at as, B at bs.
 template <int Bk>
-__device__ __forceinline__ void copy_chunk(float* as, float* bs, const float* __restrict__ a, const float* __restrict__ b,
-                                           const dims& d, int64_t m0, int64_t n0, int64_t k0, int tid) {
+__device__ __forceinline__ void copy_chunk(float* as, float* bs, const float* __restrict__ a,
+                                           const float* __restrict__ b, const dims& d, int64_t m0,
+                                           int64_t n0, int64_t k0, int tid) {
   copy_a<Bk>(as, a, d, m0, k0, tid);
   copy_b<Bk>(bs, b, d, n0, k0, tid);
 }
@@ -563,15 +592,16 @@ __device__ __forceinline__ void add(float (&acc)[4][4][4], const float (&part)[4
 // Tensor Cores while surpassing the FP32 theoretical peak performance", 2022, who add the mma
 // results outside the tensor core for this reason). Each mma into a long-lived accumulator thus
 // shrinks it by up to 2^-23 (about 2^-25 on average, always toward zero), and the shrinks add up
-// coherently: 3 mma per step over K = 4096 leave a relative error of about 3 (K / 8) 2^-25 = 4.6e-5,
-// as measured on the H200 (2.9e-5 rel_l2), where the fp32 FMA chain's is about 1e-6. A fresh
-// fragment truncates only relative to its own step's sum, an error of random sign across steps,
-// and the FADD into the totals rounds to nearest: the result is as accurate as an FMA chain (the
-// CPU model in tests/unit/tensor_core_accumulation_test.cpp: 5e-7 rel_l2 at K = 4096, against
+// coherently: 3 mma per step over K = 4096 leave a relative error of about 3 (K / 8) 2^-25
+// = 4.6e-5, as measured on the H200 (2.9e-5 rel_l2), where the fp32 FMA chain's is about 1e-6. A
+// fresh fragment truncates only relative to its own step's sum, an error of random sign across
+// steps, and the FADD into the totals rounds to nearest: the result is as accurate as an FMA chain
+// (the CPU model in tests/unit/tensor_core_accumulation_test.cpp: 5e-7 rel_l2 at K = 4096, against
 // 3.3e-5 unflushed).
 template <bool Split, int Mode, bool Fresh>
-__device__ __forceinline__ void step(float (&acc)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
-                                     const uint32_t (&a_cross)[4], const uint32_t (&b_big)[2], const uint32_t (&b_small)[2],
+__device__ __forceinline__ void step(float (&acc)[4], const uint32_t (&a_big)[4],
+                                     const uint32_t (&a_small)[4], const uint32_t (&a_cross)[4],
+                                     const uint32_t (&b_big)[2], const uint32_t (&b_small)[2],
                                      const uint32_t (&b_cross)[2]) {
   if constexpr (Fresh && Split) {
     float part[4];
@@ -593,9 +623,10 @@ __device__ __forceinline__ void step(float (&acc)[4], const uint32_t (&a_big)[4]
   }
 }
 
-// Split mode 2's A fragments (see a_cross_fragments) from the four values (m, k), (m + 8, k), (m, k + 4),
-// (m + 8, k + 4).
-__device__ __forceinline__ void a_cross_split(const float (&v)[4], uint32_t (&big)[4], uint32_t (&cross)[4]) {
+// Split mode 2's A fragments (see a_cross_fragments) from the four values (m, k), (m + 8, k), (m, k
+// + 4), (m + 8, k + 4).
+__device__ __forceinline__ void a_cross_split(const float (&v)[4], uint32_t (&big)[4],
+                                              uint32_t (&cross)[4]) {
   uint32_t sm[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -612,16 +643,18 @@ __device__ __forceinline__ void a_cross_split(const float (&v)[4], uint32_t (&bi
 // pairs {a(k), a(k + 4)} of rows m and m + 8, then {a_small(k), a_small(k + 4)} of both (see
 // product_cross). m = the tile's row0 + g, k = its k0 + t.
 template <int Pitch>
-__device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k, uint32_t (&big)[4], uint32_t (&cross)[4]) {
-  const float v[4] = {as[m * Pitch + k], as[(m + 8) * Pitch + k], as[m * Pitch + k + 4], as[(m + 8) * Pitch + k + 4]};
+__device__ __forceinline__ void a_cross_fragments(const float* as, int m, int k, uint32_t (&big)[4],
+                                                  uint32_t (&cross)[4]) {
+  const float v[4] = {as[m * Pitch + k], as[(m + 8) * Pitch + k], as[m * Pitch + k + 4],
+                      as[(m + 8) * Pitch + k + 4]};
   a_cross_split(v, big, cross);
 }
 
 // One chunk's products into the warp's 64 x 32 accumulators (4 x 4 tiles of m16n8): A at as (pitch
 // tile<Bk>::a_pitch), B at bs (pitch b_pitch), fp32 values split per Mode (see split).
 template <bool Split, int Mode, int Bk, int KUnroll, bool Fresh = false>
-__device__ __forceinline__ void chunk_product(const float* as, const float* bs, float (&acc)[4][4][4], int wm, int wn, int g,
-                                              int t) {
+__device__ __forceinline__ void chunk_product(const float* as, const float* bs,
+                                              float (&acc)[4][4][4], int wm, int wn, int g, int t) {
   constexpr int a_pitch = tile<Bk>::a_pitch;
   if constexpr (Split && Mode == 2) {
 #pragma unroll KUnroll
@@ -682,8 +715,8 @@ __device__ __forceinline__ void chunk_product(const float* as, const float* bs, 
 // The accumulators, through the epilogue, into the C tile in shared memory (pitch c_pitch).
 // Accumulator r of tile (i, j) is C[wm + 16i + g + 8(r / 2)][wn + 8j + 2t + r % 2].
 template <template <class> class Op>
-__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn, int g, int t, const dims& d,
-                                        int64_t m0, int64_t n0) {
+__device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], int wm, int wn,
+                                        int g, int t, const dims& d, int64_t m0, int64_t n0) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
 #pragma unroll
@@ -694,7 +727,8 @@ __device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], 
       for (int j = 0; j < 4; ++j) {
         const int64_t col = n0 + wn + j * 8 + 2 * t;
         *reinterpret_cast<float2*>(srow + j * 8) =
-            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1));
+            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col),
+                        kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1));
       }
     }
   }
@@ -703,8 +737,8 @@ __device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], 
 // The staged C tile (m0, n0) out to global memory, whole rows per warp: a warp's 16-byte stores
 // cover 512 contiguous bytes, guarded past M and N (scalar stores where N or C forbid quads).
 template <class T, cache_hint Hint>
-__device__ __forceinline__ void store_rows(T* __restrict__ c, const float* cs, const dims& d, int64_t m0, int64_t n0, int warp,
-                                           int lane) {
+__device__ __forceinline__ void store_rows(T* __restrict__ c, const float* cs, const dims& d,
+                                           int64_t m0, int64_t n0, int warp, int lane) {
   const int64_t col = n0 + 4 * lane;
   const bool quad = d.n % 4 == 0 && reinterpret_cast<uintptr_t>(c) % 16 == 0;
   for (int r = warp; r < bm; r += threads / 32) {
@@ -728,8 +762,12 @@ __device__ __forceinline__ void store_rows(T* __restrict__ c, const float* cs, c
 }
 
 // cp.async groups: commit this thread's copies; wait until at most N of its groups are pending.
-__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void copies_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void copies_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void copies_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 // Bulk (TMA) stores from shared memory: the writes of the generic proxy made visible to the
 // async proxy, a store of `bytes` (a multiple of 16, both addresses 16-byte aligned), the commit
@@ -742,7 +780,9 @@ __device__ __forceinline__ void fence_async_shared() {
 __device__ __forceinline__ void bulk_store(void* gmem, const void* smem, uint32_t bytes) {
 #if __CUDA_ARCH__ >= 900
   const auto src = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(src), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gmem), "r"(src),
+               "r"(bytes)
+               : "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_commit() {
@@ -762,7 +802,8 @@ __device__ __forceinline__ void bulk_wait_read() {
 // VecStore: N even and C aligned to two elements (pairs of outputs per store).
 template <template <class> class Op, class P, class T, bool VecLoad, bool VecStore>
 __global__ void __launch_bounds__(tc::threads, P::min_blocks)
-    tensor_core_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d) {
+    tensor_core_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
+                       dims d) {
   constexpr int bk = P::bk;
   constexpr int a_pitch = tc::tile<bk>::a_pitch;
   constexpr int b_pitch = tc::b_pitch;
@@ -813,7 +854,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
       constexpr int a_slots = bk / 2;
       constexpr int a_step = tc::threads / a_slots; // rows between a thread's pairs
       constexpr int a_pairs = tc::bm / a_step;
-      constexpr int b_pairs = a_slots / 2;          // rows of pairs per thread (2 per column of B)
+      constexpr int b_pairs = a_slots / 2; // rows of pairs per thread (2 per column of B)
       static_assert(tc::threads == 2 * tc::bn, "two threads per column of B");
       float alo[a_pairs], ahi[a_pairs], blo[b_pairs], bhi[b_pairs];
       const int a_row = tid / a_slots;
@@ -845,25 +886,30 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
       }
 #pragma unroll
       for (int it = 0; it < a_pairs; ++it) {
-        tc::store_pair<split_mode>(ap + (a_row + it * a_step) * tc::pair_tile<bk>::a_pitch + a_slot, alo[it], ahi[it]);
+        tc::store_pair<split_mode>(ap + (a_row + it * a_step) * tc::pair_tile<bk>::a_pitch + a_slot,
+                                   alo[it], ahi[it]);
       }
 #pragma unroll
       for (int it = 0; it < b_pairs; ++it) {
-        tc::store_pair<split_mode>(bp + (b_row + 2 * it) * tc::pair_tile<bk>::b_pitch + b_col, blo[it], bhi[it]);
+        tc::store_pair<split_mode>(bp + (b_row + 2 * it) * tc::pair_tile<bk>::b_pitch + b_col,
+                                   blo[it], bhi[it]);
       }
     } else if constexpr (VecLoad) {
-      tc::copy_chunk<bk>(as, bs, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b), d, m0, n0, k0, tid);
+      tc::copy_chunk<bk>(as, bs, reinterpret_cast<const float*>(a),
+                         reinterpret_cast<const float*>(b), d, m0, n0, k0, tid);
       tc::copies_done();
     } else {
       for (int idx = tid; idx < tc::bm * bk; idx += tc::threads) {
         const int r = idx / bk;
         const int kc = idx % bk;
-        as[r * a_pitch + kc] = (m0 + r < d.m && k0 + kc < d.k) ? cvt<float>(a[(m0 + r) * d.k + k0 + kc]) : 0.0f;
+        as[r * a_pitch + kc] =
+            (m0 + r < d.m && k0 + kc < d.k) ? cvt<float>(a[(m0 + r) * d.k + k0 + kc]) : 0.0f;
       }
       for (int idx = tid; idx < bk * tc::bn; idx += tc::threads) {
         const int r = idx / tc::bn;
         const int nc = idx % tc::bn;
-        bs[r * b_pitch + nc] = (k0 + r < d.k && n0 + nc < d.n) ? cvt<float>(b[(k0 + r) * d.n + n0 + nc]) : 0.0f;
+        bs[r * b_pitch + nc] =
+            (k0 + r < d.k && n0 + nc < d.n) ? cvt<float>(b[(k0 + r) * d.n + n0 + nc]) : 0.0f;
       }
     }
     __syncthreads();
@@ -897,13 +943,15 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
                                     tc::pack_bf16_bits(lo.y, lo.w), tc::pack_bf16_bits(hi.y, hi.w)};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              const uint32_t bx[2] = {tc::pack_bf16_bits(bsm[j][0], bsm[j][1]), tc::pack_bf16_bits(bb[j][0], bb[j][1])};
+              const uint32_t bx[2] = {tc::pack_bf16_bits(bsm[j][0], bsm[j][1]),
+                                      tc::pack_bf16_bits(bb[j][0], bb[j][1])};
               tc::step<true, 2, flush == 1>(sums[i][j], ab, asm_, ax, bb[j], bsm[j], bx);
             }
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              tc::step<split, split_mode, flush == 1>(sums[i][j], ab, asm_, asm_, bb[j], bsm[j], bsm[j]);
+              tc::step<split, split_mode, flush == 1>(sums[i][j], ab, asm_, asm_, bb[j], bsm[j],
+                                                      bsm[j]);
             }
           }
         }
@@ -940,7 +988,8 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int64_t col = n0 + wn + j * 8 + 2 * t;
-          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col), kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)};
+          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col),
+                                kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)};
           if (VecStore && col + 1 < d.n) {
             store_vec<T, float, 2, P::store_hint>(crow + col, out);
           } else {
@@ -957,7 +1006,6 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
   }
 }
 
-
 // persistent = 1 (fp32, K and N multiples of 4, A, B and C 16-byte aligned): one block per SM
 // walks the tiles blockIdx.x, blockIdx.x + gridDim.x, ... as a flat sequence of (tile, chunk)
 // steps. The next step's chunk is copied (cp.async) into the second operand buffer while the
@@ -968,7 +1016,8 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 // operand buffers and the C tile (204 KB at bk = 64).
 template <template <class> class Op, class P>
 __global__ void __launch_bounds__(tc::threads, 1)
-    tensor_core_persistent_kernel(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c, dims d) {
+    tensor_core_persistent_kernel(const float* __restrict__ a, const float* __restrict__ b,
+                                  float* __restrict__ c, dims d) {
   constexpr int bk = P::bk;
   constexpr bool split = true;
   constexpr int split_mode = tc::split_of<P>::value;
@@ -1022,8 +1071,8 @@ __global__ void __launch_bounds__(tc::threads, 1)
       tc::copies_wait<1>();
       __syncthreads();
       const float* as = buf + cur * operand_floats;
-      tc::chunk_product<split, split_mode, bk, P::k_unroll, flush == 1>(as, as + tc::bm * tc::tile<bk>::a_pitch, sums, wm, wn,
-                                                                        g, t);
+      tc::chunk_product<split, split_mode, bk, P::k_unroll, flush == 1>(
+          as, as + tc::bm * tc::tile<bk>::a_pitch, sums, wm, wn, g, t);
       if constexpr (flush == 2) {
         tc::add(acc, part);
       }
@@ -1064,13 +1113,13 @@ __global__ void __launch_bounds__(tc::threads, 1)
   }
 }
 
-
 // ---- the forms: transposed operands, the mask, diag(a) @ B ------------------------------------
 
 // Batched 32 x 32 tiled transpose of `rows` x `cols` matrices (blockIdx.z: the matrix), moved as
 // raw bits W of the storage type's size.
 template <class W>
-__global__ void __launch_bounds__(256) transpose_kernel(const W* __restrict__ in, W* __restrict__ out, int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(256)
+    transpose_kernel(const W* __restrict__ in, W* __restrict__ out, int64_t rows, int64_t cols) {
   __shared__ W t[32][33];
   const int64_t z = blockIdx.z;
   in += z * rows * cols;
@@ -1104,11 +1153,12 @@ template <class T> __global__ void __launch_bounds__(256) mask_kernel(T* __restr
 
 // diag(a) @ B: c[m, n] = epilogue(alpha * a[m] * b[m, n]), V elements of a row per access.
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) row_scale_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c,
-                                                             dims d) {
+__global__ void __launch_bounds__(P::block)
+    row_scale_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ c, dims d) {
   const int64_t per_row = d.n / V;
   const int64_t total = d.m * per_row;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * P::block + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * P::block) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * P::block + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * P::block) {
     const int64_t m = i / per_row;
     const int64_t at = m * d.n + i % per_row * V;
     const float s = cvt<float>(a[m]);
@@ -1134,9 +1184,13 @@ inline bool operands_of(const kb_args* a, const config& c, dims* d) {
 
 namespace forms {
 
-inline uint64_t round_up(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+inline uint64_t round_up(uint64_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
-inline uint64_t storage_bytes(kb_dtype t) { return t == KB_FLOAT32 ? 4 : (t == KB_FLOAT64 ? 8 : 2); }
+inline uint64_t storage_bytes(kb_dtype t) {
+  return t == KB_FLOAT32 ? 4 : (t == KB_FLOAT64 ? 8 : 2);
+}
 
 // Any form of the product (kb::matmul::layout_of) as the strategies run it: a transposed operand
 // is first transposed into the workspace (a_bytes, then b_bytes, each rounded to 256 bytes), so
@@ -1156,38 +1210,48 @@ inline bool plan_of(const kb_args* a, const config& c, plan* p) {
   }
   const dims& d = p->L.d;
   const uint64_t e = storage_bytes(a->inputs[c.a].dtype);
-  p->a_bytes = p->L.trans_a ? round_up(e * static_cast<uint64_t>((d.sa != 0 ? d.batch : 1) * d.m * d.k)) : 0;
-  p->b_bytes = p->L.trans_b ? round_up(e * static_cast<uint64_t>((d.sb != 0 ? d.batch : 1) * d.k * d.n)) : 0;
+  p->a_bytes =
+      p->L.trans_a ? round_up(e * static_cast<uint64_t>((d.sa != 0 ? d.batch : 1) * d.m * d.k)) : 0;
+  p->b_bytes =
+      p->L.trans_b ? round_up(e * static_cast<uint64_t>((d.sb != 0 ? d.batch : 1) * d.k * d.n)) : 0;
   return true;
 }
 
-template <class T> int transpose(const T* in, T* out, int64_t matrices, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (ceil_div(rows, 32) > 65535 || matrices > 65535 || ceil_div(cols, 32) > (int64_t{1} << 31) - 1) {
+template <class T>
+int transpose(const T* in, T* out, int64_t matrices, int64_t rows, int64_t cols,
+              cudaStream_t stream) {
+  if (ceil_div(rows, 32) > 65535 || matrices > 65535 ||
+      ceil_div(cols, 32) > (int64_t{1} << 31) - 1) {
     return -1;
   }
   using W = typename std::conditional<sizeof(T) == 4, uint32_t, uint16_t>::type;
-  const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)), static_cast<unsigned>(ceil_div(rows, 32)), static_cast<unsigned>(matrices));
-  transpose_kernel<W><<<grid, dim3(32, 8), 0, stream>>>(reinterpret_cast<const W*>(in), reinterpret_cast<W*>(out), rows, cols);
+  const dim3 grid(static_cast<unsigned>(ceil_div(cols, 32)),
+                  static_cast<unsigned>(ceil_div(rows, 32)), static_cast<unsigned>(matrices));
+  transpose_kernel<W><<<grid, dim3(32, 8), 0, stream>>>(reinterpret_cast<const W*>(in),
+                                                        reinterpret_cast<W*>(out), rows, cols);
   return static_cast<int>(cudaGetLastError());
 }
 
 // The row-major operands: the inputs, or their transposes written to the workspace (checked by
 // the caller to hold p.bytes()).
-template <class T> int operands(const kb_args* a, const config& c, const plan& p, const T** A, const T** B) {
+template <class T>
+int operands(const kb_args* a, const config& c, const plan& p, const T** A, const T** B) {
   const dims& d = p.L.d;
   *A = static_cast<const T*>(a->inputs[c.a].data);
   *B = static_cast<const T*>(a->inputs[c.b].data);
   char* ws = static_cast<char*>(a->workspace);
   if (p.L.trans_a) {
     T* out = reinterpret_cast<T*>(ws);
-    if (const int rc = transpose(*A, out, d.sa != 0 ? d.batch : 1, d.k, d.m, stream_of(a)); rc != 0) {
+    if (const int rc = transpose(*A, out, d.sa != 0 ? d.batch : 1, d.k, d.m, stream_of(a));
+        rc != 0) {
       return rc;
     }
     *A = out;
   }
   if (p.L.trans_b) {
     T* out = reinterpret_cast<T*>(ws + p.a_bytes);
-    if (const int rc = transpose(*B, out, d.sb != 0 ? d.batch : 1, d.n, d.k, stream_of(a)); rc != 0) {
+    if (const int rc = transpose(*B, out, d.sb != 0 ? d.batch : 1, d.n, d.k, stream_of(a));
+        rc != 0) {
       return rc;
     }
     *B = out;
@@ -1204,15 +1268,20 @@ template <class T> int apply_mask(const kb_args* a, T* C, const dims& d) {
 }
 
 // Whether a kernel with blockIdx.x over `blocks` tiles and blockIdx.z over the batch can cover d.
-inline bool grid_fits(int64_t blocks, const dims& d) { return blocks <= (int64_t{1} << 31) - 1 && d.batch <= 65535; }
+inline bool grid_fits(int64_t blocks, const dims& d) {
+  return blocks <= (int64_t{1} << 31) - 1 && d.batch <= 65535;
+}
 
 } // namespace forms
 
 template <template <class> class Op, class P> struct matvec {
-  static_assert(P::block % 32 == 0 && P::block <= 1024 && P::block >= 64, "block: a multiple of 32 in [64, 1024]");
+  static_assert(P::block % 32 == 0 && P::block <= 1024 && P::block >= 64,
+                "block: a multiple of 32 in [64, 1024]");
   static_assert(P::rows >= 1 && P::rows <= P::block, "rows: between 1 and the block size");
 
-  static int64_t splits(const dims& d) { return P::k_chunk == 0 ? 1 : max64(1, ceil_div(d.k, P::k_chunk)); }
+  static int64_t splits(const dims& d) {
+    return P::k_chunk == 0 ? 1 : max64(1, ceil_div(d.k, P::k_chunk));
+  }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     forms::plan p;
@@ -1220,14 +1289,16 @@ template <template <class> class Op, class P> struct matvec {
       return -1;
     }
     const dims& d = p.L.d;
-    *bytes = p.bytes() + (splits(d) > 1 ? static_cast<uint64_t>(splits(d) * d.m * d.n) * sizeof(float) : 0);
+    *bytes = p.bytes() +
+             (splits(d) > 1 ? static_cast<uint64_t>(splits(d) * d.m * d.n) * sizeof(float) : 0);
     return 0;
   }
 
   static int launch(const kb_args* a, const config& c) {
     forms::plan p;
     uint64_t need = 0;
-    if (!forms::plan_of(a, c, &p) || p.L.diag || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need) {
+    if (!forms::plan_of(a, c, &p) || p.L.diag || workspace_bytes(a, c, &need) != 0 ||
+        a->workspace_bytes < need) {
       return -1;
     }
     const dims& d = p.L.d;
@@ -1252,17 +1323,20 @@ template <template <class> class Op, class P> struct matvec {
           const T* Az = A_ + z * d.sa;
           const T* Bz = B_ + z * d.sb;
           T* Cz = C_ + z * d.sc;
-          matvec_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(Az, Bz, Cz, d, nsplit, chunk_vecs, partials);
+          matvec_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(
+              Az, Bz, Cz, d, nsplit, chunk_vecs, partials);
           if (nsplit > 1) {
-            matvec_finish_kernel<Op, T><<<capped_grid(ceil_div(d.m * d.n, 256), 65535), 256, 0, stream_of(a)>>>(partials, d.m * d.n,
-                                                                                                             nsplit, Cz, d);
+            matvec_finish_kernel<Op, T>
+                <<<capped_grid(ceil_div(d.m * d.n, 256), 65535), 256, 0, stream_of(a)>>>(
+                    partials, d.m * d.n, nsplit, Cz, d);
           }
         }
         KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
         return forms::apply_mask<T>(a, C_, d);
       };
       // Vectors along K: B a contiguous vector (N == 1), every row of A aligned.
-      if (d.n == 1 && d.k % V == 0 && aligned_to(A_, sizeof(T) * V) && aligned_to(B_, sizeof(T) * V)) {
+      if (d.n == 1 && d.k % V == 0 && aligned_to(A_, sizeof(T) * V) &&
+          aligned_to(B_, sizeof(T) * V)) {
         return go(std::integral_constant<int, V>{});
       }
       return go(std::integral_constant<int, 1>{});
@@ -1274,7 +1348,8 @@ template <template <class> class Op, class P> struct tiled {
   using shape = tile_shape<P>;
   static_assert(P::tm % 4 == 0 && P::tn % 4 == 0, "tm, tn: multiples of 4");
   static_assert(P::bm % P::tm == 0 && P::bn % P::tn == 0, "bm, bn: multiples of tm, tn");
-  static_assert(shape::threads % 32 == 0 && shape::threads <= 1024, "(bm / tm) * (bn / tn): a multiple of 32, at most 1024");
+  static_assert(shape::threads % 32 == 0 && shape::threads <= 1024,
+                "(bm / tm) * (bn / tn): a multiple of 32, at most 1024");
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     forms::plan p;
@@ -1309,8 +1384,8 @@ template <template <class> class Op, class P> struct tiled {
           return rc;
         }
         if (blocks > 0) {
-          kernel<<<dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(d.batch)), shape::threads, shape::smem_bytes,
-                   stream_of(a)>>>(A_, B_, C_, d);
+          kernel<<<dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(d.batch)),
+                   shape::threads, shape::smem_bytes, stream_of(a)>>>(A_, B_, C_, d);
         }
         KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
         return forms::apply_mask<T>(a, C_, d);
@@ -1329,8 +1404,10 @@ template <template <class> class Op, class P> struct tensor_core {
   static_assert(P::min_blocks >= 1 && P::min_blocks <= 2, "min_blocks: 1 or 2");
   static_assert(P::k_unroll >= 1, "k_unroll: at least 1");
   static_assert(tc::split_of<P>::value >= 0 && tc::split_of<P>::value <= 2, "split: 0, 1 or 2");
-  static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1, "presplit: 0 or 1");
-  static_assert(tc::persistent_of<P>::value == 0 || tc::persistent_of<P>::value == 1, "persistent: 0 or 1");
+  static_assert(tc::presplit_of<P>::value == 0 || tc::presplit_of<P>::value == 1,
+                "presplit: 0 or 1");
+  static_assert(tc::persistent_of<P>::value == 0 || tc::persistent_of<P>::value == 1,
+                "persistent: 0 or 1");
   static_assert(tc::flush_of<P>::value >= 0 && tc::flush_of<P>::value <= 2, "flush: 0, 1 or 2");
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
@@ -1365,18 +1442,22 @@ template <template <class> class Op, class P> struct tensor_core {
       T* C_ = static_cast<T*>(a->outputs[0].data);
       const unsigned batch = static_cast<unsigned>(d.batch);
       const auto go = [&](auto vec_load, auto vec_store) {
-        const auto kernel = tensor_core_kernel<Op, P, T, decltype(vec_load)::value, decltype(vec_store)::value>;
+        const auto kernel =
+            tensor_core_kernel<Op, P, T, decltype(vec_load)::value, decltype(vec_store)::value>;
         constexpr size_t smem = tc::smem_bytes_of<P>();
         if (const int rc = allow_dynamic_smem(kernel, smem); rc != 0) {
           return rc;
         }
-        kernel<<<dim3(static_cast<unsigned>(blocks), 1, batch), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
+        kernel<<<dim3(static_cast<unsigned>(blocks), 1, batch), tc::threads, smem, stream_of(a)>>>(
+            A_, B_, C_, d);
         KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
         return forms::apply_mask<T>(a, C_, d);
       };
       const bool vec_store = d.n % 2 == 0 && aligned_to(C_, sizeof(T) * 2);
-      if constexpr (sizeof(T) == 4 && tc::persistent_of<P>::value != 0 && tc::presplit_of<P>::value == 0) {
-        if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16) && aligned_to(C_, 16)) {
+      if constexpr (sizeof(T) == 4 && tc::persistent_of<P>::value != 0 &&
+                    tc::presplit_of<P>::value == 0) {
+        if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16) &&
+            aligned_to(C_, 16)) {
           const auto kernel = tensor_core_persistent_kernel<Op, P>;
           constexpr size_t smem = tc::persistent_smem_bytes<P::bk>;
           device_limits lim{};
@@ -1386,7 +1467,8 @@ template <template <class> class Op, class P> struct tensor_core {
               return rc;
             }
             const int64_t grid = min64(blocks, lim.sms);
-            kernel<<<dim3(static_cast<unsigned>(grid), 1, batch), tc::threads, smem, stream_of(a)>>>(A_, B_, C_, d);
+            kernel<<<dim3(static_cast<unsigned>(grid), 1, batch), tc::threads, smem,
+                     stream_of(a)>>>(A_, B_, C_, d);
             KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
             return forms::apply_mask<T>(a, C_, d);
           }
@@ -1394,10 +1476,12 @@ template <template <class> class Op, class P> struct tensor_core {
       }
       if constexpr (sizeof(T) == 4) {
         if (d.k % 4 == 0 && d.n % 4 == 0 && aligned_to(A_, 16) && aligned_to(B_, 16)) {
-          return vec_store ? go(std::true_type{}, std::true_type{}) : go(std::true_type{}, std::false_type{});
+          return vec_store ? go(std::true_type{}, std::true_type{})
+                           : go(std::true_type{}, std::false_type{});
         }
       }
-      return vec_store ? go(std::false_type{}, std::true_type{}) : go(std::false_type{}, std::false_type{});
+      return vec_store ? go(std::false_type{}, std::true_type{})
+                       : go(std::false_type{}, std::false_type{});
     });
   }
 };
@@ -1434,7 +1518,8 @@ template <template <class> class Op, class P> struct row_scale {
         constexpr int W = decltype(vec)::value;
         const int64_t work = ceil_div(d.m * (d.n / W), P::block);
         if (work > 0) {
-          row_scale_kernel<Op, P, T, W><<<capped_grid(work), P::block, 0, stream_of(a)>>>(A_, B_, C_, d);
+          row_scale_kernel<Op, P, T, W>
+              <<<capped_grid(work), P::block, 0, stream_of(a)>>>(A_, B_, C_, d);
         }
         KB_RETURN_IF_CUDA_ERROR(cudaGetLastError());
         return forms::apply_mask<T>(a, C_, d);

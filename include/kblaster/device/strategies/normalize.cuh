@@ -1,7 +1,8 @@
 // Strategy library, family `normalize` (y = apply(x, finalize(reduce(row)), weight[r], bias[r])).
 // Every strategy is correct for every layout; the strategy descriptors say where each is fast.
 //
-// normalize::warp_row<Op, P> and normalize::block_row<Op, P>: a warp or the whole block owns a row; one pass of statistics, one of output. P's members:
+// normalize::warp_row<Op, P> and normalize::block_row<Op, P>: a warp or the whole block owns a row;
+// one pass of statistics, one of output. P's members:
 //   block             threads per block
 //   vector_bytes      bytes per access along contiguous rows (4, 8, 16)
 //   cache             row_cache: none (the output pass re-reads the row), registers (when the row
@@ -56,7 +57,8 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   }
   const kb_tensor& xt = a->inputs[c.x];
   const kb_tensor& yt = a->outputs[0];
-  if (c.end > xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) || numel(xt) != numel(yt) || yt.dtype != xt.dtype) {
+  if (c.end > xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) || numel(xt) != numel(yt) ||
+      yt.dtype != xt.dtype) {
     return false;
   }
   out->x = &xt;
@@ -64,7 +66,8 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   out->L = kb::normalize::layout_of(xt, c);
   for (const auto& [index, ptr] : {std::pair{c.weight, &out->w}, std::pair{c.bias, &out->b}}) {
     if (index >= 0) {
-      if (index >= a->num_inputs || a->inputs[index].dtype != xt.dtype || numel(a->inputs[index]) != out->L.extent) {
+      if (index >= a->num_inputs || a->inputs[index].dtype != xt.dtype ||
+          numel(a->inputs[index]) != out->L.extent) {
         return false;
       }
       *ptr = a->inputs[index].data;
@@ -77,7 +80,8 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
 
 // apply() over one vector of a row.
 template <class Op, int V, class T, class Stats>
-__device__ __forceinline__ void apply_vec(float (&v)[V], const Stats& st, const T* w, const T* b, int64_t j) {
+__device__ __forceinline__ void apply_vec(float (&v)[V], const Stats& st, const T* w, const T* b,
+                                          int64_t j) {
   float wv[V];
   float bv[V];
   rows::load_param<float, T, V>(w, j, 1.0f, wv);
@@ -89,21 +93,24 @@ __device__ __forceinline__ void apply_vec(float (&v)[V], const Stats& st, const 
 }
 
 template <template <class> class Op, class P, class T, int V, int Lanes>
-__global__ void __launch_bounds__(P::block) row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                                                       T* __restrict__ y, layout L, scalars p, bool shared_fits) {
+__global__ void __launch_bounds__(P::block)
+    row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+               T* __restrict__ y, layout L, scalars p, bool shared_fits) {
   using A = float;
   using op = Op<A>;
   using S = typename op::state;
   using G = rows::group<Lanes, P::block>;
   using word = vec_word<T, V>;
-  constexpr int items = P::items_per_thread / V > 0 ? P::items_per_thread / V : 1; // vectors per thread
+  // vectors per thread
+  constexpr int items = P::items_per_thread / V > 0 ? P::items_per_thread / V : 1;
   extern __shared__ uint4 row_cache_smem[];
   const auto combine = [](const S& u, const S& v) { return op::combine(u, v); };
   const int lane = G::lane();
   const int64_t nrows = rows::count(L);
   const int64_t nvec = L.extent / V;
   const int64_t stride = L.inner;
-  for (int64_t row = int64_t{blockIdx.x} * G::per_block + G::index(); row < nrows; row += int64_t{gridDim.x} * G::per_block) {
+  for (int64_t row = int64_t{blockIdx.x} * G::per_block + G::index(); row < nrows;
+       row += int64_t{gridDim.x} * G::per_block) {
     const int64_t off = rows::base(L, row);
     const T* xr = x + off;
     T* yr = y + off;
@@ -184,9 +191,9 @@ __global__ void __launch_bounds__(P::block) row_kernel(const T* __restrict__ x, 
 }
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) cluster_row_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                               const T* __restrict__ b, T* __restrict__ y, layout L, scalars p,
-                                                               int64_t slice, bool cached) {
+__global__ void __launch_bounds__(P::block)
+    cluster_row_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                       T* __restrict__ y, layout L, scalars p, int64_t slice, bool cached) {
   namespace cg = cooperative_groups;
   using A = float;
   using op = Op<A>;
@@ -217,17 +224,18 @@ __global__ void __launch_bounds__(P::block) cluster_row_kernel(const T* __restri
     const T* xr = x + off;
     T* yr = y + off;
     S s = op::init();
-    rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block, [&](int64_t j, const word& wd) {
-      if (cached) {
-        cache[j - begin] = wd;
-      }
-      A v[V];
-      unpack<A, T, V>(wd, v);
+    rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block,
+                          [&](int64_t j, const word& wd) {
+                            if (cached) {
+                              cache[j - begin] = wd;
+                            }
+                            A v[V];
+                            unpack<A, T, V>(wd, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s = op::accumulate(s, v[k]);
-      }
-    });
+                            for (int k = 0; k < V; ++k) {
+                              s = op::accumulate(s, v[k]);
+                            }
+                          });
     s = block_allreduce<P::block / 32>(s, combine);
     if (threadIdx.x == 0) {
       state_slot[parity] = s;
@@ -250,12 +258,13 @@ __global__ void __launch_bounds__(P::block) cluster_row_kernel(const T* __restri
         rows::store<T, A, V>(yr, stride, j, v);
       }
     } else {
-      rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block, [&](int64_t j, const word& wd) {
-        A v[V];
-        unpack<A, T, V>(wd, v);
-        apply_vec<op, V>(v, st, w, b, j);
-        rows::store<T, A, V>(yr, stride, j, v);
-      });
+      rows::stream<4, T, V>(xr, stride, begin, end, threadIdx.x, P::block,
+                            [&](int64_t j, const word& wd) {
+                              A v[V];
+                              unpack<A, T, V>(wd, v);
+                              apply_vec<op, V>(v, st, w, b, j);
+                              rows::store<T, A, V>(yr, stride, j, v);
+                            });
     }
   }
   // No block may leave while another can still read its state slot.
@@ -263,9 +272,10 @@ __global__ void __launch_bounds__(P::block) cluster_row_kernel(const T* __restri
 }
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) split_partial_kernel(const T* __restrict__ x, layout L, int64_t row_begin,
-                                                                 int64_t group_rows, int64_t splits, int64_t chunk_vecs,
-                                                                 typename Op<float>::state* __restrict__ partials) {
+__global__ void __launch_bounds__(P::block)
+    split_partial_kernel(const T* __restrict__ x, layout L, int64_t row_begin, int64_t group_rows,
+                         int64_t splits, int64_t chunk_vecs,
+                         typename Op<float>::state* __restrict__ partials) {
   using A = float;
   using op = Op<A>;
   using S = typename op::state;
@@ -275,14 +285,15 @@ __global__ void __launch_bounds__(P::block) split_partial_kernel(const T* __rest
     const int64_t begin = (blk % splits) * chunk_vecs;
     const int64_t end = min64(nvec, begin + chunk_vecs);
     S s = op::init();
-    rows::stream<4, T, V>(x + rows::base(L, row), L.inner, begin, end, threadIdx.x, P::block, [&](int64_t, const vec_word<T, V>& wd) {
-      A v[V];
-      unpack<A, T, V>(wd, v);
+    rows::stream<4, T, V>(x + rows::base(L, row), L.inner, begin, end, threadIdx.x, P::block,
+                          [&](int64_t, const vec_word<T, V>& wd) {
+                            A v[V];
+                            unpack<A, T, V>(wd, v);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        s = op::accumulate(s, v[k]);
-      }
-    });
+                            for (int k = 0; k < V; ++k) {
+                              s = op::accumulate(s, v[k]);
+                            }
+                          });
     s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
     if (threadIdx.x == 0) {
       partials[row * splits + blk % splits] = s;
@@ -291,10 +302,11 @@ __global__ void __launch_bounds__(P::block) split_partial_kernel(const T* __rest
 }
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) split_apply_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                               const T* __restrict__ b, T* __restrict__ y, layout L, scalars p,
-                                                               int64_t row_begin, int64_t group_rows, int64_t splits,
-                                                               int64_t chunk_vecs, const typename Op<float>::state* __restrict__ partials) {
+__global__ void __launch_bounds__(P::block)
+    split_apply_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                       T* __restrict__ y, layout L, scalars p, int64_t row_begin,
+                       int64_t group_rows, int64_t splits, int64_t chunk_vecs,
+                       const typename Op<float>::state* __restrict__ partials) {
   using A = float;
   using op = Op<A>;
   using stats = typename op::stats;
@@ -315,20 +327,22 @@ __global__ void __launch_bounds__(P::block) split_apply_kernel(const T* __restri
     __syncthreads();
     const stats st = *stats_slot;
     const int64_t off = rows::base(L, row);
-    rows::stream<4, T, V>(x + off, L.inner, begin, end, threadIdx.x, P::block, [&](int64_t j, const vec_word<T, V>& wd) {
-      A v[V];
-      unpack<A, T, V>(wd, v);
-      apply_vec<op, V>(v, st, w, b, j);
-      rows::store<T, A, V>(y + off, L.inner, j, v);
-    });
+    rows::stream<4, T, V>(x + off, L.inner, begin, end, threadIdx.x, P::block,
+                          [&](int64_t j, const vec_word<T, V>& wd) {
+                            A v[V];
+                            unpack<A, T, V>(wd, v);
+                            apply_vec<op, V>(v, st, w, b, j);
+                            rows::store<T, A, V>(y + off, L.inner, j, v);
+                          });
   }
 }
 
 // One warp per row of the group: the row's partials in a fixed order, then its statistics.
 template <template <class> class Op>
-__global__ void __launch_bounds__(256) split_stats_kernel(layout L, scalars p, int64_t row_begin, int64_t group_rows, int64_t splits,
-                                                          const typename Op<float>::state* __restrict__ partials,
-                                                          typename Op<float>::stats* __restrict__ out) {
+__global__ void __launch_bounds__(256)
+    split_stats_kernel(layout L, scalars p, int64_t row_begin, int64_t group_rows, int64_t splits,
+                       const typename Op<float>::state* __restrict__ partials,
+                       typename Op<float>::stats* __restrict__ out) {
   using op = Op<float>;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
   if (r >= group_rows) {
@@ -344,10 +358,11 @@ __global__ void __launch_bounds__(256) split_stats_kernel(layout L, scalars p, i
 // The output pass by columns: a tile of block x U vectors per block, tiles from the end of the
 // row; each thread's weight and bias vectors stay in registers while it walks the group's rows.
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block) split_apply_columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                                       const T* __restrict__ b, T* __restrict__ y, layout L,
-                                                                       int64_t row_begin, int64_t group_rows,
-                                                                       const typename Op<float>::stats* __restrict__ st) {
+__global__ void __launch_bounds__(P::block)
+    split_apply_columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                               const T* __restrict__ b, T* __restrict__ y, layout L,
+                               int64_t row_begin, int64_t group_rows,
+                               const typename Op<float>::stats* __restrict__ st) {
   using op = Op<float>;
   constexpr int U = 4;
   const int64_t nvec = L.extent / V;
@@ -395,16 +410,17 @@ __global__ void __launch_bounds__(P::block) split_apply_columns_kernel(const T* 
 }
 
 template <template <class> class Op, class P, class T, int V>
-__global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                                           const T* __restrict__ b, T* __restrict__ y, layout L,
-                                                                           scalars p) {
+__global__ void __launch_bounds__(P::block_cols* P::split)
+    columns_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                   T* __restrict__ y, layout L, scalars p) {
   using A = float;
   using op = Op<A>;
   using S = typename op::state;
   using stats = typename op::stats;
-  constexpr int cols = P::block_cols * V;   // columns per block
+  constexpr int cols = P::block_cols * V;     // columns per block
   constexpr int cached = P::cache_values / V; // extent steps per thread kept in registers
-  __shared__ alignas(16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * cols : 1];
+  __shared__ alignas(
+      16) unsigned char part_raw[P::split > 1 ? sizeof(S) * (P::split - 1) * cols : 1];
   __shared__ alignas(16) unsigned char stats_raw[P::split > 1 ? sizeof(stats) * cols : 1];
   S* part = reinterpret_cast<S*>(part_raw);
   stats* stats_smem = reinterpret_cast<stats*>(stats_raw);
@@ -414,8 +430,10 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
   for (int64_t blk = blockIdx.x; blk < L.outer * per_outer; blk += gridDim.x) {
     const int64_t o = blk / per_outer;
     const int64_t i0 = (blk % per_outer) * cols + int64_t{tx} * V;
-    const bool active = i0 < L.inner; // V > 1 only when inner % V == 0: a vector is all in or all out
-    const int64_t steps = ty < L.extent ? ceil_div(L.extent - ty, P::split) : 0; // extent steps of this thread
+    // V > 1 only when inner % V == 0: a vector is all in or all out
+    const bool active = i0 < L.inner;
+    // extent steps of this thread
+    const int64_t steps = ty < L.extent ? ceil_div(L.extent - ty, P::split) : 0;
     const T* xc = x + o * L.extent * L.inner + i0;
     T* yc = y + o * L.extent * L.inner + i0;
     S s[V];
@@ -441,14 +459,15 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
           }
         }
       }
-      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps, [&](int64_t, const vec_word<T, V>& wd) {
-        A v[V];
-        unpack<A, T, V>(wd, v);
+      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps,
+                                    [&](int64_t, const vec_word<T, V>& wd) {
+                                      A v[V];
+                                      unpack<A, T, V>(wd, v);
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          s[k] = op::accumulate(s[k], v[k]);
-        }
-      });
+                                      for (int k = 0; k < V; ++k) {
+                                        s[k] = op::accumulate(s[k], v[k]);
+                                      }
+                                    });
     }
     stats st[V];
     if constexpr (P::split > 1) {
@@ -496,18 +515,19 @@ __global__ void __launch_bounds__(P::block_cols * P::split) columns_kernel(const
           store_vec<T, A, V>(yc + r * L.inner, keep[t]);
         }
       }
-      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps, [&](int64_t t, const vec_word<T, V>& wd) {
-        const int64_t r = ty + t * P::split;
-        A v[V];
-        unpack<A, T, V>(wd, v);
-        const A wr = w == nullptr ? A(1) : cvt<A>(w[r]);
-        const A br = b == nullptr ? A(0) : cvt<A>(b[r]);
+      rows::strided_stream<4, T, V>(xc + ty * L.inner, P::split * L.inner, cached, steps,
+                                    [&](int64_t t, const vec_word<T, V>& wd) {
+                                      const int64_t r = ty + t * P::split;
+                                      A v[V];
+                                      unpack<A, T, V>(wd, v);
+                                      const A wr = w == nullptr ? A(1) : cvt<A>(w[r]);
+                                      const A br = b == nullptr ? A(0) : cvt<A>(b[r]);
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          v[k] = op::apply(v[k], st[k], wr, br);
-        }
-        store_vec<T, A, V>(yc + r * L.inner, v);
-      });
+                                      for (int k = 0; k < V; ++k) {
+                                        v[k] = op::apply(v[k], st[k], wr, br);
+                                      }
+                                      store_vec<T, A, V>(yc + r * L.inner, v);
+                                    });
     }
     if constexpr (P::split > 1) {
       __syncthreads(); // the shared partials and stats are reused by the next column chunk
@@ -553,7 +573,8 @@ template <template <class> class Op, class P, int Lanes> struct row_strategy {
         if (const int rc = static_smem(kernel, &fixed); rc != 0) {
           return rc;
         }
-        const size_t bytes = size_t{G::per_block} * static_cast<size_t>(o.L.extent / V) * sizeof(vec_word<T, V>);
+        const size_t bytes =
+            size_t{G::per_block} * static_cast<size_t>(o.L.extent / V) * sizeof(vec_word<T, V>);
         if (bytes + fixed <= static_cast<size_t>(dev.smem_optin)) {
           fits = true;
           smem = bytes;
@@ -564,8 +585,8 @@ template <template <class> class Op, class P, int Lanes> struct row_strategy {
       }
       const int64_t blocks = ceil_div(rows::count(o.L), G::per_block);
       kernel<<<capped_grid(blocks), P::block, smem, stream_of(a)>>>(
-          static_cast<const T*>(o.x->data), static_cast<const T*>(o.w), static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L,
-          scalars_of(a), fits);
+          static_cast<const T*>(o.x->data), static_cast<const T*>(o.w), static_cast<const T*>(o.b),
+          static_cast<T*>(o.y), o.L, scalars_of(a), fits);
       return static_cast<int>(cudaGetLastError());
     });
   }
@@ -578,7 +599,8 @@ template <template <class> class Op, class P> using block_row = row_strategy<Op,
 
 template <template <class> class Op, class P> struct cluster_row {
   static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
-  static_assert(P::cluster == 2 || P::cluster == 4 || P::cluster == 8 || P::cluster == 16, "cluster: 2, 4, 8 or 16 blocks");
+  static_assert(P::cluster == 2 || P::cluster == 4 || P::cluster == 8 || P::cluster == 16,
+                "cluster: 2, 4, 8 or 16 blocks");
 
   static int launch(const kb_args* a, const config& c) {
     operands o;
@@ -599,7 +621,8 @@ template <template <class> class Op, class P> struct cluster_row {
       const size_t slice_bytes = static_cast<size_t>(slice) * sizeof(vec_word<T, V>);
       bool cached = slice_bytes + fixed <= static_cast<size_t>(dev.smem_optin);
       if (P::cluster > 8) {
-        KB_RETURN_IF_CUDA_ERROR(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        KB_RETURN_IF_CUDA_ERROR(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
       }
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -620,15 +643,17 @@ template <template <class> class Op, class P> struct cluster_row {
         cfg.gridDim = dim3(P::cluster);
         KB_RETURN_IF_CUDA_ERROR(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
         if (clusters == 0) {
-          cached = false; // the slice does not fit beside a cluster's worth of blocks: stream it twice
+          // the slice does not fit beside a cluster's worth of blocks: stream it twice
+          cached = false;
         }
       }
       if (clusters == 0) {
         return -1;
       }
       cfg.gridDim = dim3(static_cast<unsigned>(min64(clusters, rows::count(o.L)) * P::cluster));
-      KB_RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(o.x->data), static_cast<const T*>(o.w),
-                                                 static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L, scalars_of(a), slice, cached));
+      KB_RETURN_IF_CUDA_ERROR(cudaLaunchKernelEx(
+          &cfg, kernel, static_cast<const T*>(o.x->data), static_cast<const T*>(o.w),
+          static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L, scalars_of(a), slice, cached));
       return 0;
     });
   }
@@ -648,15 +673,18 @@ template <template <class> class Op, class P> struct split_row {
     return (static_cast<uint64_t>(rows::count(L) * splits(L)) * sizeof(S) + 15) / 16 * 16;
   }
 
-  static bool by_columns(const operands& o) { return P::columns_apply == 1 && (o.w != nullptr || o.b != nullptr); }
+  static bool by_columns(const operands& o) {
+    return P::columns_apply == 1 && (o.w != nullptr || o.b != nullptr);
+  }
 
   static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
     operands o;
     if (!operands_of(a, c, &o)) {
       return -1;
     }
-    *bytes = by_columns(o) ? stats_offset(o.L) + static_cast<uint64_t>(rows::count(o.L)) * sizeof(stats)
-                           : static_cast<uint64_t>(rows::count(o.L) * splits(o.L)) * sizeof(S);
+    *bytes = by_columns(o)
+                 ? stats_offset(o.L) + static_cast<uint64_t>(rows::count(o.L)) * sizeof(stats)
+                 : static_cast<uint64_t>(rows::count(o.L) * splits(o.L)) * sizeof(S);
     return 0;
   }
 
@@ -676,10 +704,17 @@ template <template <class> class Op, class P> struct split_row {
       // output pass goes by columns) within the budget.
       const bool columns = by_columns(o);
       const int64_t row_bytes = o.L.extent * static_cast<int64_t>(sizeof(T));
-      const int64_t param_bytes = columns ? 0 : (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
-      const int64_t group = P::l2_group_mb == 0 ? nrows : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
+      const int64_t param_bytes =
+          columns ? 0 : (o.w != nullptr ? row_bytes : 0) + (o.b != nullptr ? row_bytes : 0);
+      const int64_t group =
+          P::l2_group_mb == 0
+              ? nrows
+              : max64(1, ((int64_t{P::l2_group_mb} << 20) - param_bytes) / row_bytes);
       S* partials = static_cast<S*>(a->workspace);
-      stats* row_stats = columns ? reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) + stats_offset(o.L)) : nullptr;
+      stats* row_stats = columns
+                             ? reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) +
+                                                        stats_offset(o.L))
+                             : nullptr;
       const T* x = static_cast<const T*>(o.x->data);
       const T* w = static_cast<const T*>(o.w);
       const T* b = static_cast<const T*>(o.b);
@@ -688,14 +723,17 @@ template <template <class> class Op, class P> struct split_row {
       for (int64_t r0 = 0; r0 < nrows; r0 += group) {
         const int64_t n = min64(group, nrows - r0);
         const unsigned grid = capped_grid(n * nsplit);
-        split_partial_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, o.L, r0, n, nsplit, chunk_vecs, partials);
+        split_partial_kernel<Op, P, T, V>
+            <<<grid, P::block, 0, stream_of(a)>>>(x, o.L, r0, n, nsplit, chunk_vecs, partials);
         if (columns) {
-          split_stats_kernel<Op><<<capped_grid(ceil_div(n, 8)), 256, 0, stream_of(a)>>>(o.L, scalars_of(a), r0, n, nsplit, partials,
-                                                                                    row_stats);
-          split_apply_columns_kernel<Op, P, T, V><<<capped_grid(tiles), P::block, 0, stream_of(a)>>>(x, w, b, y, o.L, r0, n, row_stats);
+          split_stats_kernel<Op><<<capped_grid(ceil_div(n, 8)), 256, 0, stream_of(a)>>>(
+              o.L, scalars_of(a), r0, n, nsplit, partials, row_stats);
+          split_apply_columns_kernel<Op, P, T, V>
+              <<<capped_grid(tiles), P::block, 0, stream_of(a)>>>(x, w, b, y, o.L, r0, n,
+                                                                  row_stats);
         } else {
-          split_apply_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(x, w, b, y, o.L, scalars_of(a), r0, n, nsplit, chunk_vecs,
-                                                                               partials);
+          split_apply_kernel<Op, P, T, V><<<grid, P::block, 0, stream_of(a)>>>(
+              x, w, b, y, o.L, scalars_of(a), r0, n, nsplit, chunk_vecs, partials);
         }
       }
       return static_cast<int>(cudaGetLastError());
@@ -704,7 +742,8 @@ template <template <class> class Op, class P> struct split_row {
 };
 
 template <template <class> class Op, class P> struct columns {
-  static_assert(P::block_cols % 32 == 0 && P::block_cols * P::split <= 1024, "block_cols: a multiple of 32; block_cols * split <= 1024");
+  static_assert(P::block_cols % 32 == 0 && P::block_cols * P::split <= 1024,
+                "block_cols: a multiple of 32; block_cols * split <= 1024");
 
   static int launch(const kb_args* a, const config& c) {
     operands o;
@@ -717,13 +756,15 @@ template <template <class> class Op, class P> struct columns {
       const auto go = [&](auto vec) {
         constexpr int W = decltype(vec)::value;
         const int64_t blocks = o.L.outer * ceil_div(o.L.inner, int64_t{P::block_cols} * W);
-        columns_kernel<Op, P, T, W><<<capped_grid(blocks), P::block_cols * P::split, 0, stream_of(a)>>>(
-            static_cast<const T*>(o.x->data), static_cast<const T*>(o.w), static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L,
-            scalars_of(a));
+        columns_kernel<Op, P, T, W>
+            <<<capped_grid(blocks), P::block_cols * P::split, 0, stream_of(a)>>>(
+                static_cast<const T*>(o.x->data), static_cast<const T*>(o.w),
+                static_cast<const T*>(o.b), static_cast<T*>(o.y), o.L, scalars_of(a));
         return static_cast<int>(cudaGetLastError());
       };
       // Vectors along the inner dimension need every (outer, r) line to start aligned.
-      if (o.L.inner % V == 0 && aligned_to(o.x->data, sizeof(T) * V) && aligned_to(o.y, sizeof(T) * V)) {
+      if (o.L.inner % V == 0 && aligned_to(o.x->data, sizeof(T) * V) &&
+          aligned_to(o.y, sizeof(T) * V)) {
         return go(std::integral_constant<int, V>{});
       }
       return go(std::integral_constant<int, 1>{});

@@ -43,10 +43,12 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
 #if defined(__CUDACC__)
 
 template <template <class> class Op, int Block, int Rows, class T>
-__global__ void __launch_bounds__(Block) direct_kernel(const T* __restrict__ x, T* __restrict__ y, geometry g, config c, scalars p) {
+__global__ void __launch_bounds__(Block)
+    direct_kernel(const T* __restrict__ x, T* __restrict__ y, geometry g, config c, scalars p) {
   const int64_t row_groups = ceil_div(g.out[1], Rows);
   const int64_t work = g.planes * g.out[0] * row_groups * g.out[2];
-  for (int64_t t = int64_t{blockIdx.x} * Block + threadIdx.x; t < work; t += int64_t{gridDim.x} * Block) {
+  for (int64_t t = int64_t{blockIdx.x} * Block + threadIdx.x; t < work;
+       t += int64_t{gridDim.x} * Block) {
     const int64_t ow = t % g.out[2];
     int64_t rest = t / g.out[2];
     const int64_t oh0 = (rest % row_groups) * Rows;
@@ -59,7 +61,8 @@ __global__ void __launch_bounds__(Block) direct_kernel(const T* __restrict__ x, 
     for (int r = 0; r < Rows; ++r) {
       const int64_t oh = oh0 + r;
       if (oh < g.out[1]) {
-        const float v = kb::pool::pool_one<float>(g, c, od, oh, ow, [xp](int64_t i) { return load_one<float, T>(xp + i); });
+        const float v = kb::pool::pool_one<float>(
+            g, c, od, oh, ow, [xp](int64_t i) { return load_one<float, T>(xp + i); });
         store_one<T, float>(yp + oh * g.out[2] + ow, Op<float>::epilogue(v, p.v));
       }
     }
@@ -78,8 +81,9 @@ inline footprint footprint_of(const config& c, int64_t th, int64_t tw) {
 }
 
 template <template <class> class Op, class P, class T>
-__global__ void __launch_bounds__(P::block) tiled_kernel(const T* __restrict__ x, T* __restrict__ y, geometry g, config c, scalars p, int th,
-                                                         footprint f) {
+__global__ void __launch_bounds__(P::block)
+    tiled_kernel(const T* __restrict__ x, T* __restrict__ y, geometry g, config c, scalars p,
+                 int th, footprint f) {
   constexpr int TW = P::tile_w;
   constexpr int Block = P::block;
   constexpr int Per = (P::tile_h * TW + Block - 1) / Block;
@@ -116,7 +120,9 @@ __global__ void __launch_bounds__(P::block) tiled_kernel(const T* __restrict__ x
       for (int64_t i = threadIdx.x; i < footprint_elems; i += Block) {
         const int64_t h = h0 + i / f.cols;
         const int64_t w = w0 + i % f.cols;
-        tile[i] = h >= 0 && h < g.in[1] && w >= 0 && w < g.in[2] ? load_one<float, T>(xd + h * g.in[2] + w) : pad;
+        tile[i] = h >= 0 && h < g.in[1] && w >= 0 && w < g.in[2]
+                      ? load_one<float, T>(xd + h * g.in[2] + w)
+                      : pad;
       }
       __syncthreads();
 #pragma unroll
@@ -153,7 +159,9 @@ __global__ void __launch_bounds__(P::block) tiled_kernel(const T* __restrict__ x
       if (t / TW < th && oh < g.out[1] && ow < g.out[2]) {
         float v = acc[j];
         if (!is_max) {
-          const kb::pool::span w[3] = {kb::pool::span_of(g, c, 0, od), kb::pool::span_of(g, c, 1, oh), kb::pool::span_of(g, c, 2, ow)};
+          const kb::pool::span w[3] = {kb::pool::span_of(g, c, 0, od),
+                                       kb::pool::span_of(g, c, 1, oh),
+                                       kb::pool::span_of(g, c, 2, ow)};
           const bool empty = w[0].lo >= w[0].hi || w[1].lo >= w[1].hi || w[2].lo >= w[2].hi;
           v = empty ? 0.0f : v / static_cast<float>(kb::pool::avg_divisor(c, w));
         }
@@ -165,7 +173,8 @@ __global__ void __launch_bounds__(P::block) tiled_kernel(const T* __restrict__ x
 
 #endif
 
-template <template <class> class Op, int Block, int Rows, class T> int launch_direct(const kb_args* a, const operands& o, const config& c) {
+template <template <class> class Op, int Block, int Rows, class T>
+int launch_direct(const kb_args* a, const operands& o, const config& c) {
   const int64_t work = o.g.planes * o.g.out[0] * ceil_div(o.g.out[1], Rows) * o.g.out[2];
   direct_kernel<Op, Block, Rows, T><<<capped_grid(ceil_div(work, Block)), Block, 0, stream_of(a)>>>(
       static_cast<const T*>(o.x->data), static_cast<T*>(o.y), o.g, c, scalars_of(a));
@@ -207,9 +216,12 @@ template <template <class> class Op, class P> struct tiled {
       if (bytes > max_footprint_bytes) {
         return launch_direct<Op, 256, 1, T>(a, o, c);
       }
-      const int64_t work = o.g.planes * o.g.out[0] * ceil_div(o.g.out[1], th) * ceil_div(o.g.out[2], P::tile_w);
-      tiled_kernel<Op, P, T><<<capped_grid(work), P::block, static_cast<size_t>(bytes), stream_of(a)>>>(
-          static_cast<const T*>(o.x->data), static_cast<T*>(o.y), o.g, c, scalars_of(a), th, full);
+      const int64_t work =
+          o.g.planes * o.g.out[0] * ceil_div(o.g.out[1], th) * ceil_div(o.g.out[2], P::tile_w);
+      tiled_kernel<Op, P, T>
+          <<<capped_grid(work), P::block, static_cast<size_t>(bytes), stream_of(a)>>>(
+              static_cast<const T*>(o.x->data), static_cast<T*>(o.y), o.g, c, scalars_of(a), th,
+              full);
       return static_cast<int>(cudaGetLastError());
     });
   }

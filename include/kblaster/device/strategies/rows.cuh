@@ -14,7 +14,9 @@ namespace kb::strategies::rows {
 
 using layout = kb::normalize::layout;
 
-KB_HD int64_t count(const layout& L) { return L.outer * L.inner; }
+KB_HD int64_t count(const layout& L) {
+  return L.outer * L.inner;
+}
 
 // Offset of the first element of row `row`.
 KB_HD int64_t base(const layout& L, int64_t row) {
@@ -25,7 +27,8 @@ KB_HD int64_t base(const layout& L, int64_t row) {
 
 // Whether rows can be walked in vectors of V: contiguous rows whose length is a multiple of V,
 // every pointer aligned to a whole vector (so every row starts aligned).
-template <class T, int V> bool vectorizable(const layout& L, std::initializer_list<const void*> pointers) {
+template <class T, int V>
+bool vectorizable(const layout& L, std::initializer_list<const void*> pointers) {
   if (V == 1) {
     return true;
   }
@@ -67,7 +70,8 @@ __device__ __forceinline__ void store(T* row, int64_t stride, int64_t j, const A
 
 // The per-element parameter (weight or bias) of vector j, or `fallback` when absent. Parameters
 // have `extent` contiguous elements.
-template <class A, class T, int V> __device__ __forceinline__ void load_param(const T* p, int64_t j, A fallback, A (&v)[V]) {
+template <class A, class T, int V>
+__device__ __forceinline__ void load_param(const T* p, int64_t j, A fallback, A (&v)[V]) {
   if (p == nullptr) {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -82,7 +86,8 @@ template <class A, class T, int V> __device__ __forceinline__ void load_param(co
 // vectors loaded before the first is used; `word` is the vector's raw storage (unpack it to
 // compute, or keep it as is). Each thread visits its vectors in increasing j.
 template <int U, class T, int V, cache_hint H = cache_hint::normal, class F>
-__device__ __forceinline__ void stream(const T* row, int64_t stride, int64_t begin, int64_t end, int lane, int lanes, F&& f) {
+__device__ __forceinline__ void stream(const T* row, int64_t stride, int64_t begin, int64_t end,
+                                       int lane, int lanes, F&& f) {
   int64_t j = begin + lane;
   for (; j + int64_t{U - 1} * lanes < end; j += int64_t{U} * lanes) {
     vec_word<T, V> v[U];
@@ -103,7 +108,8 @@ __device__ __forceinline__ void stream(const T* row, int64_t stride, int64_t beg
 // Calls f(t, word) for t in [begin, end), vector t at p + t * stride (one thread walking a strided
 // line, U vectors in flight).
 template <int U, class T, int V, cache_hint H = cache_hint::normal, class F>
-__device__ __forceinline__ void strided_stream(const T* p, int64_t stride, int64_t begin, int64_t end, F&& f) {
+__device__ __forceinline__ void strided_stream(const T* p, int64_t stride, int64_t begin,
+                                               int64_t end, F&& f) {
   int64_t t = begin;
   for (; t + U <= end; t += U) {
     vec_word<T, V> v[U];
@@ -123,7 +129,8 @@ __device__ __forceinline__ void strided_stream(const T* p, int64_t stride, int64
 
 // Combines `count` partial states of one row in a fixed order: lane l folds partials l, l + 32,
 // ... and the warp reduces the lanes. Called by a whole warp; every lane gets the same bits.
-template <class Op, class S> __device__ __forceinline__ S combine_partials(const S* partials, int64_t count) {
+template <class Op, class S>
+__device__ __forceinline__ S combine_partials(const S* partials, int64_t count) {
   const int lane = threadIdx.x % 32;
   S s = Op::init();
   for (int64_t q = lane; q < count; q += 32) {
@@ -137,9 +144,14 @@ template <class Op, class S> __device__ __forceinline__ S combine_partials(const
 template <int Lanes, int Block> struct group {
   static_assert(Lanes == 32 || Lanes == Block, "a row belongs to a warp or to the whole block");
   static constexpr int per_block = Block / Lanes;
-  static __device__ __forceinline__ int lane() { return Lanes == 32 ? static_cast<int>(threadIdx.x % 32) : static_cast<int>(threadIdx.x); }
-  static __device__ __forceinline__ int index() { return Lanes == 32 ? static_cast<int>(threadIdx.x / 32) : 0; }
-  template <class S, class Combine> static __device__ __forceinline__ S allreduce(S v, Combine combine) {
+  static __device__ __forceinline__ int lane() {
+    return Lanes == 32 ? static_cast<int>(threadIdx.x % 32) : static_cast<int>(threadIdx.x);
+  }
+  static __device__ __forceinline__ int index() {
+    return Lanes == 32 ? static_cast<int>(threadIdx.x / 32) : 0;
+  }
+  template <class S, class Combine>
+  static __device__ __forceinline__ S allreduce(S v, Combine combine) {
     if constexpr (Lanes == 32) {
       return warp_allreduce(v, combine);
     } else {

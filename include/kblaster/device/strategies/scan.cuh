@@ -71,7 +71,9 @@ template <int K, class A> __device__ __forceinline__ A combine(A a, A b) {
     return a * b;
   }
 }
-template <int K, class A> __device__ __forceinline__ A unit() { return K == kb::scan::sum ? A(0) : A(1); }
+template <int K, class A> __device__ __forceinline__ A unit() {
+  return K == kb::scan::sum ? A(0) : A(1);
+}
 
 // Inclusive scan over the warp in lane order (Hillis-Steele, fixed order).
 template <int K> __device__ __forceinline__ float warp_inclusive(float v, int lane) {
@@ -85,7 +87,9 @@ template <int K> __device__ __forceinline__ float warp_inclusive(float v, int la
   return v;
 }
 
-template <class T> __device__ __forceinline__ float value_at(const T* x, const void* mask, kb_dtype mask_type, int64_t i) {
+template <class T>
+__device__ __forceinline__ float value_at(const T* x, const void* mask, kb_dtype mask_type,
+                                          int64_t i) {
   float v = load_one<float, T>(x + i);
   if (mask != nullptr) {
     v *= kb::scan::mask_as_float(mask, mask_type, i);
@@ -98,9 +102,11 @@ template <class T> __device__ __forceinline__ float value_at(const T* x, const v
 // warps' totals meet in shared memory in warp order, the carry passes from tile to tile. Called by
 // the whole block (barriers inside); returns the carry after q_end - 1.
 template <template <class> class Op, int K, int Block, int Items, class Acc, class T>
-__device__ __forceinline__ Acc scan_segment(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type, T* __restrict__ y,
-                                            const layout& L, int64_t base, int64_t q_begin, int64_t q_end, Acc carry, int reverse,
-                                            int exclusive, const scalars& p, float* warp_total) {
+__device__ __forceinline__ Acc scan_segment(const T* __restrict__ x, const void* __restrict__ mask,
+                                            kb_dtype mask_type, T* __restrict__ y, const layout& L,
+                                            int64_t base, int64_t q_begin, int64_t q_end, Acc carry,
+                                            int reverse, int exclusive, const scalars& p,
+                                            float* warp_total) {
   constexpr int Warps = Block / 32;
   constexpr int64_t Tile = int64_t{Block} * Items;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -111,7 +117,9 @@ __device__ __forceinline__ Acc scan_segment(const T* __restrict__ x, const void*
 #pragma unroll
     for (int k = 0; k < Items; ++k) {
       const int64_t q = seg + int64_t{k} * 32 + lane;
-      v[k] = q < q_end ? value_at(x, mask, mask_type, base + kb::scan::position(L, reverse, q) * L.inner) : unit<K, float>();
+      v[k] = q < q_end
+                 ? value_at(x, mask, mask_type, base + kb::scan::position(L, reverse, q) * L.inner)
+                 : unit<K, float>();
     }
     float running = unit<K, float>();
 #pragma unroll
@@ -140,7 +148,8 @@ __device__ __forceinline__ Acc scan_segment(const T* __restrict__ x, const void*
       const int64_t q = seg + int64_t{k} * 32 + lane;
       if (q < q_end) {
         const float out = static_cast<float>(combine<K>(prefix, static_cast<Acc>(v[k])));
-        store_one<T, float>(y + base + kb::scan::position(L, reverse, q) * L.inner, Op<float>::epilogue(out, p.v));
+        store_one<T, float>(y + base + kb::scan::position(L, reverse, q) * L.inner,
+                            Op<float>::epilogue(out, p.v));
       }
     }
     carry = total;
@@ -150,11 +159,13 @@ __device__ __forceinline__ Acc scan_segment(const T* __restrict__ x, const void*
 }
 
 template <template <class> class Op, int K, int Block, int Items, class Acc, class T>
-__global__ void __launch_bounds__(Block) rows_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type, T* __restrict__ y,
-                                                     layout L, int reverse, int exclusive, scalars p) {
+__global__ void __launch_bounds__(Block)
+    rows_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type,
+                T* __restrict__ y, layout L, int reverse, int exclusive, scalars p) {
   __shared__ float warp_total[Block / 32];
   for (int64_t row = blockIdx.x; row < rows::count(L); row += gridDim.x) {
-    scan_segment<Op, K, Block, Items, Acc, T>(x, mask, mask_type, y, L, rows::base(L, row), 0, L.extent, unit<K, Acc>(), reverse, exclusive, p,
+    scan_segment<Op, K, Block, Items, Acc, T>(x, mask, mask_type, y, L, rows::base(L, row), 0,
+                                              L.extent, unit<K, Acc>(), reverse, exclusive, p,
                                               warp_total);
   }
 }
@@ -163,8 +174,10 @@ __global__ void __launch_bounds__(Block) rows_kernel(const T* __restrict__ x, co
 // fixed order (each thread's strided elements in order, then the warps' shuffles, then the warps
 // in order), into totals[row * splits + chunk] in double.
 template <int K, int Block, class T>
-__global__ void __launch_bounds__(Block) chunk_totals_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type, layout L,
-                                                             int reverse, int64_t chunk, int64_t splits, double* __restrict__ totals) {
+__global__ void __launch_bounds__(Block)
+    chunk_totals_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type,
+                        layout L, int reverse, int64_t chunk, int64_t splits,
+                        double* __restrict__ totals) {
   for (int64_t b = blockIdx.x; b < rows::count(L) * splits; b += gridDim.x) {
     const int64_t row = b / splits;
     const int64_t q_begin = (b % splits) * chunk;
@@ -172,7 +185,9 @@ __global__ void __launch_bounds__(Block) chunk_totals_kernel(const T* __restrict
     const int64_t base = rows::base(L, row);
     double acc = unit<K, double>();
     for (int64_t q = q_begin + threadIdx.x; q < q_end; q += Block) {
-      acc = combine<K>(acc, static_cast<double>(value_at(x, mask, mask_type, base + kb::scan::position(L, reverse, q) * L.inner)));
+      acc = combine<K>(
+          acc, static_cast<double>(value_at(x, mask, mask_type,
+                                            base + kb::scan::position(L, reverse, q) * L.inner)));
     }
     acc = block_allreduce<Block / 32>(acc, [](double u, double v) { return combine<K>(u, v); });
     if (threadIdx.x == 0) {
@@ -184,9 +199,10 @@ __global__ void __launch_bounds__(Block) chunk_totals_kernel(const T* __restrict
 // Split rows, pass 2: each chunk starts from the fold of the row's earlier chunk totals (in
 // chunk order) and scans its elements.
 template <template <class> class Op, int K, int Block, int Items, class Acc, class T>
-__global__ void __launch_bounds__(Block) chunk_scan_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type,
-                                                           T* __restrict__ y, layout L, int reverse, int exclusive, scalars p, int64_t chunk,
-                                                           int64_t splits, const double* __restrict__ totals) {
+__global__ void __launch_bounds__(Block)
+    chunk_scan_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type,
+                      T* __restrict__ y, layout L, int reverse, int exclusive, scalars p,
+                      int64_t chunk, int64_t splits, const double* __restrict__ totals) {
   __shared__ float warp_total[Block / 32];
   __shared__ double start;
   for (int64_t b = blockIdx.x; b < rows::count(L) * splits; b += gridDim.x) {
@@ -202,15 +218,18 @@ __global__ void __launch_bounds__(Block) chunk_scan_kernel(const T* __restrict__
     }
     __syncthreads();
     const int64_t q_begin = s * chunk;
-    scan_segment<Op, K, Block, Items, Acc, T>(x, mask, mask_type, y, L, rows::base(L, row), q_begin, min64(L.extent, q_begin + chunk),
-                                              static_cast<Acc>(start), reverse, exclusive, p, warp_total);
+    scan_segment<Op, K, Block, Items, Acc, T>(
+        x, mask, mask_type, y, L, rows::base(L, row), q_begin, min64(L.extent, q_begin + chunk),
+        static_cast<Acc>(start), reverse, exclusive, p, warp_total);
   }
 }
 
 template <template <class> class Op, int K, int Block, int U, class Acc, class T>
-__global__ void __launch_bounds__(Block) columns_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type, T* __restrict__ y,
-                                                        layout L, int reverse, int exclusive, scalars p) {
-  for (int64_t row = int64_t{blockIdx.x} * Block + threadIdx.x; row < rows::count(L); row += int64_t{gridDim.x} * Block) {
+__global__ void __launch_bounds__(Block)
+    columns_kernel(const T* __restrict__ x, const void* __restrict__ mask, kb_dtype mask_type,
+                   T* __restrict__ y, layout L, int reverse, int exclusive, scalars p) {
+  for (int64_t row = int64_t{blockIdx.x} * Block + threadIdx.x; row < rows::count(L);
+       row += int64_t{gridDim.x} * Block) {
     const int64_t base = rows::base(L, row);
     Acc acc = unit<K, Acc>();
     for (int64_t q0 = 0; q0 < L.extent; q0 += U) {
@@ -218,7 +237,9 @@ __global__ void __launch_bounds__(Block) columns_kernel(const T* __restrict__ x,
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t q = q0 + u;
-        v[u] = q < L.extent ? value_at(x, mask, mask_type, base + kb::scan::position(L, reverse, q) * L.inner) : unit<K, float>();
+        v[u] = q < L.extent ? value_at(x, mask, mask_type,
+                                       base + kb::scan::position(L, reverse, q) * L.inner)
+                            : unit<K, float>();
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -232,7 +253,8 @@ __global__ void __launch_bounds__(Block) columns_kernel(const T* __restrict__ x,
             acc = combine<K>(acc, static_cast<Acc>(v[u]));
             out = static_cast<float>(acc);
           }
-          store_one<T, float>(y + base + kb::scan::position(L, reverse, q) * L.inner, Op<float>::epilogue(out, p.v));
+          store_one<T, float>(y + base + kb::scan::position(L, reverse, q) * L.inner,
+                              Op<float>::epilogue(out, p.v));
         }
       }
     }
@@ -255,8 +277,10 @@ template <template <class> class Op, class P> struct block_rows {
       return dispatch_storage(o.x->dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using Acc = typename std::conditional<P::compensated != 0, double, float>::type;
-        rows_kernel<Op, K, P::block, P::items_per_thread, Acc, T><<<capped_grid(rows::count(o.L)), P::block, 0, stream_of(a)>>>(
-            static_cast<const T*>(o.x->data), o.mask, o.mask_type, static_cast<T*>(o.y), o.L, c.reverse, c.exclusive, scalars_of(a));
+        rows_kernel<Op, K, P::block, P::items_per_thread, Acc, T>
+            <<<capped_grid(rows::count(o.L)), P::block, 0, stream_of(a)>>>(
+                static_cast<const T*>(o.x->data), o.mask, o.mask_type, static_cast<T*>(o.y), o.L,
+                c.reverse, c.exclusive, scalars_of(a));
         return static_cast<int>(cudaGetLastError());
       });
     });
@@ -281,7 +305,8 @@ template <template <class> class Op, class P> struct split_row {
   static int launch(const kb_args* a, const config& c) {
     operands o;
     uint64_t need = 0;
-    if (!operands_of(a, c, &o) || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need || a->workspace == nullptr) {
+    if (!operands_of(a, c, &o) || workspace_bytes(a, c, &need) != 0 || a->workspace_bytes < need ||
+        a->workspace == nullptr) {
       return -1;
     }
     return dispatch_op(c, [&](auto op) {
@@ -293,10 +318,12 @@ template <template <class> class Op, class P> struct split_row {
         const unsigned grid = capped_grid(rows::count(o.L) * nsplit);
         double* totals = static_cast<double*>(a->workspace);
         const T* x = static_cast<const T*>(o.x->data);
-        chunk_totals_kernel<K, P::block, T><<<grid, P::block, 0, stream_of(a)>>>(x, o.mask, o.mask_type, o.L, c.reverse, int64_t{P::chunk}, nsplit,
-                                                                                totals);
-        chunk_scan_kernel<Op, K, P::block, P::items_per_thread, Acc, T><<<grid, P::block, 0, stream_of(a)>>>(
-            x, o.mask, o.mask_type, static_cast<T*>(o.y), o.L, c.reverse, c.exclusive, scalars_of(a), int64_t{P::chunk}, nsplit, totals);
+        chunk_totals_kernel<K, P::block, T><<<grid, P::block, 0, stream_of(a)>>>(
+            x, o.mask, o.mask_type, o.L, c.reverse, int64_t{P::chunk}, nsplit, totals);
+        chunk_scan_kernel<Op, K, P::block, P::items_per_thread, Acc, T>
+            <<<grid, P::block, 0, stream_of(a)>>>(x, o.mask, o.mask_type, static_cast<T*>(o.y), o.L,
+                                                  c.reverse, c.exclusive, scalars_of(a),
+                                                  int64_t{P::chunk}, nsplit, totals);
         return static_cast<int>(cudaGetLastError());
       });
     });
@@ -317,8 +344,10 @@ template <template <class> class Op, class P> struct columns {
       return dispatch_storage(o.x->dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using Acc = typename std::conditional<P::compensated != 0, double, float>::type;
-        columns_kernel<Op, K, P::block, P::unroll, Acc, T><<<capped_grid(ceil_div(rows::count(o.L), P::block)), P::block, 0, stream_of(a)>>>(
-            static_cast<const T*>(o.x->data), o.mask, o.mask_type, static_cast<T*>(o.y), o.L, c.reverse, c.exclusive, scalars_of(a));
+        columns_kernel<Op, K, P::block, P::unroll, Acc, T>
+            <<<capped_grid(ceil_div(rows::count(o.L), P::block)), P::block, 0, stream_of(a)>>>(
+                static_cast<const T*>(o.x->data), o.mask, o.mask_type, static_cast<T*>(o.y), o.L,
+                c.reverse, c.exclusive, scalars_of(a));
         return static_cast<int>(cudaGetLastError());
       });
     });
