@@ -750,6 +750,12 @@ class _Call:
                 raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
             for o, y in zip(outs, ys):
                 o.copy_(y)
+            del xs, ys, state
+        if reference and on_device and torch.cuda.memory_reserved() > (1 << 30):
+            # The float64 intermediates of a large shape (KernelBench's official ones: tens of
+            # GB) stay in PyTorch's cache inside the judge's process otherwise, and the judge
+            # sizes its timing sets by the device's free memory.
+            torch.cuda.empty_cache()
         return 0
 
 

@@ -271,7 +271,10 @@ auto worker::timing_sets(const shape_desc& s) const -> int {
   const int sets = std::max(1, m_job.time->input_sets);
   const int n_dists = dist_count(s);
   const int n_seeds = static_cast<int>(m_seeds.size());
-  return std::min(std::max(sets, n_dists), n_dists * n_seeds);
+  const int wanted = std::min(std::max(sets, n_dists), n_dists * n_seeds);
+  return sets_that_fit(wanted, static_cast<int>(m_libs.size()), m_separate_lanes,
+                       [&](int total) { return fits_on_device(lane_bytes(s, total)); })
+      .sets;
 }
 
 auto worker::device_info() -> json {

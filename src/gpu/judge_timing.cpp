@@ -185,6 +185,7 @@ void worker::place_timing_sets(timing_run& r) {
   const shape_desc& s = r.s;
   r.n_dists = dist_count(s);
   const int n_seeds = static_cast<int>(m_seeds.size());
+  // As many rotated sets as the device holds (timing_sets: separate lanes kept over more sets).
   r.n_sets = timing_sets(s);
   m_separate_lanes = m_separate_lanes && lanes_fit(s, r.n_sets);
   for (int k = 0; k < r.n_sets; ++k) {

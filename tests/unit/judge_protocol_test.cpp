@@ -509,6 +509,33 @@ TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {
   EXPECT_FALSE(fits_in_free(8 * gib + 1, 10 * gib));
 }
 
+TEST(JudgeRules, TimingSetsShrinkToWhatTheDeviceHoldsKeepingSeparateLanesFirst) {
+  // A set of KernelBench's Swish (4096 x 393216 fp32 in and out): 12.9 GB a lane, with 110 GB
+  // the judge may use.
+  const double set_gb = 12.9;
+  const auto fits = [&](int total_sets) { return total_sets * set_gb <= 110.0; };
+  // Four sets wanted, two candidates: 8 lane-sets do not fit, 4 (two sets, separate) do.
+  auto c = sets_that_fit(4, 2, true, fits);
+  EXPECT_EQ(c.sets, 2);
+  EXPECT_TRUE(c.separate_lanes);
+  // Small shapes keep every set wanted.
+  c = sets_that_fit(4, 2, true, [](int) { return true; });
+  EXPECT_EQ(c.sets, 4);
+  EXPECT_TRUE(c.separate_lanes);
+  // Lanes already shared: sets counted once.
+  c = sets_that_fit(4, 2, false, fits);
+  EXPECT_EQ(c.sets, 4);
+  EXPECT_FALSE(c.separate_lanes);
+  // Not even one set per lane: one shared lane with as many sets as fit, at least one.
+  const auto tight = [](int total_sets) { return total_sets <= 1; };
+  c = sets_that_fit(4, 3, true, tight);
+  EXPECT_EQ(c.sets, 1);
+  EXPECT_FALSE(c.separate_lanes);
+  c = sets_that_fit(4, 2, true, [](int) { return false; });
+  EXPECT_EQ(c.sets, 1);
+  EXPECT_FALSE(c.separate_lanes);
+}
+
 TEST(JudgeRules, APositionWrittenAfterStopIsLateAndAPoisonLikeValueIsNot) {
   // Three picks: a 4-byte float, a 1-byte bool and a 2-byte half, laid end to end.
   const std::vector<size_t> sizes{4, 1, 2};

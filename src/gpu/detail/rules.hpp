@@ -350,6 +350,34 @@ inline bool fits_in_free(uint64_t need, uint64_t free) {
   return need <= free / 10 * 8;
 }
 
+// How many timing input sets to place: `wanted` (every distribution, rotated) where the device
+// holds them, else as many as fit (`fits(total sets)`), each set once per lane. Separate lanes (a
+// set per candidate) are kept over more sets; one shared lane only where even one set per lane
+// does not fit. KernelBench's official shapes take gigabytes per tensor, so that four rotated
+// sets and their outputs in two lanes exceed the device, where one or two fit. At least 1.
+struct sets_choice {
+  int sets = 1;
+  bool separate_lanes = false;
+};
+template <class Fits>
+sets_choice sets_that_fit(int wanted, int lanes, bool separate_lanes, Fits&& fits) {
+  wanted = std::max(1, wanted);
+  lanes = std::max(1, lanes);
+  if (separate_lanes && lanes > 1) {
+    for (int n = wanted; n >= 1; --n) {
+      if (fits(n * lanes)) {
+        return {n, true};
+      }
+    }
+  }
+  for (int n = wanted; n >= 1; --n) {
+    if (fits(n)) {
+      return {n, false};
+    }
+  }
+  return {1, false};
+}
+
 // Device memory the runners hold beyond what `runners` runners need to exist (`per_runner` each:
 // a CUDA context, the library's code, graph and launch buffers). `free_at_start` is the device's
 // free memory before any runner started, `free_now` now, `judge_bytes` what the judge allocated in
