@@ -17,6 +17,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
 
@@ -288,6 +291,78 @@ TEST(module_trust, the_describe_process_gets_no_api_key) {
     EXPECT_TRUE(contains(text, "KBLASTER_PYTHON=" + python.string())) << name << ":\n" << text;
     EXPECT_TRUE(contains(text, "\nPATH=") || text.starts_with("PATH=")) << name << ":\n" << text;
   }
+}
+
+// An interpreter with PyTorch: $KBLASTER_PYTHON, else Debian's python3 (python3-torch, which
+// scripts/install-deps.sh --tests installs). Empty when there is none.
+std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* p = std::getenv("KBLASTER_PYTHON"); p != nullptr && *p != '\0') {
+    candidates.emplace_back(p);
+  }
+  candidates.emplace_back("/usr/bin/python3");
+  for (const auto& py : candidates) {
+    process_spec spec;
+    spec.argv = {py, "-c", "import torch"};
+    spec.timeout = std::chrono::seconds(120);
+    if (run_process(spec).ok()) {
+      return py;
+    }
+  }
+  return "";
+}
+
+// With PyTorch: a trusted model.py that writes os.environ to a file as describe runs it finds
+// no API key there, and the interpreter it needs still works.
+TEST(module_trust, a_module_run_by_describe_reads_no_api_key_from_its_environment) {
+  const std::string python = python_with_torch();
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with PyTorch here (scripts/install-deps.sh --tests installs it)";
+  }
+  temp_dir dir("kb-trust-environ");
+  const fs::path seen = dir.path() / "environ.json";
+  // Written where it is imported, then it stops: describe fails at once, nothing else runs it.
+  std::ofstream(dir.path() / "1_Environ.py")
+      << "import json, os\nimport torch\nimport torch.nn as nn\n"
+      << "json.dump(dict(os.environ), open(" << nlohmann::json(seen.string()).dump()
+      << ", 'w'))\nraise SystemExit('environment written')\n"
+      << R"(
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.tanh(x)
+
+n = 4096
+
+def get_inputs():
+    return [torch.randn(n)]
+
+def get_init_inputs():
+    return []
+)";
+  const std::map<std::string, std::string> env{
+      {"KBLASTER_TRUST_FILE", (dir.path() / "trusted_modules").string()},
+      {"KBLASTER_HOME", (dir.path() / "home").string()},
+      {"KBLASTER_PYTHON", python},
+      {"KBLASTER_LLM_API_KEY", "sk-environ-secret-1"},
+      {"OPENAI_API_KEY", "sk-environ-secret-2"}};
+  const fs::path tasks = dir.path() / "t";
+  const auto imp = kblaster({"tasks", "import", "--trust", "--out", tasks.string(),
+                             (dir.path() / "1_Environ.py").string()},
+                            env);
+  ASSERT_EQ(imp.exit_code, 0) << imp.output;
+  const auto ev = kblaster({"--tasks", tasks.string(), "--store", (dir.path() / "store").string(),
+                            "eval", "--task", "KB_001", "--candidate", some_candidate.string()},
+                           env);
+  EXPECT_TRUE(contains(ev.output, "task.pytorch_describe_failed")) << ev.output;
+  EXPECT_TRUE(contains(ev.output, "environment written")) << ev.output;
+  ASSERT_TRUE(fs::is_regular_file(seen)) << "the module did not run: " << ev.output;
+  const auto environ = nlohmann::json::parse(read_file(seen));
+  EXPECT_FALSE(environ.contains("KBLASTER_LLM_API_KEY")) << environ.dump(1);
+  EXPECT_FALSE(environ.contains("OPENAI_API_KEY")) << environ.dump(1);
+  EXPECT_FALSE(contains(environ.dump(), "secret")) << environ.dump(1);
+  EXPECT_EQ(environ.value("KBLASTER_PYTHON", ""), python);
 }
 
 // The judge embeds a pytorch task's oracle (the module in float64): it is started with the same
