@@ -26,6 +26,9 @@ K=build/release/kblaster
 TASKS=$(mktemp -d /tmp/kb-import.XXXXXX)
 mkdir -p "$OUT/selftest" "$OUT/aa"
 export KBLASTER_GENERATOR_LIB=$PWD/build/release/lib/libkblaster_generator.so
+# The problem files run below (resolve, selftest, aa) with an explicit environment, never this
+# shell's; they are trusted code by this script's purpose, so the import trusts them (--trust).
+source scripts/lib/module_env.sh
 
 src=$(find "$KB_DIR" -path "*/level$LEVEL/*.py" -type f | sort -V)
 [ -n "$src" ] || { echo "no level$LEVEL/*.py under $KB_DIR" >&2; exit 65; }
@@ -35,7 +38,7 @@ python3 scripts/pytorch_oracle.py probe | tee "$OUT/pytorch.txt" || { echo "no P
 
 # 1. Static import (exit 65 when some file failed; the results say which).
 # shellcheck disable=SC2086
-$K tasks import --suite kernelbench --out "$TASKS" $src >"$OUT/import-static.txt" 2>&1
+$K tasks import --trust --suite kernelbench --out "$TASKS" $src >"$OUT/import-static.txt" 2>&1
 cp "$TASKS/import.json" "$OUT/import-static.json"
 
 # 2. The files the parser could not read: executed here, then imported from their analysis.
@@ -46,9 +49,9 @@ EOF
 )
 if [ -n "$pending" ]; then
   # shellcheck disable=SC2086
-  python3 scripts/pytorch_oracle.py resolve $pending --out "$OUT/resolved-analysis.json"
+  "${MODULE_ENV[@]}" python3 scripts/pytorch_oracle.py resolve $pending --out "$OUT/resolved-analysis.json"
   RES=$(mktemp -d /tmp/kb-resolved.XXXXXX)
-  $K tasks import --suite kernelbench --out "$RES" --analysis "$OUT/resolved-analysis.json" \
+  $K tasks import --trust --suite kernelbench --out "$RES" --analysis "$OUT/resolved-analysis.json" \
     >"$OUT/import-resolved.txt" 2>&1
   cp "$RES/import.json" "$OUT/import-resolved.json"
   for d in "$RES"/*/; do
@@ -71,7 +74,8 @@ selftest_one() {
   [ -f "$OUT/selftest/$id.json" ] && return 0
   dev=$SELFTEST_DEVICE
   grep -q '"as_official"' "$d/task.toml" && dev=cuda
-  timeout "$STEP_TIMEOUT" python3 scripts/pytorch_oracle.py selftest --task "$d" --device "$dev" \
+  source scripts/lib/module_env.sh # an array does not pass through `export -f`
+  timeout "$STEP_TIMEOUT" "${MODULE_ENV[@]}" python3 scripts/pytorch_oracle.py selftest --task "$d" --device "$dev" \
     --out "$OUT/selftest/$id.json" >/dev/null 2>"$OUT/selftest/$id.err" || true
   [ -s "$OUT/selftest/$id.err" ] || rm -f "$OUT/selftest/$id.err"
 }
@@ -91,14 +95,14 @@ if ((${#pending[@]})); then
     part=()
     for ((i = w; i < ${#pending[@]}; i += VERIFY_JOBS)); do part+=("${pending[i]}"); done
     ((${#part[@]})) || continue
-    python3 scripts/pytorch_oracle.py aa --verify-only --task "${part[@]}" --out-dir "$OUT/aa" \
+    "${MODULE_ENV[@]}" python3 scripts/pytorch_oracle.py aa --verify-only --task "${part[@]}" --out-dir "$OUT/aa" \
       --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/verify-errors-$w.log" &
   done
   wait
 fi
 mapfile -t pending < <(aa_pending)
 if ((${#pending[@]})); then
-  python3 scripts/pytorch_oracle.py aa --task "${pending[@]}" --out-dir "$OUT/aa" \
+  "${MODULE_ENV[@]}" python3 scripts/pytorch_oracle.py aa --task "${pending[@]}" --out-dir "$OUT/aa" \
     --time-limit "$STEP_TIMEOUT" >/dev/null 2>"$OUT/aa/errors.log" || true
 fi
 

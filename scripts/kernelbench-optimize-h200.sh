@@ -37,6 +37,10 @@ K=$PWD/build/release/kblaster
 SUITE=kernelbench
 mkdir -p "$OUT" "$WORK/results"
 export KBLASTER_GENERATOR_LIB=$PWD/build/release/lib/libkblaster_generator.so
+# The problem files run by this script (resolve, pytorch_baselines.py) get an explicit
+# environment, never this shell's; they are trusted code by this script's purpose, so the
+# import trusts them (--trust) for the optimize steps.
+source scripts/lib/module_env.sh
 . scripts/lib/bwrap.sh
 install_carried_bwrap # the sandbox: the candidates compile and run in it
 
@@ -61,14 +65,14 @@ PY
 # 1. Import once (an existing $WORK/tasks is kept: the pass resumes on the same contracts).
 if [ ! -f "$WORK/import.json" ]; then
   # shellcheck disable=SC2086
-  $K tasks import --suite $SUITE --out "$WORK/tasks" $src >"$WORK/import.txt" 2>&1
+  $K tasks import --trust --suite $SUITE --out "$WORK/tasks" $src >"$WORK/import.txt" 2>&1
   cp "$WORK/tasks/import.json" "$WORK/import.json"
   pending=$(python3 -c 'import json,sys; print(" ".join(r["file"] for r in json.load(open(sys.argv[1])) if r["status"] == "needs_gpu_evaluation"))' "$WORK/import.json")
   if [ -n "$pending" ]; then
     # shellcheck disable=SC2086
-    python3 scripts/pytorch_oracle.py resolve $pending --out "$WORK/resolved-analysis.json"
+    "${MODULE_ENV[@]}" python3 scripts/pytorch_oracle.py resolve $pending --out "$WORK/resolved-analysis.json"
     RES=$(mktemp -d /tmp/kb-resolved.XXXXXX)
-    $K tasks import --suite $SUITE --out "$RES" --analysis "$WORK/resolved-analysis.json" \
+    $K tasks import --trust --suite $SUITE --out "$RES" --analysis "$WORK/resolved-analysis.json" \
       >"$WORK/import-resolved.txt" 2>&1
     cp "$RES/import.json" "$WORK/import-resolved.json"
     for d in "$RES"/*/; do
@@ -106,7 +110,7 @@ done
 # 4. The PyTorch methods (eager, compile, max-autotune) on the same tasks, resumable per run.
 if [ "${PYTORCH:-1}" != 0 ] && [ ! -f "$WORK/pytorch.json" ]; then
   $K --tasks "$WORK/tasks" tasks list --suite $SUITE --json >"$WORK/tasks.json"
-  PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$WORK/tasks.json" \
+  "${MODULE_ENV[@]}" PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$WORK/tasks.json" \
     --out "$WORK/pytorch.json.part" --methods "${METHODS:-eager,compile,max-autotune}" \
     --module-dir "$WORK/modules" >"$WORK/pytorch.txt" 2>&1 &&
     mv "$WORK/pytorch.json.part" "$WORK/pytorch.json"

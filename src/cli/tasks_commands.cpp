@@ -6,6 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <iostream>
+
+#include <unistd.h>
+
 namespace kb::cli {
 
 namespace {
@@ -131,13 +135,18 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
   });
 
   auto* imp = tasks->add_subcommand(
-      "import", "write pytorch task contracts for KernelBench problem files (read, not run)");
+      "import", "write pytorch task contracts for KernelBench problem files (read, not run; "
+                "asks once per file whether to trust it to run later)");
   static std::vector<std::string> files;
   static std::string import_suite = "kernelbench";
   static std::string out_dir;
   static std::string analysis;
   static bool import_json = false;
+  static bool import_trust = false;
   imp->add_option("files", files, "KernelBench problem files (FILE.py...)");
+  imp->add_flag("--trust", import_trust,
+                "trust every imported model.py to run (batch and CI use); without it the "
+                "command asks once per file on a terminal");
   imp->add_option("--suite", import_suite, "suite of the imported tasks (default kernelbench)");
   imp->add_option("--out", out_dir, "folder the task folders are written to")->required();
   imp->add_option("--analysis", analysis,
@@ -175,7 +184,71 @@ void add_tasks_commands(CLI::App& app, const global_options& globals, int* resul
                  counts[0], counts[1], counts[2], counts[3],
                  (fs::path(out_dir) / "import.json").string());
     }
+    // Importing reads the files; checking, evaluating or optimizing a task runs its model.py as
+    // Python with the user's rights. Each file's bytes are trusted once: asked here on a
+    // terminal, given with --trust, or later with `tasks trust`.
+    std::vector<std::pair<fs::path, fs::path>> untrusted; // the written module, its source
+    for (const auto& r : results) {
+      const fs::path module = r.task_dir / "model.py";
+      if (r.task_dir.empty() || !fs::is_regular_file(module)) {
+        continue;
+      }
+      if (import_trust) {
+        pytorch::trust_module(module);
+      } else if (!pytorch::is_trusted(module)) {
+        untrusted.emplace_back(module, r.file);
+      }
+    }
+    if (!untrusted.empty() && isatty(0) != 0 && isatty(2) != 0) {
+      std::vector<std::pair<fs::path, fs::path>> still;
+      for (const auto& [module, source] : untrusted) {
+        fmt::print(stderr,
+                   "{} (imported from {}) runs as Python with your rights when a command "
+                   "checks, evaluates or optimizes its task. Trust it? [y/N] ",
+                   module.string(), source.string());
+        std::string answer;
+        if (!std::getline(std::cin, answer)) {
+          still.emplace_back(module, source);
+          continue;
+        }
+        if (answer == "y" || answer == "Y" || answer == "yes") {
+          pytorch::trust_module(module);
+        } else {
+          still.emplace_back(module, source);
+        }
+      }
+      untrusted = std::move(still);
+    }
+    if (!untrusted.empty()) {
+      fmt::print(stderr,
+                 "{} imported model.py file(s) are not trusted to run; their tasks end {} until "
+                 "you read them and run `kblaster tasks trust FILE...` (or import with --trust)\n",
+                 untrusted.size(), pytorch::untrusted_reason);
+    }
     *result = counts[3] > 0 ? exit_code::input : exit_code::ok;
+  });
+
+  auto* trust = tasks->add_subcommand(
+      "trust", "trust a pytorch task's model.py to run (by the SHA-256 of its bytes)");
+  static std::vector<std::string> trust_paths;
+  trust->add_option("paths", trust_paths, "model.py files, or task folders holding one")
+      ->required();
+  trust->callback([result] {
+    for (const auto& given : trust_paths) {
+      fs::path module = given;
+      if (fs::is_directory(module)) {
+        module = fs::is_regular_file(module / "task.toml")
+                     ? pytorch::module_file(task::load_contract(module / "task.toml"))
+                     : module / "model.py";
+      }
+      if (!fs::is_regular_file(module)) {
+        fail_input("tasks trust: {} is not a module file or a task folder with one", given);
+      }
+      const std::string digest = pytorch::trust_module(module);
+      fmt::print("trusted   {}  {}\n", digest, module.string());
+    }
+    fmt::print("trust file {}\n", pytorch::trust_file().string());
+    *result = exit_code::ok;
   });
 }
 

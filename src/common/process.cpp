@@ -1,4 +1,5 @@
 #include "common/process.hpp"
+#include "common/environment.hpp"
 
 #include "common/error.hpp"
 
@@ -587,14 +588,45 @@ const std::vector<std::string>& worker_environment_names() {
   return names;
 }
 
-std::map<std::string, std::string> worker_environment() {
+namespace {
+
+std::map<std::string, std::string> environment_of(const std::vector<std::string>& names) {
   std::map<std::string, std::string> env;
-  for (const auto& name : worker_environment_names()) {
+  for (const auto& name : names) {
     if (const char* value = std::getenv(name.c_str()); value != nullptr) {
       env[name] = value;
     }
   }
   return env;
+}
+
+} // namespace
+
+std::map<std::string, std::string> worker_environment() {
+  return environment_of(worker_environment_names());
+}
+
+const std::vector<std::string>& module_environment_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = worker_environment_names();
+    // The interpreter's own settings (a virtual environment, a PYTHONPATH with PyTorch), the
+    // generator library pytorch_oracle.py loads, the device selection and CUDA's behaviour, the
+    // judge's device lock folder and the CPU thread count; none holds a credential.
+    for (const char* name :
+         {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "KBLASTER_GENERATOR_LIB",
+          "KBLASTER_DEVICE_LOCK_DIR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+          "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING", "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH",
+          "CUDA_CACHE_MAXSIZE", "CUDA_DEVICE_MAX_CONNECTIONS", "OMP_NUM_THREADS",
+          "MKL_NUM_THREADS"}) {
+      all.emplace_back(name);
+    }
+    return all;
+  }();
+  return names;
+}
+
+std::map<std::string, std::string> module_environment() {
+  return environment_of(module_environment_names());
 }
 
 } // namespace kb

@@ -1,5 +1,6 @@
 #include "eval/session.hpp"
 
+#include "common/environment.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "sandbox/sandbox.hpp"
@@ -44,6 +45,9 @@ started_worker start_worker(const worker_launch& launch) {
   spec.argv = launch.prefix;
   spec.argv.push_back(worker_executable().string());
   spec.argv.push_back("worker");
+  // The judge embeds a pytorch task's oracle, which runs the task's module: it gets an explicit
+  // environment, so that the model's API key or another credential never reaches it.
+  spec.env = module_environment();
   const process_spec run = launch.wrap ? launch.wrap(spec) : spec;
   return {std::make_unique<child_process>(run, launch.log_path, "KBLASTER_RESULT_FD")};
 }

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
+#include "common/environment.hpp"
 #include "common/process.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
@@ -359,6 +360,92 @@ std::vector<import_result> import_files(const fs::path& root, const std::vector<
   return out;
 }
 
+fs::path trust_file() {
+  if (const char* env = std::getenv("KBLASTER_TRUST_FILE"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  if (const char* env = std::getenv("KBLASTER_HOME"); env != nullptr && *env != '\0') {
+    return fs::path(env) / "trusted_modules";
+  }
+  const char* home = std::getenv("HOME");
+  if (home == nullptr || *home == '\0') {
+    fail_input("cannot place the trust file: HOME is not set; set KBLASTER_TRUST_FILE");
+  }
+  return fs::path(home) / ".local" / "share" / "kblaster" / "trusted_modules";
+}
+
+std::string module_digest(const fs::path& module) {
+  if (!fs::is_regular_file(module)) {
+    fail_input("{}: no such module file", module.string());
+  }
+  return sha256_file(module);
+}
+
+namespace {
+
+// The digests listed in the trust file: the first word of each line; '#' starts a comment.
+std::set<std::string> trusted_digests() {
+  std::set<std::string> out;
+  const fs::path file = trust_file();
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    return out;
+  }
+  std::istringstream in(read_file(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto begin = line.find_first_not_of(" \t");
+    if (begin == std::string::npos || line[begin] == '#') {
+      continue;
+    }
+    const auto end = line.find_first_of(" \t", begin);
+    out.insert(line.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+  }
+  return out;
+}
+
+} // namespace
+
+bool is_trusted(const fs::path& module) {
+  std::error_code ec;
+  if (!fs::is_regular_file(module, ec)) {
+    return false;
+  }
+  return trusted_digests().count(module_digest(module)) != 0;
+}
+
+std::string trust_module(const fs::path& module) {
+  const std::string digest = module_digest(module);
+  if (trusted_digests().count(digest) != 0) {
+    return digest;
+  }
+  const fs::path file = trust_file();
+  if (file.has_parent_path() && !fs::is_directory(file.parent_path())) {
+    fs::create_directories(file.parent_path());
+    fs::permissions(file.parent_path(), fs::perms::owner_all, fs::perm_options::replace);
+  }
+  std::string text;
+  std::error_code ec;
+  if (fs::is_regular_file(file, ec)) {
+    text = read_file(file);
+    if (!text.empty() && text.back() != '\n') {
+      text += '\n';
+    }
+  } else {
+    text = "# SHA-256 of PyTorch modules trusted to run (kblaster tasks import / tasks trust)\n";
+  }
+  text += digest + "  " + fs::absolute(module).lexically_normal().string() + "\n";
+  write_file_atomic(file, text, 0600);
+  return digest;
+}
+
+fs::path module_file(const task::contract& c) {
+  if (c.module && !c.module->source.empty()) {
+    return c.module->source.is_absolute() ? c.module->source : c.dir / c.module->source;
+  }
+  return c.dir / "model.py";
+}
+
 const availability& probe(const fs::path& root) {
   static std::once_flag once;
   static availability a;
@@ -367,6 +454,7 @@ const availability& probe(const fs::path& root) {
     a.python = py != nullptr && *py != '\0' ? py : "python3";
     process_spec spec;
     spec.argv = {a.python, (root / "scripts" / "pytorch_oracle.py").string(), "probe", "--json"};
+    spec.env = module_environment(); // as describe and the judge will see the interpreter
     spec.timeout = std::chrono::seconds(120);
     const auto r = run_process(spec);
     if (r.spawn_failed) {
@@ -572,6 +660,18 @@ readiness make_ready(const fs::path& root, task::contract& c) {
     r.ok = true;
     return r;
   }
+  // Nothing runs the module before its bytes are trusted: not describe, not the oracle or the
+  // baseline generated below.
+  const fs::path module = module_file(c);
+  if (!is_trusted(module)) {
+    r.reason = untrusted_reason;
+    r.message = fmt::format(
+        "{} is not trusted to run: a task's module is Python that runs with your rights. Read it, "
+        "then trust it with `kblaster tasks trust {}` (trusted digests are kept in {}; a changed "
+        "file must be trusted again)",
+        module.string(), module.string(), trust_file().string());
+    return r;
+  }
   const auto& a = probe(root);
   if (!a.available) {
     r.reason = a.reason;
@@ -582,6 +682,8 @@ readiness make_ready(const fs::path& root, task::contract& c) {
     process_spec spec;
     spec.argv = {a.python, (root / "scripts" / "pytorch_oracle.py").string(), "describe", "--task",
                  c.dir.string()};
+    // An explicit environment: the model's API key and other credentials stay in this process.
+    spec.env = module_environment();
     spec.timeout = std::chrono::minutes(10);
     const auto out = run_process(spec);
     if (!out.ok()) {

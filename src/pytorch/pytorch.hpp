@@ -111,8 +111,30 @@ struct availability {
   fs::path libpython;          // the shared libpython the generated modules embed
   std::vector<fs::path> paths; // the interpreter's sys.path folders
 };
-// Runs `$KBLASTER_PYTHON scripts/pytorch_oracle.py probe --json` once per process.
+// Runs `$KBLASTER_PYTHON scripts/pytorch_oracle.py probe --json` once per process (it runs no
+// task's module).
 const availability& probe(const fs::path& root);
+
+// ---- trust: a task's module runs only once its bytes are trusted ---------------------------
+// A pytorch task's module (model.py) is Python that runs with the user's rights when a command
+// checks, evaluates or optimizes the task (describe, the oracle, the eager baseline). It runs
+// only when its SHA-256 is listed in the user's trust file; `kblaster tasks import` asks once
+// per file (or takes --trust), `kblaster tasks trust PATH` adds one. The list lives with the
+// user, not with the task: whoever wrote a task folder could write a trust record beside it.
+
+// $KBLASTER_TRUST_FILE, else $KBLASTER_HOME/trusted_modules, else
+// ~/.local/share/kblaster/trusted_modules (beside the default store).
+fs::path trust_file();
+// Lower-case hex SHA-256 of the module file's bytes.
+std::string module_digest(const fs::path& module);
+// Whether the file's current bytes are listed in trust_file().
+bool is_trusted(const fs::path& module);
+// Lists the file's current bytes as trusted ("<digest>  <absolute path>" appended; the file is
+// created with mode 0600, its folder 0700). Returns the digest.
+std::string trust_module(const fs::path& module);
+// The module file of a pytorch task: c.module->source, else DIR/model.py.
+fs::path module_file(const task::contract& c);
+inline constexpr const char* untrusted_reason = "blocked.untrusted_module";
 
 // ---- evaluating a pytorch task --------------------------------------------------------------
 // The judge verifies a pytorch task as a native one: the oracle module and the baseline are
@@ -122,11 +144,13 @@ const availability& probe(const fs::path& root);
 
 struct readiness {
   bool ok = false;
-  std::string reason; // when not ok: blocked.* (no PyTorch here) or task.pytorch_describe_failed
+  std::string reason; // when not ok: blocked.* (no PyTorch here; blocked.untrusted_module: the
+                      // module's bytes are not trusted) or task.pytorch_describe_failed
   std::string message;
 };
 
-// Makes `c` evaluable: describes the module where DIR/resolved.json is missing or stale (runs
+// Makes `c` evaluable: refuses a module whose bytes are not trusted (blocked.untrusted_module,
+// before anything runs it), describes the module where DIR/resolved.json is missing or stale (runs
 // pytorch_oracle.py describe, which executes the task's model.py), loads the contract again with
 // its state and outputs, and writes the oracle module's and the baseline's sources under the
 // compile cache (c.oracle, c.baseline, c.runtime_paths).

@@ -73,19 +73,29 @@ class imported : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
     out = std::make_unique<temp_dir>("kb-import");
-    std::vector<std::string> args{"tasks", "import", "--out", out->path().string(), "--json"};
+    // The project's own problem files are trusted to run (--trust), in a trust file of the
+    // test's that every later command of this process sees.
+    trust = std::make_unique<temp_dir>("kb-import-trust");
+    setenv("KBLASTER_TRUST_FILE", (trust->path() / "trusted_modules").c_str(), 1);
+    std::vector<std::string> args{"tasks", "import", "--trust", "--out", out->path().string(),
+                                  "--json"};
     for (const auto& f : problem_files()) {
       args.push_back(f);
     }
     result = kblaster(args);
   }
-  static void TearDownTestSuite() { out.reset(); }
+  static void TearDownTestSuite() {
+    out.reset();
+    unsetenv("KBLASTER_TRUST_FILE");
+    trust.reset();
+  }
 
   static task::contract task(const std::string& folder) {
     return task::load_contract(out->path() / folder / "task.toml");
   }
 
   static inline std::unique_ptr<temp_dir> out;
+  static inline std::unique_ptr<temp_dir> trust;
   static inline process_result result;
 };
 
