@@ -510,10 +510,10 @@ TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {
 }
 
 TEST(JudgeRules, TimingSetsShrinkToWhatTheDeviceHoldsKeepingSeparateLanesFirst) {
-  // A set of KernelBench's Swish (4096 x 393216 fp32 in and out): 12.9 GB a lane, with 110 GB
+  // A set of KernelBench's Swish (4096 x 393216 fp32 in and out): 12.9 GB a lane, with 60 GB
   // the judge may use.
   const double set_gb = 12.9;
-  const auto fits = [&](int total_sets) { return total_sets * set_gb <= 110.0; };
+  const auto fits = [&](int total_sets) { return total_sets * set_gb <= 60.0; };
   // Four sets wanted, two candidates: 8 lane-sets do not fit, 4 (two sets, separate) do.
   auto c = sets_that_fit(4, 2, true, fits);
   EXPECT_EQ(c.sets, 2);
