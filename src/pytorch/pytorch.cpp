@@ -1,8 +1,8 @@
 #include "pytorch/pytorch.hpp"
 
+#include "common/environment.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
-#include "common/environment.hpp"
 #include "common/process.hpp"
 #include "common/sha256.hpp"
 #include "common/text.hpp"
