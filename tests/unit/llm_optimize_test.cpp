@@ -139,10 +139,14 @@ TEST(llm_optimize, an_imported_pytorch_task_goes_through_the_loop) {
   }
   ::setenv("KBLASTER_PYTHON", python.c_str(), 1);
   temp_dir dir("llm-optimize-pytorch");
+  // The project's own problem file is trusted to run (--trust), in a trust file of the test's.
+  const auto trust_file = dir.path() / "trusted_modules";
+  ::setenv("KBLASTER_TRUST_FILE", trust_file.c_str(), 1);
   process_spec import;
   import.argv = {KBLASTER_BINARY,
                  "tasks",
                  "import",
+                 "--trust",
                  "--out",
                  (dir.path() / "tasks").string(),
                  (root / "tests/data/kernelbench/level1/4_Conv2dSquare.py").string()};
@@ -167,6 +171,7 @@ TEST(llm_optimize, an_imported_pytorch_task_goes_through_the_loop) {
   EXPECT_NE(prompt.find("class Model(nn.Module)"), std::string::npos) << prompt.substr(0, 600);
   EXPECT_NE(prompt.find("Reference: the PyTorch module"), std::string::npos);
   ::unsetenv("KBLASTER_PYTHON");
+  ::unsetenv("KBLASTER_TRUST_FILE");
 }
 
 } // namespace
