@@ -116,6 +116,11 @@ struct worker::timing_run {
   json abi_calls = json::object(); // the first calls the ABI rules saw, per candidate
   std::map<std::string, abi_tally> slow_calls;
   reference_trip reference{0};
+  // The empty kernel as the control of the host-work rule, when no baseline can be (rules.hpp,
+  // reference_trip): its calls among the others', and why it stopped if it did.
+  bool control = false;
+  int control_calls = 0;
+  std::string control_stopped;
   json allocation = json::object();
   double round_s = 0; // [s] one round's calls as the allocation probe timed them
   // The rounds.
@@ -396,7 +401,19 @@ void worker::calibrate_overhead(timing_run& r) {
       launches.push_back(static_cast<double>(tc.w.launch_ns));
     }
   }
-  stop_runner(empty, false);
+  // The control: kept running when no baseline that only enqueues is timed beside candidates
+  // that do (the host-work rule holds them to an honest call made under their conditions).
+  const auto enqueues = [](const candidate_lib& l) { return !l.rejected && !l.host_dispatch; };
+  const bool baseline_enqueues = std::any_of(m_libs.begin(), m_libs.end(), [&](const auto& l) {
+    return l.role == "baseline" && enqueues(l);
+  });
+  const bool candidate_enqueues = std::any_of(m_libs.begin(), m_libs.end(), [&](const auto& l) {
+    return l.role != "baseline" && enqueues(l);
+  });
+  r.control = !baseline_enqueues && candidate_enqueues;
+  if (!r.control) {
+    stop_runner(empty, false);
+  }
   r.overhead_s = stats::median(windows);
   r.empty_round_trip_ns = static_cast<int64_t>(stats::median(trips));
   r.empty_host_ns = static_cast<int64_t>(stats::median(hosts));
@@ -411,12 +428,32 @@ void worker::calibrate_overhead(timing_run& r) {
                    {"empty_tail_median_s", r.empty_tail_ns * 1e-9},
                    {"empty_prepare_median_s", stats::median(prepares) * 1e-9},
                    {"empty_launch_median_s", stats::median(launches) * 1e-9},
-                   {"samples", windows.size()}};
+                   {"samples", windows.size()},
+                   {"control", r.control}};
   // Work before GO is bounded by the calibration: an honest call's time before its window is
   // the empty call's, and the allowance beyond it is one empty round trip (rules.hpp).
   r.host_rule = host_work_rule::calibrated(r.empty_round_trip_ns);
   r.calibration["host_work_allowance_s"] = r.host_rule.allowance_ns * 1e-9;
   r.reference = reference_trip(r.empty_round_trip_ns);
+}
+
+// One call of the control (the empty kernel, through the same path as every library) among the
+// others' calls: its round trip is the honest call the host-work rule holds candidates to when
+// the baseline dispatches on the host. A control that fails stops being called; the reference
+// then stays the calibration's.
+void worker::control_call(timing_run& r, size_t set, const call_inputs& in) {
+  if (!r.control) {
+    return;
+  }
+  const auto tc = timed_call_on(r, m_empty, timing_buf(r, m_empty, set), in, "control");
+  if (tc.bad || tc.w.failed) {
+    r.control = false;
+    r.control_stopped = (tc.bad ? *tc.bad : *tc.w.failed).message;
+    stop_runner(m_empty, true);
+    return;
+  }
+  ++r.control_calls;
+  r.reference.add_control(tc.w.round_trip_ns);
 }
 
 // The window holds the call's stream work only; these rules catch a call that did work
@@ -495,10 +532,12 @@ void worker::probe_allocation(timing_run& r) {
   const int allocation_probe_calls = 10;
   for (auto* lib : r.alive) {
     for (int i = 0; i < 2 && !lib->rejected; ++i) {
-      auto tc = timed_call(r, *lib, static_cast<size_t>(i) % r.bufs.size(), "warm-up");
+      const auto set = static_cast<size_t>(i) % r.bufs.size();
+      auto tc = timed_call(r, *lib, set, "warm-up");
       if (tc.bad) {
         reject(*lib, *tc.bad);
       }
+      control_call(r, set, set_inputs(r, set));
     }
     if (lib->rejected) {
       continue;
@@ -511,13 +550,16 @@ void worker::probe_allocation(timing_run& r) {
     std::vector<double> call_s;
     for (int i = 0; i < allocation_probe_calls && !lib->rejected; ++i) {
       const auto call_start = clock_type::now();
-      auto tc = timed_call(r, *lib, static_cast<size_t>(i) % r.bufs.size(), "allocation probe");
+      const auto set = static_cast<size_t>(i) % r.bufs.size();
+      auto tc = timed_call(r, *lib, set, "allocation probe");
       call_s.push_back(seconds_since(call_start));
       if (tc.bad) {
         reject(*lib, *tc.bad);
       } else if (auto broken = abi_rules(r, *lib, tc.w)) {
         reject(*lib, *broken);
       }
+      // After the call's window, as a candidate's next call comes (its time is not the round's).
+      control_call(r, set, set_inputs(r, set));
     }
     if (lib->rejected) {
       continue;
@@ -635,7 +677,17 @@ void worker::timing_round(timing_run& r) {
                        cuda_check(cudaStreamSynchronize(m_stream), "inputs");
                      }};
   }
-  for (auto* lib : order) {
+  // The control's call at a place drawn for the round, as the libraries' order is.
+  const size_t control_at =
+      r.control ? std::uniform_int_distribution<size_t>(0, order.size())(r.order_rng) : 0;
+  for (size_t i = 0; i <= order.size(); ++i) {
+    if (r.control && i == control_at) {
+      control_call(r, set_u, in);
+    }
+    if (i == order.size()) {
+      break;
+    }
+    auto* lib = order[i];
     if (lib->rejected) {
       continue;
     }
@@ -905,6 +957,10 @@ void worker::check_interference(timing_run& r) {
       stop_runner(lib, false);
     }
   }
+  if (r.control) {
+    r.control = false;
+    stop_runner(m_empty, false);
+  }
   // Set 0 was changed in place by the re-check: every lane gets its verified inputs back.
   for (auto* lb : timing_lanes(r, 0)) {
     generate(*lb, r.set_dist[0], r.set_seed[0]);
@@ -989,6 +1045,11 @@ json worker::timing_record(timing_run& r) {
               {"overhead_s", r.overhead_s},
               {"allocation", r.allocation},
               {"abi_calls", r.abi_calls},
+              {"control",
+               {{"used", r.control_calls > 0},
+                {"calls", r.control_calls},
+                {"reference_round_trip_s", r.reference.for_candidate() * 1e-9},
+                {"stopped", r.control_stopped}}},
               {"interference", r.interference},
               {"reuse", r.reuse},
               {"flush_bytes", r.t.cold_l2 ? r.flush_bytes : 0},

@@ -260,6 +260,34 @@ TEST(JudgeRules, ReferenceTripIsTheBaselinesUnderTheSameConditions) {
   EXPECT_EQ(fast.for_candidate(), 80'000);
 }
 
+// A baseline that dispatches on the host (eager PyTorch) is never the reference: the control, the
+// empty kernel called among the others' calls, is. At a KernelBench shape (ReLU on 4096 x 393216,
+// 7.7 ms windows) honest one-kernel candidates held to the back-to-back empty call's 33 us were
+// rejected (`timing.work_outside_stream`: 19 of 30 round trips beyond the 50 us allowance); a
+// runner woken after other runners' long windows answers slower (the baseline's one-kernel calls
+// at 135 us against the empty call's 55 us, above). Held to the control's calls, made under those
+// conditions, the honest call passes and a call that does its work before GO still does not.
+TEST(JudgeRules, WithoutABaselineThatEnqueuesTheControlIsTheReference) {
+  reference_trip r(33'000);
+  const auto rule = host_work_rule::calibrated(33'000); // allowance: 50 us at least
+  for (int i = 0; i < 4; ++i) {
+    r.add_control(120'000);
+  }
+  EXPECT_EQ(r.calls(), 4u);
+  EXPECT_EQ(r.for_candidate(), 33'000); // too few control calls yet
+  EXPECT_TRUE(rule.violated(130'000, r.for_candidate()));
+  r.add_control(125'000);
+  EXPECT_EQ(r.for_candidate(), 120'000);
+  EXPECT_FALSE(rule.violated(130'000, r.for_candidate())); // the honest candidate
+  EXPECT_TRUE(rule.violated(1'000'000, r.for_candidate())); // 1 ms of work before GO
+  // Never below the empty call's either.
+  reference_trip fast(80'000);
+  for (int i = 0; i < 9; ++i) {
+    fast.add_control(40'000);
+  }
+  EXPECT_EQ(fast.for_candidate(), 80'000);
+}
+
 TEST(JudgeRules, AbiTallyWaitsOutARunnersSlowStart) {
   // A runner's first calls are slow: a dozen slow round trips at the start reject nothing, early
   // or at the end.

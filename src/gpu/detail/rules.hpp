@@ -40,14 +40,22 @@ struct host_work_rule {
 // against the empty call's 55 us on the H200), never below the empty call's, which is the
 // reference until `min_baseline_calls` baseline calls were seen. The baseline is held against
 // the same median: it is the task's reference, and work it did before its window would only
-// make the candidates look slower. [ns]
+// make the candidates look slower.
+// A baseline whose calls dispatch on the host (a library such as eager PyTorch: its round trip
+// holds its own host work and is never held to the rule) cannot be that honest call. Then the
+// calibration's empty kernel stays in the session as a control: its calls, made among the
+// others' (after their windows, as the candidates' are), give the median instead. Without it, a
+// candidate woken after multi-millisecond windows would be held to the back-to-back empty call's
+// round trip and an honest one rejected. [ns]
 class reference_trip {
 public:
   static constexpr size_t min_baseline_calls = 5;
   explicit reference_trip(int64_t empty_round_trip_ns) : m_empty(empty_round_trip_ns) {}
+  // A call of the baseline (one that enqueues only) or of the control, among the others' calls.
   void add_baseline(int64_t round_trip_ns) {
     m_baseline.push_back(static_cast<double>(round_trip_ns));
   }
+  void add_control(int64_t round_trip_ns) { add_baseline(round_trip_ns); }
   int64_t for_candidate() const {
     if (m_baseline.size() < min_baseline_calls) {
       return m_empty;
@@ -56,6 +64,7 @@ public:
     return b > m_empty ? b : m_empty;
   }
   int64_t for_baseline() const { return for_candidate(); }
+  size_t calls() const { return m_baseline.size(); }
 
 private:
   int64_t m_empty;

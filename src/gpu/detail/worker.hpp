@@ -618,6 +618,7 @@ private:
   void fill_timing_sets(timing_run& r);
   void calibrate_overhead(timing_run& r);
   void probe_allocation(timing_run& r);
+  void control_call(timing_run& r, size_t set, const call_inputs& in);
   void plan_timing_rounds(timing_run& r);
   void run_rounds(timing_run& r);
   void timing_round(timing_run& r);
