@@ -185,8 +185,8 @@ struct run_context {
   std::string isolation;                  // sandboxed | unprotected | blocked
   std::string isolation_detail;
   std::string isolation_probe; // what the sandbox probe found on this host
-  std::string shape;       // the timed shape
-  task::ceilings ceilings; // the floor and the physical limit were computed against these
+  std::string shape;           // the timed shape
+  task::ceilings ceilings;     // the floor and the physical limit were computed against these
 };
 
 // The task an evaluation was of.
@@ -259,6 +259,11 @@ std::optional<result> stored_result(const store::store& st, const store::evaluat
                                     bool with_samples = true);
 // What the store's evidence check compares with an evaluation row (store::record_reader).
 store::recorded_outcome recorded_outcome_of(const std::string& detail_blob);
+
+// Whether this source is the generated eager baseline of a pytorch task, byte for byte: its calls
+// dispatch on the host (the interpreter, PyTorch's dispatcher), so the host-work rule takes the
+// empty kernel as its control and its kernels are not read by the counters' replay.
+bool dispatches_on_host(const task::contract& c, const candidate_input& in);
 
 // Verifies and times `candidate` against `baseline` on task `c`. Never throws for a bad
 // candidate; throws kb::error only when the tool itself cannot go on.

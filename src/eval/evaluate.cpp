@@ -90,15 +90,14 @@ device_probe probe_device() {
   return p;
 }
 
-namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-// The generated eager baseline of a pytorch task, byte for byte (protocol::library::host_dispatch).
-bool is_generated_pytorch_baseline(const task::contract& c, const candidate_input& in) {
+bool dispatches_on_host(const task::contract& c, const candidate_input& in) {
   return c.kind == task::task_kind::pytorch && !c.baseline.empty() && fs::exists(c.baseline) &&
          in.source == read_file(c.baseline);
 }
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
 
 // The task's own baseline file, byte for byte: the one source compiled outside the sandbox.
 bool is_task_baseline(const task::contract& c, const candidate_input& in) {
@@ -532,8 +531,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   const std::vector<std::pair<std::string, fs::path>> libs = {
       {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
   const std::map<std::string, bool> host_dispatch = {
-      {"baseline", is_generated_pytorch_baseline(c, baseline)},
-      {"candidate", is_generated_pytorch_baseline(c, candidate)}};
+      {"baseline", dispatches_on_host(c, baseline)},
+      {"candidate", dispatches_on_host(c, candidate)}};
   const auto worker_wrap = prep.iso->worker(prep.staging->path());
   detail::event_handlers event_printer;
   event_printer.progress = [&](const protocol::progress& e) {
@@ -876,7 +875,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   job.single_check = true;
   job.profile = true;
   job.counters = counters;
-  job.candidates = {{"candidate", cand_so.string(), is_generated_pytorch_baseline(c, candidate)}};
+  job.candidates = {{"candidate", cand_so.string(), dispatches_on_host(c, candidate)}};
   detail::worker_launch launch;
   add_runner(job, prep.iso->worker(prep.staging->path(), tool_dirs), prefix, logs.path(),
              prefix.empty() ? opt.hang_timeout : opt.hang_timeout * 4);

@@ -257,10 +257,12 @@ task_result optimizer::optimize(const task::contract& given) {
   // The baseline, verified and timed against itself.
   say(fmt::format("task {}: baseline", c.id));
   // With counters asked for, the baseline's come with its A/A run (its state starts the search)
-  // and each later gate's with a new best.
+  // and each later gate's with a new best. An eager PyTorch baseline dispatches on the host: the
+  // counters' replay does not read it (the state starts analytic) but candidates' are still read.
+  const bool host_baseline = eval::dispatches_on_host(c, baseline);
   eval::options base_opt = m_opt.step;
   if (m_opt.step.profile != eval::profile_mode::none) {
-    base_opt.profile = eval::profile_mode::always;
+    base_opt.profile = host_baseline ? eval::profile_mode::none : eval::profile_mode::always;
   }
   const auto base = m_evaluate(c, baseline, baseline, base_opt);
   eval::record(m_store, m_run, c, baseline, baseline, base);
@@ -279,7 +281,7 @@ task_result optimizer::optimize(const task::contract& given) {
   // The options of this task's steps: where the baseline's counters could not be read, later
   // candidates' cannot either, and asking again would only cost a worker per new best.
   eval::options step_opt = m_opt.step;
-  if (step_opt.profile != eval::profile_mode::none && !has_counters(base)) {
+  if (step_opt.profile != eval::profile_mode::none && !host_baseline && !has_counters(base)) {
     step_opt.profile = eval::profile_mode::none;
     say(fmt::format("task {}: no counters for the baseline ({}); states stay analytic", c.id,
                     counters_note(base)));
