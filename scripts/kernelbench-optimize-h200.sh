@@ -81,6 +81,12 @@ if [ ! -f "$WORK/import.json" ]; then
   fi
 fi
 
+# A pass resumed on another machine (or by another user) finds the tasks imported but their
+# modules not in this machine's trust file: the script trusts them again, as the import did.
+for d in "$WORK"/tasks/*/; do
+  [ -f "$d/model.py" ] && $K tasks trust "$d" >/dev/null
+done
+
 # 2. The lowering of every task (CPU only; cheap, so always again).
 $K --tasks "$WORK/tasks" tasks lower --suite $SUITE --json "$WORK/lower.json" | tail -3
 

@@ -44,6 +44,7 @@ under torch.manual_seed(seed) (float32 on the CPU, then converted), and are hand
 as extra inputs after the forward's, in state_dict order.
 """
 import argparse
+import contextlib
 import ctypes
 import importlib.util
 import json
@@ -718,11 +719,53 @@ class _Call:
             self.models[key] = self.task.build(self.torch, self.task.dims(shape), 0, dtype, device)
         return self.models[key]
 
+    def _forward(self, shape, reference, ins, outs, compute):
+        """The module on `compute` ("cuda" or "cpu") into the harness's outputs: in float64 (the
+        reference, its floating-point inputs cast on the way) or in the task's dtype (eager)."""
+        torch = self.torch
+        n = len(self.task.inputs)
+        dtype = torch.float64 if reference else self.dtype
+        model = self.model(shape, dtype, compute)
+        names = [s["name"] for s in self.resolved["shapes"][shape]["state"]]
+        if reference:
+            def cast(x):
+                return x.to(compute, torch.float64) if x.is_floating_point() else x.to(compute)
+        else:
+            def cast(x):
+                return x
+        state = {k: cast(x) for k, x in zip(names, ins[n:])}
+        xs = [cast(x) for x in ins[:n]]
+        scalars = [float(self.args.scalars[k]) for k in range(self.args.num_scalars)]
+        ys = as_list(self.functional_call(model, state, self.task.call_args(xs, scalars or None)))
+        if len(ys) != len(outs):
+            raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
+        for o, y in zip(outs, ys):
+            o.copy_(y)
+
+    def _reference_on_device(self, shape, ins, outs):
+        """The float64 reference on the GPU, its intermediates in a memory pool of their own that
+        is released after the call: KernelBench-sized float64 copies are tens of GB, and the
+        judge sizes its timing sets by the device's free memory. A pool of its own leaves the
+        eager module's cached blocks alone, so that an eager call after a reference allocates
+        nothing anew (emptying the whole cache released them too)."""
+        torch = self.torch
+        self.model(shape, torch.float64, "cuda")  # its parameters outlive the pool
+        pool = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
+        try:
+            with torch.cuda.use_mem_pool(pool) if pool is not None else contextlib.nullcontext():
+                self._forward(shape, True, ins, outs, "cuda")
+        finally:
+            if pool is not None:
+                torch.cuda.current_stream().synchronize()
+                del pool
+            elif torch.cuda.memory_reserved() > (1 << 30):
+                torch.cuda.empty_cache()
+
     def __call__(self, mode, args_address, on_device):
         torch = self.torch
         a = _KbArgs.from_address(args_address)
+        self.args = a
         device = "cuda" if on_device else "cpu"
-        import contextlib
         # Every operation on the harness's tensors, the float64 casts of the reference included,
         # is queued on the caller's stream: the inputs are written there (the judge's generator)
         # and it reads the outputs there. PyTorch's own stream is not ordered with a
@@ -732,30 +775,13 @@ class _Call:
         with torch.no_grad(), on_stream:
             ins = [_view(torch, a.inputs[i], device) for i in range(a.num_inputs)]
             outs = [_view(torch, a.outputs[i], device) for i in range(a.num_outputs)]
-            n = len(self.task.inputs)
             shape = self.by_shapes.get(tuple(tuple(x.shape) for x in ins))
             if shape is None:
                 raise ValueError("the tensors match none of the task's shapes")
-            reference = mode == "reference"
-            dtype = torch.float64 if reference else self.dtype
-            model = self.model(shape, dtype, device)
-            names = [s["name"] for s in self.resolved["shapes"][shape]["state"]]
-            cast = (lambda x: x.double() if x.is_floating_point() else x) if reference else (lambda x: x)
-            state = {k: cast(x) for k, x in zip(names, ins[n:])}
-            xs = [cast(x) for x in ins[:n]]
-            scalars = [float(a.scalars[k]) for k in range(a.num_scalars)]
-            ys = as_list(self.functional_call(model, state,
-                                              self.task.call_args(xs, scalars or None)))
-            if len(ys) != len(outs):
-                raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
-            for o, y in zip(outs, ys):
-                o.copy_(y)
-            del xs, ys, state
-        if reference and on_device and torch.cuda.memory_reserved() > (1 << 30):
-            # The float64 intermediates of a large shape (KernelBench's official ones: tens of
-            # GB) stay in PyTorch's cache inside the judge's process otherwise, and the judge
-            # sizes its timing sets by the device's free memory.
-            torch.cuda.empty_cache()
+            if mode == "reference" and on_device:
+                self._reference_on_device(shape, ins, outs)
+            else:
+                self._forward(shape, mode == "reference", ins, outs, device)
         return 0
 
 
