@@ -9,9 +9,16 @@ namespace kb::gpu::detail {
 
 auto worker::prepare_fresh(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
                            int n_dists) -> fresh_reference {
+  const auto dist = static_cast<int>(m_rng() % static_cast<uint64_t>(std::max(1, n_dists)));
+  const uint64_t seed = m_rng();
+  return prepare_contents(lanes, refs, dist, seed);
+}
+
+auto worker::prepare_contents(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
+                              int dist, uint64_t seed) -> fresh_reference {
   fresh_reference f;
-  f.dist = static_cast<int>(m_rng() % static_cast<uint64_t>(std::max(1, n_dists)));
-  f.seed = m_rng();
+  f.dist = dist;
+  f.seed = seed;
   shape_buffers& first = *lanes[0];
   const auto& s = *first.shape;
   generate(first, f.dist, f.seed);
@@ -32,7 +39,7 @@ auto worker::prepare_fresh(const std::vector<shape_buffers*>& lanes, shape_buffe
 }
 
 auto worker::check_fresh_answer(shape_buffers& b, shape_buffers& refs, const fresh_reference& f,
-                                int round) -> std::optional<rejection> {
+                                int round, bool fresh_contents) -> std::optional<rejection> {
   const auto& s = *b.shape;
   std::vector<error_metrics> ms;
   for (size_t o = 0; o < s.outputs.size(); ++o) {
@@ -41,6 +48,12 @@ auto worker::check_fresh_answer(shape_buffers& b, shape_buffers& refs, const fre
   const auto outcome = judge(ms, f.scales, s);
   if (outcome.passed) {
     return std::nullopt;
+  }
+  if (!fresh_contents) {
+    return rejection{"timing.stale_output",
+                     fmt::format("round {}: on a seen set's own contents, drawn again for the "
+                                 "round, the answer is wrong against the oracle: {}",
+                                 round, outcome.message)};
   }
   return rejection{"timing.stale_after_input_change",
                    fmt::format("round {}: on input contents drawn for the round the answer is "
@@ -134,9 +147,10 @@ struct worker::timing_run {
   int checked_calls = 0;
   std::map<std::string, int> fresh_calls;
   int fresh_rounds = 0;
+  int redrawn_rounds = 0;
   int fresh_checked = 0;
   round_plan plan;
-  std::vector<bool> deck;
+  std::vector<round_kind> deck;
   // After the rounds.
   int swept_sets = 0;
   json reuse = json::object();
@@ -612,6 +626,7 @@ void worker::plan_timing_rounds(timing_run& r) {
     r.drop_rejected();
     r.plan.rounds = 0;
     r.plan.fresh = 0;
+    r.plan.redrawn = 0;
   }
   r.deck = round_deck(r.plan, m_rng);
 }
@@ -661,11 +676,21 @@ void worker::timing_round(timing_run& r) {
   std::shuffle(order.begin(), order.end(), r.order_rng);
   const int set = r.round % r.n_sets;
   const auto set_u = static_cast<size_t>(set);
-  const bool fresh_round =
-      static_cast<size_t>(r.round) < r.deck.size() && r.deck[static_cast<size_t>(r.round)];
+  const round_kind kind = static_cast<size_t>(r.round) < r.deck.size()
+                              ? r.deck[static_cast<size_t>(r.round)]
+                              : round_kind::seen;
+  const bool fresh_round = kind == round_kind::fresh;
+  const bool prepared = kind != round_kind::seen;
   call_inputs in = set_inputs(r, set_u);
   std::vector<uint64_t> fresh_digests;
   fresh_reference fresh;
+  if (kind == round_kind::redrawn) {
+    // The set's own contents (the calls' inputs are the set's as in any seen round), prepared
+    // as a fresh round's are: generated, the oracle run on them, digested.
+    ++r.redrawn_rounds;
+    fresh =
+        prepare_contents(timing_lanes(r, set_u), *r.bufs[0], r.set_dist[set_u], r.set_seed[set_u]);
+  }
   if (fresh_round) {
     ++r.fresh_rounds;
     fresh = prepare_fresh(timing_lanes(r, set_u), *r.bufs[0], r.n_dists);
@@ -691,8 +716,9 @@ void worker::timing_round(timing_run& r) {
     if (lib->rejected) {
       continue;
     }
-    const auto what = fresh_round ? fmt::format("round {} fresh contents", r.round)
-                                  : fmt::format("round {} set {}", r.round, set);
+    const auto what =
+        fresh_round ? fmt::format("round {} fresh contents", r.round)
+                    : fmt::format("round {} set {}{}", r.round, set, prepared ? " (redrawn)" : "");
     const auto tc = timed_call_on(r, *lib, timing_buf(r, *lib, set_u), in, what);
     ++r.checked_calls;
     if (tc.bad) {
@@ -703,18 +729,21 @@ void worker::timing_round(timing_run& r) {
       reject(*lib, *broken);
       continue;
     }
-    record_sample(r, *lib, tc.w, set, fresh_round);
-    if (fresh_round) {
-      ++r.fresh_calls[lib->role];
+    record_sample(r, *lib, tc.w, set, kind);
+    if (prepared) {
+      if (fresh_round) {
+        ++r.fresh_calls[lib->role];
+      }
       ++r.fresh_checked;
       // Checked right after its call, before any other library's call can touch a buffer it
       // shares (shared lanes): against the oracle's answer on these contents.
-      if (auto bad = check_fresh_answer(timing_buf(r, *lib, set_u), *r.bufs[0], fresh, r.round)) {
+      if (auto bad = check_fresh_answer(timing_buf(r, *lib, set_u), *r.bufs[0], fresh, r.round,
+                                        fresh_round)) {
         reject(*lib, *bad);
       }
     }
   }
-  if (fresh_round) {
+  if (prepared) {
     // The set's own contents back in every lane (the generator is a function of the set).
     restore_set(timing_lanes(r, set_u), r.set_dist[set_u], r.set_seed[set_u]);
   }
@@ -723,7 +752,7 @@ void worker::timing_round(timing_run& r) {
 // A timed call's sample (its window less the calibrated overhead) and its times, for the gate
 // and the record; the library's stopping rule sees it until it has stopped.
 void worker::record_sample(timing_run& r, const candidate_lib& lib, const window_result& w, int set,
-                           bool fresh_round) {
+                           round_kind kind) {
   const double sample = net_sample(w.window_s, r.overhead_s);
   const auto clock = m_nvml->sm_clock_mhz();
   r.samples[lib.role].push_back({{"t", sample},
@@ -737,7 +766,8 @@ void worker::record_sample(timing_run& r, const candidate_lib& lib, const window
                                  {"clock_mhz", clock ? json(*clock) : json(nullptr)},
                                  {"set", set},
                                  {"round", r.round},
-                                 {"fresh", fresh_round}});
+                                 {"fresh", kind == round_kind::fresh},
+                                 {"redrawn", kind == round_kind::redrawn}});
   auto& rule = r.rules.at(lib.role);
   if (!rule.stopped()) {
     rule.add(sample, seconds_since(r.wall_start));
@@ -792,6 +822,7 @@ void worker::finish_abi_rules(timing_run& r) {
 // Reuse of results: each candidate's fresh calls against its calls on the seen sets.
 void worker::check_reuse(timing_run& r) {
   r.reuse["fresh_rounds"] = r.fresh_rounds;
+  r.reuse["redrawn_rounds"] = r.redrawn_rounds;
   r.reuse["answers_checked_calls"] = r.fresh_checked;
   r.reuse["runner_excess_bytes"] = m_runner_excess;
   r.reuse["plan"] = r.plan.to_json();
@@ -799,19 +830,26 @@ void worker::check_reuse(timing_run& r) {
     if (lib.rejected || lib.role == "baseline" || r.samples.count(lib.role) == 0) {
       continue;
     }
+    // Fresh calls against calls on a seen set after the same preparation (redrawn rounds); the
+    // plain seen rounds' calls are not compared (work before a round moves its calls).
     std::vector<double> fresh_t;
     std::vector<double> seen_t;
     for (const auto& x : r.samples[lib.role]) {
-      (x.value("fresh", false) ? fresh_t : seen_t).push_back(x.at("t").get<double>());
+      if (x.value("fresh", false)) {
+        fresh_t.push_back(x.at("t").get<double>());
+      } else if (x.value("redrawn", false)) {
+        seen_t.push_back(x.at("t").get<double>());
+      }
     }
     if (fresh_t.size() < static_cast<size_t>(fresh_min_calls) ||
         seen_t.size() < static_cast<size_t>(seen_min_calls)) {
       // The plan gives every candidate its minimum of each kind, so this is the cap reached (the
       // rounds took longer than the probe said): the check could not run, and a check that
       // cannot run rejects rather than passes.
-      r.reuse[lib.role] = {{"fresh_samples", fresh_t.size()}, {"seen_samples", seen_t.size()}};
+      r.reuse[lib.role] = {{"fresh_samples", fresh_t.size()}, {"redrawn_samples", seen_t.size()}};
       reject(lib, {"timing.unchecked",
-                   fmt::format("{} calls on fresh contents and {} on seen sets: too few to tell "
+                   fmt::format("{} calls on fresh contents and {} on redrawn seen sets: too few "
+                               "to tell "
                                "whether results are reused across calls (at least {} and {}; "
                                "the rounds ended at the {:.0f} s cap)",
                                fresh_t.size(), seen_t.size(), fresh_min_calls, seen_min_calls,
@@ -823,8 +861,9 @@ void worker::check_reuse(timing_run& r) {
     if (cmp.c.slowed) {
       reject(lib, {"timing.cache",
                    fmt::format("calls on input contents it had not seen before took {:.1f}% "
-                               "longer (median {:.4g} ms over {}) than calls on the input sets it "
-                               "had seen (median {:.4g} ms over {}): results reused across calls",
+                               "longer (median {:.4g} ms over {}) than calls on an input set it "
+                               "had seen, prepared alike (median {:.4g} ms over {}): results "
+                               "reused across calls",
                                100 * (cmp.c.ratio - 1), cmp.c.beside_median * 1e3, fresh_t.size(),
                                cmp.c.alone_median * 1e3, seen_t.size())});
     }

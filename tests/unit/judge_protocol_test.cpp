@@ -278,7 +278,7 @@ TEST(JudgeRules, WithoutABaselineThatEnqueuesTheControlIsTheReference) {
   EXPECT_TRUE(rule.violated(130'000, r.for_candidate()));
   r.add_control(125'000);
   EXPECT_EQ(r.for_candidate(), 120'000);
-  EXPECT_FALSE(rule.violated(130'000, r.for_candidate())); // the honest candidate
+  EXPECT_FALSE(rule.violated(130'000, r.for_candidate()));  // the honest candidate
   EXPECT_TRUE(rule.violated(1'000'000, r.for_candidate())); // 1 ms of work before GO
   // Never below the empty call's either.
   reference_trip fast(80'000);
@@ -485,6 +485,11 @@ TEST(JudgeRules, RoundsArePlannedSoThatASlowKernelGetsItsMinimumOfEachKind) {
       const auto p = plan_rounds(r, budget);
       EXPECT_GE(p.fresh, fresh_min_calls) << r << " " << budget;
       EXPECT_GE(p.rounds - p.fresh, seen_min_calls) << r << " " << budget;
+      // The fresh calls are compared with as many redrawn ones, at least the minimum of seen
+      // calls, within the plan.
+      EXPECT_EQ(p.redrawn, p.fresh) << r << " " << budget;
+      EXPECT_GE(p.redrawn, seen_min_calls) << r << " " << budget;
+      EXPECT_LE(p.fresh + p.redrawn, p.rounds) << r << " " << budget;
       EXPECT_LE(p.fresh, fresh_max_rounds) << r << " " << budget;
       EXPECT_EQ(p.within_cap, minimum * r <= round_plan_cap_s) << r;
       EXPECT_EQ(p.to_json().at("rounds").get<int>(), p.rounds);
@@ -492,28 +497,38 @@ TEST(JudgeRules, RoundsArePlannedSoThatASlowKernelGetsItsMinimumOfEachKind) {
   }
 }
 
-TEST(JudgeRules, TheDeckPlacesThePlannedFreshRoundsAtDrawnPositions) {
-  const auto plan = plan_rounds(0.2, 6.0); // 30 rounds, 10 fresh
+TEST(JudgeRules, TheDeckPlacesThePlannedFreshAndRedrawnRoundsAtDrawnPositions) {
+  const auto plan = plan_rounds(0.2, 6.0); // 30 rounds, 10 fresh, 10 redrawn
+  ASSERT_EQ(plan.redrawn, 10);
   std::mt19937_64 rng(7);
+  const auto count = [](const std::vector<round_kind>& d, round_kind k) {
+    return std::count(d.begin(), d.end(), k);
+  };
   const auto deck = round_deck(plan, rng);
   ASSERT_EQ(deck.size(), 30u);
-  EXPECT_EQ(std::count(deck.begin(), deck.end(), true), 10);
+  EXPECT_EQ(count(deck, round_kind::fresh), 10);
+  EXPECT_EQ(count(deck, round_kind::redrawn), 10);
+  EXPECT_EQ(count(deck, round_kind::seen), 10);
   // The positions are drawn: other draws place them elsewhere, and over many draws every
-  // position is fresh sometimes and seen sometimes.
+  // position is fresh sometimes, redrawn sometimes and seen sometimes.
   std::vector<int> fresh_at(deck.size(), 0);
+  std::vector<int> redrawn_at(deck.size(), 0);
   bool moved = false;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 400; ++i) {
     const auto d = round_deck(plan, rng);
-    EXPECT_EQ(std::count(d.begin(), d.end(), true), 10);
+    EXPECT_EQ(count(d, round_kind::fresh), 10);
+    EXPECT_EQ(count(d, round_kind::redrawn), 10);
     moved = moved || d != deck;
     for (size_t k = 0; k < d.size(); ++k) {
-      fresh_at[k] += d[k] ? 1 : 0;
+      fresh_at[k] += d[k] == round_kind::fresh ? 1 : 0;
+      redrawn_at[k] += d[k] == round_kind::redrawn ? 1 : 0;
     }
   }
   EXPECT_TRUE(moved);
-  for (const int n : fresh_at) {
-    EXPECT_GT(n, 0);
-    EXPECT_LT(n, 200);
+  for (size_t k = 0; k < deck.size(); ++k) {
+    EXPECT_GT(fresh_at[k], 0);
+    EXPECT_GT(redrawn_at[k], 0);
+    EXPECT_LT(fresh_at[k] + redrawn_at[k], 400);
   }
   // A plan of no rounds (the check cannot run) has an empty deck.
   round_plan none;
@@ -524,9 +539,9 @@ TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {
   constexpr uint64_t gib = uint64_t{1} << 30;
   // 100 GiB free before three runners started; the judge has since allocated 40 GiB.
   // Honest runners: 1.5 GiB of contexts and buffers in all, within 3 x 2 GiB.
-  EXPECT_EQ(runner_memory_excess(100 * gib, 100 * gib - 40 * gib - 3 * gib / 2, 40 * gib, 3,
-                                 2 * gib),
-            0u);
+  EXPECT_EQ(
+      runner_memory_excess(100 * gib, 100 * gib - 40 * gib - 3 * gib / 2, 40 * gib, 3, 2 * gib),
+      0u);
   // One of them holds 50 GiB of its own: the excess is what is beyond the 6 GiB allowed.
   EXPECT_EQ(runner_memory_excess(100 * gib, 100 * gib - 40 * gib - 51 * gib, 40 * gib, 3, 2 * gib),
             45 * gib);

@@ -183,11 +183,16 @@ inline alone_comparison compare_alone(const std::vector<double>& beside,
 }
 
 // Reuse of results across calls: a candidate's calls on contents not seen before (fresh
-// rounds, one round in `fresh_round_every` at random) against its calls on the input sets it has
-// seen. An honest kernel takes as long on either; a cache of results keyed by the inputs (their
-// pointers, a sample of their values or all of them) answers the seen sets from the cache and
-// must compute the fresh ones. Reused when the lower 95% bound of the fresh calls' median is
-// above the upper bound of the others' by more than 3% and 10 us, as in the interference rule.
+// rounds, one round in `fresh_round_every` at random) against its calls on a set it has seen,
+// in rounds prepared exactly as the fresh ones are (redrawn rounds: the set's own contents drawn
+// again, the oracle run on them, digested and compared). An honest kernel takes as long on
+// either; a cache of results keyed by the inputs (their pointers, a sample of their values or
+// all of them) answers the seen set from the cache and must compute the fresh contents. The
+// preparation is the same on both sides because it moves the calls after it: on the H100, a
+// float64 oracle over a few GB of other memory before the round made an honest eager reduction
+// 20% slower on its next calls, which against the plain seen rounds read as reuse. Reused when
+// the lower 95% bound of the fresh calls' median is above the upper bound of the redrawn calls'
+// by more than 3% and 10 us, as in the interference rule.
 inline constexpr int fresh_round_every = 4;
 // Input digests during timing, where every library has a lane of its own: after one timed call
 // in `input_digest_every`, drawn from the judge's generator (the candidate cannot tell which),
@@ -197,11 +202,12 @@ inline constexpr int fresh_round_every = 4;
 // call, which leaves every call it makes with the inputs it was given. Where lanes are shared,
 // every call is digested, so that a change is blamed on the call that made it.
 inline constexpr int input_digest_every = 4;
-// Calls of each kind a candidate needs for the comparison: on fresh contents and on the sets it
-// has seen (the medians' 95% intervals rest on at least 10 samples each side). A session has at
-// most `fresh_max_rounds` fresh rounds: each costs two generations of the round's set in every
-// lane (its fresh contents, then its own back), an oracle run and a whole comparison of every
-// library's answer, and a fast kernel's session has a thousand rounds and more.
+// Calls of each kind a candidate needs for the comparison: on fresh contents and on a seen set in
+// a redrawn round (the medians' 95% intervals rest on at least 10 samples each side). A session
+// has at most `fresh_max_rounds` fresh rounds and as many redrawn ones: each costs two
+// generations of the round's set in every lane (its contents for the round, then its own back),
+// an oracle run and a whole comparison of every library's answer, and a fast kernel's session has
+// a thousand rounds and more.
 inline constexpr int fresh_min_calls = 10;
 inline constexpr int seen_min_calls = 10;
 inline constexpr int fresh_max_rounds = 14;
@@ -223,6 +229,7 @@ inline constexpr double round_plan_cap_s = 120;
 struct round_plan {
   int rounds = 0;           // rounds drawn up front; the stopping rule may add seen ones after
   int fresh = 0;            // fresh rounds among them
+  int redrawn = 0;          // redrawn rounds among them (a seen set prepared as a fresh one)
   double round_s = 0;       // [s] the measured time of one round
   double budget_s = 0;      // [s] the session's wall-time limit
   double cap_s = 0;         // [s] the most the planned rounds may take
@@ -230,9 +237,11 @@ struct round_plan {
   bool past_budget = false; // the planned rounds take longer than the wall-time limit
   bool within_cap = true;   // the minimum rounds fit in the cap
   nlohmann::json to_json() const {
-    return {{"rounds", rounds},           {"fresh", fresh},          {"round_s", round_s},
-            {"budget_s", budget_s},       {"cap_s", cap_s},          {"expected_s", expected_s},
-            {"past_budget", past_budget}, {"within_cap", within_cap}};
+    return {{"rounds", rounds},         {"fresh", fresh},
+            {"redrawn", redrawn},       {"round_s", round_s},
+            {"budget_s", budget_s},     {"cap_s", cap_s},
+            {"expected_s", expected_s}, {"past_budget", past_budget},
+            {"within_cap", within_cap}};
   }
 };
 
@@ -251,41 +260,50 @@ inline round_plan plan_rounds(double round_s, double budget_s, double cap_s = ro
   p.rounds = std::max(minimum, in_budget);
   p.fresh = std::clamp(p.rounds / std::max(1, every), min_fresh, std::max(min_fresh, max_fresh));
   p.fresh = std::min(p.fresh, p.rounds - min_seen);
+  // As many redrawn rounds as fresh ones, the plan's minimum of seen calls among them.
+  p.redrawn = std::min(p.fresh, p.rounds - p.fresh);
   p.expected_s = p.rounds * p.round_s;
   p.past_budget = p.expected_s > budget_s;
   p.within_cap = minimum * p.round_s <= cap_s;
   return p;
 }
 
-// Which of a plan's rounds are fresh: `plan.fresh` of its `plan.rounds` positions, drawn from
-// `rng` (the judge's generator). Rounds after the deck are never fresh.
-template <class Rng> std::vector<bool> round_deck(const round_plan& plan, Rng& rng) {
-  std::vector<bool> deck(static_cast<size_t>(std::max(0, plan.rounds)), false);
-  for (size_t i = 0; i < deck.size() && i < static_cast<size_t>(std::max(0, plan.fresh)); ++i) {
-    deck[i] = true;
+// What a round of the plan is: on a seen set as it is, on contents drawn for the round (fresh),
+// or on a seen set prepared as a fresh round is (redrawn: its own contents drawn again).
+enum class round_kind : unsigned char { seen, fresh, redrawn };
+
+// The kind of each of a plan's rounds: `plan.fresh` fresh and `plan.redrawn` redrawn ones at
+// positions drawn from `rng` (the judge's generator), the others seen. Rounds after the deck are
+// seen rounds.
+template <class Rng> std::vector<round_kind> round_deck(const round_plan& plan, Rng& rng) {
+  std::vector<round_kind> deck(static_cast<size_t>(std::max(0, plan.rounds)), round_kind::seen);
+  const auto fresh = static_cast<size_t>(std::max(0, plan.fresh));
+  const auto redrawn = static_cast<size_t>(std::max(0, plan.redrawn));
+  for (size_t i = 0; i < deck.size() && i < fresh + redrawn; ++i) {
+    deck[i] = i < fresh ? round_kind::fresh : round_kind::redrawn;
   }
   std::shuffle(deck.begin(), deck.end(), rng);
   return deck;
 }
 
 struct fresh_comparison {
-  alone_comparison c; // beside: the fresh calls; alone: the calls on the seen sets
+  alone_comparison c; // beside: the fresh calls; alone: the redrawn rounds' calls
   nlohmann::json to_json() const {
     return {{"fresh_median_s", c.beside_median},
-            {"seen_median_s", c.alone_median},
+            {"redrawn_median_s", c.alone_median},
             {"fresh_low_s", c.beside_low},
-            {"seen_high_s", c.alone_high},
+            {"redrawn_high_s", c.alone_high},
             {"ratio", c.ratio},
             {"min_effect", c.min_effect},
             {"fresh_samples", c.beside_samples},
-            {"seen_samples", c.alone_samples},
+            {"redrawn_samples", c.alone_samples},
             {"reused", c.slowed}};
   }
 };
 
 inline fresh_comparison compare_fresh(const std::vector<double>& fresh,
-                                      const std::vector<double>& seen) {
-  return {compare_alone(fresh, seen)};
+                                      const std::vector<double>& redrawn) {
+  return {compare_alone(fresh, redrawn)};
 }
 
 // Output positions read right behind a timed call's STOP (`at_stop`) and again once the runner

@@ -64,7 +64,6 @@ using clock_type = std::chrono::steady_clock;
 using namespace eval::detail;
 namespace proto = eval::protocol;
 
-
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 using namespace eval::detail;
@@ -598,13 +597,18 @@ private:
   };
   fresh_reference prepare_fresh(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
                                 int n_dists);
+  // The same preparation for given contents: a redrawn round passes the set's own distribution
+  // and seed, so that its calls follow the same work as a fresh round's on contents seen before.
+  fresh_reference prepare_contents(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
+                                   int dist, uint64_t seed);
 
-  // One library's answer on a fresh round's contents (`b`: its lane's buffers of the round's
-  // set), whole, against the oracle's in `refs`.
+  // One library's answer on a fresh or redrawn round's contents (`b`: its lane's buffers of the
+  // round's set), whole, against the oracle's in `refs`.
   std::optional<rejection> check_fresh_answer(shape_buffers& b, shape_buffers& refs,
-                                              const fresh_reference& f, int round);
+                                              const fresh_reference& f, int round,
+                                              bool fresh_contents);
 
-  // A set's own contents back in every lane after a fresh round.
+  // A set's own contents back in every lane after a fresh or redrawn round.
   void restore_set(const std::vector<shape_buffers*>& lanes, int dist, uint64_t seed);
 
   // ---- timing (judge_timing.cpp) ----
@@ -623,7 +627,7 @@ private:
   void run_rounds(timing_run& r);
   void timing_round(timing_run& r);
   void record_sample(timing_run& r, const candidate_lib& lib, const window_result& w, int set,
-                     bool fresh_round);
+                     round_kind kind);
   void sweep_inputs(timing_run& r);
   void finish_abi_rules(timing_run& r);
   void check_reuse(timing_run& r);
@@ -649,7 +653,7 @@ private:
   const proto::job& m_job;
   cudaStream_t m_aux = nullptr; // samples outputs before GO, writes DONE for a failed runner
   void* m_sample_host = nullptr;
-  digest_key m_key{}; // drawn per job from m_rng, never sent to a runner
+  digest_key m_key{};                         // drawn per job from m_rng, never sent to a runner
   unsigned long long* m_check_dev = nullptr;  // output checks' accumulators, 2 per output
   unsigned long long* m_check_host = nullptr; // pinned copy
   cudaEvent_t m_start = nullptr;
