@@ -223,7 +223,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.seed_base = seed;
     o.timing.max_wall = max_wall;
     o.timing.input_sets = input_sets;
-    o.timing.placement = *eval::protocol::placement_from_string(placement);
+    o.timing.placement = *gpu::protocol::placement_from_string(placement);
     o.hang_timeout = std::chrono::seconds(hang_timeout);
     o.no_sandbox = no_sandbox;
     if (!arch.empty()) {

@@ -21,8 +21,8 @@
 #include "eval/detail/judge.hpp"
 #include "eval/detail/nvml.hpp"
 #include "eval/eval.hpp"
-#include "eval/protocol.hpp"
 #include "eval/stats.hpp"
+#include "gpu/protocol.hpp"
 
 #include "common/error.hpp"
 #include "common/process.hpp"
@@ -62,14 +62,13 @@ namespace kb::gpu::detail {
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 using namespace eval::detail;
-namespace proto = eval::protocol;
-
+namespace proto = gpu::protocol;
 
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 using namespace eval::detail;
 using namespace gpu::detail;
-namespace proto = eval::protocol;
+namespace proto = gpu::protocol;
 
 // ---- protocol -----------------------------------------------------------------------------------
 
