@@ -110,7 +110,6 @@ namespace kb::gpu {
 
 using detail::emitter;
 using detail::worker;
-using eval::detail::cuda_error;
 namespace proto = gpu::protocol;
 using nlohmann::json;
 

@@ -6,9 +6,9 @@
 #include "gpu/detail/channel.hpp"
 #include "gpu/detail/kernels.hpp"
 #include "gpu/detail/messages.hpp"
+#include "gpu/device_ops.hpp"
 #include "gpu/gpu.hpp"
 
-#include "eval/detail/device_ops.hpp"
 #include "profile/profile.hpp"
 
 #include "gpu/detail/driver.hpp"
@@ -138,12 +138,12 @@ struct runner {
     ins.clear();
     outs.clear();
     for (const auto& t : c.inputs) {
-      ins.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
-                                                  static_cast<kb_dtype>(t.dtype), t.shape));
+      ins.push_back(
+          contiguous_view(address(t.buffer, t.offset), static_cast<kb_dtype>(t.dtype), t.shape));
     }
     for (const auto& t : c.outputs) {
-      outs.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
-                                                   static_cast<kb_dtype>(t.dtype), t.shape));
+      outs.push_back(
+          contiguous_view(address(t.buffer, t.offset), static_cast<kb_dtype>(t.dtype), t.shape));
     }
     scalars = c.scalars;
     void* ws = c.workspace_buffer != 0 ? address(c.workspace_buffer, c.workspace_offset) : nullptr;
@@ -161,7 +161,7 @@ struct runner {
         ws = exact_alloc(ws, c.workspace_bytes);
       }
     }
-    return eval::detail::make_args(ins, outs, scalars, ws, c.workspace_bytes, stream);
+    return make_args(ins, outs, scalars, ws, c.workspace_bytes, stream);
   }
 
   load_reply load(const load_request& l) {
