@@ -7,6 +7,8 @@ scripts/check-tree-size.sh
 scripts/install-deps.sh --tests
 # The sources it checks are clang-format clean (it lists those that are not).
 scripts/check-format.sh
+# docs/include-graph.md is the include graph the sources have now.
+scripts/include-graph.py --check
 # The dashboard's libraries and its browser test driver, exactly as the lockfile names them.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
 cmake --preset release

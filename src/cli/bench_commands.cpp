@@ -242,7 +242,7 @@ struct bench_report {
   std::vector<eval::verdict> verdicts;
   json rows = json::array();
   std::vector<std::optional<eval::gate_summary>> gates; // each row's
-  std::optional<eval::protocol::device> device;         // the first evaluation's
+  std::optional<gpu::protocol::device> device;          // the first evaluation's
   std::vector<stats::task_outcome> vs_baseline;
   std::vector<report::task_comparison> vs_pytorch;
   report::table overview{{{"task", report::align::left},
@@ -475,7 +475,7 @@ json summary_of(const bench_report& rep, const json& pytorch, double goal_fastes
 
 // The report's opening paragraph: how it was measured, on which device, under which protocol.
 std::string report_head(const std::string& suite, int64_t run,
-                        const std::optional<eval::protocol::device>& dev, const eval::options& o,
+                        const std::optional<gpu::protocol::device>& dev, const eval::options& o,
                         const task::ceilings& ceil, const json& pytorch,
                         const std::string& pytorch_file) {
   std::string head =

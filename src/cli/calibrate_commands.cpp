@@ -225,7 +225,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     eval::options o;
     o.cache_dir = default_cache_dir();
     apply_device_calibration(o, st, globals);
-    o.timing.placement = *eval::protocol::placement_from_string(placement);
+    o.timing.placement = *gpu::protocol::placement_from_string(placement);
     // A/A comparisons are judged with the default delta, not with an earlier calibration's.
     o.delta = 0.01;
     o.delta_source = std::string(no_gate_calibration_note());

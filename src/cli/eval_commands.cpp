@@ -3,6 +3,7 @@
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
 #include "gpu/gpu.hpp"
+#include "profile/profile.hpp"
 #include "pytorch/pytorch.hpp"
 #include "sandbox/sandbox.hpp"
 #include "task/task.hpp"
@@ -151,7 +152,11 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   worker->callback([result] { *result = gpu::judge_main(); });
   auto* runner = app.add_subcommand("runner", "candidate runner process (started by the judge)");
   runner->group("");
-  runner->callback([result] { *result = gpu::runner_main(); });
+  runner->callback([result] {
+    *result = gpu::runner_main(
+        [](const std::function<void()>& prepare, const std::function<int()>& launch, void* stream,
+           bool counters) { return profile::worker_calls(prepare, launch, stream, counters); });
+  });
 
   auto* ev = app.add_subcommand("eval", "verify and time a candidate against the task's baseline");
   static std::string task_id;
@@ -223,7 +228,7 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     o.seed_base = seed;
     o.timing.max_wall = max_wall;
     o.timing.input_sets = input_sets;
-    o.timing.placement = *eval::protocol::placement_from_string(placement);
+    o.timing.placement = *gpu::protocol::placement_from_string(placement);
     o.hang_timeout = std::chrono::seconds(hang_timeout);
     o.no_sandbox = no_sandbox;
     if (!arch.empty()) {

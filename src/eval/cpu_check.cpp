@@ -1,8 +1,8 @@
 // The CPU path: what runs without a GPU. The same oracle module, generator and checker as the
 // worker, on host buffers at the check shapes.
-#include "eval/detail/device_ops.hpp"
-#include "eval/detail/judge.hpp"
 #include "eval/eval.hpp"
+#include "gpu/check_rule.hpp"
+#include "gpu/device_ops.hpp"
 
 #include "common/error.hpp"
 #include "common/fs.hpp"
@@ -49,19 +49,19 @@ public:
     std::vector<kb_tensor> iv;
     std::vector<kb_tensor> ov;
     for (size_t i = 0; i < ins.size(); ++i) {
-      iv.push_back(detail::contiguous_view(
+      iv.push_back(gpu::contiguous_view(
           inputs[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].shape));
     }
     outputs.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
       outputs[i].assign(static_cast<size_t>(outs[i].numel()), 0.0);
-      ov.push_back(detail::contiguous_view(outputs[i].data(), KB_FLOAT64, outs[i].shape));
+      ov.push_back(gpu::contiguous_view(outputs[i].data(), KB_FLOAT64, outs[i].shape));
     }
     std::vector<double> scalars;
     for (const auto& p : c.params) {
       scalars.push_back(p.value);
     }
-    kb_args a = detail::make_args(iv, ov, scalars, nullptr, 0, nullptr);
+    kb_args a = gpu::make_args(iv, ov, scalars, nullptr, 0, nullptr);
     uint64_t ws = 0;
     m_workspace(&a, &ws);
     std::vector<unsigned char> workspace(ws);
@@ -146,7 +146,7 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
   int checks = 0;
   // The trivial outputs below are written in full, so any poison pattern serves their compare.
   std::mt19937_64 poison_rng(opt.seed_base);
-  const poison_pattern poison = detail::draw_poison(poison_rng);
+  const poison_pattern poison = gpu::draw_poison(poison_rng);
   std::vector<uint64_t> seeds;
   for (int i = 0; i < opt.seeds; ++i) {
     seeds.push_back(opt.seed_base * 1000003ull + static_cast<uint64_t>(i));
@@ -163,16 +163,16 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
         auto host = host_inputs(c, *s);
         for (size_t i = 0; i < ins.size(); ++i) {
           const auto& dist = c.inputs[i].distributions[d % c.inputs[i].distributions.size()];
-          detail::cpu_fill_random(
-              host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)), ins[i].numel(),
-              device_distribution(dist, *s), tensor_seed(seed, static_cast<int>(i)));
+          gpu::cpu_fill_random(host[i].data(), static_cast<kb_dtype>(task::abi_dtype(ins[i].type)),
+                               ins[i].numel(), device_distribution(dist, *s),
+                               tensor_seed(seed, static_cast<int>(i)));
         }
         std::vector<std::vector<double>> refs;
         module.run(c, *s, host, refs);
         std::vector<double> scales;
         std::vector<std::string> names;
         for (size_t o = 0; o < outs.size(); ++o) {
-          const auto m = detail::cpu_moments(refs[o].data(), outs[o].numel());
+          const auto m = gpu::cpu_moments(refs[o].data(), outs[o].numel());
           scales.push_back(std::sqrt(m.sum_sq / std::max<int64_t>(1, outs[o].numel())));
           names.push_back(outs[o].name);
           if (!constant) {
@@ -191,18 +191,18 @@ json check_task_without_gpu(const fs::path& root, const task::contract& c, const
             const auto dt = static_cast<kb_dtype>(task::abi_dtype(outs[o].type));
             std::vector<unsigned char> y(std::max<size_t>(8, outs[o].bytes()));
             if (kind == "zeros") {
-              detail::cpu_fill_value(y.data(), dt, outs[o].numel(), 0.0);
+              gpu::cpu_fill_value(y.data(), dt, outs[o].numel(), 0.0);
             } else if (kind == "constant") {
-              detail::cpu_fill_value(y.data(), dt, outs[o].numel(), *constant);
+              gpu::cpu_fill_value(y.data(), dt, outs[o].numel(), *constant);
             } else {
-              detail::cpu_copy_cyclic(host[0].data(),
-                                      static_cast<kb_dtype>(task::abi_dtype(ins[0].type)),
-                                      ins[0].numel(), y.data(), dt, outs[o].numel());
+              gpu::cpu_copy_cyclic(host[0].data(),
+                                   static_cast<kb_dtype>(task::abi_dtype(ins[0].type)),
+                                   ins[0].numel(), y.data(), dt, outs[o].numel());
             }
-            ms.push_back(detail::cpu_compare(y.data(), dt, refs[o].data(), outs[o].numel(),
-                                             {c.tol.atol, c.tol.rtol, scales[o]}, poison));
+            ms.push_back(gpu::cpu_compare(y.data(), dt, refs[o].data(), outs[o].numel(),
+                                          {c.tol.atol, c.tol.rtol, scales[o]}, poison));
           }
-          if (!detail::judge(ms, scales, names, c.tol.rel_l2).passed) {
+          if (!gpu::judge(ms, scales, names, c.tol.rel_l2).passed) {
             rejected[kind] += 1;
           }
         }

@@ -6,7 +6,7 @@
 
 #include "build/build.hpp"
 #include "common/names.hpp"
-#include "eval/protocol.hpp"
+#include "gpu/protocol.hpp"
 #include "store/store.hpp"
 #include "task/task.hpp"
 
@@ -43,7 +43,7 @@ struct timing_options {
   bool cold_l2 = true;        // flush L2 before every sample
   bool block_launches = true; // queue launches behind a blocking kernel
   double throttle_fraction = 0.75; // discard samples below this fraction of the default SM clock
-  protocol::placement placement = protocol::placement::drawn; // where the buffers land
+  gpu::protocol::placement placement = gpu::protocol::placement::drawn; // where the buffers land
 };
 
 // Counters of the candidate for the search, which they steer and never rank: collected with
@@ -179,7 +179,7 @@ void from_json(const nlohmann::json& j, counters_run& c);
 
 // Where and how an evaluation ran: what the store's environment and build rows hold.
 struct run_context {
-  std::optional<protocol::device> device; // the judge's device, once a judge ran
+  std::optional<gpu::protocol::device> device; // the judge's device, once a judge ran
   std::string toolkit;                    // nvcc's version
   std::string arch;                       // the target it compiled for
   std::string isolation;                  // sandboxed | unprotected | blocked
@@ -228,9 +228,10 @@ struct result {
   double worker_seconds = 0;        // [s] in judge sessions (the GPU's time for it)
   run_context context;
   std::map<std::string, build::result> builds; // oracle, baseline, candidate: as far as it got
-  std::vector<protocol::library_result> verification; // each library's word in the first session
-  std::optional<protocol::selftest> checker_selftest;
-  std::vector<protocol::session_timing> timing; // every session that timed
+  std::vector<gpu::protocol::library_result>
+      verification; // each library's word in the first session
+  std::optional<gpu::protocol::selftest> checker_selftest;
+  std::vector<gpu::protocol::session_timing> timing; // every session that timed
   std::optional<counters_run> counters;         // when the options asked for them
   task_ref task;                                // of the contract, when the judge saw it
   source_ref candidate;                         // what was compared
@@ -279,7 +280,7 @@ result evaluate(const fs::path& project_root, const task::contract& c,
 // installation), bound read-only into the sandbox.
 struct instrumented_run {
   result outcome;                  // verdict `same` when the candidate ran and passed its check
-  protocol::profile_calls profile; // the profiler's calls as the runner reported them
+  gpu::protocol::profile_calls profile; // the profiler's calls as the runner reported them
   std::string log; // the worker's whole stdout and stderr: Nsight Compute prints there
 };
 instrumented_run run_instrumented(const fs::path& project_root, const task::contract& c,

@@ -7,8 +7,8 @@
 #include "common/sha256.hpp"
 #include "eval/detail/isolation.hpp"
 #include "eval/detail/sanitizer.hpp"
-#include "eval/protocol.hpp"
 #include "eval/session.hpp"
+#include "gpu/protocol.hpp"
 #include "sandbox/sandbox.hpp"
 #include "stats/stats.hpp"
 
@@ -104,7 +104,8 @@ bool is_task_baseline(const task::contract& c, const candidate_input& in) {
   return !c.baseline.empty() && fs::exists(c.baseline) && in.source == read_file(c.baseline);
 }
 
-protocol::distribution distribution_of(const task::distribution& d, const task::shape_case& s) {
+gpu::protocol::distribution distribution_of(const task::distribution& d,
+                                            const task::shape_case& s) {
   double b = d.b;
   if (!d.b_expr.empty()) {
     b = static_cast<double>(task::eval_expr(d.b_expr, s.dims));
@@ -112,11 +113,11 @@ protocol::distribution distribution_of(const task::distribution& d, const task::
   return {static_cast<int>(d.k), d.a, b, d.label};
 }
 
-protocol::shape shape_of(const task::contract& c, const task::shape_case& s) {
-  protocol::shape j{s.name, s.role, {}, {}};
+gpu::protocol::shape shape_of(const task::contract& c, const task::shape_case& s) {
+  gpu::protocol::shape j{s.name, s.role, {}, {}};
   const auto ins = task::concrete_inputs(c, s);
   for (size_t i = 0; i < ins.size(); ++i) {
-    protocol::tensor t{ins[i].name, task::abi_dtype(ins[i].type), ins[i].shape, {}};
+    gpu::protocol::tensor t{ins[i].name, task::abi_dtype(ins[i].type), ins[i].shape, {}};
     for (const auto& d : c.inputs[i].distributions) {
       t.dists.push_back(distribution_of(d, s));
     }
@@ -137,8 +138,8 @@ std::vector<uint64_t> seeds_for(const options& opt) {
 }
 
 // The job every session shares; callers add what differs.
-protocol::job base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
-  protocol::job job;
+gpu::protocol::job base_job(const task::contract& c, const options& opt, const fs::path& oracle) {
+  gpu::protocol::job job;
   job.task = c.id;
   job.oracle = oracle.string();
   job.timing_shape = opt.shape;
@@ -160,9 +161,9 @@ protocol::job base_job(const task::contract& c, const options& opt, const fs::pa
 
 // One session's share of the measurement: min_time and max_samples are per side over all
 // sessions, so each of `sessions` sessions measures its part (min_samples stays per session).
-protocol::timing timing_of(const timing_options& t, uint64_t order_seed, int sessions) {
+gpu::protocol::timing timing_of(const timing_options& t, uint64_t order_seed, int sessions) {
   const int n = std::max(1, sessions);
-  protocol::timing j;
+  gpu::protocol::timing j;
   j.min_samples = t.min_samples;
   j.max_samples = std::max(t.min_samples, t.max_samples / n);
   j.min_time = t.min_time / n;
@@ -180,8 +181,9 @@ protocol::timing timing_of(const timing_options& t, uint64_t order_seed, int ses
 
 // The runner's command for a job: `prefix` (a sanitizer, a profiler) and `kblaster runner`, made
 // to run in the sandbox by `wrap`. The judge starts it once per candidate, as it is.
-protocol::runner_command runner_of(const std::function<process_spec(const process_spec&)>& wrap,
-                                   const std::vector<std::string>& prefix, bool exact) {
+gpu::protocol::runner_command
+runner_of(const std::function<process_spec(const process_spec&)>& wrap,
+          const std::vector<std::string>& prefix, bool exact) {
   process_spec spec;
   spec.argv = prefix;
   spec.argv.push_back(kb::worker_executable().string());
@@ -190,7 +192,7 @@ protocol::runner_command runner_of(const std::function<process_spec(const proces
   spec.env_overrides["CUDA_MODULE_LOADING"] = "EAGER";
   spec.env_overrides["KBLASTER_RUNNER_FD"] = std::to_string(child_process::passed_fd);
   const process_spec w = wrap(spec);
-  protocol::runner_command r;
+  gpu::protocol::runner_command r;
   r.exact = exact;
   r.argv = w.argv;
   r.env = w.env;
@@ -211,7 +213,8 @@ protocol::runner_command runner_of(const std::function<process_spec(const proces
 }
 
 // Fills what every job needs to start its runners.
-void add_runner(protocol::job& job, const std::function<process_spec(const process_spec&)>& wrap,
+void add_runner(gpu::protocol::job& job,
+                const std::function<process_spec(const process_spec&)>& wrap,
                 const std::vector<std::string>& prefix, const fs::path& log_dir,
                 std::chrono::seconds hang_timeout, bool exact = false) {
   job.runner = runner_of(wrap, prefix, exact);
@@ -267,7 +270,7 @@ attribution attribute(const detail::worker_outcome& w) {
 }
 
 // One session's unthrottled samples of a role, labelled for the structured gate.
-std::vector<stats::timed_sample> labelled_samples(const protocol::session_timing& timing,
+std::vector<stats::timed_sample> labelled_samples(const gpu::protocol::session_timing& timing,
                                                   const std::string& role, int session,
                                                   double throttle_fraction, size_t* dropped) {
   std::vector<stats::timed_sample> out;
@@ -535,14 +538,14 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
       {"candidate", dispatches_on_host(c, candidate)}};
   const auto worker_wrap = prep.iso->worker(prep.staging->path());
   detail::event_handlers event_printer;
-  event_printer.progress = [&](const protocol::progress& e) {
+  event_printer.progress = [&](const gpu::protocol::progress& e) {
     if (e.stage == "verify") {
       say(fmt::format("verify: {}/{} {}", e.done + 1, e.total, e.what));
     } else if (e.stage == "time") {
       say(fmt::format("time: round {} samples {}", e.round, json(e.samples).dump()));
     }
   };
-  event_printer.rejected = [&](const protocol::rejected& e) {
+  event_printer.rejected = [&](const gpu::protocol::rejected& e) {
     say(fmt::format("{} rejected: {} {}", e.who, e.reason, e.message));
   };
 
@@ -551,8 +554,8 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     auto& tools = res.sanitize.emplace();
     for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
       say(fmt::format("sanitize: {}", tool));
-      protocol::job job = base_job(c, opt, oracle_so);
-      std::vector<protocol::shape> shapes;
+      gpu::protocol::job job = base_job(c, opt, oracle_so);
+      std::vector<gpu::protocol::shape> shapes;
       for (const auto& s : job.shapes) {
         if (s.role == "check") {
           shapes.push_back(s);
@@ -616,7 +619,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   }
 
   // Session 1: verification of both, then interleaved timing.
-  protocol::job job = base_job(c, opt, oracle_so);
+  gpu::protocol::job job = base_job(c, opt, oracle_so);
   for (const auto& [role, path] : libs) {
     job.candidates.push_back({role, path.string(), host_dispatch.at(role)});
   }
@@ -651,7 +654,7 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     }
     return finish(verdict::error, a.reason, "the evaluation worker failed: " + a.message);
   }
-  const protocol::result& r1 = *w1.result;
+  const gpu::protocol::result& r1 = *w1.result;
   res.context.device = r1.dev;
   res.verification = r1.candidates;
   d["lanes"] = r1.lanes;
@@ -687,9 +690,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   if (!r1.time) {
     return finish(verdict::error, "harness.error", "the worker returned no timing");
   }
-  std::vector<protocol::session_timing> timings{*r1.time};
+  std::vector<gpu::protocol::session_timing> timings{*r1.time};
   for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
-    protocol::job next = base_job(c, opt, oracle_so);
+    gpu::protocol::job next = base_job(c, opt, oracle_so);
     next.verify = false;
     for (const auto& [role, path] : libs) {
       next.candidates.push_back({role, path.string(), host_dispatch.at(role)});
@@ -861,8 +864,8 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   temp_dir logs("kblaster-profile", opt.cache_dir / "logs");
   const fs::path& oracle_so = prep.oracle_so;
   const fs::path& cand_so = prep.libs.at("candidate");
-  protocol::job job = base_job(c, opt, oracle_so);
-  std::vector<protocol::shape> shapes;
+  gpu::protocol::job job = base_job(c, opt, oracle_so);
+  std::vector<gpu::protocol::shape> shapes;
   for (const auto& s : job.shapes) {
     if (s.name == opt.shape) {
       shapes.push_back(s);
@@ -917,7 +920,7 @@ instrumented_run run_instrumented(const fs::path& root, const task::contract& c,
   if (!lib->accepted) {
     return finish(verdict::rejected, lib->reason, lib->message);
   }
-  run.profile = w.result->profile.value_or(protocol::profile_calls{});
+  run.profile = w.result->profile.value_or(gpu::protocol::profile_calls{});
   return finish(verdict::same, "verify.passed",
                 "the candidate passed its check and ran instrumented");
 }

@@ -35,7 +35,7 @@ json context_json(const run_context& c) {
 
 run_context context_from(const json& j) {
   run_context c;
-  c.device = optional_of<protocol::device>(j, "device");
+  c.device = optional_of<gpu::protocol::device>(j, "device");
   c.toolkit = j.at("toolkit").get<std::string>();
   c.arch = j.at("arch").get<std::string>();
   c.isolation = j.at("isolation").get<std::string>();
@@ -137,7 +137,7 @@ json schema_3_of_2(json up) {
   lift("verification", "verification", [](const json& x) {
     // The protocol's mapping; records of earlier judges lack some of its fields (the runner's
     // output). A rejection's reason and message were always there, and an acceptance has none.
-    json defaults = json(protocol::library_result{});
+    json defaults = json(gpu::protocol::library_result{});
     defaults.erase("reason");
     defaults.erase("message");
     json out = json::array();
@@ -147,7 +147,7 @@ json schema_3_of_2(json up) {
     return out;
   });
   lift("checker_selftest", "checker_selftest",
-       [](const json& x) { return over_defaults(json(protocol::selftest{}), x); });
+       [](const json& x) { return over_defaults(json(gpu::protocol::selftest{}), x); });
   lift("counters", "profile", [](const json& x) { return over_defaults(json(counters_run{}), x); });
   lift("timing", "timing", [](const json& x) { return x; });
   lift("task", "task", [](const json& x) { return over_defaults(task_json({}), x); });
@@ -165,7 +165,7 @@ json schema_3_of_2(json up) {
   // Where and how it ran: the context of schema 2, else the document's parts of it.
   json context = over_defaults(context_json({}), up.value("context", json::object()));
   if (d.contains("device") && context.at("device").is_null()) {
-    context["device"] = over_defaults(json(protocol::device{}), d.at("device"));
+    context["device"] = over_defaults(json(gpu::protocol::device{}), d.at("device"));
   }
   const json toolchain = d.value("toolchain", json::object());
   const json isolation = d.value("isolation", json::object());
@@ -402,10 +402,10 @@ result stored_result(const json& record) {
     r.builds.emplace(role, build::result::from_json(b));
   }
   r.verification =
-      j.value("verification", json::array()).get<std::vector<protocol::library_result>>();
-  r.checker_selftest = optional_of<protocol::selftest>(j, "checker_selftest");
+      j.value("verification", json::array()).get<std::vector<gpu::protocol::library_result>>();
+  r.checker_selftest = optional_of<gpu::protocol::selftest>(j, "checker_selftest");
   // The stored evaluation keeps its timing once, as the samples blob.
-  r.timing = j.value("timing", json::array()).get<std::vector<protocol::session_timing>>();
+  r.timing = j.value("timing", json::array()).get<std::vector<gpu::protocol::session_timing>>();
   r.counters = optional_of<counters_run>(j, "counters");
   if (j.contains("task")) {
     r.task = task_from(j.at("task"));
@@ -436,7 +436,7 @@ std::optional<result> stored_result(const store::store& st, const store::evaluat
   if (with_samples && !row.samples_digest.empty() && st.exists(row.samples_digest)) {
     try {
       r.timing =
-          json::parse(st.get(row.samples_digest)).get<std::vector<protocol::session_timing>>();
+          json::parse(st.get(row.samples_digest)).get<std::vector<gpu::protocol::session_timing>>();
     } catch (const std::exception&) {
       r.timing.clear(); // samples of another form: the record stands without them
     }

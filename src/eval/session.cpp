@@ -52,12 +52,12 @@ started_worker start_worker(const worker_launch& launch) {
   return {std::make_unique<child_process>(run, launch.log_path, "KBLASTER_RESULT_FD")};
 }
 
-worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
+worker_outcome run_worker_job(const gpu::protocol::job& job, const worker_launch& launch,
                               const event_handlers& on_event) {
   return run_worker_job(start_worker(launch), job, launch, on_event);
 }
 
-worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
+worker_outcome run_worker_job(started_worker worker, const gpu::protocol::job& job,
                               const worker_launch& launch, const event_handlers& on_event) {
   worker_outcome out;
   if (!worker.child) {
@@ -66,8 +66,8 @@ worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
   child_process& child = *worker.child;
   const auto start = std::chrono::steady_clock::now();
   child.write_line(nlohmann::json(job).dump());
-  protocol::job exit;
-  exit.what = protocol::op::exit;
+  gpu::protocol::job exit;
+  exit.what = gpu::protocol::op::exit;
   child.write_line(nlohmann::json(exit).dump());
   while (true) {
     bool timed_out = false;
@@ -106,30 +106,30 @@ worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
     // that is not an event of the protocol is a fault of the judge itself.
     try {
       const auto event = nlohmann::json::parse(*line);
-      const auto kind = protocol::kind_of(event);
+      const auto kind = gpu::protocol::kind_of(event);
       if (!kind) {
         throw std::invalid_argument("not an event");
       }
       switch (*kind) {
-      case protocol::event_kind::step:
-        out.last_step = event.get<protocol::step>();
+      case gpu::protocol::event_kind::step:
+        out.last_step = event.get<gpu::protocol::step>();
         break;
-      case protocol::event_kind::progress:
+      case gpu::protocol::event_kind::progress:
         if (on_event.progress) {
-          on_event.progress(event.get<protocol::progress>());
+          on_event.progress(event.get<gpu::protocol::progress>());
         }
         break;
-      case protocol::event_kind::rejected:
-        out.rejections.push_back(event.get<protocol::rejected>());
+      case gpu::protocol::event_kind::rejected:
+        out.rejections.push_back(event.get<gpu::protocol::rejected>());
         if (on_event.rejected) {
           on_event.rejected(out.rejections.back());
         }
         break;
-      case protocol::event_kind::result:
-        out.result = event.get<protocol::result>();
+      case gpu::protocol::event_kind::result:
+        out.result = event.get<gpu::protocol::result>();
         break;
-      case protocol::event_kind::error: {
-        const auto e = event.get<protocol::error>();
+      case gpu::protocol::event_kind::error: {
+        const auto e = event.get<gpu::protocol::error>();
         out.failure = e.sticky ? worker_failure::sticky : worker_failure::error;
         out.failure_detail = e.message;
         break;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "common/process.hpp"
-#include "eval/protocol.hpp"
+#include "gpu/protocol.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -38,12 +38,12 @@ enum class worker_failure {
 std::string to_string(worker_failure f);
 
 struct worker_outcome {
-  std::optional<protocol::result> result; // the judge's result
+  std::optional<gpu::protocol::result> result; // the judge's result
   worker_failure failure = worker_failure::none;
   std::string failure_detail;                 // "SIGSEGV", "exit 1", the error text
   std::string failure_reason;                 // blocked: the stable reason
-  protocol::step last_step;                   // the last step announced before the failure
-  std::vector<protocol::rejected> rejections; // as they came
+  gpu::protocol::step last_step;              // the last step announced before the failure
+  std::vector<gpu::protocol::rejected> rejections; // as they came
   std::string log_tail; // the worker's stdout/stderr (candidate prints, sanitizer)
   int exit_code = 0;
   double seconds = 0;
@@ -51,8 +51,8 @@ struct worker_outcome {
 
 // What the caller sees while the job runs (either may be empty).
 struct event_handlers {
-  std::function<void(const protocol::progress&)> progress;
-  std::function<void(const protocol::rejected&)> rejected;
+  std::function<void(const gpu::protocol::progress&)> progress;
+  std::function<void(const gpu::protocol::rejected&)> rejected;
 };
 
 // A judge process started before its job is ready: its process and CUDA context come up while
@@ -64,9 +64,9 @@ started_worker start_worker(const worker_launch& launch);
 
 // Runs one job in a worker (started here, or ahead by start_worker with the same launch) and
 // ends it. `seconds` counts from the job's sending.
-worker_outcome run_worker_job(const protocol::job& job, const worker_launch& launch,
+worker_outcome run_worker_job(const gpu::protocol::job& job, const worker_launch& launch,
                               const event_handlers& on_event);
-worker_outcome run_worker_job(started_worker worker, const protocol::job& job,
+worker_outcome run_worker_job(started_worker worker, const gpu::protocol::job& job,
                               const worker_launch& launch, const event_handlers& on_event);
 
 } // namespace kb::eval::detail

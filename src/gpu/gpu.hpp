@@ -6,12 +6,24 @@
 // docs/evaluation.md describes the protocol and docs/sandbox.md the runner's isolation.
 #pragma once
 
+#include "gpu/protocol.hpp"
+
+#include <functional>
+
 namespace kb::gpu {
 
 // `kblaster worker`: reads one job per line from stdin, writes events to $KBLASTER_RESULT_FD.
 int judge_main();
 
+// The profiler's calls the runner makes when the judge asks for them (profile::worker_calls,
+// which the CLI hands in: the profiler sits above gpu/). `prepare` enqueues the L2 flush on
+// `stream` (a cudaStream_t), `launch` enqueues one call there and returns kb_launch's code;
+// `counters`: CUPTI's counters around one more call.
+using profile_calls_fn = std::function<protocol::profile_calls(const std::function<void()>& prepare,
+                                                               const std::function<int()>& launch,
+                                                               void* stream, bool counters)>;
+
 // `kblaster runner`: serves the judge on the socket named by $KBLASTER_RUNNER_FD.
-int runner_main();
+int runner_main(const profile_calls_fn& profile_calls);
 
 } // namespace kb::gpu

@@ -110,8 +110,7 @@ namespace kb::gpu {
 
 using detail::emitter;
 using detail::worker;
-using eval::detail::cuda_error;
-namespace proto = eval::protocol;
+namespace proto = gpu::protocol;
 using nlohmann::json;
 
 namespace {

@@ -6,10 +6,8 @@
 #include "gpu/detail/channel.hpp"
 #include "gpu/detail/kernels.hpp"
 #include "gpu/detail/messages.hpp"
+#include "gpu/device_ops.hpp"
 #include "gpu/gpu.hpp"
-
-#include "eval/detail/device_ops.hpp"
-#include "profile/profile.hpp"
 
 #include "gpu/detail/driver.hpp"
 
@@ -52,6 +50,7 @@ void check(CUresult r, const char* what) {
 
 struct runner {
   int sock = -1;
+  profile_calls_fn profile_calls; // the profiler's calls (runner_main's argument)
   cudaStream_t stream = nullptr;
   cudaGraphExec_t graph = nullptr; // the last call's kb_launch, captured
   std::map<uint32_t, CUdeviceptr> mapped;
@@ -138,12 +137,12 @@ struct runner {
     ins.clear();
     outs.clear();
     for (const auto& t : c.inputs) {
-      ins.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
-                                                  static_cast<kb_dtype>(t.dtype), t.shape));
+      ins.push_back(
+          contiguous_view(address(t.buffer, t.offset), static_cast<kb_dtype>(t.dtype), t.shape));
     }
     for (const auto& t : c.outputs) {
-      outs.push_back(eval::detail::contiguous_view(address(t.buffer, t.offset),
-                                                   static_cast<kb_dtype>(t.dtype), t.shape));
+      outs.push_back(
+          contiguous_view(address(t.buffer, t.offset), static_cast<kb_dtype>(t.dtype), t.shape));
     }
     scalars = c.scalars;
     void* ws = c.workspace_buffer != 0 ? address(c.workspace_buffer, c.workspace_offset) : nullptr;
@@ -161,7 +160,7 @@ struct runner {
         ws = exact_alloc(ws, c.workspace_bytes);
       }
     }
-    return eval::detail::make_args(ins, outs, scalars, ws, c.workspace_bytes, stream);
+    return make_args(ins, outs, scalars, ws, c.workspace_bytes, stream);
   }
 
   load_reply load(const load_request& l) {
@@ -361,9 +360,8 @@ struct runner {
         if (cudaMalloc(&flush, flush_bytes) != cudaSuccess) {
           die("cannot allocate the L2 flush buffer");
         }
-        const auto out =
-            profile::worker_calls([&] { cudaMemsetAsync(flush, 0, flush_bytes, stream); },
-                                  [&] { return invoke(a); }, stream, c.counters);
+        const auto out = profile_calls([&] { cudaMemsetAsync(flush, 0, flush_bytes, stream); },
+                                       [&] { return invoke(a); }, stream, c.counters);
         cudaFree(flush);
         reply(json(out));
         break;
@@ -387,7 +385,7 @@ struct runner {
 
 } // namespace
 
-int runner_main() {
+int runner_main(const profile_calls_fn& profile_calls) {
   const char* fd_env = std::getenv("KBLASTER_RUNNER_FD");
   if (fd_env == nullptr) {
     fmt::print(stderr, "kblaster runner: KBLASTER_RUNNER_FD is not set (the runner is started by "
@@ -396,6 +394,7 @@ int runner_main() {
   }
   runner r;
   r.sock = std::atoi(fd_env);
+  r.profile_calls = profile_calls;
   // Spin while waiting for the device: the window's host steps (GO seen, device idle) cost
   // microseconds, not a scheduler's wake-up.
   cudaSetDeviceFlags(cudaDeviceScheduleSpin);

@@ -175,9 +175,9 @@ counters counters_from_cupti(const cupti_values& v);
 inline constexpr double warmup_seconds = 0.2;
 inline constexpr int min_warmup_calls = 2;
 inline constexpr int max_warmup_calls = 10000;
-eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
-                                           const std::function<int()>& launch, void* stream,
-                                           bool counters, int samples = 5);
+gpu::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
+                                          const std::function<int()>& launch, void* stream,
+                                          bool counters, int samples = 5);
 
 // ---- Bottleneck classifier
 // -------------------------------------------------------------------------
@@ -283,7 +283,7 @@ struct report {
   access counter_access;
   std::string shape;                                // the shape profiled
   eval::source_ref candidate;                       // what was profiled
-  std::optional<eval::protocol::device> device;     // once a worker ran
+  std::optional<gpu::protocol::device> device;      // once a worker ran
   nlohmann::json detail = nlohmann::json::object(); // task, shape, runs, device, events
   double seconds = 0;                               // [s] wall time of the whole profile
   nlohmann::json to_json() const;

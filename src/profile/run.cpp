@@ -145,12 +145,12 @@ access probe_cupti() {
   probe.timeout = std::chrono::seconds(120);
   const auto r = run_process(probe);
   // The probe prints one JSON line last; the CUDA runtime may print before it.
-  std::optional<eval::protocol::profile_calls> result;
+  std::optional<gpu::protocol::profile_calls> result;
   std::stringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) {
     if (!line.empty() && line.front() == '{') {
       try {
-        result = json::parse(line).get<eval::protocol::profile_calls>();
+        result = json::parse(line).get<gpu::protocol::profile_calls>();
       } catch (const std::exception&) {
       }
     }
@@ -253,7 +253,7 @@ report run(const fs::path& root, const task::contract& c, const eval::candidate_
   rep.counter_access = probe_access(r.source);
   std::string unavailable = rep.counter_access.available ? "" : rep.counter_access.reason;
   std::optional<counters> measured;
-  std::optional<eval::protocol::device> device;
+  std::optional<gpu::protocol::device> device;
   json runs = json::array();
   // Under Nsight Compute: first a worker with no profiler attached, whose CUDA events time the
   // call (ncu intercepts every launch, so events taken under it hold its overhead), then one

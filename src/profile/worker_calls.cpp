@@ -13,11 +13,11 @@ namespace kb::profile {
 
 using nlohmann::json;
 
-eval::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
-                                           const std::function<int()>& launch, void* stream_handle,
-                                           bool counters, int samples) {
+gpu::protocol::profile_calls worker_calls(const std::function<void()>& prepare,
+                                          const std::function<int()>& launch, void* stream_handle,
+                                          bool counters, int samples) {
   const auto stream = static_cast<cudaStream_t>(stream_handle);
-  eval::protocol::profile_calls out;
+  gpu::protocol::profile_calls out;
   // A failed call ends the profile; whether the context survived decides what the worker can
   // still do.
   // A failed synchronisation leaves the context unusable (sticky errors); a launch error does not.

@@ -73,8 +73,8 @@ json options_json(const eval::options& o) {
   if (o.profile != eval::profile_mode::none) { // absent otherwise: earlier jobs keep their keys
     j["profile"] = to_string(o.profile);
   }
-  if (o.timing.placement != eval::protocol::placement::fixed) { // likewise
-    j["placement"] = eval::protocol::to_string(o.timing.placement);
+  if (o.timing.placement != gpu::protocol::placement::fixed) { // likewise
+    j["placement"] = gpu::protocol::to_string(o.timing.placement);
   }
   return j;
 }
@@ -110,7 +110,7 @@ eval::options options_from(const json& j) {
   }
   o.profile = *mode;
   const std::string placement = j.value("placement", std::string("fixed"));
-  const auto where = eval::protocol::placement_from_string(placement);
+  const auto where = gpu::protocol::placement_from_string(placement);
   if (!where) {
     fail("an evaluation request names placement \"{}\"", placement);
   }

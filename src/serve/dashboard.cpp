@@ -428,7 +428,8 @@ json dashboard::evaluation(int64_t run, int64_t id) const {
                   {"flags", cand_build.flags},
                   {"log", cand_build.log}};
   json checks = json::array();
-  // Each library's checks as the judge's runner recorded them (protocol::library_result::record).
+  // Each library's checks as the judge's runner recorded them
+  // (gpu::protocol::library_result::record).
   for (const auto& layer : d.verification) {
     for (const auto& c : layer.record.value("checks", json::array())) {
       for (const auto& o : c.value("outputs", json::array())) {

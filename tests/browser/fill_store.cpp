@@ -61,14 +61,14 @@ json verification(int checks, bool fail_one) {
                        {"nonfinite", 0},
                        {"unwritten", 0}}}}});
   }
-  eval::protocol::library_result l;
+  gpu::protocol::library_result l;
   l.role = "candidate";
   l.accepted = !fail_one;
   if (fail_one) {
     l.reason = "verify.mismatch";
     l.message = "output y differs from the float64 oracle";
   }
-  l.runner_exit = eval::protocol::runner_end{"exit 0", 0, ""};
+  l.runner_exit = gpu::protocol::runner_end{"exit 0", 0, ""};
   l.record = {{"checks", list}};
   return json::array({l});
 }
@@ -81,7 +81,7 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
   eval::result r;
   json d;
   r.task = {c.id, c.suite, task::to_string(c.fam), ""};
-  eval::protocol::device dev;
+  gpu::protocol::device dev;
   dev.name = gpu_name;
   dev.uuid = "GPU-scripted";
   dev.sm_count = 132;
@@ -120,7 +120,7 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
     return r;
   }
   const bool reject = !failure.empty();
-  r.verification = verification(6, reject).get<std::vector<eval::protocol::library_result>>();
+  r.verification = verification(6, reject).get<std::vector<gpu::protocol::library_result>>();
   if (reject) {
     r.final = eval::verdict::rejected;
     r.reason = failure;
@@ -137,7 +137,7 @@ eval::result scripted(const task::contract& c, const eval::candidate_input& cand
       samples["candidate"].push_back({{"t", t_cand * (1 + 0.02 * g.next())}, {"round", i}});
       samples["baseline"].push_back({{"t", t_base * (1 + 0.02 * g.next())}, {"round", i}});
     }
-    eval::protocol::session_timing t;
+    gpu::protocol::session_timing t;
     t.record = {{"samples", samples}};
     for (const auto& role : {"candidate", "baseline"}) {
       for (const auto& x : samples[role]) {

@@ -1,10 +1,10 @@
-// The harness's GPU kernels against their CPU twins (src/eval/device_ops.cu, host_ops.cpp): the
+// The harness's GPU kernels against their CPU twins (src/gpu/device_ops.cu, host_ops.cpp): the
 // digest at every size and alignment (16-byte vector path, 8-byte aligned head, bytewise fallback)
 // gives the CPU digest's value; the poison fill (16-byte stores when aligned) writes exactly the
 // CPU fill's bytes and nothing past the end; the compare counts the same unwritten elements. The
 // digest's bandwidth on a large buffer is printed and kept as evidence.
-#include "eval/detail/device_ops.hpp"
 #include "eval/eval.hpp"
+#include "gpu/device_ops.hpp"
 #include "gpu_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 namespace {
 
 struct device_buffer {
@@ -44,7 +44,7 @@ std::vector<unsigned char> random_bytes(size_t n, uint64_t seed) {
 class device_ops_gpu : public ::testing::Test {
 protected:
   void SetUp() override {
-    const auto probe = probe_device();
+    const auto probe = eval::probe_device();
     if (!probe.available) {
       GTEST_SKIP() << probe.reason;
     }
@@ -218,4 +218,4 @@ TEST_F(device_ops_gpu, keyed_check_counts_poison_and_digests_with_its_key) {
 }
 
 } // namespace
-} // namespace kb::eval::detail
+} // namespace kb::gpu

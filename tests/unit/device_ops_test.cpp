@@ -1,8 +1,8 @@
-// The harness's CPU twins of the GPU kernels (src/eval/host_ops.cpp): the digest against a
+// The harness's CPU twins of the GPU kernels (src/gpu/host_ops.cpp): the digest against a
 // reference written the plain way, at every alignment, and the poison pattern of an evaluation
 // (drawn per job, quiet NaNs with a payload of their own, large negative integers) as the fill
 // and the compare see it. tests/gpu/device_ops_gpu_test.cpp holds the GPU side to the same values.
-#include "eval/detail/device_ops.hpp"
+#include "gpu/device_ops.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 namespace {
 
 // Sum over 8-byte little-endian words (the last one zero-padded) of hash_word(word, index),
@@ -166,4 +166,4 @@ TEST(poison_pattern, fill_and_compare_see_only_this_evaluations_pattern) {
 }
 
 } // namespace
-} // namespace kb::eval::detail
+} // namespace kb::gpu

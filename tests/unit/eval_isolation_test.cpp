@@ -3,8 +3,8 @@
 #include "common/fs.hpp"
 #include "eval/detail/isolation.hpp"
 #include "eval/eval.hpp"
-#include "eval/protocol.hpp"
 #include "eval/session.hpp"
+#include "gpu/protocol.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,7 +36,7 @@ TEST(isolation, the_worker_runs_in_the_sandbox_and_reports_to_its_parent) {
   launch.hang_timeout = std::chrono::seconds(60);
   // The job loads the staged file as the oracle module: the worker must see it (it is not a
   // shared object, so loading fails with the loader's message, or the device is missing first).
-  protocol::job job;
+  gpu::protocol::job job;
   job.task = "019";
   job.oracle = staged.string();
   job.timing_shape = "x";

@@ -1,11 +1,11 @@
 // The judge's typed job crosses the process boundary as JSON: what the parent sets is what the
 // judge reads, the per-library host-dispatch flag included (only the generated eager baseline of
 // a pytorch task has it).
-#include "eval/protocol.hpp"
+#include "gpu/protocol.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kb::eval::protocol {
+namespace kb::gpu::protocol {
 namespace {
 
 TEST(eval_protocol, a_job_keeps_each_librarys_role_path_and_host_dispatch_flag) {
@@ -29,4 +29,4 @@ TEST(eval_protocol, a_job_keeps_each_librarys_role_path_and_host_dispatch_flag) 
 }
 
 } // namespace
-} // namespace kb::eval::protocol
+} // namespace kb::gpu::protocol

@@ -51,7 +51,7 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   g.session_medians = {{2.0e-3, 1.6e-3}, {2.1e-3, 1.7e-3}};
   r.gate = g;
   r.worker_seconds = 4.25;
-  eval::protocol::device dev;
+  gpu::protocol::device dev;
   dev.name = "NVIDIA H200";
   dev.uuid = "GPU-1";
   dev.sm_count = 132;
@@ -66,12 +66,12 @@ TEST(executor, a_result_round_trips_and_an_unknown_verdict_is_refused) {
   b.reason = "build.compile_error";
   b.log = "error: x";
   r.builds["candidate"] = b;
-  eval::protocol::library_result l;
+  gpu::protocol::library_result l;
   l.role = "candidate";
   l.accepted = true;
   l.digests = {{0, 0xffffffffffffffffull}};
   r.verification = {l};
-  eval::protocol::session_timing t;
+  gpu::protocol::session_timing t;
   t.samples["baseline"] = {{2e-3, 1, 7, 1980.0}};
   t.overhead_s = 2.9e-4;
   r.timing = {t};
@@ -215,17 +215,17 @@ TEST(executor, a_drawn_placement_is_the_default_and_the_fixed_one_keeps_earlier_
   c.digest = "contract-1";
   auto r = sample_request();
   // Drawn is the default, and it travels: a request without the field is a fixed one.
-  EXPECT_EQ(r.options.timing.placement, eval::protocol::placement::drawn);
+  EXPECT_EQ(r.options.timing.placement, gpu::protocol::placement::drawn);
   const auto back = eval_request_from_json(nlohmann::json::parse(to_json(r).dump()));
-  EXPECT_EQ(back.options.timing.placement, eval::protocol::placement::drawn);
+  EXPECT_EQ(back.options.timing.placement, gpu::protocol::placement::drawn);
   EXPECT_EQ(to_json(r)["options"]["placement"], "drawn");
   auto fixed = r;
-  fixed.options.timing.placement = eval::protocol::placement::fixed;
+  fixed.options.timing.placement = gpu::protocol::placement::fixed;
   EXPECT_FALSE(to_json(fixed)["options"].contains("placement"));
   auto legacy = to_json(r);
   legacy["options"].erase("placement");
   EXPECT_EQ(eval_request_from_json(legacy).options.timing.placement,
-            eval::protocol::placement::fixed);
+            gpu::protocol::placement::fixed);
   EXPECT_NE(job_key_of(c, r).protocol, job_key_of(c, fixed).protocol);
   auto bad = to_json(r);
   bad["options"]["placement"] = "anywhere";

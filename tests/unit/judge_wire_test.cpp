@@ -1,13 +1,13 @@
-// The judge protocol's wire format (src/eval/protocol.hpp): jobs and events round-trip through
+// The judge protocol's wire format (src/gpu/protocol.hpp): jobs and events round-trip through
 // their one JSON mapping, and the result reads what a judge on the H200 wrote (an evaluation
 // record committed under evidence/h200/harness/eval-time/, whose verification, timing, device and
 // self-test are the judge's result as it arrived).
 #include "common/fs.hpp"
-#include "eval/protocol.hpp"
+#include "gpu/protocol.hpp"
 
 #include <gtest/gtest.h>
 
-namespace kb::eval::protocol {
+namespace kb::gpu::protocol {
 namespace {
 
 using nlohmann::json;
@@ -211,4 +211,4 @@ TEST(judge_wire, the_profilers_calls_round_trip_and_a_reply_of_another_shape_is_
 }
 
 } // namespace
-} // namespace kb::eval::protocol
+} // namespace kb::gpu::protocol

@@ -6,7 +6,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
-#include "eval/detail/device_ops.hpp"
+#include "gpu/device_ops.hpp"
 #include "llm/llm.hpp"
 #include "llm_test_support.hpp"
 #include "pytorch/pytorch.hpp"
@@ -435,7 +435,7 @@ TEST(generator_library, draws_the_harness_values_from_c_and_python) {
     std::vector<float> mine(1000);
     std::vector<float> harness(1000);
     ASSERT_EQ(fill(mine.data(), KB_FLOAT32, 1000, d.kind, d.a, d.b, tseed(7, 1)), 0);
-    eval::detail::cpu_fill_random(harness.data(), KB_FLOAT32, 1000, d, kb::tensor_seed(7, 1));
+    gpu::cpu_fill_random(harness.data(), KB_FLOAT32, 1000, d, kb::tensor_seed(7, 1));
     EXPECT_EQ(std::memcmp(mine.data(), harness.data(), 4000), 0) << d.kind;
   }
   EXPECT_NE(fill(nullptr, KB_FLOAT32, 10, 0, 0, 1, 1), 0);
@@ -443,8 +443,8 @@ TEST(generator_library, draws_the_harness_values_from_c_and_python) {
 
   // Python's ctypes sees the same bits (scripts/pytorch_oracle.py calls it this way).
   std::vector<float> harness(4);
-  eval::detail::cpu_fill_random(harness.data(), KB_FLOAT32, 4, {KB_DIST_NORMAL, 0, 1},
-                                kb::tensor_seed(11, 0));
+  gpu::cpu_fill_random(harness.data(), KB_FLOAT32, 4, {KB_DIST_NORMAL, 0, 1},
+                       kb::tensor_seed(11, 0));
   process_spec spec;
   spec.argv = {"python3", "-c", R"(
 import ctypes, struct, sys

@@ -37,7 +37,7 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
   r.candidate.source_digest = sha256_hex(cand_src);
   r.baseline.source_digest = sha256_hex(compared_src);
   r.seconds = 2.0;
-  eval::protocol::device dev;
+  gpu::protocol::device dev;
   dev.name = "test GPU";
   r.context.device = dev;
   r.context.shape = "official";
@@ -54,7 +54,7 @@ int64_t record(store::store& st, int64_t run, const std::string& cand_src,
     g.speedup_low = *speedup - 0.01;
     g.speedup_high = *speedup + 0.01;
     r.gate = g;
-    eval::protocol::session_timing t;
+    gpu::protocol::session_timing t;
     t.samples["candidate"] = {{1e-3, 0, 0, {}}, {1.1e-3, 0, 1, {}}};
     t.samples["baseline"] = {};
     r.timing = {t};

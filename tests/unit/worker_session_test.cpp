@@ -27,7 +27,7 @@ worker_outcome run_fake_judge(int exit_status, const fs::path& log) {
                   std::to_string(exit_status)};
     return s;
   };
-  protocol::job job;
+  gpu::protocol::job job;
   job.task = "019";
   return run_worker_job(job, launch, {});
 }

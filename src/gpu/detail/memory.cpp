@@ -1,7 +1,7 @@
 // The judge's shareable device memory and guarded tensor buffers (memory.hpp).
 #include "gpu/detail/memory.hpp"
 
-#include "eval/detail/device_ops.hpp"
+#include "gpu/device_ops.hpp"
 
 #include "common/error.hpp"
 
@@ -13,10 +13,6 @@
 #include <unistd.h>
 
 namespace kb::gpu::detail {
-
-using eval::detail::cpu_digest;
-using eval::detail::cuda_check;
-using eval::detail::gpu_digest;
 
 std::atomic<int64_t>& judge_device_bytes() {
   static std::atomic<int64_t> bytes{0};

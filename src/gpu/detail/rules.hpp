@@ -1,7 +1,7 @@
 // Decisions of the timing protocol that need no GPU, so that they can be tested alone.
 #pragma once
 
-#include "eval/stats.hpp"
+#include "stats/stats.hpp"
 
 #include <nlohmann/json.hpp>
 

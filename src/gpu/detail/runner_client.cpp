@@ -16,7 +16,7 @@
 
 namespace kb::gpu::detail {
 
-namespace proto = eval::protocol;
+namespace proto = gpu::protocol;
 using nlohmann::json;
 
 // The runner's command, as the parent built it (sandboxed, or wrapped without isolation).

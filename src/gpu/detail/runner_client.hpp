@@ -7,7 +7,7 @@
 #include "gpu/detail/memory.hpp"
 #include "gpu/detail/messages.hpp"
 
-#include "eval/protocol.hpp"
+#include "gpu/protocol.hpp"
 
 #include "common/process.hpp"
 
@@ -23,7 +23,7 @@
 namespace kb::gpu::detail {
 
 // The runner's command, as the parent built it (sandboxed, or wrapped without isolation).
-process_spec runner_spec(const eval::protocol::runner_command& c);
+process_spec runner_spec(const gpu::protocol::runner_command& c);
 
 // One sandboxed runner process and the judge's end of its socket.
 class runner_client {
@@ -42,7 +42,7 @@ public:
   // How the process ended (waits up to `timeout`), killing it first when `kill` is set.
   process_result finish(bool kill, std::chrono::milliseconds timeout);
   // What it printed: the last bytes, raw (base64) and as valid UTF-8 text.
-  eval::protocol::runner_output output() const;
+  gpu::protocol::runner_output output() const;
   std::string output_text() const;
 
 private:

@@ -9,25 +9,23 @@
 //   detail/rules.hpp   the decisions that need no GPU (unit-tested)
 #pragma once
 
+#include "gpu/check_rule.hpp"
 #include "gpu/detail/capture.hpp"
 #include "gpu/detail/channel.hpp"
 #include "gpu/detail/memory.hpp"
 #include "gpu/detail/messages.hpp"
+#include "gpu/detail/nvml.hpp"
 #include "gpu/detail/rules.hpp"
 #include "gpu/detail/runner_client.hpp"
+#include "gpu/device_ops.hpp"
 #include "gpu/gpu.hpp"
-
-#include "eval/detail/device_ops.hpp"
-#include "eval/detail/judge.hpp"
-#include "eval/detail/nvml.hpp"
-#include "eval/eval.hpp"
-#include "eval/protocol.hpp"
-#include "eval/stats.hpp"
+#include "gpu/protocol.hpp"
 
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
 #include "sandbox/sandbox.hpp"
+#include "stats/stats.hpp"
 
 #include "gpu/detail/driver.hpp"
 
@@ -61,14 +59,12 @@ namespace kb::gpu::detail {
 
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
-using namespace eval::detail;
-namespace proto = eval::protocol;
+namespace proto = gpu::protocol;
 
 using nlohmann::json;
 using clock_type = std::chrono::steady_clock;
-using namespace eval::detail;
 using namespace gpu::detail;
-namespace proto = eval::protocol;
+namespace proto = gpu::protocol;
 
 // ---- protocol -----------------------------------------------------------------------------------
 
@@ -487,7 +483,7 @@ private:
     for (const auto& o : s.outputs) {
       names.push_back(o.name);
     }
-    return eval::detail::judge(ms, scales, names, m_rel_l2);
+    return gpu::judge(ms, scales, names, m_rel_l2);
   }
 
   static void fold_summary(json& summary, const json& outputs) {

@@ -1,8 +1,8 @@
-#include "eval/detail/nvml.hpp"
+#include "gpu/detail/nvml.hpp"
 
 #include <dlfcn.h>
 
-namespace kb::eval::detail {
+namespace kb::gpu::detail {
 
 namespace {
 
@@ -96,4 +96,4 @@ std::string nvml::driver_version() const {
   return buf;
 }
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu::detail

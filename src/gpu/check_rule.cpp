@@ -1,11 +1,11 @@
-#include "eval/detail/judge.hpp"
+#include "gpu/check_rule.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 
 check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector<double>& scales,
                     const std::vector<std::string>& names, double rel_l2_limit) {
@@ -67,4 +67,4 @@ check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector
   return o;
 }
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu

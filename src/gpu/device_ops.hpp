@@ -15,7 +15,7 @@
 
 #include <cstdint>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 
 // A CUDA error raised in the harness's own calls. Errors that corrupt the context are often a
 // candidate's asynchronous fault surfacing late; the parent attributes those to the candidate
@@ -141,4 +141,4 @@ moments cpu_moments(const double* ref, int64_t n);
 error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int64_t n,
                           const tolerance_spec& t, const poison_pattern& poison);
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu

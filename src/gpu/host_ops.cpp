@@ -1,6 +1,6 @@
-#include "eval/detail/device_ops.hpp"
+#include "gpu/device_ops.hpp"
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 
 void cpu_fill_random(void* data, kb_dtype dtype, int64_t n, const distribution& d, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) {
@@ -87,4 +87,4 @@ error_metrics cpu_compare(const void* y, kb_dtype dtype, const double* ref, int6
   return m;
 }
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu

@@ -1,11 +1,11 @@
-// The judge protocol's one JSON mapping (the wire format of src/eval/protocol.hpp).
-#include "eval/protocol.hpp"
+// The judge protocol's one JSON mapping (the wire format of src/gpu/protocol.hpp).
+#include "gpu/protocol.hpp"
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 
-namespace kb::eval::protocol {
+namespace kb::gpu::protocol {
 
 using nlohmann::json;
 
@@ -537,4 +537,4 @@ void from_json(const json& j, error& x) {
   x.sticky = j.value("sticky", false);
 }
 
-} // namespace kb::eval::protocol
+} // namespace kb::gpu::protocol

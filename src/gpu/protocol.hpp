@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace kb::eval::protocol {
+namespace kb::gpu::protocol {
 
 // ---- The job ---------------------------------------------------------------------------------
 
@@ -306,4 +306,4 @@ struct error {
 void to_json(nlohmann::json& j, const error& x);
 void from_json(const nlohmann::json& j, error& x);
 
-} // namespace kb::eval::protocol
+} // namespace kb::gpu::protocol

@@ -1,4 +1,4 @@
-#include "eval/detail/device_ops.hpp"
+#include "gpu/device_ops.hpp"
 
 #include "common/error.hpp"
 
@@ -8,7 +8,7 @@
 #include <atomic>
 #include <vector>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 
 namespace {
 
@@ -495,4 +495,4 @@ void gpu_block_stream(volatile int* flag, int* timed_out, uint64_t timeout_ns,
   check(cudaGetLastError(), "block_stream");
 }
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu

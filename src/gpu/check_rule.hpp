@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kb::eval::detail {
+namespace kb::gpu {
 
 struct check_outcome {
   bool passed = true;
@@ -22,4 +22,4 @@ struct check_outcome {
 check_outcome judge(const std::vector<error_metrics>& metrics, const std::vector<double>& scales,
                     const std::vector<std::string>& names, double rel_l2_limit);
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu

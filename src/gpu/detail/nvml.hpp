@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-namespace kb::eval::detail {
+namespace kb::gpu::detail {
 
 class nvml {
 public:
@@ -28,4 +28,4 @@ private:
   std::string m_error;
 };
 
-} // namespace kb::eval::detail
+} // namespace kb::gpu::detail
