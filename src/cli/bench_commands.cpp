@@ -236,13 +236,22 @@ std::vector<eval::result> evaluate_items(const global_options& globals, const ex
   return results;
 }
 
+// A row's facts for bench.csv.
+struct csv_line {
+  std::string task;
+  std::string shape;
+  eval::verdict verdict = eval::verdict::error;
+  double floor_s = 0;
+  std::optional<eval::gate_summary> gate;
+};
+
 // The report as the results come in: the rows of bench.json, the tables, the figures and the
 // markdown's per-task sections.
 struct bench_report {
   std::vector<eval::verdict> verdicts;
   json rows = json::array();
-  std::vector<std::optional<eval::gate_summary>> gates; // each row's
-  std::optional<gpu::protocol::device> device;          // the first evaluation's
+  std::vector<csv_line> lines;                 // each row's
+  std::optional<gpu::protocol::device> device; // the first evaluation's
   std::vector<stats::task_outcome> vs_baseline;
   std::vector<report::task_comparison> vs_pytorch;
   report::table overview{{{"task", report::align::left},
@@ -445,7 +454,7 @@ void add_result(bench_report& rep, const bench_item& item, const eval::result& r
   rep.vs_pytorch.push_back(cmp);
   rep.md += task_section(c, s, file, r, methods, floor);
   rep.rows.push_back(row);
-  rep.gates.push_back(g);
+  rep.lines.push_back({c.id, s->name, r.final, floor, g});
   if (!rep.device && r.context.device) {
     rep.device = r.context.device;
   }
@@ -531,8 +540,7 @@ std::string versus_sections(const bench_report& rep, const json& pytorch, const 
 }
 
 // bench.csv: one line per row, its statistics as recorded.
-report::table csv_of(const json& rows,
-                     const std::vector<std::optional<eval::gate_summary>>& gates) {
+report::table csv_of(const std::vector<csv_line>& lines) {
   report::table csv({{"task"},
                      {"shape"},
                      {"verdict"},
@@ -543,18 +551,16 @@ report::table csv_of(const json& rows,
                      {"speedup_high"},
                      {"floor_s"},
                      {"floor_fraction"}});
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& row = rows[i];
-    const auto& g = gates[i];
+  for (const auto& line : lines) {
+    const auto& g = line.gate;
     const auto num = [&](double v, const char* format) {
       return g ? fmt::format(fmt::runtime(format), v) : std::string();
     };
-    csv.add_row({row["task"], row["shape"], row["verdict"],
+    csv.add_row({line.task, line.shape, eval::to_string(line.verdict),
                  num(g ? g->median_baseline_s : 0, "{:.9g}"),
                  num(g ? g->median_candidate_s : 0, "{:.9g}"), num(g ? g->speedup : 0, "{:.9g}"),
                  num(g ? g->speedup_low : 0, "{:.6g}"), num(g ? g->speedup_high : 0, "{:.6g}"),
-                 fmt::format("{:.9g}", row["floor_s"].get<double>()),
-                 num(g ? g->floor_fraction : 0, "{:.9g}")});
+                 fmt::format("{:.9g}", line.floor_s), num(g ? g->floor_fraction : 0, "{:.9g}")});
   }
   return csv;
 }
@@ -575,7 +581,7 @@ void write_outputs(const std::string& out_dir, std::string md, const std::string
       fs::path(out_dir) / "bench.json",
       json{{"summary", summary}, {"rows", rows}, {"run", run}, {"pytorch", pytorch}}.dump(1) +
           "\n");
-  write_file_atomic(fs::path(out_dir) / "bench.csv", report::to_csv(csv_of(rep.rows, rep.gates)));
+  write_file_atomic(fs::path(out_dir) / "bench.csv", report::to_csv(csv_of(rep.lines)));
   write_file_atomic(fs::path(out_dir) / "speedup.svg", report::to_svg(bars));
   write_file_atomic(fs::path(out_dir) / "roofline.svg", report::to_svg(roof));
 }

@@ -2,6 +2,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "eval/verification.hpp"
 #include "gpu/gpu.hpp"
 #include "profile/profile.hpp"
 #include "pytorch/pytorch.hpp"
@@ -67,21 +68,21 @@ void print_summary(const task::contract& c, const eval::result& r) {
   for (const auto& l : r.verification) {
     if (l.accepted) {
       // The worst metrics over all checks, as the judge summarised them.
-      const json s = l.record.value("summary", json::object());
+      const eval::verification_summary s =
+          eval::summary_of(l).value_or(eval::verification_summary{});
       fmt::print("verify    {:<9} PASS {} checks; max abs err {:.3g}, max rel err {:.3g}, p99 "
                  "abs err {:.3g}, max rel L2 {:.3g}\n",
-                 l.role, s.value("checks", 0), s.value("max_abs_err", 0.0),
-                 s.value("max_rel_err", 0.0), s.value("p99_abs_err", 0.0), s.value("rel_l2", 0.0));
+                 l.role, s.checks, s.max_abs_err, s.max_rel_err, s.p99_abs_err, s.rel_l2);
     } else {
       fmt::print("verify    {:<9} REJECTED {}: {}\n", l.role, l.reason, l.message);
     }
   }
   if (r.checker_selftest) {
-    const auto& st = r.checker_selftest->record;
+    const eval::selftest_tally st = eval::tally_of(*r.checker_selftest);
     fmt::print("checker   rejects zeros at {}, a copy of the input at {}, a constant at {} of {} "
                "shapes (each tried until rejected at a shape; {} checks)\n",
-               st.value("zeros_rejected_by", 0), st.value("copy_of_input_rejected_by", 0),
-               st.value("constant_rejected_by", 0), st.value("shapes", 0), st.value("checks", 0));
+               st.zeros_rejected_by, st.copy_of_input_rejected_by, st.constant_rejected_by,
+               st.shapes, st.checks);
   }
   if (r.sanitize) {
     for (const auto& [tool, t] : *r.sanitize) {

@@ -1,5 +1,6 @@
 // Turning an evaluation into store rows: every attempt is recorded, failures included.
 #include "eval/eval.hpp"
+#include "eval/verification.hpp"
 
 #include "common/fs.hpp"
 #include "common/sha256.hpp"
@@ -97,8 +98,9 @@ int64_t record(store::store& st, int64_t run, const task::contract& c,
     e.samples = r.timing.empty() ? json() : json(r.timing);
     json correctness = json::object();
     for (const auto& l : r.verification) {
+      const auto summary = summary_of(l);
       correctness[l.role] = {{"accepted", l.accepted},
-                             {"summary", l.record.value("summary", json::object())},
+                             {"summary", summary ? json(*summary) : json::object()},
                              {"reason", l.reason}};
     }
     if (r.checker_selftest) {

@@ -2,6 +2,7 @@
 // what a queue job carries back from the worker that ran it, on this host or another. Records of
 // earlier schemas are read through one upgrade, step by step, to this one.
 #include "eval/eval.hpp"
+#include "eval/verification.hpp"
 
 #include <stdexcept>
 
@@ -359,6 +360,100 @@ void from_json(const json& j, counters_run& c) {
   c.seconds = j.at("seconds").get<double>();
   c.values = j.at("counters");
   c.event_median_s = optional_of<double>(j, "event_median_s");
+}
+
+void to_json(json& j, const output_errors& o) {
+  j = {{"output", o.output},
+       {"max_abs_err", optional_json(o.max_abs_err)},
+       {"max_rel_err", optional_json(o.max_rel_err)},
+       {"p99_abs_err", optional_json(o.p99_abs_err)},
+       {"rel_l2", optional_json(o.rel_l2)},
+       {"violations", optional_json(o.violations)},
+       {"nonfinite", optional_json(o.nonfinite)},
+       {"unwritten", optional_json(o.unwritten)}};
+}
+
+void from_json(const json& j, output_errors& o) {
+  o.output = j.at("output").get<std::string>();
+  o.max_abs_err = optional_of<double>(j, "max_abs_err");
+  o.max_rel_err = optional_of<double>(j, "max_rel_err");
+  o.p99_abs_err = optional_of<double>(j, "p99_abs_err");
+  o.rel_l2 = optional_of<double>(j, "rel_l2");
+  o.violations = optional_of<uint64_t>(j, "violations");
+  o.nonfinite = optional_of<uint64_t>(j, "nonfinite");
+  o.unwritten = optional_of<uint64_t>(j, "unwritten");
+}
+
+void to_json(json& j, const verification_check& c) {
+  j = {{"shape", c.shape},
+       {"distribution", c.distribution},
+       {"seed", optional_json(c.seed)},
+       {"passed", c.passed},
+       {"inputs_unchanged", c.inputs_unchanged},
+       {"reason", c.reason},
+       {"outputs", c.outputs}};
+}
+
+void from_json(const json& j, verification_check& c) {
+  c.shape = j.at("shape").get<std::string>();
+  c.distribution = j.at("distribution").get<std::string>();
+  c.seed = optional_of<uint64_t>(j, "seed");
+  c.passed = j.at("passed").get<bool>();
+  c.inputs_unchanged = j.at("inputs_unchanged").get<bool>();
+  c.reason = j.at("reason").get<std::string>();
+  c.outputs.clear();
+  for (const auto& o : j.at("outputs")) {
+    // The runner's record of an output carries more (count, scale, worst index) than is read.
+    c.outputs.push_back(over_defaults(json(output_errors{}), o).get<output_errors>());
+  }
+}
+
+void to_json(json& j, const verification_summary& s) {
+  j = {{"checks", s.checks},           {"max_abs_err", s.max_abs_err},
+       {"max_rel_err", s.max_rel_err}, {"p99_abs_err", s.p99_abs_err},
+       {"rel_l2", s.rel_l2},           {"max_excess", s.max_excess}};
+}
+
+void from_json(const json& j, verification_summary& s) {
+  s.checks = j.at("checks").get<int>();
+  s.max_abs_err = j.at("max_abs_err").get<double>();
+  s.max_rel_err = j.at("max_rel_err").get<double>();
+  s.p99_abs_err = j.at("p99_abs_err").get<double>();
+  s.rel_l2 = j.at("rel_l2").get<double>();
+  s.max_excess = j.at("max_excess").get<double>();
+}
+
+std::vector<verification_check> checks_of(const protocol::library_result& l) {
+  std::vector<verification_check> out;
+  const json& r = l.record;
+  if (!r.is_object() || !r.contains("checks") || !r.at("checks").is_array()) {
+    return out;
+  }
+  for (const auto& c : r.at("checks")) {
+    out.push_back(over_defaults(json(verification_check{}), c).get<verification_check>());
+  }
+  return out;
+}
+
+std::optional<verification_summary> summary_of(const protocol::library_result& l) {
+  const json& r = l.record;
+  if (!r.is_object() || !r.contains("summary") || !r.at("summary").is_object() ||
+      r.at("summary").empty()) {
+    return std::nullopt;
+  }
+  return over_defaults(json(verification_summary{}), r.at("summary")).get<verification_summary>();
+}
+
+selftest_tally tally_of(const protocol::selftest& s) {
+  const json defaults = {{"zeros_rejected_by", 0},
+                         {"copy_of_input_rejected_by", 0},
+                         {"constant_rejected_by", 0},
+                         {"shapes", 0},
+                         {"checks", 0}};
+  const json j = over_defaults(defaults, s.record);
+  return {j.at("zeros_rejected_by").get<int>(), j.at("copy_of_input_rejected_by").get<int>(),
+          j.at("constant_rejected_by").get<int>(), j.at("shapes").get<int>(),
+          j.at("checks").get<int>()};
 }
 
 json to_json(const result& r) {

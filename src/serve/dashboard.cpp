@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/sha256.hpp"
 #include "eval/eval.hpp"
+#include "eval/verification.hpp"
 #include "report/report.hpp"
 #include "search/memory.hpp"
 #include "task/task.hpp"
@@ -428,34 +429,35 @@ json dashboard::evaluation(int64_t run, int64_t id) const {
                   {"flags", cand_build.flags},
                   {"log", cand_build.log}};
   json checks = json::array();
-  // Each library's checks as the judge's runner recorded them
-  // (gpu::protocol::library_result::record).
+  // Each library's checks as the judge's runner recorded them (eval::checks_of).
   for (const auto& layer : d.verification) {
-    for (const auto& c : layer.record.value("checks", json::array())) {
-      for (const auto& o : c.value("outputs", json::array())) {
+    for (const auto& c : eval::checks_of(layer)) {
+      const json seed = c.seed ? json(*c.seed) : json();
+      for (const auto& o : c.outputs) {
+        const auto number = [](const auto& v) { return v ? json(*v) : json(); };
         checks.push_back({{"role", layer.role},
-                          {"shape", c.value("shape", "")},
-                          {"distribution", c.value("distribution", "")},
-                          {"seed", c.value("seed", json())},
-                          {"passed", c.value("passed", false)},
-                          {"inputs_unchanged", c.value("inputs_unchanged", true)},
-                          {"reason", c.value("reason", "")},
-                          {"output", o.value("output", "")},
-                          {"max_abs_err", o.value("max_abs_err", json())},
-                          {"max_rel_err", o.value("max_rel_err", json())},
-                          {"p99_abs_err", o.value("p99_abs_err", json())},
-                          {"rel_l2", o.value("rel_l2", json())},
-                          {"violations", o.value("violations", json())},
-                          {"nonfinite", o.value("nonfinite", json())},
-                          {"unwritten", o.value("unwritten", json())}});
+                          {"shape", c.shape},
+                          {"distribution", c.distribution},
+                          {"seed", seed},
+                          {"passed", c.passed},
+                          {"inputs_unchanged", c.inputs_unchanged},
+                          {"reason", c.reason},
+                          {"output", o.output},
+                          {"max_abs_err", number(o.max_abs_err)},
+                          {"max_rel_err", number(o.max_rel_err)},
+                          {"p99_abs_err", number(o.p99_abs_err)},
+                          {"rel_l2", number(o.rel_l2)},
+                          {"violations", number(o.violations)},
+                          {"nonfinite", number(o.nonfinite)},
+                          {"unwritten", number(o.unwritten)}});
       }
-      if (c.value("outputs", json::array()).empty()) {
+      if (c.outputs.empty()) {
         checks.push_back({{"role", layer.role},
-                          {"shape", c.value("shape", "")},
-                          {"distribution", c.value("distribution", "")},
-                          {"seed", c.value("seed", json())},
-                          {"passed", c.value("passed", false)},
-                          {"reason", c.value("reason", "")}});
+                          {"shape", c.shape},
+                          {"distribution", c.distribution},
+                          {"seed", seed},
+                          {"passed", c.passed},
+                          {"reason", c.reason}});
       }
     }
   }

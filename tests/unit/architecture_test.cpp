@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -232,6 +233,142 @@ TEST(Architecture, TheGraphSitsBetweenTasksAndTheSearch) {
     if (g.count(below) != 0) {
       EXPECT_EQ(g.at(below).count("graph"), 0u) << below << " includes graph";
     }
+  }
+}
+
+// ---- The stored evaluation has one reader ----
+// eval::to_json(result) is the stored evaluation and eval::stored_result its one reader, with the
+// mappings of its parts, in src/eval/result.cpp: everywhere else an evaluation's facts are read
+// from the typed result, never by key. The keys below are the record's (of every schema); a read
+// of one by key elsewhere (`.value("verdict", ...)`, `.at("gate")`, `["detail"]` not assigned
+// to) is either a read of the record or of another document that uses the same name.
+
+const std::vector<std::string> record_keys = {
+    // The record's fields (eval::to_json(result)) and those of schema 1.
+    "verdict", "gate", "statistics", "verification", "checker_selftest", "worker_seconds",
+    "floor_s", "floor_seconds", "sanitize", "detail", "counters", "timing", "builds", "context",
+    "schema",
+    // Of its parts: the gate, a library's checks and summary, the checker's self-test.
+    "speedup", "speedup_ci", "session_medians", "median_candidate_s", "median_baseline_s", "checks",
+    "summary", "inputs_unchanged", "max_abs_err", "zeros_rejected_by"};
+
+// The record's keys that `line` reads by key.
+std::set<std::string> record_keys_read(const std::string& line) {
+  static const std::regex comment(R"(^\s*//)");
+  if (std::regex_search(line, comment)) {
+    return {};
+  }
+  static const auto reads = [] {
+    std::vector<std::pair<std::string, std::regex>> r;
+    for (const auto& key : record_keys) {
+      r.emplace_back(key,
+                     std::regex(R"(\.(value|at|contains|find|count)\(\s*")" + key + R"("|\[")" +
+                                key + R"("\](?!\s*=[^=])(?!\.push_back|\.emplace))"));
+    }
+    return r;
+  }();
+  std::set<std::string> found;
+  if (line.find('"') == std::string::npos) {
+    return found;
+  }
+  for (const auto& [key, read] : reads) {
+    if (line.find('"' + key + '"') != std::string::npos && std::regex_search(line, read)) {
+      found.insert(key);
+    }
+  }
+  return found;
+}
+
+// Every by-key read of a record key under src/ outside src/eval/result.cpp, as "file: key".
+std::set<std::string> record_reads(const fs::path& src) {
+  std::set<std::string> found;
+  for (const auto& f : fs::recursive_directory_iterator(src)) {
+    const std::string ext = f.path().extension().string();
+    if (!f.is_regular_file() || (ext != ".cpp" && ext != ".hpp" && ext != ".cu")) {
+      continue;
+    }
+    const std::string rel = fs::relative(f.path(), src).generic_string();
+    if (rel == "eval/result.cpp") {
+      continue;
+    }
+    std::ifstream in(f.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      for (const auto& key : record_keys_read(line)) {
+        found.insert(rel + ": " + key);
+      }
+    }
+  }
+  return found;
+}
+
+TEST(Architecture, TheRecordReadRuleSeesARead) {
+  using keys = std::set<std::string>;
+  EXPECT_EQ(record_keys_read(R"(  const auto v = j.value("verdict", std::string());)"),
+            keys{"verdict"});
+  EXPECT_EQ(record_keys_read(R"(x.at("gate").at("speedup"))"), (keys{"gate", "speedup"}));
+  EXPECT_EQ(record_keys_read(R"(if (d.contains("detail") && d["detail"].is_object()))"),
+            keys{"detail"});
+  EXPECT_EQ(record_keys_read(R"(for (const auto& c : l.record["checks"]) {)"), keys{"checks"});
+  EXPECT_EQ(record_keys_read(R"(  out["verdict"] = to_string(r.final);)"), keys{});
+  EXPECT_EQ(record_keys_read(R"(  report["checks"].push_back(c);)"), keys{});
+  EXPECT_EQ(record_keys_read(R"(  if (t["verdict"] == "same") {)"), keys{"verdict"});
+  EXPECT_EQ(record_keys_read(R"(  // j.value("verdict", ""))"), keys{});
+  EXPECT_EQ(record_keys_read(R"(  {"verdict", to_string(r.final)},)"), keys{});
+  EXPECT_EQ(record_keys_read(R"(  j.value("verdicts", 0))"), keys{});
+}
+
+TEST(Architecture, NoEvaluationRecordIsReadByKeyOutsideItsMapping) {
+  // Documents other than the stored evaluation that name a field as the record does; this list
+  // only shrinks.
+  const std::set<std::string> other_documents = {
+      // bench.json's rows (the bench report, read back by rescore and the dashboard's bench page);
+      // their statistics go through the gate's one mapping, eval::gate_of.
+      "cli/bench_commands.cpp: floor_s",
+      "cli/bench_commands.cpp: statistics",
+      "cli/bench_commands.cpp: verdict",
+      "serve/dashboard.cpp: speedup",
+      "serve/dashboard.cpp: statistics",
+      "serve/dashboard.cpp: verdict",
+      // The A/A calibration's document (eval::calibrate), pooled from files of other machines.
+      "cli/calibrate_commands.cpp: verdict",
+      "eval/calibrate.cpp: verdict",
+      // The CPU check's report of a task (eval::check_task_without_gpu).
+      "cli/check_commands.cpp: checker_selftest",
+      "cli/check_commands.cpp: checks",
+      "cli/check_commands.cpp: zeros_rejected_by",
+      // The command's arguments as the run's record keeps them.
+      "cli/optimize_commands.cpp: counters",
+      // The device's measured limits.
+      "eval/device_limits.cpp: detail",
+      // The judge protocol's messages, in their one mapping.
+      "eval/protocol.cpp: checker_selftest",
+      "eval/protocol.cpp: counters",
+      "eval/protocol.cpp: timing",
+      // The runner folding its checks into the summary it sends.
+      "gpu/detail/worker.hpp: checks",
+      // An op graph's issues.
+      "graph/graph.cpp: detail",
+      // A queued job's options (the executor's request mapping).
+      "search/executor.cpp: sanitize",
+      "search/executor.cpp: timing",
+      // The search's outcome table and its checkpoints.
+      "search/experiment.cpp: speedup",
+      "search/experiment.cpp: verdict",
+      "search/optimize.cpp: speedup",
+      // The evidence export's evaluation rows (the store's columns); their detail blob is read by
+      // eval::recorded_outcome_of.
+      "store/evidence.cpp: speedup",
+      "store/evidence.cpp: verdict",
+  };
+  const auto reads = record_reads(fs::path(KBLASTER_SOURCE_DIR) / "src");
+  ASSERT_FALSE(reads.empty()) << "the rule sees no read at all";
+  for (const auto& read : reads) {
+    EXPECT_EQ(other_documents.count(read), 1u)
+        << read << ": an evaluation's facts are read from eval::stored_result's typed result";
+  }
+  for (const auto& listed : other_documents) {
+    EXPECT_EQ(reads.count(listed), 1u) << listed << ": no longer read; take it off the list";
   }
 }
 

@@ -6,6 +6,7 @@
 // to_json wrote it.
 #include "common/fs.hpp"
 #include "eval/eval.hpp"
+#include "eval/verification.hpp"
 #include "store/store.hpp"
 
 #include <gtest/gtest.h>
@@ -173,6 +174,75 @@ TEST(stored_result, the_evidence_of_an_earlier_schema_still_checks_out) {
   EXPECT_EQ(sanitized, 1);
   const auto report = store::check_evidence(dir, recorded_outcome_of);
   EXPECT_TRUE(report.ok()) << ::testing::PrintToString(report.problems);
+}
+
+// Each library's checks, its summary and the checker's self-test read through their typed
+// mapping: the schema-1 document's as the judge wrote them on the H200, and a record of an
+// earlier judge that lacks the fields added since (inputs_unchanged, a check's reason, the
+// summary's max_excess, the self-test's counts of shapes and checks).
+TEST(stored_result, verification_and_selftest_read_typed_from_a_schema_1_document) {
+  const json d = schema_1_document();
+  const result r = stored_result(d);
+  ASSERT_FALSE(r.verification.empty());
+  const auto& l = r.verification[0];
+  const json& recorded = d.at("verification")[0];
+  const auto checks = checks_of(l);
+  ASSERT_EQ(checks.size(), recorded.at("checks").size());
+  const json& first = recorded.at("checks")[0];
+  EXPECT_EQ(checks[0].shape, first.at("shape"));
+  EXPECT_EQ(checks[0].distribution, first.at("distribution"));
+  ASSERT_TRUE(checks[0].seed);
+  EXPECT_EQ(*checks[0].seed, first.at("seed").get<uint64_t>());
+  EXPECT_EQ(checks[0].passed, first.at("passed").get<bool>());
+  EXPECT_TRUE(checks[0].inputs_unchanged);
+  EXPECT_EQ(checks[0].reason, "");
+  ASSERT_EQ(checks[0].outputs.size(), first.at("outputs").size());
+  const json& out = first.at("outputs")[0];
+  EXPECT_EQ(checks[0].outputs[0].output, out.at("output"));
+  EXPECT_EQ(*checks[0].outputs[0].p99_abs_err, out.at("p99_abs_err").get<double>());
+  EXPECT_EQ(*checks[0].outputs[0].violations, out.at("violations").get<uint64_t>());
+  const auto summary = summary_of(l);
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(json(*summary), recorded.at("summary"));
+  ASSERT_TRUE(r.checker_selftest);
+  const auto tally = tally_of(*r.checker_selftest);
+  EXPECT_EQ(tally.zeros_rejected_by, d.at("checker_selftest").at("zeros_rejected_by"));
+  EXPECT_EQ(tally.copy_of_input_rejected_by,
+            d.at("checker_selftest").at("copy_of_input_rejected_by"));
+  EXPECT_EQ(tally.constant_rejected_by, d.at("checker_selftest").at("constant_rejected_by"));
+  EXPECT_EQ(tally.checks, d.at("checker_selftest").at("checks"));
+  EXPECT_EQ(tally.shapes, 0); // this judge did not count them yet
+}
+
+TEST(stored_result, an_earlier_judges_verification_reads_over_the_defaults) {
+  json d = schema_1_document();
+  json& lib = d.at("verification")[0];
+  json& check = lib.at("checks")[0];
+  check.erase("inputs_unchanged");
+  check.erase("seed");
+  check.at("outputs")[0].erase("p99_abs_err");
+  check.at("outputs")[0].erase("unwritten");
+  lib.at("summary").erase("max_excess");
+  d.at("checker_selftest") = {{"sound", true}, {"zeros_rejected_by", 3}};
+  const result r = stored_result(d);
+  const auto checks = checks_of(r.verification[0]);
+  ASSERT_FALSE(checks.empty());
+  EXPECT_TRUE(checks[0].inputs_unchanged);
+  EXPECT_FALSE(checks[0].seed);
+  EXPECT_FALSE(checks[0].outputs[0].p99_abs_err);
+  EXPECT_FALSE(checks[0].outputs[0].unwritten);
+  EXPECT_TRUE(checks[0].outputs[0].max_abs_err);
+  const auto summary = summary_of(r.verification[0]);
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(summary->max_excess, 0.0);
+  EXPECT_EQ(summary->checks, lib.at("summary").at("checks"));
+  const auto tally = tally_of(*r.checker_selftest);
+  EXPECT_EQ(tally.zeros_rejected_by, 3);
+  EXPECT_EQ(tally.constant_rejected_by, 0);
+  // A library that never reached a check has neither checks nor a summary.
+  gpu::protocol::library_result none;
+  EXPECT_TRUE(checks_of(none).empty());
+  EXPECT_FALSE(summary_of(none));
 }
 
 } // namespace

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace kb::serve {
 namespace {
 
@@ -194,6 +196,33 @@ TEST_F(serve_test, a_record_of_an_earlier_schema_shows_the_same_page) {
   }
   EXPECT_EQ(a["build"]["status"], "ok");
   EXPECT_FALSE(a["verification"].empty());
+  // The verification table: a row per output of each library's check, as the runner recorded it.
+  size_t rows = 0;
+  for (const auto& l : document.at("verification")) {
+    for (const auto& check : l.at("checks")) {
+      rows += std::max<size_t>(1, check.at("outputs").size());
+    }
+  }
+  EXPECT_EQ(a["verification"].size(), rows);
+  const json& lib = document.at("verification")[0];
+  const json& check = lib.at("checks")[0];
+  const json& out = check.at("outputs")[0];
+  const json first = {{"role", lib.at("role")},
+                      {"shape", check.at("shape")},
+                      {"distribution", check.at("distribution")},
+                      {"seed", check.at("seed")},
+                      {"passed", check.at("passed")},
+                      {"inputs_unchanged", check.at("inputs_unchanged")},
+                      {"reason", ""},
+                      {"output", out.at("output")},
+                      {"max_abs_err", out.at("max_abs_err")},
+                      {"max_rel_err", out.at("max_rel_err")},
+                      {"p99_abs_err", out.at("p99_abs_err")},
+                      {"rel_l2", out.at("rel_l2")},
+                      {"violations", out.at("violations")},
+                      {"nonfinite", out.at("nonfinite")},
+                      {"unwritten", out.at("unwritten")}};
+  EXPECT_EQ(a["verification"][0].dump(), first.dump());
   ASSERT_EQ(before.samples.size(), 2u);
   EXPECT_EQ(a["samples"]["candidate"].size(), before.samples[0]["samples"]["candidate"].size() +
                                                   before.samples[1]["samples"]["candidate"].size());
