@@ -223,6 +223,33 @@ TEST_F(control_test, a_job_no_worker_takes_ends_at_its_deadline) {
   EXPECT_EQ(j->reason, "queue.deadline");
 }
 
+// The search's budget ends a wait that the queue's own deadline (hours) would not: a job no
+// worker took is withdrawn, and a later enqueue of it (a resumed run) gives it another try.
+TEST_F(control_test, a_queued_evaluation_waits_no_longer_than_the_searchs_budget) {
+  search::queue_options q;
+  q.store.dir = store_dir();
+  q.poll = 50ms;
+  auto exec = search::make_queue_executor(source_root, q, std::make_unique<idle_workers>());
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const auto started = std::chrono::steady_clock::now();
+  eval::result r;
+  {
+    const search::wait_limit budget(started + 1s);
+    r = exec->evaluate(c, base, base, {});
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  EXPECT_EQ(r.final, eval::verdict::error);
+  EXPECT_EQ(r.reason, "budget.exhausted") << r.message;
+  store st(store_dir());
+  const auto j = st.find_job(1);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, job_state::failed);
+  EXPECT_EQ(j->reason, "budget.exhausted");
+  EXPECT_EQ(st.submit(j->key, j->payload).outcome,
+            enqueue_outcome::retried);
+}
+
 TEST_F(control_test, a_gpu_worker_that_cannot_start_is_restarted_with_backoff_into_one_log) {
   const fs::path fake = tmp() / "fails-at-once";
   write_file_atomic(fake, "#!/bin/sh\necho started\nexit 1\n", 0700);
