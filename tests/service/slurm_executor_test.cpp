@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 namespace kb::search {
@@ -62,8 +63,7 @@ protected:
     return make(s);
   }
 
-  std::unique_ptr<executor> make(slurm_options s) {
-    queue_options q;
+  std::unique_ptr<executor> make(slurm_options s, queue_options q = {}) {
     q.store.dir = m_dir->path() / "store";
     q.poll = 300ms;
     s.log_dir = m_logs;
@@ -255,6 +255,45 @@ TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_confi
     std::this_thread::sleep_for(200ms);
   }
   EXPECT_EQ(record, "second|7:00|kblaster-config-" + nonce + "|COMPLETED") << record;
+}
+
+// A job sbatch refuses (a partition the cluster does not have) is tried again a few times,
+// further apart each time, and then fails with reason cluster.submit_failed and sbatch's message
+// on the coordinator's terminal; the evaluation does not wait the queue's hours for it.
+TEST_F(slurm_test, a_job_sbatch_refuses_is_tried_a_few_times_further_apart_and_then_fails) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  slurm_options s;
+  s.gres = "";
+  s.partition = "kb_no_such_partition";
+  std::mutex lines_lock;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
+  queue_options q;
+  q.job_deadline = 180s; // a bound for the test itself: the refusals must end the wait sooner
+  q.say = [&](const std::string& line) {
+    std::lock_guard lock(lines_lock);
+    lines.emplace_back(std::chrono::steady_clock::now(), line);
+  };
+  auto exec = make(s, q);
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 120s);
+  EXPECT_EQ(r.final, eval::verdict::error) << r.reason << ": " << r.message;
+  EXPECT_EQ(r.reason, "cluster.submit_failed") << r.message;
+  std::lock_guard lock(lines_lock);
+  std::vector<std::chrono::steady_clock::time_point> tries;
+  for (const auto& [at, line] : lines) {
+    if (line.find("sbatch for queue job") != std::string::npos) {
+      tries.push_back(at);
+      EXPECT_NE(line.find("partition"), std::string::npos) << "sbatch's message: " << line;
+    }
+  }
+  ASSERT_EQ(tries.size(), 5u) << "one line per refusal";
+  EXPECT_NE(lines.back().second.find("cluster.submit_failed"), std::string::npos)
+      << lines.back().second;
+  // 1 s, 2 s, 4 s, 8 s apart (the poll adds a little): not once per poll.
+  EXPECT_GE(tries.back() - tries.front(), 14s);
+  EXPECT_EQ(submitted(), 0);
 }
 
 } // namespace
