@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -39,10 +40,12 @@ bool slurm_ready() {
   return false;
 }
 
-std::string run_text(const std::vector<std::string>& argv) {
+// `cleanup`: runs also once a stop was asked for (else a child started then is killed at once).
+std::string run_text(const std::vector<std::string>& argv, bool cleanup = false) {
   process_spec p;
   p.argv = argv;
   p.timeout = 60s;
+  p.cleanup = cleanup;
   return run_process(p).output;
 }
 
@@ -294,6 +297,44 @@ TEST_F(slurm_test, a_job_sbatch_refuses_is_tried_a_few_times_further_apart_and_t
   // 1 s, 2 s, 4 s, 8 s apart (the poll adds a little): not once per poll.
   EXPECT_GE(tries.back() - tries.front(), 14s);
   EXPECT_EQ(submitted(), 0);
+}
+
+// A coordinator stopped by SIGINT or SIGTERM leaves nothing running on the cluster: the waiting
+// evaluation ends (run.interrupted, its job stays in the queue for --resume) and the executor
+// cancels the Slurm job it submitted. (The stop is asked for as the signal handler does; the test
+// is last in this file, as the stop holds for the rest of the process.)
+TEST_F(slurm_test, a_stopped_coordinator_cancels_the_jobs_it_submitted) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const auto marker = m_dir->path() / "job-running";
+  slurm_options s;
+  s.gres = "";
+  s.setup = "touch '" + marker.string() + "'; sleep 600";
+  auto exec = make(s);
+  auto pending =
+      std::async(std::launch::async, [&] { return exec->evaluate(c, base, base, cpu_options()); });
+  for (int i = 0; i < 600 && !fs::exists(marker); ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(fs::exists(marker)) << "the job never ran";
+  const auto ids = job_ids();
+  ASSERT_EQ(ids.size(), 1u);
+  request_stop(SIGTERM);
+  ASSERT_EQ(pending.wait_for(30s), std::future_status::ready);
+  const auto r = pending.get();
+  EXPECT_EQ(r.final, eval::verdict::error);
+  EXPECT_EQ(r.reason, "run.interrupted") << r.message;
+  exec.reset(); // the coordinator's executor ends as the stopped command does
+  std::string state;
+  for (int i = 0; i < 100; ++i) {
+    state = run_text({"squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%T"}, true);
+    if (state.find("CANCELLED") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_NE(state.find("CANCELLED"), std::string::npos) << state;
+  EXPECT_EQ(submitted(), 1) << "nothing is submitted once stopped";
 }
 
 } // namespace
