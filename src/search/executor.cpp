@@ -176,6 +176,25 @@ store::job_key job_key_of(const task::contract& c, const eval_request& r,
   return {c.id, sha256_hex(r.candidate.source), sha256_hex(protocol.dump())};
 }
 
+// ---- How long this thread's evaluations may wait ----
+
+namespace {
+thread_local std::optional<std::chrono::steady_clock::time_point> this_threads_wait_limit;
+} // namespace
+
+wait_limit::wait_limit(std::chrono::steady_clock::time_point until)
+    : m_before(this_threads_wait_limit) {
+  this_threads_wait_limit = until;
+}
+
+wait_limit::~wait_limit() {
+  this_threads_wait_limit = m_before;
+}
+
+std::optional<std::chrono::steady_clock::time_point> wait_limit_of_this_thread() {
+  return this_threads_wait_limit;
+}
+
 // ---- Local ----
 
 namespace {
@@ -228,6 +247,7 @@ public:
     }
     m_wake.notify_all();
     const auto deadline = std::chrono::steady_clock::now() + m_opt.job_deadline;
+    const auto budget_end = wait_limit_of_this_thread();
     const auto give_up = [&](const std::string& reason, const std::string& message) {
       {
         std::lock_guard lock(m_mutex);
@@ -246,6 +266,15 @@ public:
         // its lease runs out): `--resume` or another run takes it again.
         return give_up("run.interrupted",
                        fmt::format("stopped by {} while job {} waited", signal_name(sig), id));
+      }
+      if (budget_end && std::chrono::steady_clock::now() >= *budget_end) {
+        // No worker took it in the search's time: withdrawn, so that none spends a GPU on it now
+        // (a later enqueue retries it). One a worker holds runs on; its result stays for reuse.
+        if (const auto j = st.find_job(id); j && j->state == store::job_state::queued) {
+          st.abandon(id, "budget.exhausted");
+        }
+        return give_up("budget.exhausted",
+                       fmt::format("the search's budget ran out while job {} waited", id));
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         st.abandon(id, "queue.deadline");

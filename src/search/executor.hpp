@@ -77,6 +77,26 @@ public:
   virtual void shutdown() = 0;
 };
 
+// How long an evaluation asked for on this thread may wait for its queue job: the search sets it
+// to the end of its budget (--budget), so that a job no worker takes in time (no GPU free, a
+// Slurm job pending) does not hold the run past it. Past the limit, a job still waiting for a
+// worker is withdrawn (failed with reason budget.exhausted; a later enqueue of the same key, as
+// `--resume` makes, retries it) and the evaluation is an error with that reason; a job a worker
+// already holds runs on, and its result stays in the queue for reuse. The local executor does
+// not wait on a queue: its evaluation in flight finishes. Scoped to the thread that makes it.
+class wait_limit {
+public:
+  explicit wait_limit(std::chrono::steady_clock::time_point until);
+  ~wait_limit();
+  wait_limit(const wait_limit&) = delete;
+  wait_limit& operator=(const wait_limit&) = delete;
+
+private:
+  std::optional<std::chrono::steady_clock::time_point> m_before;
+};
+// The limit a wait_limit of this thread set, if any.
+std::optional<std::chrono::steady_clock::time_point> wait_limit_of_this_thread();
+
 struct queue_options {
   store::open_options store;                   // the store the workers share
   std::chrono::milliseconds poll{200};         // how often results are looked for
@@ -84,8 +104,8 @@ struct queue_options {
   std::optional<int64_t> run;                  // the run the jobs belong to
   std::string devices; // where jobs run (GPU UUIDs, a Slurm partition and gres): in each key
   // How long one evaluation may wait for its job; past it the job is abandoned (queue.deadline)
-  // and the evaluation is an error. The search's own budget ends it sooner: a stop (SIGINT,
-  // SIGTERM) ends every wait at once (run.interrupted).
+  // and the evaluation is an error. The search's budget (wait_limit) ends it sooner, and a stop
+  // (SIGINT, SIGTERM) ends every wait at once (run.interrupted).
   std::chrono::seconds job_deadline{6 * 3600};
   std::function<void(const std::string&)> say; // progress lines (may be empty)
 };

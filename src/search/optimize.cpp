@@ -5,6 +5,7 @@
 #include "common/process.hpp"
 #include "common/sha256.hpp"
 #include "pytorch/pytorch.hpp"
+#include "search/executor.hpp"
 #include "search/state.hpp"
 #include "search/strategies.hpp"
 
@@ -290,6 +291,8 @@ task_result optimizer::optimize(const task::contract& given) {
   p.seconds = res.baseline_seconds;
   // The search's budget starts here: what came before is the price of a verified baseline.
   const auto search_started = clock_type::now();
+  // A queued evaluation waits no longer than the budget (the confirmation below is not cut).
+  std::optional<wait_limit> budget_end(std::in_place, search_started + m_opt.limits.wall);
   res.baseline_wall_seconds = std::chrono::duration<double>(search_started - started).count();
   p.gpu_seconds += gpu_seconds_of(base);
 
@@ -598,6 +601,7 @@ task_result optimizer::optimize(const task::contract& given) {
 
   // The final gate: the best against the baseline, full protocol (not once stopped: the run is
   // interrupted and `--resume` continues it).
+  budget_end.reset();
   if (p.source != baseline.source && stop_requested() == 0) {
     say(fmt::format("task {}: confirming {} against the baseline", c.id, p.strategy));
     const eval::candidate_input best{p.source, p.strategy + ".cu", "proposer", p.strategy,

@@ -63,7 +63,8 @@ struct budget {
   // [s] per task: the search's wall time, counted from the moment the baseline is verified and
   // timed (making an imported task ready and establishing its baseline come first, whatever they
   // cost, and are reported as the task's baseline_wall_seconds); the evaluation in flight when
-  // it runs out finishes, and the best is still confirmed.
+  // it runs out finishes, and the best is still confirmed. A queued evaluation (--gpus, Slurm)
+  // that no worker has taken by then ends with reason budget.exhausted (search::wait_limit).
   std::chrono::seconds wall{600};
   double gpu_seconds = 0; // [s] per task, 0: no limit (time spent in evaluation workers)
   int evaluations = 0;    // per task, 0: no limit

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <sstream>
@@ -90,7 +92,11 @@ public:
       if (j->state == store::job_state::running && j->lease_expires > now_ms()) {
         continue; // another run's worker holds it
       }
-      submit(job);
+      if (const auto r = m_refused.find(job);
+          r != m_refused.end() && std::chrono::steady_clock::now() < r->second.next_try) {
+        continue; // sbatch refused it lately: not before its next try
+      }
+      submit(st, job);
     }
   }
 
@@ -124,7 +130,15 @@ private:
     return file;
   }
 
-  void submit(int64_t job) {
+  // sbatch refusing a job: tried again 1 s, 2 s, 4 s, ... later (at most a minute apart), and
+  // after `max_refusals` refusals in a row the queue job fails (cluster.submit_failed).
+  static constexpr int max_refusals = 5;
+  struct refusal {
+    int count = 0;
+    std::chrono::steady_clock::time_point next_try;
+  };
+
+  void submit(store::store& st, int64_t job) {
     fs::create_directories(m_opt.log_dir);
     std::vector<std::string> argv = {
         "sbatch",   "--parsable", "--job-name", fmt::format("kblaster-job-{}", job),
@@ -164,8 +178,20 @@ private:
     argv.push_back("--wrap=" + command);
     const auto r = run(argv);
     if (!r.ok()) {
-      fail("sbatch for queue job {} failed ({}): {}", job, r.describe(), trimmed(r.output));
+      const std::string why = fmt::format("sbatch for queue job {} failed ({}): {}", job,
+                                          r.describe(), trimmed(r.output));
+      auto& refused = m_refused[job];
+      if (++refused.count >= max_refusals) {
+        m_refused.erase(job);
+        st.abandon(job, "cluster.submit_failed");
+        fail("{}; refused {} times, the job fails (cluster.submit_failed)", why, max_refusals);
+      }
+      const auto wait = std::min(std::chrono::seconds(60),
+                                 std::chrono::seconds(int64_t{1} << (refused.count - 1)));
+      refused.next_try = std::chrono::steady_clock::now() + wait;
+      fail("{}; trying again in {} s", why, wait.count());
     }
+    m_refused.erase(job);
     // --parsable: "jobid" or "jobid;cluster"
     const std::string id = trimmed(r.output).substr(0, trimmed(r.output).find(';'));
     m_by_job[job] = id;
@@ -244,6 +270,7 @@ private:
   slurm_options m_opt;
   std::map<int64_t, std::string> m_by_job; // queue job -> Slurm job id
   std::map<int64_t, int> m_resubmits;
+  std::map<int64_t, refusal> m_refused; // queue job -> sbatch's refusals of it in a row
   bool m_location_written = false;
 };
 

@@ -13,8 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 namespace kb::search {
@@ -38,10 +40,12 @@ bool slurm_ready() {
   return false;
 }
 
-std::string run_text(const std::vector<std::string>& argv) {
+// `cleanup`: runs also once a stop was asked for (else a child started then is killed at once).
+std::string run_text(const std::vector<std::string>& argv, bool cleanup = false) {
   process_spec p;
   p.argv = argv;
   p.timeout = 60s;
+  p.cleanup = cleanup;
   return run_process(p).output;
 }
 
@@ -62,8 +66,7 @@ protected:
     return make(s);
   }
 
-  std::unique_ptr<executor> make(slurm_options s) {
-    queue_options q;
+  std::unique_ptr<executor> make(slurm_options s, queue_options q = {}) {
     q.store.dir = m_dir->path() / "store";
     q.poll = 300ms;
     s.log_dir = m_logs;
@@ -255,6 +258,83 @@ TEST_F(slurm_test, a_job_gets_the_partition_time_and_sbatch_options_of_the_confi
     std::this_thread::sleep_for(200ms);
   }
   EXPECT_EQ(record, "second|7:00|kblaster-config-" + nonce + "|COMPLETED") << record;
+}
+
+// A job sbatch refuses (a partition the cluster does not have) is tried again a few times,
+// further apart each time, and then fails with reason cluster.submit_failed and sbatch's message
+// on the coordinator's terminal; the evaluation does not wait the queue's hours for it.
+TEST_F(slurm_test, a_job_sbatch_refuses_is_tried_a_few_times_further_apart_and_then_fails) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  slurm_options s;
+  s.gres = "";
+  s.partition = "kb_no_such_partition";
+  std::mutex lines_lock;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> lines;
+  queue_options q;
+  q.job_deadline = 180s; // a bound for the test itself: the refusals must end the wait sooner
+  q.say = [&](const std::string& line) {
+    std::lock_guard lock(lines_lock);
+    lines.emplace_back(std::chrono::steady_clock::now(), line);
+  };
+  auto exec = make(s, q);
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = exec->evaluate(c, base, base, cpu_options());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 120s);
+  EXPECT_EQ(r.final, eval::verdict::error) << r.reason << ": " << r.message;
+  EXPECT_EQ(r.reason, "cluster.submit_failed") << r.message;
+  std::lock_guard lock(lines_lock);
+  std::vector<std::chrono::steady_clock::time_point> tries;
+  for (const auto& [at, line] : lines) {
+    if (line.find("sbatch for queue job") != std::string::npos) {
+      tries.push_back(at);
+      EXPECT_NE(line.find("partition"), std::string::npos) << "sbatch's message: " << line;
+    }
+  }
+  ASSERT_EQ(tries.size(), 5u) << "one line per refusal";
+  EXPECT_NE(lines.back().second.find("cluster.submit_failed"), std::string::npos)
+      << lines.back().second;
+  // 1 s, 2 s, 4 s, 8 s apart (the poll adds a little): not once per poll.
+  EXPECT_GE(tries.back() - tries.front(), 14s);
+  EXPECT_EQ(submitted(), 0);
+}
+
+// A coordinator stopped by SIGINT or SIGTERM leaves nothing running on the cluster: the waiting
+// evaluation ends (run.interrupted, its job stays in the queue for --resume) and the executor
+// cancels the Slurm job it submitted. (The stop is asked for as the signal handler does; the test
+// is last in this file, as the stop holds for the rest of the process.)
+TEST_F(slurm_test, a_stopped_coordinator_cancels_the_jobs_it_submitted) {
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const auto marker = m_dir->path() / "job-running";
+  slurm_options s;
+  s.gres = "";
+  s.setup = "touch '" + marker.string() + "'; sleep 600";
+  auto exec = make(s);
+  auto pending =
+      std::async(std::launch::async, [&] { return exec->evaluate(c, base, base, cpu_options()); });
+  for (int i = 0; i < 600 && !fs::exists(marker); ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(fs::exists(marker)) << "the job never ran";
+  const auto ids = job_ids();
+  ASSERT_EQ(ids.size(), 1u);
+  request_stop(SIGTERM);
+  ASSERT_EQ(pending.wait_for(30s), std::future_status::ready);
+  const auto r = pending.get();
+  EXPECT_EQ(r.final, eval::verdict::error);
+  EXPECT_EQ(r.reason, "run.interrupted") << r.message;
+  exec.reset(); // the coordinator's executor ends as the stopped command does
+  std::string state;
+  for (int i = 0; i < 100; ++i) {
+    state = run_text({"squeue", "-h", "-t", "all", "-j", ids[0], "-o", "%T"}, true);
+    if (state.find("CANCELLED") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_NE(state.find("CANCELLED"), std::string::npos) << state;
+  EXPECT_EQ(submitted(), 1) << "nothing is submitted once stopped";
 }
 
 } // namespace

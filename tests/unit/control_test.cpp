@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <csignal>
@@ -223,6 +224,33 @@ TEST_F(control_test, a_job_no_worker_takes_ends_at_its_deadline) {
   EXPECT_EQ(j->reason, "queue.deadline");
 }
 
+// The search's budget ends a wait that the queue's own deadline (hours) would not: a job no
+// worker took is withdrawn, and a later enqueue of it (a resumed run) gives it another try.
+TEST_F(control_test, a_queued_evaluation_waits_no_longer_than_the_searchs_budget) {
+  search::queue_options q;
+  q.store.dir = store_dir();
+  q.poll = 50ms;
+  auto exec = search::make_queue_executor(source_root, q, std::make_unique<idle_workers>());
+  const auto c = task::find_task(source_root, "019");
+  const eval::candidate_input base{read_file(c.baseline), "baseline.cu", "baseline"};
+  const auto started = std::chrono::steady_clock::now();
+  eval::result r;
+  {
+    const search::wait_limit budget(started + 1s);
+    r = exec->evaluate(c, base, base, {});
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  EXPECT_EQ(r.final, eval::verdict::error);
+  EXPECT_EQ(r.reason, "budget.exhausted") << r.message;
+  store st(store_dir());
+  const auto j = st.find_job(1);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, job_state::failed);
+  EXPECT_EQ(j->reason, "budget.exhausted");
+  EXPECT_EQ(st.submit(j->key, j->payload).outcome,
+            enqueue_outcome::retried);
+}
+
 TEST_F(control_test, a_gpu_worker_that_cannot_start_is_restarted_with_backoff_into_one_log) {
   const fs::path fake = tmp() / "fails-at-once";
   write_file_atomic(fake, "#!/bin/sh\necho started\nexit 1\n", 0700);
@@ -274,6 +302,69 @@ TEST_F(control_test, a_worker_stopped_by_sigterm_gives_its_job_back_and_ends) {
   const auto j = st.find_job(1);
   EXPECT_EQ(j->state, job_state::queued) << j->reason;
   EXPECT_EQ(j->reason, "worker.interrupted");
+}
+
+// The processes whose command line holds `token`, other than this one.
+std::vector<pid_t> processes_naming(const std::string& token) {
+  std::vector<pid_t> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0])) ||
+        std::stoi(name) == ::getpid()) {
+      continue;
+    }
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(token) != std::string::npos) {
+      found.push_back(std::stoi(name));
+    }
+  }
+  return found;
+}
+
+// SIGTERM to a kblaster compiling a candidate: it ends, and so does the compiler it started (in
+// its own process group), instead of being left to run on.
+TEST_F(control_test, a_stopped_kblaster_leaves_no_compiler_running) {
+  const fs::path started = tmp() / "nvcc-started";
+  const fs::path nvcc = tmp() / "kb45-hanging-nvcc";
+  write_file_atomic(nvcc,
+                    fmt::format(R"(#!/bin/sh
+case "$1" in --version) echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0;; esac
+touch {}
+sleep 300 &
+wait
+)",
+                                started.string()),
+                    0755);
+  const auto c = task::find_task(source_root, "019");
+  process_spec spec;
+  spec.argv = {KBLASTER_BINARY, "--root", source_root.string(), "--store", store_dir().string(),
+               "eval", "--task", "019", "--candidate", c.baseline.string(), "--no-sandbox"};
+  spec.env_overrides = {{"KBLASTER_NVCC", nvcc.string()},
+                        {"KBLASTER_CACHE", (tmp() / "cache").string()}};
+  child_process kb(spec, tmp() / "kblaster.log", "KBLASTER_UNUSED_FD");
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!fs::exists(started) && kb.running() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(fs::exists(started)) << read_file(tmp() / "kblaster.log");
+  ASSERT_FALSE(processes_naming(nvcc.string()).empty());
+  ::kill(kb.pid(), SIGTERM);
+  const auto r = kb.wait(15s);
+  EXPECT_FALSE(r.timed_out) << read_file(tmp() / "kblaster.log");
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << read_file(tmp() / "kblaster.log");
+  std::vector<pid_t> left;
+  for (int i = 0; i < 50; ++i) {
+    left = processes_naming(nvcc.string());
+    if (left.empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " compiler processes left running";
+  for (const pid_t pid : left) {
+    ::kill(pid, SIGKILL);
+  }
 }
 
 // ---- The parser and the store's edge cases ----

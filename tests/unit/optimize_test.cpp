@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "search/builtin_proposer.hpp"
+#include "search/executor.hpp"
 #include "search/memory.hpp"
 #include "search/optimize.hpp"
 #include "search/strategies.hpp"
@@ -182,6 +183,47 @@ TEST_F(loop, the_wall_budget_is_the_searchs_and_starts_after_the_baseline) {
   EXPECT_EQ(r.evaluations, 2); // the one step's two rollouts
   EXPECT_EQ(r.final, outcome::improved) << r.reason;
   EXPECT_EQ(r.to_json()["baseline_wall_seconds"], r.baseline_wall_seconds);
+}
+
+// The budget bounds how long a queued evaluation of the search may wait (search::wait_limit),
+// from the moment the baseline is verified; the baseline before it and the confirmation after it
+// are not cut.
+TEST_F(loop, the_searchs_evaluations_wait_no_longer_than_its_budget) {
+  struct call {
+    bool confirmation;
+    std::optional<std::chrono::steady_clock::time_point> limit;
+  };
+  std::vector<call> calls;
+  const auto evaluate = [&](const task::contract& tc, const eval::candidate_input& cand,
+                            const eval::candidate_input& base, const eval::options& opt) {
+    calls.push_back({opt.sessions == 7, wait_limit_of_this_thread()});
+    return gpu(tc, cand, base, opt);
+  };
+  memory mem(*st);
+  builtin_proposer prop(mem);
+  optimize_options o;
+  o.rollouts = 2;
+  o.steps = 2;
+  o.limits.wall = std::chrono::seconds(300);
+  o.sanitize = false;
+  o.confirm.sessions = 7; // tells the confirmation apart
+  o.target_floor_fraction = 1e9;
+  const auto before = std::chrono::steady_clock::now();
+  optimizer opt(*st, st->begin_run("optimize", json::object()), mem, prop, o, "gpu", evaluate, {},
+                {});
+  const auto r = opt.optimize(c);
+  const auto after = std::chrono::steady_clock::now();
+  EXPECT_EQ(r.final, outcome::improved) << r.reason;
+  ASSERT_EQ(calls.size(), 1u + 4u + 1u); // baseline, 2 steps x 2 rollouts, confirmation
+  EXPECT_FALSE(calls.front().limit) << "the baseline's evaluation is not cut";
+  EXPECT_TRUE(calls.back().confirmation);
+  EXPECT_FALSE(calls.back().limit) << "the confirmation is not cut";
+  for (size_t i = 1; i + 1 < calls.size(); ++i) {
+    ASSERT_TRUE(calls[i].limit) << i;
+    EXPECT_GE(*calls[i].limit, before + o.limits.wall) << i;
+    EXPECT_LE(*calls[i].limit, after + o.limits.wall) << i;
+  }
+  EXPECT_FALSE(wait_limit_of_this_thread()) << "the limit ends with the task";
 }
 
 TEST_F(loop, a_best_at_the_floor_target_ends_the_search_and_says_so) {

@@ -113,6 +113,38 @@ TEST_F(serve_access_test, another_host_name_is_served_only_when_allowed) {
   EXPECT_EQ(get("/api/runs", h)->status, 200);
 }
 
+// A row whose JSON does not parse (edited by hand, a disk error) breaks no page: the pages that
+// show it, and the others, are served.
+TEST_F(serve_access_test, one_unreadable_json_row_breaks_no_page) {
+  recorded_run first;
+  {
+    store st(store_dir());
+    first = record_sample_run(st, "a");
+    record_sample_run(st, "b");
+  }
+  {
+    detail::connection db(store_dir() / "store.sqlite", 1000);
+    db.exec(fmt::format("UPDATE runs SET args_json = '{{not json' WHERE id = {}", first.run));
+    db.exec(
+        fmt::format("UPDATE candidates SET params_json = '[1,' WHERE id = {}", first.candidate));
+    db.exec(fmt::format("UPDATE evaluations SET correctness_json = 'nan' WHERE id = {}",
+                        first.evaluation));
+  }
+  ASSERT_TRUE(start()) << log();
+  const httplib::Headers bearer{{"Authorization", "Bearer " + test_token}};
+  for (const std::string path :
+       {std::string("/"), std::string("/api/runs"), std::string("/api/suite"),
+        fmt::format("/api/runs/{}", first.run), fmt::format("/api/runs/{}", first.run + 1),
+        fmt::format("/api/runs/{}/tasks/023", first.run),
+        fmt::format("/api/runs/{}/evaluations/{}", first.run, first.evaluation)}) {
+    const auto r = get(path, bearer);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body.substr(0, 300) << "\n" << log();
+  }
+  const auto runs = nlohmann::json::parse(get("/api/runs", bearer)->body);
+  EXPECT_NE(runs.dump().find("unreadable_json"), std::string::npos) << runs.dump().substr(0, 600);
+}
+
 TEST_F(serve_access_test, the_store_is_read_only_it_is_neither_created_nor_migrated) {
   // No store folder: an error, and no folder made.
   EXPECT_FALSE(start()) << log();
