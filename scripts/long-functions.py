@@ -2,6 +2,7 @@
 """Lists the functions of the C++/CUDA sources that are longer than a limit, longest first.
 
     scripts/long-functions.py [--limit LINES] [--check] [PATH ...]   (default: src/, 200 lines)
+    scripts/long-functions.py --check LIMIT [PATH ...]   (--limit LIMIT --check)
 
 A function is counted from the line its declaration begins on to the line of its closing brace.
 The scan matches braces over the source with comments, string and character literals and
@@ -9,7 +10,8 @@ preprocessor lines blanked out: a `{` met at namespace or class scope opens a fu
 text before it (back to the previous `;`, `{` or `}`) holds a parameter list and is not a
 namespace, class, struct, union, enum or an initialised variable (`= {`, a table). Lambdas and
 local classes are part of the function they are written in. Prints `LINES path:line name`; with
---check, exits 1 when any function is over the limit (without it, always 0).
+--check, exits 1 when any function is over the limit (without it, always 0): `--check 200` is the
+build's check that no function of src/ is over 200 lines.
 """
 import argparse
 import os
@@ -164,12 +166,31 @@ def sources(paths):
                     yield os.path.join(dirpath, name)
 
 
+def check_limit_args(argv):
+    """`--check LIMIT` (or `--check=LIMIT`) as `--check --limit LIMIT`; a plain `--check` stays."""
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--check" and i + 1 < len(argv) and argv[i + 1].isdigit():
+            out += ["--check", "--limit", argv[i + 1]]
+            i += 2
+            continue
+        if a.startswith("--check="):
+            out += ["--check", "--limit", a[len("--check="):]]
+        else:
+            out.append(a)
+        i += 1
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=200, help="report functions longer than this")
-    ap.add_argument("--check", action="store_true", help="exit 1 when any function is reported")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when any function is reported (--check LIMIT: over LIMIT lines)")
     ap.add_argument("paths", nargs="*", default=["src"])
-    args = ap.parse_args()
+    args = ap.parse_args(check_limit_args(sys.argv[1:]))
     found = []
     for path in sources(args.paths):
         for lines, line, name in functions(path):

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <thread>
@@ -82,317 +83,427 @@ void print_summary(const std::vector<search::task_result>& results) {
   }
 }
 
-} // namespace
+// `kblaster optimize`'s options as given on the command line (the defaults are its defaults).
+struct optimize_args {
+  std::string task_id;
+  std::string suite;
+  std::string proposer_name = "builtin";
+  int rollouts = 2;
+  int steps = 8;
+  std::string budget = "10m";
+  std::string gpu_budget;
+  int max_evals = 0;
+  int64_t resume = 0;
+  int64_t replay = 0;
+  std::string json_out;
+  bool no_sandbox = false;
+  uint64_t seed = 0;
+  bool no_screen = false;
+  double screen_margin = 0.05;
+  bool no_sanitize = false;
+  std::string counters = "cupti";
+  llm_options llm_opts;
+  executor_options exec_opts;
 
-void add_optimize_commands(CLI::App& app, const global_options& globals, int* result) {
-  auto* opt = app.add_subcommand(
-      "optimize", "search for faster kernels: proposer, memory, verification, timing, outcomes");
-  static std::string task_id;
-  static std::string suite;
-  static std::string proposer_name = "builtin";
-  static int rollouts = 2;
-  static int steps = 8;
-  static std::string budget = "10m";
-  static std::string gpu_budget;
-  static int max_evals = 0;
-  static int64_t resume = 0;
-  static int64_t replay = 0;
-  static std::string json_out;
-  static bool no_sandbox = false;
-  static uint64_t seed = 0;
-  static bool no_screen = false;
-  static double screen_margin = 0.05;
-  static bool no_sanitize = false;
-  static std::string counters = "cupti";
-  static llm_options llm_opts;
-  static executor_options exec_opts;
-  opt->add_option("--task", task_id, "one task");
-  opt->add_option("--suite", suite, "every task of a suite");
-  opt->add_option("--proposer", proposer_name, "builtin (no network) or llm")
+  // What a new run records of them (`--resume` reads them back).
+  json run_args() const {
+    return {{"task", task_id},
+            {"suite", suite},
+            {"proposer", proposer_name},
+            {"rollouts", rollouts},
+            {"steps", steps},
+            {"budget", budget},
+            {"gpu_budget", gpu_budget},
+            {"max_evals", max_evals},
+            {"no_sandbox", no_sandbox},
+            {"seed", seed},
+            {"screen", !no_screen},
+            {"screen_margin", screen_margin},
+            {"no_sanitize", no_sanitize},
+            {"counters", counters}};
+  }
+};
+
+void add_optimize_options(CLI::App& cmd, optimize_args& a) {
+  cmd.add_option("--task", a.task_id, "one task");
+  cmd.add_option("--suite", a.suite, "every task of a suite");
+  cmd.add_option("--proposer", a.proposer_name, "builtin (no network) or llm")
       ->check(CLI::IsMember({"builtin", "llm"}));
-  opt->add_option("--rollouts", rollouts, "candidates proposed per step")->check(CLI::Range(1, 16));
-  opt->add_option("--steps", steps, "steps per task")->check(CLI::Range(1, 1000));
+  cmd.add_option("--rollouts", a.rollouts, "candidates proposed per step")
+      ->check(CLI::Range(1, 16));
+  cmd.add_option("--steps", a.steps, "steps per task")->check(CLI::Range(1, 1000));
   // Checked while parsing, so a bad value is a usage error before any work starts.
   const CLI::Validator duration([](std::string& v) { return duration_problem(v); }, "DURATION");
-  opt->add_option("--budget", budget,
-                  "wall time of each task's search, after its baseline (90s, 10m, 1h)")
+  cmd.add_option("--budget", a.budget,
+                 "wall time of each task's search, after its baseline (90s, 10m, 1h)")
       ->check(duration);
-  opt->add_option("--gpu-budget", gpu_budget, "time in evaluation workers per task")
+  cmd.add_option("--gpu-budget", a.gpu_budget, "time in evaluation workers per task")
       ->check(duration);
-  opt->add_option("--max-evals", max_evals, "candidate evaluations per task (0: no limit)");
-  opt->add_option("--resume", resume, "continue an interrupted optimize run (its id)");
-  opt->add_option("--replay", replay,
-                  "serve the LLM's answers from this run's record, without the network");
-  opt->add_option("--json", json_out, "write the results as JSON here");
-  opt->add_option("--seed", seed,
-                  "order of untried strategies and neighbouring points (0: library order)");
-  opt->add_flag("--no-screen", no_screen,
-                "send every candidate through the step's gate (no screening timing first)");
-  opt->add_option("--screen-margin", screen_margin,
-                  "the screen passes a candidate within this fraction of beating the best")
+  cmd.add_option("--max-evals", a.max_evals, "candidate evaluations per task (0: no limit)");
+  cmd.add_option("--resume", a.resume, "continue an interrupted optimize run (its id)");
+  cmd.add_option("--replay", a.replay,
+                 "serve the LLM's answers from this run's record, without the network");
+  cmd.add_option("--json", a.json_out, "write the results as JSON here");
+  cmd.add_option("--seed", a.seed,
+                 "order of untried strategies and neighbouring points (0: library order)");
+  cmd.add_flag("--no-screen", a.no_screen,
+               "send every candidate through the step's gate (no screening timing first)");
+  cmd.add_option("--screen-margin", a.screen_margin,
+                 "the screen passes a candidate within this fraction of beating the best")
       ->check(CLI::Range(0.0, 0.5));
-  opt->add_option("--counters", counters,
-                  "hardware counters for the bottleneck state of the baseline and of each new "
-                  "best: cupti (in a worker job after the gate; analytic where they cannot be "
-                  "read) or none (the analytic roofline only)")
+  cmd.add_option("--counters", a.counters,
+                 "hardware counters for the bottleneck state of the baseline and of each new "
+                 "best: cupti (in a worker job after the gate; analytic where they cannot be "
+                 "read) or none (the analytic roofline only)")
       ->check(CLI::IsMember({"cupti", "none"}));
-  sandbox::add_no_sandbox_flag(*opt, &no_sandbox);
-  opt->add_flag("--no-sanitize", no_sanitize,
-                "do not run the sanitizers on a candidate before it becomes the best (recorded)");
-  add_llm_options(*opt, llm_opts);
-  add_executor_options(*opt, exec_opts);
-  opt->callback([&globals, result] {
-    const auto root = find_project_root(globals.root);
-    // Where evaluations run, with the config file's [slurm] settings: checked before any work.
-    const auto plan = plan_executor(exec_opts, llm_opts.config);
-    if (plan.kind != "local") {
-      say_line(globals, "executor  " + plan.describe());
-    }
-    auto st = open_store(globals);
-    json args{{"task", task_id},
-              {"suite", suite},
-              {"proposer", proposer_name},
-              {"rollouts", rollouts},
-              {"steps", steps},
-              {"budget", budget},
-              {"gpu_budget", gpu_budget},
-              {"max_evals", max_evals},
-              {"no_sandbox", no_sandbox},
-              {"seed", seed},
-              {"screen", !no_screen},
-              {"screen_margin", screen_margin},
-              {"no_sanitize", no_sanitize},
-              {"counters", counters}};
-    int64_t run = 0;
-    if (resume > 0) {
-      const auto info = st.find_run(resume);
-      if (!info || info->kind != "optimize") {
-        fail_input("--resume {}: no optimize run with that id in {}", resume, st.dir().string());
-      }
-      args = info->args;
-      run = resume;
-    }
-    const std::string a_task = args.value("task", "");
-    const std::string a_suite = args.value("suite", "");
-    if (a_task.empty() == a_suite.empty()) {
-      fail_input("give --task ID or --suite NAME (one of them)");
-    }
-    std::vector<task::contract> tasks =
-        a_task.empty() ? task::load_suite(root, a_suite)
-                       : std::vector<task::contract>{task::find_task(root, a_task)};
+  sandbox::add_no_sandbox_flag(cmd, &a.no_sandbox);
+  cmd.add_flag("--no-sanitize", a.no_sanitize,
+               "do not run the sanitizers on a candidate before it becomes the best (recorded)");
+  add_llm_options(cmd, a.llm_opts);
+  add_executor_options(cmd, a.exec_opts);
+}
 
-    std::optional<llm::client_config> llm_config;
-    std::optional<llm_setup> setup;
-    if (args.value("proposer", "") == "llm") {
-      setup = resolve_llm_options(llm_opts);
-      llm_config = setup->client;
-    }
-    const auto report = run_preflight(globals, args.value("no_sandbox", false),
-                                      replay > 0 ? std::nullopt : llm_config, st);
-    if (run == 0) {
-      run = st.begin_run("optimize", args);
-    }
-    std::vector<search::task_result> results;
-    // --json: the preflight, every task's result, what was evaluated and how (`extra`).
-    const auto write_json = [&](json extra) {
-      if (json_out.empty()) {
-        return;
-      }
-      json j{{"run", run}, {"preflight", report->to_json()}, {"tasks", json::array()}};
-      int evaluated = 0;
-      double seconds = 0;
-      for (const auto& r : results) {
-        j["tasks"].push_back(r.to_json());
-        evaluated += r.evaluations;
-        seconds += r.wall_seconds;
-      }
-      j["candidates_evaluated"] = evaluated;
-      j["candidates_per_minute"] = seconds > 0 ? 60.0 * evaluated / seconds : 0.0;
-      j.update(extra);
-      write_file_atomic(json_out, j.dump(2) + "\n");
-    };
-    if (!report->usable()) {
-      // Nothing can be searched here: every task ends blocked, with the reason, in the store.
-      for (const auto& c : tasks) {
-        search::task_result r;
-        r.task = c.id;
-        r.final = search::outcome::blocked;
-        r.reason = "blocked.preflight." + report->checks.back().name;
-        st.record_outcome({run, st.record_task(c), "blocked", r.reason, std::nullopt});
-        results.push_back(r);
-      }
-      st.finish_run(run, store::run_status::finished, "blocked", report->reason);
-      print_summary(results);
-      write_json(json::object());
-      fmt::print("\nGPU stages BLOCKED: {}\n", report->reason);
-      *result = exit_code::blocked;
-      return;
-    }
-    // Imported tasks with an op graph are lowered onto their family: the search sees lowered
-    // contracts (or, where no lowering covers one, the ops that stop it).
-    for (auto& c : tasks) {
-      c = lowered_contract(root, c, true);
-      if (!c.lowering.empty()) {
-        say_line(globals, fmt::format("task {}: lowered by {} (family {})", c.id, c.lowering,
-                                      task::to_string(c.fam)));
-      }
-    }
-    const std::string gpu = report->checks.at(1).data.value("name", "gpu");
-    search::optimize_options oo;
-    oo.rollouts = args.value("rollouts", 2);
-    oo.steps = args.value("steps", 8);
-    oo.limits.wall = parse_duration(args.value("budget", std::string("10m")));
-    if (!args.value("gpu_budget", std::string()).empty()) {
-      oo.limits.gpu_seconds =
-          static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
-    }
-    oo.limits.evaluations = args.value("max_evals", 0);
-    oo.step.cache_dir = default_cache_dir();
-    oo.step.no_sandbox = args.value("no_sandbox", false);
-    oo.step.sessions = 1;
-    oo.step.seeds = 2;
-    oo.step.timing.max_wall = 2.0;
-    oo.step.profile = args.value("counters", std::string("cupti")) == "cupti"
-                          ? eval::profile_mode::improved
-                          : eval::profile_mode::none;
-    oo.confirm = oo.step;
-    oo.confirm.profile = eval::profile_mode::none;
-    oo.confirm.sessions = 2;
-    oo.confirm.seeds = 3;
-    oo.confirm.timing.max_wall = 6.0;
-    oo.sanitize = !args.value("no_sanitize", false);
-    if (!oo.sanitize) {
-      say_line(globals, "sanitize  OFF (--no-sanitize): candidates become the best unsanitized");
-    }
-    apply_device_calibration(oo.step, st, globals);
-    oo.confirm.ceilings = oo.step.ceilings;
-    oo.confirm.delta = oo.step.delta;
-    oo.confirm.delta_source = oo.step.delta_source;
-    oo.seed = args.value("seed", uint64_t{0});
-    oo.screening.enabled = args.value("screen", false);
-    oo.screening.margin = args.value("screen_margin", 0.05);
-    oo.screening.screen = search::screening_options(oo.step);
+// The run the search records into and its arguments: a new one (id 0 until it begins) with the
+// command line's, or, with --resume, the interrupted run with its own.
+struct optimize_run {
+  int64_t id = 0;
+  json args;
+};
 
-    search::memory mem(st);
-    std::unique_ptr<search::proposer> prop;
-    std::unique_ptr<llm::client> client;
-    std::unique_ptr<llm::file_recorder> recorder;
-    if (args.value("proposer", "") == "llm") {
-      if (replay > 0) {
-        client = llm::client::replay(
-            setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
-      } else {
-        recorder =
-            std::make_unique<llm::file_recorder>(st.dir() / "llm" / fmt::format("run-{}", run));
-        client = std::make_unique<llm::client>(setup->client, recorder.get());
-      }
-      prop = std::make_unique<llm::llm_proposer>(*client, setup->proposer);
-    } else {
-      prop = std::make_unique<search::builtin_proposer>(mem);
+optimize_run resolve_run(const optimize_args& a, store::store& st) {
+  optimize_run r{0, a.run_args()};
+  if (a.resume > 0) {
+    const auto info = st.find_run(a.resume);
+    if (!info || info->kind != "optimize") {
+      fail_input("--resume {}: no optimize run with that id in {}", a.resume, st.dir().string());
     }
-    std::mutex print_lock;
-    const auto say = [&](const std::string& line) {
-      if (!globals.quiet) {
-        std::lock_guard lock(print_lock);
-        fmt::print("{}\n", line);
-        std::fflush(stdout);
-      }
-    };
-    const auto exec = make_executor(globals, plan, root, st, run, say);
-    const search::evaluator evaluate =
-        [&exec](const task::contract& c, const eval::candidate_input& cand,
-                const eval::candidate_input& base,
-                const eval::options& o) { return exec->evaluate(c, cand, base, o); };
-    const search::compile_fn compile =
-        [&root](const task::contract& c, const eval::candidate_input& cand,
-                const eval::options& o) { eval::compile_candidate(root, c, cand, o); };
-    const auto done = st.outcomes_of_run(run);
-    std::vector<const task::contract*> todo;
-    for (const auto& c : tasks) {
-      const int64_t row = st.record_task(c);
-      if (std::any_of(done.begin(), done.end(),
-                      [&](const store::outcome_record& o) { return o.task == row; })) {
-        say(fmt::format("task {}: already finished in run {}", c.id, run));
-        continue;
-      }
-      todo.push_back(&c);
-    }
-    if (plan.kind == "local") {
-      search::optimizer optimizer(st, run, mem, *prop, oo, gpu, evaluate, compile, say);
-      for (const auto* c : todo) {
-        results.push_back(optimizer.optimize(*c));
-      }
+    r.args = info->args;
+    r.id = a.resume;
+  }
+  return r;
+}
+
+// The tasks the run's arguments name (one task or a suite).
+std::vector<task::contract> tasks_of(const fs::path& root, const json& args) {
+  const std::string a_task = args.value("task", "");
+  const std::string a_suite = args.value("suite", "");
+  if (a_task.empty() == a_suite.empty()) {
+    fail_input("give --task ID or --suite NAME (one of them)");
+  }
+  return a_task.empty() ? task::load_suite(root, a_suite)
+                        : std::vector<task::contract>{task::find_task(root, a_task)};
+}
+
+// --json: the preflight, every task's result, what was evaluated and how (`extra`).
+void write_results_json(const std::string& path, int64_t run, const preflight_report& report,
+                        const std::vector<search::task_result>& results, const json& extra) {
+  if (path.empty()) {
+    return;
+  }
+  json j{{"run", run}, {"preflight", report.to_json()}, {"tasks", json::array()}};
+  int evaluated = 0;
+  double seconds = 0;
+  for (const auto& r : results) {
+    j["tasks"].push_back(r.to_json());
+    evaluated += r.evaluations;
+    seconds += r.wall_seconds;
+  }
+  j["candidates_evaluated"] = evaluated;
+  j["candidates_per_minute"] = seconds > 0 ? 60.0 * evaluated / seconds : 0.0;
+  j.update(extra);
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+// Nothing can be searched here: every task ends blocked, with the reason, in the store. The exit
+// code.
+int end_blocked(store::store& st, int64_t run, const std::vector<task::contract>& tasks,
+                const preflight_report& report, const std::string& json_out) {
+  std::vector<search::task_result> results;
+  for (const auto& c : tasks) {
+    search::task_result r;
+    r.task = c.id;
+    r.final = search::outcome::blocked;
+    r.reason = "blocked.preflight." + report.checks.back().name;
+    st.record_outcome({run, st.record_task(c), "blocked", r.reason, std::nullopt});
+    results.push_back(r);
+  }
+  st.finish_run(run, store::run_status::finished, "blocked", report.reason);
+  print_summary(results);
+  write_results_json(json_out, run, report, results, json::object());
+  fmt::print("\nGPU stages BLOCKED: {}\n", report.reason);
+  return exit_code::blocked;
+}
+
+// The search's options from the run's arguments and the device's calibration.
+search::optimize_options search_options_of(const json& args, store::store& st,
+                                           const global_options& globals) {
+  search::optimize_options oo;
+  oo.rollouts = args.value("rollouts", 2);
+  oo.steps = args.value("steps", 8);
+  oo.limits.wall = parse_duration(args.value("budget", std::string("10m")));
+  if (!args.value("gpu_budget", std::string()).empty()) {
+    oo.limits.gpu_seconds =
+        static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
+  }
+  oo.limits.evaluations = args.value("max_evals", 0);
+  oo.step.cache_dir = default_cache_dir();
+  oo.step.no_sandbox = args.value("no_sandbox", false);
+  oo.step.sessions = 1;
+  oo.step.seeds = 2;
+  oo.step.timing.max_wall = 2.0;
+  oo.step.profile = args.value("counters", std::string("cupti")) == "cupti"
+                        ? eval::profile_mode::improved
+                        : eval::profile_mode::none;
+  oo.confirm = oo.step;
+  oo.confirm.profile = eval::profile_mode::none;
+  oo.confirm.sessions = 2;
+  oo.confirm.seeds = 3;
+  oo.confirm.timing.max_wall = 6.0;
+  oo.sanitize = !args.value("no_sanitize", false);
+  if (!oo.sanitize) {
+    say_line(globals, "sanitize  OFF (--no-sanitize): candidates become the best unsanitized");
+  }
+  apply_device_calibration(oo.step, st, globals);
+  oo.confirm.ceilings = oo.step.ceilings;
+  oo.confirm.delta = oo.step.delta;
+  oo.confirm.delta_source = oo.step.delta_source;
+  oo.seed = args.value("seed", uint64_t{0});
+  oo.screening.enabled = args.value("screen", false);
+  oo.screening.margin = args.value("screen_margin", 0.05);
+  oo.screening.screen = search::screening_options(oo.step);
+  return oo;
+}
+
+// The proposer of a local search, with the LLM client (and its recorder) it talks through.
+struct proposer_parts {
+  std::unique_ptr<search::proposer> prop;
+  std::unique_ptr<llm::client> client;
+  std::unique_ptr<llm::file_recorder> recorder;
+};
+
+proposer_parts make_proposer(const json& args, const std::optional<llm_setup>& setup,
+                             int64_t replay, store::store& st, int64_t run, search::memory& mem) {
+  proposer_parts p;
+  if (args.value("proposer", "") == "llm") {
+    if (replay > 0) {
+      p.client = llm::client::replay(
+          setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
     } else {
-      // Tasks run at once, one per worker, each with its own store connection and memory; a
-      // task does not see the attempts other tasks of this run make meanwhile, so what it
-      // tries does not depend on how many GPUs there are.
-      if (args.value("proposer", "") == "llm" && exec->slots() > 1) {
-        fail_input("--gpus/--executor slurm run tasks at once, which the llm proposer does not "
-                   "support yet; use --proposer builtin or one GPU");
-      }
-      std::vector<std::optional<search::task_result>> out(todo.size());
-      std::vector<std::string> errors;
-      std::atomic<size_t> next{0};
-      std::vector<std::thread> threads;
-      const size_t width = std::min(todo.size(), static_cast<size_t>(exec->slots()));
-      for (size_t t = 0; t < width; ++t) {
-        threads.emplace_back([&] {
-          try {
-            store::store tst(store::resolve_dir(globals.store));
-            search::memory tmem(tst, run);
-            search::builtin_proposer tprop(tmem);
-            search::optimizer topt(tst, run, tmem, tprop, oo, gpu, evaluate, compile, say);
-            for (size_t i = next++; i < todo.size(); i = next++) {
-              out[i] = topt.optimize(*todo[i]);
-            }
-          } catch (const std::exception& e) {
-            std::lock_guard lock(print_lock);
-            errors.push_back(e.what());
-          }
-        });
-      }
-      for (auto& t : threads) {
-        t.join();
-      }
-      if (!errors.empty()) {
-        fail("{}", errors.front());
-      }
-      for (auto& r : out) {
-        if (r) {
-          results.push_back(std::move(*r));
+      p.recorder =
+          std::make_unique<llm::file_recorder>(st.dir() / "llm" / fmt::format("run-{}", run));
+      p.client = std::make_unique<llm::client>(setup->client, p.recorder.get());
+    }
+    p.prop = std::make_unique<llm::llm_proposer>(*p.client, setup->proposer);
+  } else {
+    p.prop = std::make_unique<search::builtin_proposer>(mem);
+  }
+  return p;
+}
+
+// Progress lines, each whole whatever thread says it (none with --quiet).
+struct line_printer {
+  const global_options& globals;
+  std::mutex lock;
+
+  void operator()(const std::string& line) {
+    if (!globals.quiet) {
+      std::lock_guard guard(lock);
+      fmt::print("{}\n", line);
+      std::fflush(stdout);
+    }
+  }
+};
+
+// The tasks of `tasks` without an outcome in the run yet (`--resume` skips the others).
+std::vector<const task::contract*>
+unfinished_tasks(store::store& st, int64_t run, const std::vector<task::contract>& tasks,
+                 const std::function<void(const std::string&)>& say) {
+  const auto done = st.outcomes_of_run(run);
+  std::vector<const task::contract*> todo;
+  for (const auto& c : tasks) {
+    const int64_t row = st.record_task(c);
+    if (std::any_of(done.begin(), done.end(),
+                    [&](const store::outcome_record& o) { return o.task == row; })) {
+      say(fmt::format("task {}: already finished in run {}", c.id, run));
+      continue;
+    }
+    todo.push_back(&c);
+  }
+  return todo;
+}
+
+// What every task's optimizer is made with, besides its store, memory and proposer.
+struct optimizer_parts {
+  int64_t run = 0;
+  const search::optimize_options& oo;
+  const std::string& gpu;
+  const search::evaluator& evaluate;
+  const search::compile_fn& compile;
+  const std::function<void(const std::string&)>& say;
+};
+
+// Tasks run at once, one per worker slot, each with its own store connection and memory; a task
+// does not see the attempts other tasks of this run make meanwhile, so what it tries does not
+// depend on how many GPUs there are. The results in the order of `todo`.
+std::vector<search::task_result> optimize_at_once(const global_options& globals,
+                                                  const optimizer_parts& parts, size_t slots,
+                                                  const std::vector<const task::contract*>& todo,
+                                                  line_printer& printer) {
+  std::vector<std::optional<search::task_result>> out(todo.size());
+  std::vector<std::string> errors;
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  const size_t width = std::min(todo.size(), slots);
+  for (size_t t = 0; t < width; ++t) {
+    threads.emplace_back([&] {
+      try {
+        store::store tst(store::resolve_dir(globals.store));
+        search::memory tmem(tst, parts.run);
+        search::builtin_proposer tprop(tmem);
+        search::optimizer topt(tst, parts.run, tmem, tprop, parts.oo, parts.gpu, parts.evaluate,
+                               parts.compile, parts.say);
+        for (size_t i = next++; i < todo.size(); i = next++) {
+          out[i] = topt.optimize(*todo[i]);
         }
+      } catch (const std::exception& e) {
+        std::lock_guard guard(printer.lock);
+        errors.push_back(e.what());
       }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  if (!errors.empty()) {
+    fail("{}", errors.front());
+  }
+  std::vector<search::task_result> results;
+  for (auto& r : out) {
+    if (r) {
+      results.push_back(std::move(*r));
     }
-    if (const int sig = stop_requested(); sig != 0) {
-      // Stopped: the run stays resumable (tasks without an outcome continue from their
-      // checkpoints).
-      st.finish_run(run, store::run_status::interrupted, "interrupted", "run.interrupted");
-      fmt::print(stderr, "run {} stopped by {}: continue it with kblaster optimize --resume {}\n",
-                 run, signal_name(sig), run);
-      return;
-    }
-    st.finish_run(run, store::run_status::finished, "finished", "");
-    print_summary(results);
-    write_json(
-        {{"screening", {{"enabled", oo.screening.enabled}, {"margin", oo.screening.margin}}}});
-    fmt::print("run {} recorded in {}\n", run, st.dir().string());
-    std::vector<search::outcome> outcomes;
-    for (const auto& r : results) {
-      outcomes.push_back(r.final);
-    }
-    *result = search::exit_status(outcomes);
-  });
+  }
+  return results;
+}
 
+// The run's end: interrupted (resumable), or finished with its summary. The exit code, or none
+// when interrupted.
+std::optional<int> end_run(store::store& st, int64_t run, const optimize_args& a,
+                           const preflight_report& report, const search::optimize_options& oo,
+                           const std::vector<search::task_result>& results) {
+  if (const int sig = stop_requested(); sig != 0) {
+    // Stopped: the run stays resumable (tasks without an outcome continue from their
+    // checkpoints).
+    st.finish_run(run, store::run_status::interrupted, "interrupted", "run.interrupted");
+    fmt::print(stderr, "run {} stopped by {}: continue it with kblaster optimize --resume {}\n",
+               run, signal_name(sig), run);
+    return std::nullopt;
+  }
+  st.finish_run(run, store::run_status::finished, "finished", "");
+  print_summary(results);
+  write_results_json(
+      a.json_out, run, report, results,
+      {{"screening", {{"enabled", oo.screening.enabled}, {"margin", oo.screening.margin}}}});
+  fmt::print("run {} recorded in {}\n", run, st.dir().string());
+  std::vector<search::outcome> outcomes;
+  for (const auto& r : results) {
+    outcomes.push_back(r.final);
+  }
+  return search::exit_status(outcomes);
+}
+
+// `kblaster optimize`: the search over the tasks asked for; `*result` is set to the exit code
+// (left as it is when the run is interrupted).
+void run_optimize(const global_options& globals, const optimize_args& a, int* result) {
+  const auto root = find_project_root(globals.root);
+  // Where evaluations run, with the config file's [slurm] settings: checked before any work.
+  const auto plan = plan_executor(a.exec_opts, a.llm_opts.config);
+  if (plan.kind != "local") {
+    say_line(globals, "executor  " + plan.describe());
+  }
+  auto st = open_store(globals);
+  optimize_run run = resolve_run(a, st);
+  const json& args = run.args;
+  std::vector<task::contract> tasks = tasks_of(root, args);
+  std::optional<llm::client_config> llm_config;
+  std::optional<llm_setup> setup;
+  if (args.value("proposer", "") == "llm") {
+    setup = resolve_llm_options(a.llm_opts);
+    llm_config = setup->client;
+  }
+  const auto report = run_preflight(globals, args.value("no_sandbox", false),
+                                    a.replay > 0 ? std::nullopt : llm_config, st);
+  if (run.id == 0) {
+    run.id = st.begin_run("optimize", args);
+  }
+  if (!report->usable()) {
+    *result = end_blocked(st, run.id, tasks, *report, a.json_out);
+    return;
+  }
+  // Imported tasks with an op graph are lowered onto their family: the search sees lowered
+  // contracts (or, where no lowering covers one, the ops that stop it).
+  for (auto& c : tasks) {
+    c = lowered_contract(root, c, true);
+    if (!c.lowering.empty()) {
+      say_line(globals, fmt::format("task {}: lowered by {} (family {})", c.id, c.lowering,
+                                    task::to_string(c.fam)));
+    }
+  }
+  const std::string gpu = report->checks.at(1).data.value("name", "gpu");
+  const search::optimize_options oo = search_options_of(args, st, globals);
+  search::memory mem(st);
+  const proposer_parts proposer = make_proposer(args, setup, a.replay, st, run.id, mem);
+  line_printer printer{globals, {}};
+  const std::function<void(const std::string&)> say = [&printer](const std::string& line) {
+    printer(line);
+  };
+  const auto exec = make_executor(globals, plan, root, st, run.id, say);
+  const search::evaluator evaluate =
+      [&exec](const task::contract& c, const eval::candidate_input& cand,
+              const eval::candidate_input& base,
+              const eval::options& o) { return exec->evaluate(c, cand, base, o); };
+  const search::compile_fn compile =
+      [&root](const task::contract& c, const eval::candidate_input& cand, const eval::options& o) {
+        eval::compile_candidate(root, c, cand, o);
+      };
+  const auto todo = unfinished_tasks(st, run.id, tasks, say);
+  std::vector<search::task_result> results;
+  if (plan.kind == "local") {
+    search::optimizer optimizer(st, run.id, mem, *proposer.prop, oo, gpu, evaluate, compile, say);
+    for (const auto* c : todo) {
+      results.push_back(optimizer.optimize(*c));
+    }
+  } else {
+    if (args.value("proposer", "") == "llm" && exec->slots() > 1) {
+      fail_input("--gpus/--executor slurm run tasks at once, which the llm proposer does not "
+                 "support yet; use --proposer builtin or one GPU");
+    }
+    results = optimize_at_once(globals, {run.id, oo, gpu, evaluate, compile, say},
+                               static_cast<size_t>(exec->slots()), todo, printer);
+  }
+  if (const auto code = end_run(st, run.id, a, *report, oo, results)) {
+    *result = *code;
+  }
+}
+
+// `kblaster memory show|export|import`'s options.
+struct memory_args {
+  std::string family;      // show --family
+  std::string export_file; // export FILE
+  std::string import_file; // import FILE
+};
+
+void add_memory_commands(CLI::App& app, const global_options& globals, int* result) {
+  auto a = std::make_shared<memory_args>();
   auto* mem_cmd =
       app.add_subcommand("memory", "inspect, export and import the optimization memory");
   mem_cmd->require_subcommand(1);
   auto* show = mem_cmd->add_subcommand("show", "what each strategy did, per family and GPU");
-  static std::string family;
-  show->add_option("--family", family, "one op family");
-  show->callback([&globals, result] {
+  show->add_option("--family", a->family, "one op family");
+  show->callback([&globals, result, a] {
     auto st = open_store(globals);
     for (const auto* fam : {"elementwise", "normalize", "reduce", "loss", "matmul", "conv"}) {
-      if (!family.empty() && family != fam) {
+      if (!a->family.empty() && a->family != fam) {
         continue;
       }
       for (const auto& gpu : st.gpus()) {
@@ -413,26 +524,36 @@ void add_optimize_commands(CLI::App& app, const global_options& globals, int* re
     *result = exit_code::ok;
   });
   auto* exp = mem_cmd->add_subcommand("export", "write every experience as JSON");
-  static std::string export_file;
-  exp->add_option("file", export_file)->required();
-  exp->callback([&globals, result] {
+  exp->add_option("file", a->export_file)->required();
+  exp->callback([&globals, result, a] {
     auto st = open_store(globals);
     search::memory mem(st);
     const auto j = mem.export_all({"elementwise", "normalize", "reduce", "loss", "matmul", "conv"});
-    write_file_atomic(export_file, j.dump(1) + "\n");
-    fmt::print("{} experiences written to {}\n", j.size(), export_file);
+    write_file_atomic(a->export_file, j.dump(1) + "\n");
+    fmt::print("{} experiences written to {}\n", j.size(), a->export_file);
     *result = exit_code::ok;
   });
   auto* imp = mem_cmd->add_subcommand("import", "add experiences exported elsewhere");
-  static std::string import_file;
-  imp->add_option("file", import_file)->required()->check(CLI::ExistingFile);
-  imp->callback([&globals, result] {
+  imp->add_option("file", a->import_file)->required()->check(CLI::ExistingFile);
+  imp->callback([&globals, result, a] {
     auto st = open_store(globals);
     search::memory mem(st);
-    const int n = mem.import_all(json::parse(read_file(import_file)));
+    const int n = mem.import_all(json::parse(read_file(a->import_file)));
     fmt::print("{} experiences imported into {}\n", n, st.dir().string());
     *result = exit_code::ok;
   });
+}
+
+} // namespace
+
+void add_optimize_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The options live as long as the command that parses into them.
+  auto a = std::make_shared<optimize_args>();
+  auto* opt = app.add_subcommand(
+      "optimize", "search for faster kernels: proposer, memory, verification, timing, outcomes");
+  add_optimize_options(*opt, *a);
+  opt->callback([&globals, result, a] { run_optimize(globals, *a, result); });
+  add_memory_commands(app, globals, result);
 }
 
 } // namespace kb::cli

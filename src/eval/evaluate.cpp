@@ -465,23 +465,17 @@ build::result compile_candidate(const fs::path& root, const task::contract& c,
   return untrusted.compile(req);
 }
 
-result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate,
-                const candidate_input& baseline, const options& given,
-                const progress_fn& progress) {
-  const auto started = clock_type::now();
-  // Inputs, the order of calls and the anti-cache positions come from this seed: drawn from the
-  // CSPRNG for every evaluation unless given (`eval --seed N` replays one), always recorded.
-  options opt = given;
-  opt.seed_base = evaluation_seed(given.seed_base);
-  const auto say = [&](const std::string& s) {
-    if (progress) {
-      progress(s);
-    }
-  };
-  result res;
+namespace {
+
+using say_fn = std::function<void(const std::string&)>;
+
+// The record's description of an evaluation before anything runs: the task and its shape, the
+// protocol, and the two sources compared.
+void describe_evaluation(result& res, const task::contract& c, const task::shape_case& shape,
+                         const options& opt, const candidate_input& candidate,
+                         const candidate_input& baseline) {
   json& d = res.detail;
   const task::ceilings& ceil = opt.ceilings;
-  const auto& shape = c.shape(opt.shape);
   res.task = {c.id, c.suite, task::to_string(c.fam), c.digest};
   d["shape"] = {{"name", shape.name}, {"dims", shape.dims}};
   res.context.shape = shape.name;
@@ -499,142 +493,161 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
                    {"hang_timeout_s", opt.hang_timeout.count()}};
   res.candidate = {candidate.name, candidate.origin, sha256_hex(candidate.source)};
   res.baseline = {baseline.name, baseline.origin, sha256_hex(baseline.source)};
-  const auto finish = [&](verdict v, std::string reason, std::string message) {
-    res.final = v;
-    res.reason = std::move(reason);
-    res.message = std::move(message);
-    res.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
-    // Which tool, judge and device produced this result (a queue result travels between hosts).
-    d["provenance"] = {{"kblaster", KBLASTER_VERSION},
-                       {"judge_protocol", judge_protocol_version},
-                       {"device_uuid", res.context.device ? res.context.device->uuid : ""}};
-    return res;
-  };
+}
 
-  temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
-  // Session 1's judge starts now, so that its process and CUDA context come up while the oracle
-  // and the candidates compile (it waits for its job; an evaluation that ends before it, or that
-  // sanitizes first, has it killed).
-  detail::worker_launch launch;
-  launch.hang_timeout = opt.hang_timeout;
-  launch.log_path = logs.path() / "session-1.log";
-  detail::started_worker judge1;
-  if (!opt.sanitize) {
-    judge1 = detail::start_worker(launch);
-  }
-  const prepared prep =
-      prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, res, say);
-  if (prep.early) {
-    return finish(prep.early->final, prep.early->reason, prep.early->message);
-  }
-  const auto& cand_build = prep.builds.at("candidate");
-  say(fmt::format("compile: done (candidate {})",
-                  cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
-  const fs::path& oracle_so = prep.oracle_so;
-  const std::vector<std::pair<std::string, fs::path>> libs = {
-      {"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}};
-  const std::map<std::string, bool> host_dispatch = {
-      {"baseline", dispatches_on_host(c, baseline)},
-      {"candidate", dispatches_on_host(c, candidate)}};
-  const auto worker_wrap = prep.iso->worker(prep.staging->path());
-  detail::event_handlers event_printer;
-  event_printer.progress = [&](const gpu::protocol::progress& e) {
+// The verdict, reason and message into `res`, with the time taken and the provenance.
+result finish_evaluation(result& res, clock_type::time_point started, early_end end) {
+  res.final = end.final;
+  res.reason = std::move(end.reason);
+  res.message = std::move(end.message);
+  res.seconds = std::chrono::duration<double>(clock_type::now() - started).count();
+  // Which tool, judge and device produced this result (a queue result travels between hosts).
+  res.detail["provenance"] = {{"kblaster", KBLASTER_VERSION},
+                              {"judge_protocol", judge_protocol_version},
+                              {"device_uuid", res.context.device ? res.context.device->uuid : ""}};
+  return res;
+}
+
+// The workers' events as progress lines.
+detail::event_handlers progress_printer(const say_fn& say) {
+  detail::event_handlers printer;
+  printer.progress = [say](const gpu::protocol::progress& e) {
     if (e.stage == "verify") {
       say(fmt::format("verify: {}/{} {}", e.done + 1, e.total, e.what));
     } else if (e.stage == "time") {
       say(fmt::format("time: round {} samples {}", e.round, json(e.samples).dump()));
     }
   };
-  event_printer.rejected = [&](const gpu::protocol::rejected& e) {
+  printer.rejected = [say](const gpu::protocol::rejected& e) {
     say(fmt::format("{} rejected: {} {}", e.who, e.reason, e.message));
   };
+  return printer;
+}
 
-  // Optional memory-safety pass at the check shapes, before anything is timed.
-  if (opt.sanitize) {
-    auto& tools = res.sanitize.emplace();
-    for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
-      say(fmt::format("sanitize: {}", tool));
-      gpu::protocol::job job = base_job(c, opt, oracle_so);
-      std::vector<gpu::protocol::shape> shapes;
-      for (const auto& s : job.shapes) {
-        if (s.role == "check") {
-          shapes.push_back(s);
-        }
-      }
-      job.shapes = shapes;
-      job.timing_shape = shapes.at(0).name;
-      job.seeds = {seeds_for(opt).at(0)};
-      job.determinism_runs = 1;
-      job.checker_selftest = false;
-      job.host_reference = true;
-      job.candidates = {{"candidate", libs[1].second.string()}};
-      detail::worker_launch tool_launch;
-      const std::vector<std::string> sanitizer{compute_sanitizer_path(),
-                                               "--tool",
-                                               tool,
-                                               "--error-exitcode",
-                                               "86",
-                                               "--print-limit",
-                                               "20",
-                                               "--nvtx",
-                                               "no"};
-      // The sanitizer wraps the candidate's runner, never the judge.
-      add_runner(job, worker_wrap, sanitizer, logs.path() / tool, opt.hang_timeout * 4,
-                 /*exact=*/true);
-      fs::create_directories(logs.path() / tool);
-      tool_launch.hang_timeout = opt.hang_timeout * 4;
-      tool_launch.log_path = logs.path() / fmt::format("sanitize-{}.log", tool);
-      const auto w = detail::run_worker_job(job, tool_launch, event_printer);
-      if (w.failure == detail::worker_failure::blocked) {
-        return finish(verdict::blocked, w.failure_reason, w.failure_detail);
-      }
-      // The tool's verdict is its own summary line and exit code, in the runner's output.
-      std::string runner_log;
-      int runner_exit = -1;
-      if (w.result) {
-        if (const auto* l = w.result->library("candidate"); l != nullptr) {
-          runner_log = l->output.tail_text;
-          runner_exit = l->runner_exit ? l->runner_exit->exit_code : -1;
-        }
-      }
-      const bool errors = !w.result || detail::sanitizer_found_errors(runner_log, runner_exit, 86);
-      const auto summary = detail::parse_sanitizer_summary(runner_log);
-      sanitizer_run& t = tools[tool];
-      t.exit_code = runner_exit;
-      t.errors = errors;
-      if (summary) {
-        t.summary_errors = summary->errors;
-        t.summary_warnings = summary->warnings;
-      }
-      t.failure = detail::to_string(w.failure);
-      t.log_tail = runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0);
-      const bool died =
-          w.failure == detail::worker_failure::hang || w.failure == detail::worker_failure::crash;
-      if (died || errors) {
-        const std::string why =
-            died ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
-        return finish(verdict::rejected, fmt::format("sanitize.{}", tool), why);
-      }
+// What the worker jobs of one evaluation share, once everything is compiled and staged.
+struct session_plan {
+  const task::contract& c;
+  const options& opt;
+  const fs::path& oracle_so;
+  std::vector<std::pair<std::string, fs::path>> libs; // baseline, candidate
+  std::map<std::string, bool> host_dispatch;          // role -> dispatches on the host
+  std::function<process_spec(const process_spec&)> worker_wrap;
+  fs::path log_dir;
+  detail::event_handlers events;
+  const say_fn& say;
+
+  // A job with both libraries, for a session.
+  gpu::protocol::job session_job() const {
+    gpu::protocol::job job = base_job(c, opt, oracle_so);
+    for (const auto& [role, path] : libs) {
+      job.candidates.push_back({role, path.string(), host_dispatch.at(role)});
+    }
+    return job;
+  }
+};
+
+// One compute-sanitizer tool over the candidate at the check shapes; its word goes into `tools`.
+std::optional<early_end> sanitize_with(const session_plan& plan, const char* tool,
+                                       std::map<std::string, sanitizer_run>& tools) {
+  const options& opt = plan.opt;
+  plan.say(fmt::format("sanitize: {}", tool));
+  gpu::protocol::job job = base_job(plan.c, opt, plan.oracle_so);
+  std::vector<gpu::protocol::shape> shapes;
+  for (const auto& s : job.shapes) {
+    if (s.role == "check") {
+      shapes.push_back(s);
     }
   }
-
-  // Session 1: verification of both, then interleaved timing.
-  gpu::protocol::job job = base_job(c, opt, oracle_so);
-  for (const auto& [role, path] : libs) {
-    job.candidates.push_back({role, path.string(), host_dispatch.at(role)});
+  job.shapes = shapes;
+  job.timing_shape = shapes.at(0).name;
+  job.seeds = {seeds_for(opt).at(0)};
+  job.determinism_runs = 1;
+  job.checker_selftest = false;
+  job.host_reference = true;
+  job.candidates = {{"candidate", plan.libs[1].second.string()}};
+  detail::worker_launch tool_launch;
+  const std::vector<std::string> sanitizer{compute_sanitizer_path(),
+                                           "--tool",
+                                           tool,
+                                           "--error-exitcode",
+                                           "86",
+                                           "--print-limit",
+                                           "20",
+                                           "--nvtx",
+                                           "no"};
+  // The sanitizer wraps the candidate's runner, never the judge.
+  add_runner(job, plan.worker_wrap, sanitizer, plan.log_dir / tool, opt.hang_timeout * 4,
+             /*exact=*/true);
+  fs::create_directories(plan.log_dir / tool);
+  tool_launch.hang_timeout = opt.hang_timeout * 4;
+  tool_launch.log_path = plan.log_dir / fmt::format("sanitize-{}.log", tool);
+  const auto w = detail::run_worker_job(job, tool_launch, plan.events);
+  if (w.failure == detail::worker_failure::blocked) {
+    return early_end{verdict::blocked, w.failure_reason, w.failure_detail};
   }
-  std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
+  // The tool's verdict is its own summary line and exit code, in the runner's output.
+  std::string runner_log;
+  int runner_exit = -1;
+  if (w.result) {
+    if (const auto* l = w.result->library("candidate"); l != nullptr) {
+      runner_log = l->output.tail_text;
+      runner_exit = l->runner_exit ? l->runner_exit->exit_code : -1;
+    }
+  }
+  const bool errors = !w.result || detail::sanitizer_found_errors(runner_log, runner_exit, 86);
+  const auto summary = detail::parse_sanitizer_summary(runner_log);
+  sanitizer_run& t = tools[tool];
+  t.exit_code = runner_exit;
+  t.errors = errors;
+  if (summary) {
+    t.summary_errors = summary->errors;
+    t.summary_warnings = summary->warnings;
+  }
+  t.failure = detail::to_string(w.failure);
+  t.log_tail = runner_log.substr(runner_log.size() > 6000 ? runner_log.size() - 6000 : 0);
+  const bool died =
+      w.failure == detail::worker_failure::hang || w.failure == detail::worker_failure::crash;
+  if (died || errors) {
+    const std::string why =
+        died ? attribute(w).message : fmt::format("compute-sanitizer {} reported errors", tool);
+    return early_end{verdict::rejected, fmt::format("sanitize.{}", tool), why};
+  }
+  return std::nullopt;
+}
+
+// The optional memory-safety pass at the check shapes, before anything is timed.
+std::optional<early_end> sanitize_candidate(const session_plan& plan, result& res) {
+  auto& tools = res.sanitize.emplace();
+  for (const char* tool : {"memcheck", "racecheck", "initcheck", "synccheck"}) {
+    if (auto end = sanitize_with(plan, tool, tools)) {
+      return end;
+    }
+  }
+  return std::nullopt;
+}
+
+// Session 1's worker: its result, or how the evaluation ends when it gave none.
+struct session_one {
+  std::optional<early_end> end;
+  std::optional<gpu::protocol::result> result;
+};
+
+// Session 1: verification of both, then interleaved timing (on the judge started ahead, if any).
+session_one run_session_one(const session_plan& plan, detail::started_worker judge,
+                            const detail::worker_launch& launch, std::mt19937_64& rng,
+                            result& res) {
+  const options& opt = plan.opt;
+  gpu::protocol::job job = plan.session_job();
   if (!opt.verify_only) {
     job.time = timing_of(opt.timing, rng(), opt.sessions);
     job.fresh_seed = rng();
   }
-  add_runner(job, worker_wrap, {}, logs.path(), opt.hang_timeout);
-  say("verify: starting worker");
-  const auto w1 = judge1.child
-                      ? detail::run_worker_job(std::move(judge1), job, launch, event_printer)
-                      : detail::run_worker_job(job, launch, event_printer);
+  add_runner(job, plan.worker_wrap, {}, plan.log_dir, opt.hang_timeout);
+  plan.say("verify: starting worker");
+  auto w1 = judge.child ? detail::run_worker_job(std::move(judge), job, launch, plan.events)
+                        : detail::run_worker_job(job, launch, plan.events);
   res.worker_seconds += w1.seconds;
-  d["sessions"].push_back(
+  res.detail["sessions"].push_back(
       {{"seconds", w1.seconds},
        {"stage_seconds", w1.result ? w1.result->stage_seconds : json()},
        {"failure", detail::to_string(w1.failure)},
@@ -642,140 +655,154 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
        {"log_tail",
         w1.log_tail.substr(w1.log_tail.size() > 4000 ? w1.log_tail.size() - 4000 : 0)}});
   if (w1.failure == detail::worker_failure::blocked) {
-    return finish(verdict::blocked, w1.failure_reason, w1.failure_detail);
+    return {early_end{verdict::blocked, w1.failure_reason, w1.failure_detail}, std::nullopt};
   }
   if (!w1.result) {
     const auto a = attribute(w1);
     if (a.who == "candidate") {
-      return finish(verdict::rejected, a.reason, a.message);
+      return {early_end{verdict::rejected, a.reason, a.message}, std::nullopt};
     }
     if (a.who == "baseline") {
-      return finish(verdict::error, "baseline." + a.reason, "the baseline failed: " + a.message);
+      return {
+          early_end{verdict::error, "baseline." + a.reason, "the baseline failed: " + a.message},
+          std::nullopt};
     }
-    return finish(verdict::error, a.reason, "the evaluation worker failed: " + a.message);
+    return {early_end{verdict::error, a.reason, "the evaluation worker failed: " + a.message},
+            std::nullopt};
   }
-  const gpu::protocol::result& r1 = *w1.result;
+  return {std::nullopt, std::move(w1.result)};
+}
+
+// What session 1 found, into `res`; how the evaluation ends when it ends there (a failed
+// verification, a verify-only run, or no timing to go on with).
+std::optional<early_end> judge_session_one(const gpu::protocol::result& r1, const options& opt,
+                                           result& res) {
   res.context.device = r1.dev;
   res.verification = r1.candidates;
-  d["lanes"] = r1.lanes;
+  res.detail["lanes"] = r1.lanes;
   if (r1.time) {
     res.timing = {*r1.time}; // replaced by every session's once all of them ran
   }
   if (r1.checker_selftest) {
     res.checker_selftest = r1.checker_selftest;
     if (!r1.checker_selftest->sound) {
-      return finish(verdict::error, "checker.unsound",
-                    "the task's checker accepted a trivial output (zeros, a copy of the input or a "
-                    "constant): fix the task's tolerances or distributions");
+      return early_end{verdict::error, "checker.unsound",
+                       "the task's checker accepted a trivial output (zeros, a copy of the input "
+                       "or a constant): fix the task's tolerances or distributions"};
     }
   }
   const auto* base_lib = r1.library("baseline");
   const auto* cand_lib = r1.library("candidate");
   if (base_lib == nullptr || cand_lib == nullptr) {
-    return finish(verdict::error, "harness.error",
-                  "the worker returned no verdict for a candidate");
+    return early_end{verdict::error, "harness.error",
+                     "the worker returned no verdict for a candidate"};
   }
   if (!base_lib->accepted) {
-    return finish(verdict::error, "baseline." + base_lib->reason,
-                  "the baseline failed verification: " + base_lib->message);
+    return early_end{verdict::error, "baseline." + base_lib->reason,
+                     "the baseline failed verification: " + base_lib->message};
   }
   if (!cand_lib->accepted) {
-    return finish(verdict::rejected, cand_lib->reason, cand_lib->message);
+    return early_end{verdict::rejected, cand_lib->reason, cand_lib->message};
   }
   if (opt.verify_only) {
-    return finish(verdict::same, "verify.passed", "the candidate passed verification (not timed)");
+    return early_end{verdict::same, "verify.passed",
+                     "the candidate passed verification (not timed)"};
   }
-
-  // Further sessions in fresh processes: the same bits on the timing sets, then timing again.
   if (!r1.time) {
-    return finish(verdict::error, "harness.error", "the worker returned no timing");
+    return early_end{verdict::error, "harness.error", "the worker returned no timing"};
   }
-  std::vector<gpu::protocol::session_timing> timings{*r1.time};
-  for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
-    gpu::protocol::job next = base_job(c, opt, oracle_so);
-    next.verify = false;
-    for (const auto& [role, path] : libs) {
-      next.candidates.push_back({role, path.string(), host_dispatch.at(role)});
-    }
-    next.expected_digests = {{"baseline", base_lib->digests}, {"candidate", cand_lib->digests}};
-    next.time = timing_of(opt.timing, rng(), opt.sessions);
-    next.fresh_seed = rng();
-    const fs::path session_logs = logs.path() / fmt::format("session-{}", sidx);
-    fs::create_directories(session_logs);
-    add_runner(next, worker_wrap, {}, session_logs, opt.hang_timeout);
-    launch.log_path = logs.path() / fmt::format("session-{}.log", sidx);
-    say(fmt::format("time: session {} of {}", sidx, opt.sessions));
-    const auto w = detail::run_worker_job(next, launch, event_printer);
-    res.worker_seconds += w.seconds;
-    d["sessions"].push_back({{"seconds", w.seconds},
-                             {"stage_seconds", w.result ? w.result->stage_seconds : json()},
-                             {"failure", detail::to_string(w.failure)},
-                             {"failure_detail", w.failure_detail}});
-    if (w.failure == detail::worker_failure::blocked) {
-      return finish(verdict::blocked, w.failure_reason,
-                    fmt::format("session {}: {}", sidx, w.failure_detail));
-    }
-    if (!w.result) {
-      const auto a = attribute(w);
-      if (a.who == "candidate") {
-        return finish(verdict::rejected, a.reason, fmt::format("session {}: {}", sidx, a.message));
-      }
-      return finish(verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason,
-                    fmt::format("session {}: {}", sidx, a.message));
-    }
-    for (const auto& l : w.result->candidates) {
-      if (!l.accepted) {
-        return finish(l.role == "candidate" ? verdict::rejected : verdict::error,
-                      (l.role == "candidate" ? "" : "baseline.") + l.reason,
-                      fmt::format("session {}: {}", sidx, l.message));
-      }
-    }
-    if (!w.result->time) {
-      return finish(verdict::error, "harness.error",
-                    fmt::format("session {}: the worker returned no timing", sidx));
-    }
-    timings.push_back(*w.result->time);
-  }
-  res.timing = timings;
+  return std::nullopt;
+}
 
-  // Pool the sessions' samples with their labels; drop throttled ones; gate.
-  std::vector<stats::timed_sample> a_all;
-  std::vector<stats::timed_sample> b_all;
-  size_t dropped = 0;
+// A further session `sidx` in a fresh process: the same bits on the timing sets as session 1's
+// (`expected`), then timing again, appended to `timings`.
+std::optional<early_end>
+run_timing_session(const session_plan& plan, int sidx,
+                   const std::map<std::string, gpu::protocol::set_digests>& expected,
+                   detail::worker_launch& launch, std::mt19937_64& rng, result& res,
+                   std::vector<gpu::protocol::session_timing>& timings) {
+  const options& opt = plan.opt;
+  gpu::protocol::job next = plan.session_job();
+  next.verify = false;
+  next.expected_digests = expected;
+  next.time = timing_of(opt.timing, rng(), opt.sessions);
+  next.fresh_seed = rng();
+  const fs::path session_logs = plan.log_dir / fmt::format("session-{}", sidx);
+  fs::create_directories(session_logs);
+  add_runner(next, plan.worker_wrap, {}, session_logs, opt.hang_timeout);
+  launch.log_path = plan.log_dir / fmt::format("session-{}.log", sidx);
+  plan.say(fmt::format("time: session {} of {}", sidx, opt.sessions));
+  const auto w = detail::run_worker_job(next, launch, plan.events);
+  res.worker_seconds += w.seconds;
+  res.detail["sessions"].push_back({{"seconds", w.seconds},
+                                    {"stage_seconds", w.result ? w.result->stage_seconds : json()},
+                                    {"failure", detail::to_string(w.failure)},
+                                    {"failure_detail", w.failure_detail}});
+  if (w.failure == detail::worker_failure::blocked) {
+    return early_end{verdict::blocked, w.failure_reason,
+                     fmt::format("session {}: {}", sidx, w.failure_detail)};
+  }
+  if (!w.result) {
+    const auto a = attribute(w);
+    if (a.who == "candidate") {
+      return early_end{verdict::rejected, a.reason, fmt::format("session {}: {}", sidx, a.message)};
+    }
+    return early_end{verdict::error, a.who.empty() ? a.reason : "baseline." + a.reason,
+                     fmt::format("session {}: {}", sidx, a.message)};
+  }
+  for (const auto& l : w.result->candidates) {
+    if (!l.accepted) {
+      return early_end{l.role == "candidate" ? verdict::rejected : verdict::error,
+                       (l.role == "candidate" ? "" : "baseline.") + l.reason,
+                       fmt::format("session {}: {}", sidx, l.message)};
+    }
+  }
+  if (!w.result->time) {
+    return early_end{verdict::error, "harness.error",
+                     fmt::format("session {}: the worker returned no timing", sidx)};
+  }
+  timings.push_back(*w.result->time);
+  return std::nullopt;
+}
+
+// The sessions' samples pooled with their labels, throttled ones dropped.
+struct pooled_samples {
+  std::vector<stats::timed_sample> baseline;
+  std::vector<stats::timed_sample> candidate;
+  size_t dropped = 0; // throttled samples
   std::vector<gate_summary::session_median> session_medians;
+};
+
+pooled_samples pool_sessions(const std::vector<gpu::protocol::session_timing>& timings,
+                             double throttle_fraction) {
+  pooled_samples out;
   for (size_t sidx = 0; sidx < timings.size(); ++sidx) {
     const auto a = labelled_samples(timings[sidx], "baseline", static_cast<int>(sidx),
-                                    opt.timing.throttle_fraction, &dropped);
+                                    throttle_fraction, &out.dropped);
     const auto b = labelled_samples(timings[sidx], "candidate", static_cast<int>(sidx),
-                                    opt.timing.throttle_fraction, &dropped);
+                                    throttle_fraction, &out.dropped);
     if (!a.empty() && !b.empty()) {
-      session_medians.push_back({stats::median(times_of(a)), stats::median(times_of(b))});
+      out.session_medians.push_back({stats::median(times_of(a)), stats::median(times_of(b))});
     }
-    a_all.insert(a_all.end(), a.begin(), a.end());
-    b_all.insert(b_all.end(), b.begin(), b.end());
+    out.baseline.insert(out.baseline.end(), a.begin(), a.end());
+    out.candidate.insert(out.candidate.end(), b.begin(), b.end());
   }
-  if (a_all.size() < 3 || b_all.size() < 3) {
-    return finish(verdict::error, "timing.too_few_samples",
-                  "too few unthrottled samples to compare");
-  }
-  stats::structured_options co;
-  co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
-  co.resolution_s = opt.resolution_s;
-  co.bootstrap.resamples = stats::gate_min_resamples;
-  co.bootstrap.seed = opt.seed_base;
-  const auto structured = stats::compare_structured(a_all, b_all, co);
+  return out;
+}
+
+// The gate's comparison in the record's words.
+gate_summary summarize_gate(const stats::structured_comparison& structured,
+                            const pooled_samples& pooled, double floor, double limit,
+                            bool faster_than_physical_limit) {
   const auto& cmp = structured.gate;
-  const double floor = task::floor_seconds(c, shape, ceil);
-  const double limit = task::limit_seconds(c, shape, ceil);
-  const auto plaus = stats::check_roofline_floor(cmp.median_b, limit);
   gate_summary g;
   g.n_baseline = static_cast<int>(cmp.n_a);
   g.n_candidate = static_cast<int>(cmp.n_b);
   g.median_baseline_s = cmp.median_a;
   g.median_candidate_s = cmp.median_b;
   // A distribution-free 95% interval of each median from order statistics.
-  const auto base_median = stats::median_with_interval(times_of(a_all));
-  const auto cand_median = stats::median_with_interval(times_of(b_all));
+  const auto base_median = stats::median_with_interval(times_of(pooled.baseline));
+  const auto cand_median = stats::median_with_interval(times_of(pooled.candidate));
   g.median_baseline_low_s = base_median.low;
   g.median_baseline_high_s = base_median.high;
   g.median_candidate_low_s = cand_median.low;
@@ -795,9 +822,9 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
     g.p_between = structured.block.p_between;
   }
   g.mann_whitney_p = cmp.test.p;
-  g.session_medians = session_medians;
+  g.session_medians = pooled.session_medians;
   gate_summary::decision& how = g.decided.emplace();
-  how.throttled_dropped = dropped;
+  how.throttled_dropped = pooled.dropped;
   how.sessions = structured.block.sessions;
   how.blocks = structured.block.blocks;
   how.rounds_per_block = structured.block.rounds_per_block;
@@ -811,25 +838,137 @@ result evaluate(const fs::path& root, const task::contract& c, const candidate_i
   how.reason = cmp.reason;
   how.baseline_floor_fraction = floor / cmp.median_a;
   how.physical_limit_s = limit;
-  how.faster_than_physical_limit = plaus.flagged;
-  res.gate = g;
-  if (plaus.flagged) {
-    return finish(verdict::rejected, "timing.faster_than_physical_limit",
-                  fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
-                              "task's bytes at the device's peak bandwidth, its FLOPs at its "
-                              "peak rate; ceilings: {}): a bug or an exploit",
-                              cmp.median_b * 1e3, limit * 1e3, ceil.source));
+  how.faster_than_physical_limit = faster_than_physical_limit;
+  return g;
+}
+
+// The statistical gate's end of an evaluation; `timed`: the gate decided (the candidate may
+// then be profiled), rather than too few samples or a time below the physical limit.
+struct gate_end {
+  early_end end;
+  bool timed = false;
+};
+
+// The gate over the pooled samples, its summary into `res.gate`.
+gate_end apply_gate(const task::contract& c, const task::shape_case& shape, const options& opt,
+                    const pooled_samples& pooled, result& res) {
+  if (pooled.baseline.size() < 3 || pooled.candidate.size() < 3) {
+    return {{verdict::error, "timing.too_few_samples", "too few unthrottled samples to compare"},
+            false};
   }
-  const verdict v = *verdict_from_string(stats::to_string(cmp.result));
-  if (opt.profile == profile_mode::always ||
-      (opt.profile == profile_mode::improved && v == verdict::improved)) {
+  const task::ceilings& ceil = opt.ceilings;
+  stats::structured_options co;
+  co.aa_spread = opt.delta > 0.01 ? opt.delta : 0.0;
+  co.resolution_s = opt.resolution_s;
+  co.bootstrap.resamples = stats::gate_min_resamples;
+  co.bootstrap.seed = opt.seed_base;
+  const auto structured = stats::compare_structured(pooled.baseline, pooled.candidate, co);
+  const auto& cmp = structured.gate;
+  const double floor = task::floor_seconds(c, shape, ceil);
+  const double limit = task::limit_seconds(c, shape, ceil);
+  const auto plaus = stats::check_roofline_floor(cmp.median_b, limit);
+  res.gate = summarize_gate(structured, pooled, floor, limit, plaus.flagged);
+  if (plaus.flagged) {
+    return {{verdict::rejected, "timing.faster_than_physical_limit",
+             fmt::format("measured {:.4g} ms is faster than the physical limit {:.4g} ms (the "
+                         "task's bytes at the device's peak bandwidth, its FLOPs at its "
+                         "peak rate; ceilings: {}): a bug or an exploit",
+                         cmp.median_b * 1e3, limit * 1e3, ceil.source)},
+            false};
+  }
+  return {
+      {*verdict_from_string(stats::to_string(cmp.result)), "timing." + stats::to_string(cmp.result),
+       fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%",
+                   cmp.median_a / cmp.median_b, 1.0 / cmp.interval.high, 1.0 / cmp.interval.low,
+                   structured.block.p, 100 * cmp.delta)},
+      true};
+}
+
+} // namespace
+
+result evaluate(const fs::path& root, const task::contract& c, const candidate_input& candidate,
+                const candidate_input& baseline, const options& given,
+                const progress_fn& progress) {
+  const auto started = clock_type::now();
+  // Inputs, the order of calls and the anti-cache positions come from this seed: drawn from the
+  // CSPRNG for every evaluation unless given (`eval --seed N` replays one), always recorded.
+  options opt = given;
+  opt.seed_base = evaluation_seed(given.seed_base);
+  const say_fn say = [&](const std::string& s) {
+    if (progress) {
+      progress(s);
+    }
+  };
+  result res;
+  const auto& shape = c.shape(opt.shape);
+  describe_evaluation(res, c, shape, opt, candidate, baseline);
+  const auto finish = [&](early_end end) {
+    return finish_evaluation(res, started, std::move(end));
+  };
+
+  temp_dir logs("kblaster-eval", opt.cache_dir / "logs");
+  // Session 1's judge starts now, so that its process and CUDA context come up while the oracle
+  // and the candidates compile (it waits for its job; an evaluation that ends before it, or that
+  // sanitizes first, has it killed).
+  detail::worker_launch launch;
+  launch.hang_timeout = opt.hang_timeout;
+  launch.log_path = logs.path() / "session-1.log";
+  detail::started_worker judge1;
+  if (!opt.sanitize) {
+    judge1 = detail::start_worker(launch);
+  }
+  const prepared prep =
+      prepare(root, c, {{"baseline", &baseline}, {"candidate", &candidate}}, opt, res, say);
+  if (prep.early) {
+    return finish(*prep.early);
+  }
+  const auto& cand_build = prep.builds.at("candidate");
+  say(fmt::format("compile: done (candidate {})",
+                  cand_build.cached ? "cached" : fmt::format("{:.1f} s", cand_build.seconds)));
+  const session_plan plan{
+      c,
+      opt,
+      prep.oracle_so,
+      {{"baseline", prep.libs.at("baseline")}, {"candidate", prep.libs.at("candidate")}},
+      {{"baseline", dispatches_on_host(c, baseline)},
+       {"candidate", dispatches_on_host(c, candidate)}},
+      prep.iso->worker(prep.staging->path()),
+      logs.path(),
+      progress_printer(say),
+      say};
+  if (opt.sanitize) {
+    if (auto end = sanitize_candidate(plan, res)) {
+      return finish(std::move(*end));
+    }
+  }
+  std::mt19937_64 rng(opt.seed_base ^ 0x5EED);
+  const session_one one = run_session_one(plan, std::move(judge1), launch, rng, res);
+  if (one.end) {
+    return finish(*one.end);
+  }
+  const gpu::protocol::result& r1 = *one.result;
+  if (auto end = judge_session_one(r1, opt, res)) {
+    return finish(std::move(*end));
+  }
+  // Further sessions in fresh processes: the same bits on the timing sets, then timing again.
+  std::vector<gpu::protocol::session_timing> timings{*r1.time};
+  const std::map<std::string, gpu::protocol::set_digests> expected = {
+      {"baseline", r1.library("baseline")->digests},
+      {"candidate", r1.library("candidate")->digests}};
+  for (int sidx = 2; sidx <= opt.sessions; ++sidx) {
+    if (auto end = run_timing_session(plan, sidx, expected, launch, rng, res, timings)) {
+      return finish(std::move(*end));
+    }
+  }
+  res.timing = timings;
+  const gate_end gate =
+      apply_gate(c, shape, opt, pool_sessions(timings, opt.timing.throttle_fraction), res);
+  if (gate.timed &&
+      (opt.profile == profile_mode::always ||
+       (opt.profile == profile_mode::improved && gate.end.final == verdict::improved))) {
     res.counters = counters_of(root, c, candidate, opt, say);
   }
-  return finish(
-      v, "timing." + stats::to_string(cmp.result),
-      fmt::format("speedup {:.3f}x [{:.3f}, {:.3f}] over the baseline, p = {:.2g}, delta {:.1f}%",
-                  cmp.median_a / cmp.median_b, 1.0 / cmp.interval.high, 1.0 / cmp.interval.low,
-                  structured.block.p, 100 * cmp.delta));
+  return finish(gate.end);
 }
 
 // ---- the profiler's run

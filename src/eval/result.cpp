@@ -423,7 +423,7 @@ void from_json(const json& j, verification_summary& s) {
   s.max_excess = j.at("max_excess").get<double>();
 }
 
-std::vector<verification_check> checks_of(const protocol::library_result& l) {
+std::vector<verification_check> checks_of(const gpu::protocol::library_result& l) {
   std::vector<verification_check> out;
   const json& r = l.record;
   if (!r.is_object() || !r.contains("checks") || !r.at("checks").is_array()) {
@@ -435,7 +435,7 @@ std::vector<verification_check> checks_of(const protocol::library_result& l) {
   return out;
 }
 
-std::optional<verification_summary> summary_of(const protocol::library_result& l) {
+std::optional<verification_summary> summary_of(const gpu::protocol::library_result& l) {
   const json& r = l.record;
   if (!r.is_object() || !r.contains("summary") || !r.at("summary").is_object() ||
       r.at("summary").empty()) {
@@ -444,7 +444,7 @@ std::optional<verification_summary> summary_of(const protocol::library_result& l
   return over_defaults(json(verification_summary{}), r.at("summary")).get<verification_summary>();
 }
 
-selftest_tally tally_of(const protocol::selftest& s) {
+selftest_tally tally_of(const gpu::protocol::selftest& s) {
   const json defaults = {{"zeros_rejected_by", 0},
                          {"copy_of_input_rejected_by", 0},
                          {"constant_rejected_by", 0},

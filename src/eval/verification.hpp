@@ -1,6 +1,6 @@
 // The parts of a stored evaluation that the judge's runner records as it checks: each library's
-// checks and their summary (protocol::library_result's record) and the checker's self-test counts
-// (protocol::selftest's record), typed. Their one mapping is the stored result's, in
+// checks and their summary (gpu::protocol::library_result's record) and the checker's self-test
+// counts (gpu::protocol::selftest's record), typed. Their one mapping is the stored result's, in
 // src/eval/result.cpp.
 #pragma once
 
@@ -15,7 +15,7 @@
 
 namespace kb::eval {
 
-// A library's verification as the judge's runner recorded it (protocol::library_result's
+// A library's verification as the judge's runner recorded it (gpu::protocol::library_result's
 // record): each check with its errors per output, and the worst metrics over the checks. Records
 // of earlier judges lack some fields: those read as the defaults here (a metric as unknown).
 struct output_errors {
@@ -53,11 +53,11 @@ void from_json(const nlohmann::json& j, verification_check& c);
 void to_json(nlohmann::json& j, const verification_summary& s);
 void from_json(const nlohmann::json& j, verification_summary& s);
 // The checks of one library's verification, in the order the judge ran them.
-std::vector<verification_check> checks_of(const protocol::library_result& l);
+std::vector<verification_check> checks_of(const gpu::protocol::library_result& l);
 // Its summary; nullopt when the record has none (no check ran).
-std::optional<verification_summary> summary_of(const protocol::library_result& l);
+std::optional<verification_summary> summary_of(const gpu::protocol::library_result& l);
 
-// The checker's self-test in figures (protocol::selftest's record): at how many shapes each
+// The checker's self-test in figures (gpu::protocol::selftest's record): at how many shapes each
 // trivial output was rejected, of how many shapes and checks. Earlier records lack the counts
 // of shapes: 0.
 struct selftest_tally {
@@ -67,6 +67,6 @@ struct selftest_tally {
   int shapes = 0;
   int checks = 0;
 };
-selftest_tally tally_of(const protocol::selftest& s);
+selftest_tally tally_of(const gpu::protocol::selftest& s);
 
 } // namespace kb::eval

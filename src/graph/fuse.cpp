@@ -614,21 +614,20 @@ std::string reduce_op(const std::string& name, const std::string& op, const std:
 
 } // namespace
 
-std::optional<lowering> fused_lowering(const rule_context& ctx) {
-  const graph& g = ctx.g;
-  const fusion_plan p = plan_fusion(g);
-  if (p.anchor.empty()) {
-    return std::nullopt; // no anchor: the other rules say why
-  }
-  const auto why = [&](const std::string& op, const std::string& w) {
+namespace {
+
+// Records why the fused rule does not lower a graph (rule_context::why_not); std::nullopt, for
+// `return why(...)`.
+struct refusal {
+  const rule_context& ctx;
+  std::nullopt_t operator()(const std::string& op, const std::string& w) const {
     ctx.why_not.push_back({reason::no_lowering, op, w});
     return std::nullopt;
-  };
-  if (!p.ok()) {
-    const auto& i = p.problems.front();
-    return why(i.op, "fusion plan: " + to_string(i.why) + " (" + i.detail + ")");
   }
-  // The kernels: a main step, an epilogue, views at the end.
+};
+
+// The kernels of a plan: a main step, an epilogue, views at the end.
+std::optional<std::vector<kernel_steps>> kernels_of(const fusion_plan& p, const refusal& why) {
   std::vector<kernel_steps> kernels(static_cast<size_t>(p.kernels));
   for (const auto& s : p.steps) {
     kernel_steps& k = kernels.at(static_cast<size_t>(s.kernel));
@@ -649,42 +648,57 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     }
     k.value = s.value;
   }
-  const bool chained = p.kernels > 1;
-  const node* anchor = g.producer(p.steps.front().value);
-  const bool gemm = p.anchor == "nn.Linear" || p.anchor == "torch.matmul" || p.anchor == "torch.mm";
-  const bool conv = starts_with(p.anchor, "nn.Conv");
-  if (!gemm && !conv) {
-    return why(p.anchor, "a fused chain on " + p.anchor + ": the matmul family's epilogue takes "
-                         "Linear and 2-D products, conv's the convolutions");
-  }
+  return kernels;
+}
+
+// The leaves of an epilogue: value -> C++; `error` when an operand is a forward input.
+struct epilogue_leaves {
+  std::map<std::string, std::string> leaves;
+  std::string error;
+};
+
+// What the fused rule's stages share: the graph, its plan and kernels, the anchor, and the
+// operands found so far.
+struct fused_frame {
+  const graph& g;
+  const fusion_plan& p;
+  refusal why;
+  std::vector<kernel_steps> kernels;
+  const node* anchor = nullptr;
+  bool gemm = false;       // the anchor is a product (else a convolution)
+  std::string chain_input; // the anchor's input
   // The operands of every kernel's epilogue and of the norms' affine maps, in one list (input
   // roles epilogue<k>).
   std::vector<std::string> operands;
-  const auto operand = [&](const std::string& base) {
+
+  int operand(const std::string& base) {
     const auto it = std::find(operands.begin(), operands.end(), base);
     if (it != operands.end()) {
       return static_cast<int>(it - operands.begin());
     }
     operands.push_back(base);
     return static_cast<int>(operands.size()) - 1;
-  };
-  if (p.anchor == "nn.Linear" && anchor->inputs.size() > 2 && anchor->inputs[2].is_tensor()) {
-    operand(anchor->inputs[2].value); // the Linear's bias: operand 0
   }
-  for (const auto& k : kernels) {
-    if (k.epilogue != nullptr) {
-      for (const auto& o : k.epilogue->operands) {
-        operand(o);
-      }
+
+  // Input `i` of `n` as an operand when it is floating-point module state.
+  std::optional<int> state_operand(const node& n, size_t i) {
+    if (n.inputs.size() <= i || !n.inputs[i].is_tensor()) {
+      return std::nullopt;
     }
+    const auto lf = leaf_of(g, n.inputs[i].value, chain_input);
+    if (!lf || state_of(g, lf->base) == nullptr || !task::is_floating(lf->type)) {
+      return std::nullopt;
+    }
+    return operand(lf->base);
   }
-  const std::string chain_input = anchor->inputs[0].value;
+
   // The leaves of an epilogue over a kernel's output of shape `shape`: `main` for the kernel's
   // first value, the operands at `index` (a channel) or 0.
-  std::string leaf_error;
-  const auto leaves_for = [&](const std::string& value, const std::string& main,
-                              const std::vector<std::string>& shape, const std::string& index) {
-    std::map<std::string, std::string> leaves;
+  epilogue_leaves leaves_for(const std::string& value, const std::string& main,
+                             const std::vector<std::string>& shape,
+                             const std::string& index) const {
+    epilogue_leaves out;
+    std::map<std::string, std::string>& leaves = out.leaves;
     leaves[value] = main;
     for (const auto& n : g.nodes) {
       for (const auto& o : n.inputs) {
@@ -705,72 +719,91 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
           continue;
         }
         if (state_of(g, l->base) == nullptr) {
-          leaf_error = n.op + ": an epilogue operand that is a forward input (" + l->base +
-                       "): operands are module state";
+          out.error = n.op + ": an epilogue operand that is a forward input (" + l->base +
+                      "): operands are module state";
           continue;
         }
         leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k,
                                       *b == broadcast::channel ? index : "0");
       }
     }
-    return leaves;
+    return out;
+  }
+};
+
+// The product: x [M, K] (a forward input) times the weight transposed (Linear) or b.
+std::optional<lowering> product_lowering(const fused_frame& f,
+                                         const std::vector<std::string>& out_shape) {
+  const graph& g = f.g;
+  const node* anchor = f.anchor;
+  const auto rank2 = [&](const std::string& v) {
+    for (const auto& in : g.inputs) {
+      if (in.value == v && !in.scalar) {
+        return in.shape.size() == 2 && task::is_floating(in.type);
+      }
+    }
+    const state_tensor* s = state_of(g, v);
+    return s != nullptr && s->shape.size() == 2 && task::is_floating(s->type);
   };
+  if (anchor->inputs.size() < 2 || !anchor->inputs[1].is_tensor() ||
+      !rank2(anchor->inputs[0].value) || !rank2(anchor->inputs[1].value)) {
+    return f.why(f.p.anchor, "operands that are not 2-D floating-point inputs or module state (the "
+                             "fused product takes x [M, K] times a matrix)");
+  }
+  lowering l;
+  l.fam = task::family::matmul;
+  l.roles[anchor->inputs[0].value] = "a";
+  l.roles[anchor->inputs[1].value] = "b";
+  task::matmul_params mp;
+  mp.trans_b = f.p.anchor == "nn.Linear"; // the weight is [out, in]
+  l.params = [mp](task::contract& c) { c.matmul = mp; };
+  const auto& xs = anchor->inputs[0].shape;
+  l.flops = fmt::format("2*{}*({})", product_expr(out_shape), xs.back());
+  return l;
+}
+
+// Kernel 0: the anchor's lowering (matmul or conv) named by the fused rule, and its epilogue in
+// the output tile (kb_op).
+struct anchor_part {
+  lowering l;
+  std::string math;
+};
+
+std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_frame& f) {
+  const graph& g = f.g;
+  const fusion_plan& p = f.p;
+  const node* anchor = f.anchor;
+  const bool gemm = f.gemm;
   const std::string index = gemm ? "n" : "channel";
   const std::string acc = gemm ? "acc" : "v";
   const std::vector<std::string>& out_shape = anchor->outputs[0].shape;
   std::string body;
   std::string main_leaf = acc;
-  if (p.anchor == "nn.Linear" && !operands.empty() && anchor->inputs.size() > 2 &&
-      operands[0] == anchor->inputs[2].value) {
+  if (p.anchor == "nn.Linear" && !f.operands.empty() && anchor->inputs.size() > 2 &&
+      f.operands[0] == anchor->inputs[2].value) {
     body += "    const A kb_acc = acc + kb::epi::at<A>(ops, 0, n);\n";
     main_leaf = "kb_acc";
   }
   const std::string anchor_out = anchor->outputs[0].value;
   const std::string kernel0_value =
-      kernels[0].epilogue != nullptr ? kernels[0].epilogue->value : anchor_out;
-  detail::pointwise pw(g, leaves_for(anchor_out, main_leaf, out_shape, index), out_shape);
-  if (!leaf_error.empty()) {
-    return why(p.anchor, leaf_error);
+      f.kernels[0].epilogue != nullptr ? f.kernels[0].epilogue->value : anchor_out;
+  epilogue_leaves leaves = f.leaves_for(anchor_out, main_leaf, out_shape, index);
+  detail::pointwise pw(g, std::move(leaves.leaves), out_shape);
+  if (!leaves.error.empty()) {
+    return f.why(p.anchor, leaves.error);
   }
   const auto e = pw.of(kernel0_value);
   if (!e) {
-    return why(p.steps.size() > 1 ? p.steps[1].ops.front() : p.anchor,
-               "the fused epilogue is not a pointwise expression (" + pw.why() + ")");
+    return f.why(p.steps.size() > 1 ? p.steps[1].ops.front() : p.anchor,
+                 "the fused epilogue is not a pointwise expression (" + pw.why() + ")");
   }
-  std::optional<lowering> base;
-  if (conv) {
-    base = conv_lowering(ctx, *anchor);
-    if (!base) {
-      return std::nullopt; // conv_lowering said why
-    }
-  } else {
-    // The product: x [M, K] (a forward input) times the weight transposed (Linear) or b.
-    const auto rank2 = [&](const std::string& v) {
-      for (const auto& in : g.inputs) {
-        if (in.value == v && !in.scalar) {
-          return in.shape.size() == 2 && task::is_floating(in.type);
-        }
-      }
-      const state_tensor* s = state_of(g, v);
-      return s != nullptr && s->shape.size() == 2 && task::is_floating(s->type);
-    };
-    if (anchor->inputs.size() < 2 || !anchor->inputs[1].is_tensor() ||
-        !rank2(anchor->inputs[0].value) || !rank2(anchor->inputs[1].value)) {
-      return why(p.anchor, "operands that are not 2-D floating-point inputs or module state (the "
-                           "fused product takes x [M, K] times a matrix)");
-    }
-    lowering l;
-    l.fam = task::family::matmul;
-    l.roles[anchor->inputs[0].value] = "a";
-    l.roles[anchor->inputs[1].value] = "b";
-    task::matmul_params mp;
-    mp.trans_b = p.anchor == "nn.Linear"; // the weight is [out, in]
-    l.params = [mp](task::contract& c) { c.matmul = mp; };
-    const auto& xs = anchor->inputs[0].shape;
-    l.flops = fmt::format("2*{}*({})", product_expr(out_shape), xs.back());
-    base = l;
+  const std::optional<lowering> base =
+      gemm ? product_lowering(f, out_shape) : conv_lowering(ctx, *anchor);
+  if (!base) {
+    return std::nullopt; // product_lowering or conv_lowering said why
   }
-  lowering l = *base;
+  anchor_part a{*base, ""};
+  lowering& l = a.l;
   const std::string anchor_name = p.steps.front().rule.substr(std::string("anchor:").size());
   const std::string ops = pw.ops();
   l.rule = fmt::format("{}:{}{}", gemm ? "matmul" : "conv", anchor_name,
@@ -779,312 +812,410 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
                                : "A v, int64_t channel, const kb::epi::operands& ops";
   const std::string unused = gemm ? "    (void)m;\n    (void)n;\n    (void)ops;\n"
                                   : "    (void)channel;\n    (void)ops;\n";
-  std::string anchor_math = "\ntemplate <class A> struct kb_op {\n  static KB_HD A epilogue(" + sig +
-                            ") {\n" + unused + body + "    return " + *e + ";\n  }\n};\n";
-  if (!chained) {
-    if (operands.size() > 8) {
-      return why(p.anchor, fmt::format("{} epilogue operands (at most 8)", operands.size()));
-    }
-    for (size_t k = 0; k < operands.size(); ++k) {
-      l.roles[operands[k]] = fmt::format("epilogue{}", k);
-    }
-    l.math = fused_header(l.rule, fmt::format("The fused chain after the {} in its output tile's "
-                                              "epilogue; operands by input role epilogue<k>.",
-                                              p.anchor)) +
-             anchor_math;
-    return l;
-  }
+  a.math = "\ntemplate <class A> struct kb_op {\n  static KB_HD A epilogue(" + sig + ") {\n" +
+           unused + body + "    return " + *e + ";\n  }\n};\n";
+  return a;
+}
 
-  // ---- the kernels after the anchor: the chain (kblaster/device/chain.cuh) --------------------
-  // Shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its step's input and 2k its output.
-  std::vector<std::vector<std::string>> shapes{out_shape};
-  std::string ops_math;  // the steps' family ops and the elementwise maps
-  std::string launches;  // kb_chain::launch's body after the anchor
-  std::vector<std::string> step_rules;
-  for (size_t k = 1; k < kernels.size(); ++k) {
-    const kernel_steps& ks = kernels[k];
-    const node* n = g.producer(ks.main->value);
-    const std::string op = ks.main->ops.front();
-    if (n == nullptr || n->inputs.empty()) {
-      return why(op, "a step without its node");
-    }
-    const std::vector<std::string>& in = n->inputs[0].shape;
-    std::vector<std::string> out;
-    for (const auto& o : n->outputs) {
-      if (o.value == ks.main->value) {
-        out = o.shape;
-      }
-    }
-    const size_t rank = in.size();
-    shapes.push_back(in);
-    shapes.push_back(out);
-    const int si = static_cast<int>(2 * k - 1);
-    const int so = static_cast<int>(2 * k);
-    const std::string rule = ks.main->rule.substr(ks.main->rule.find(':') + 1);
-    const std::string step = fmt::format("kb_step{}", k);
-    const std::string map = fmt::format("kb_map{}", k);
-    // What the map pass applies first: a norm's per-channel affine.
-    std::string affine;
-    // The family op's launch over x (the step's input) into y; `fold` is where the epilogue goes
-    // in the family op when it reads no operand.
-    enum class fam { reduce, normalize, pool } f = fam::reduce;
-    std::string config;
-    std::string raw;       // the step's value from the family's state (reduce) or stats (normalize)
-    std::string norm_body; // normalize: the state, stats, finalize
-    std::string views;     // code that reshapes x and y before the launch
-    std::string weight_in = "-1";
-    std::string bias_in = "-1";
-    std::string extra_inputs;
-    std::string reduce_name;
-    task::pool_params pool;
-    const auto span = [&](const std::vector<int>& dims) {
-      return std::pair<int, int>{dims.front(), dims.back() + 1};
-    };
-    const auto spatial = [&]() {
-      std::vector<int> d;
-      for (size_t i = 2; i < rank; ++i) {
-        d.push_back(static_cast<int>(i));
-      }
-      return d;
-    };
-    if (ks.main->kind == fuse_kind::reduce) {
-      reduce_name = short_name(n->op);
-      reduce_name = reduce_name == "amax" ? "max" : reduce_name == "amin" ? "min" : reduce_name;
-      if (reduce_name == "norm") {
-        return why(op, "a norm reduction after the anchor (its p is not lowered)");
-      }
-      if (!n->attr("dtype").is_none()) {
-        return why(op, "a reduction with a dtype");
-      }
-      const auto dims = reduced_axes(*n, rank);
-      if (!dims) {
-        return why(op, "the reduced axes are not one consecutive span (the reduce family reduces "
+// The operands' input roles (epilogue<k>) into `l`; false, with why, beyond 8 of them.
+bool assign_operand_roles(const fused_frame& f, lowering& l) {
+  if (f.operands.size() > 8) {
+    f.why(f.p.anchor, fmt::format("{} epilogue operands (at most 8)", f.operands.size()));
+    return false;
+  }
+  for (size_t k = 0; k < f.operands.size(); ++k) {
+    l.roles[f.operands[k]] = fmt::format("epilogue{}", k);
+  }
+  return true;
+}
+
+// ---- the kernels after the anchor: the chain (kblaster/device/chain.cuh) ----------------------
+
+// Kernel k >= 1 of the chain: its main step and that step's node.
+struct chain_step {
+  size_t k = 0;
+  const kernel_steps& ks;
+  const node& n;
+  std::string op;   // the op refusals name
+  std::string rule; // the step's rule without its kind ("layer_norm")
+  size_t rank = 0;  // of the step's input
+  int si = 0;       // the shape index of its input (2k-1; its output's is 2k)
+};
+
+// The family op of a chain step: its launch over x (the step's input) into y.
+enum class step_fam { reduce, normalize, pool };
+struct step_family {
+  step_fam f = step_fam::reduce;
+  std::string config;
+  std::string raw;       // the step's value from the family's state (reduce) or stats (normalize)
+  std::string norm_body; // normalize: the state, stats, finalize
+  std::string views;     // code that reshapes x and y before the launch
+  std::string weight_in = "-1";
+  std::string bias_in = "-1";
+  std::string extra_inputs;
+  std::string reduce_name;
+  std::string affine; // what the map pass applies first: a norm's per-channel affine
+};
+
+std::pair<int, int> span_of(const std::vector<int>& dims) {
+  return {dims.front(), dims.back() + 1};
+}
+
+std::vector<int> spatial_axes(size_t rank) {
+  std::vector<int> d;
+  for (size_t i = 2; i < rank; ++i) {
+    d.push_back(static_cast<int>(i));
+  }
+  return d;
+}
+
+std::optional<step_family> reduce_family(const fused_frame& f, const chain_step& s) {
+  const node& n = s.n;
+  step_family out;
+  out.reduce_name = short_name(n.op);
+  out.reduce_name = out.reduce_name == "amax"   ? "max"
+                    : out.reduce_name == "amin" ? "min"
+                                                : out.reduce_name;
+  if (out.reduce_name == "norm") {
+    return f.why(s.op, "a norm reduction after the anchor (its p is not lowered)");
+  }
+  if (!n.attr("dtype").is_none()) {
+    return f.why(s.op, "a reduction with a dtype");
+  }
+  const auto dims = reduced_axes(n, s.rank);
+  if (!dims) {
+    return f.why(s.op, "the reduced axes are not one consecutive span (the reduce family reduces "
                        "[outer, extent, inner])");
-      }
-      const auto [b, e2] = span(*dims);
-      config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
-    } else if (ks.main->kind == fuse_kind::softmax) {
-      f = fam::normalize;
-      const auto dims = reduced_axes(*n, rank);
-      if (!dims || dims->size() != 1 || !n->attr("dtype").is_none()) {
-        return why(op, "a softmax over other than one dim");
-      }
-      const auto [b, e2] = span(*dims);
-      config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
-      norm_body = "  using state = typename kb_online_softmax<A>::state;\n"
+  }
+  const auto [b, e2] = span_of(*dims);
+  out.config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
+  return out;
+}
+
+std::optional<step_family> softmax_family(const fused_frame& f, const chain_step& s) {
+  const node& n = s.n;
+  step_family out;
+  out.f = step_fam::normalize;
+  const auto dims = reduced_axes(n, s.rank);
+  if (!dims || dims->size() != 1 || !n.attr("dtype").is_none()) {
+    return f.why(s.op, "a softmax over other than one dim");
+  }
+  const auto [b, e2] = span_of(*dims);
+  out.config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+  out.norm_body = "  using state = typename kb_online_softmax<A>::state;\n"
                   "  struct stats {\n    A max;\n    A s;\n  };\n"
                   "  static KB_HD state init() { return kb_online_softmax<A>::init(); }\n"
                   "  static KB_HD state accumulate(state s, A x) { return "
                   "kb_online_softmax<A>::accumulate(s, x); }\n"
                   "  static KB_HD state combine(state a, state b) { return "
                   "kb_online_softmax<A>::combine(a, b); }\n";
-      if (rule == "log_softmax") {
-        norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
+  if (s.rule == "log_softmax") {
+    out.norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
                      "{s.max, kb::fn::log(s.sum)}; }\n";
-        raw = "x - st.max - st.s";
-      } else {
-        norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
+    out.raw = "x - st.max - st.s";
+  } else {
+    out.norm_body += "  static KB_HD stats finalize(state s, int64_t, const double*) { return "
                      "{s.max, A(1) / s.sum}; }\n";
-        raw = "kb::fn::exp(x - st.max) * st.s";
-      }
-    } else if (ks.main->kind == fuse_kind::norm) {
-      f = fam::normalize;
-      const double eps = n->attr("eps").number().value_or(1e-5);
-      norm_body = std::string(welford_body) +
+    out.raw = "kb::fn::exp(x - st.max) * st.s";
+  }
+  return out;
+}
+
+// LayerNorm over its normalized_shape, with its weight and bias (module state) as the family's
+// inputs.
+std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s, step_family out) {
+  const node& n = s.n;
+  const auto ns = n.attr("normalized_shape").integers();
+  if (!ns || ns->empty() || ns->size() > s.rank) {
+    return f.why(s.op, "a LayerNorm without its normalized_shape");
+  }
+  const auto w = f.state_operand(n, 1);
+  const auto bi = f.state_operand(n, 2);
+  if (n.inputs.size() > 1 && !w) {
+    return f.why(s.op, "a LayerNorm weight that is not module state");
+  }
+  if (w) {
+    out.weight_in = "1";
+    out.extra_inputs += fmt::format("a->inputs[cfg.epi[{}]]", *w);
+    out.raw = "(x - st.mean) * st.rstd * weight";
+  }
+  if (bi) {
+    out.bias_in = w ? "2" : "1";
+    out.extra_inputs += fmt::format("{}a->inputs[cfg.epi[{}]]", w ? ", " : "", *bi);
+    out.raw += " + bias";
+  }
+  out.config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", s.rank - ns->size(),
+                           s.rank, out.weight_in, out.bias_in);
+  return out;
+}
+
+// GroupNorm (over [N, groups, C / groups x spatial]) or InstanceNorm (over the spatial axes),
+// their affine applied per channel in the map pass.
+std::optional<step_family> channel_norm_family(fused_frame& f, const chain_step& s,
+                                               step_family out) {
+  const node& n = s.n;
+  const std::string& rule = s.rule;
+  if (s.rank < (rule == "group_norm" ? 2u : 3u)) {
+    return f.why(s.op, "a group norm of a tensor without channels, or an instance norm of one "
+                       "without spatial dims");
+  }
+  if (rule == "instance_norm" && n.attr("track_running_stats").boolean().value_or(false)) {
+    return f.why(s.op, "an instance norm with running statistics");
+  }
+  const bool aff = n.attr("affine").boolean().value_or(rule == "group_norm");
+  if (aff) {
+    const auto w = f.state_operand(n, 1);
+    const auto bi = f.state_operand(n, 2);
+    if (!w || !bi) {
+      return f.why(s.op, "an affine norm whose weight and bias are not module state");
+    }
+    out.affine = fmt::format("v * kb::epi::at<A>(ops, {}, channel) + kb::epi::at<A>(ops, {}, "
+                             "channel)",
+                             *w, *bi);
+  }
+  if (rule == "group_norm") {
+    const auto groups = n.attr("num_groups").integer();
+    if (!groups || *groups < 1) {
+      return f.why(s.op, "a GroupNorm without num_groups");
+    }
+    // x and y viewed as [N, groups, C / groups x spatial], normalized over the last axis.
+    out.views = fmt::format(
+        "      if (s[{0}][1] % {1} != 0) {{\n        return -1;\n      }}\n"
+        "      const int64_t gs[3] = {{s[{0}][0], {1}, kb::chain::count(s[{0}], rank[{0}]) / "
+        "(s[{0}][0] * {1})}};\n"
+        "      x = kb::chain::dense(x.data, gs, 3);\n"
+        "      y = kb::chain::dense(y.data, gs, 3);\n",
+        s.si, *groups);
+    out.config = "kb::normalize::config{2, 3, 0, -1, -1}";
+  } else {
+    const auto [b, e2] = span_of(spatial_axes(s.rank));
+    out.config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+  }
+  return out;
+}
+
+std::optional<step_family> norm_family(fused_frame& f, const chain_step& s) {
+  step_family out;
+  out.f = step_fam::normalize;
+  const double eps = s.n.attr("eps").number().value_or(1e-5);
+  out.norm_body = std::string(welford_body) +
                   fmt::format("  static KB_HD stats finalize(state s, int64_t, const double*) {{\n"
                               "    return {{s.mean, A(1) / kb::fn::sqrt(s.m2 / s.count + {})}};\n"
                               "  }}\n",
                               number(eps));
-      raw = "(x - st.mean) * st.rstd";
-      const auto tensor_operand = [&](size_t i) -> std::optional<int> {
-        if (n->inputs.size() <= i || !n->inputs[i].is_tensor()) {
-          return std::nullopt;
-        }
-        const auto lf = leaf_of(g, n->inputs[i].value, chain_input);
-        if (!lf || state_of(g, lf->base) == nullptr || !task::is_floating(lf->type)) {
-          return std::nullopt;
-        }
-        return operand(lf->base);
-      };
-      if (rule == "layer_norm") {
-        const auto ns = n->attr("normalized_shape").integers();
-        if (!ns || ns->empty() || ns->size() > rank) {
-          return why(op, "a LayerNorm without its normalized_shape");
-        }
-        config = fmt::format("kb::normalize::config{{{}, {}, 0, {{W}}, {{B}}}}", rank - ns->size(),
-                             rank);
-        const auto w = tensor_operand(1);
-        const auto bi = tensor_operand(2);
-        if (n->inputs.size() > 1 && !w) {
-          return why(op, "a LayerNorm weight that is not module state");
-        }
-        if (w) {
-          weight_in = "1";
-          extra_inputs += fmt::format("a->inputs[cfg.epi[{}]]", *w);
-          raw = "(x - st.mean) * st.rstd * weight";
-        }
-        if (bi) {
-          bias_in = w ? "2" : "1";
-          extra_inputs += fmt::format("{}a->inputs[cfg.epi[{}]]", w ? ", " : "", *bi);
-          raw += " + bias";
-        }
-        config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", rank - ns->size(), rank,
-                             weight_in, bias_in);
-      } else if (rule == "group_norm" || rule == "instance_norm") {
-        if (rank < (rule == "group_norm" ? 2u : 3u)) {
-          return why(op, "a group norm of a tensor without channels, or an instance norm of one "
-                         "without spatial dims");
-        }
-        if (rule == "instance_norm" && n->attr("track_running_stats").boolean().value_or(false)) {
-          return why(op, "an instance norm with running statistics");
-        }
-        const bool aff = n->attr("affine").boolean().value_or(rule == "group_norm");
-        if (aff) {
-          const auto w = tensor_operand(1);
-          const auto bi = tensor_operand(2);
-          if (!w || !bi) {
-            return why(op, "an affine norm whose weight and bias are not module state");
-          }
-          affine = fmt::format("v * kb::epi::at<A>(ops, {}, channel) + kb::epi::at<A>(ops, {}, "
-                               "channel)",
-                               *w, *bi);
-        }
-        if (rule == "group_norm") {
-          const auto groups = n->attr("num_groups").integer();
-          if (!groups || *groups < 1) {
-            return why(op, "a GroupNorm without num_groups");
-          }
-          // x and y viewed as [N, groups, C / groups x spatial], normalized over the last axis.
-          views = fmt::format(
-              "      if (s[{0}][1] % {1} != 0) {{\n        return -1;\n      }}\n"
-              "      const int64_t gs[3] = {{s[{0}][0], {1}, kb::chain::count(s[{0}], rank[{0}]) / "
-              "(s[{0}][0] * {1})}};\n"
-              "      x = kb::chain::dense(x.data, gs, 3);\n"
-              "      y = kb::chain::dense(y.data, gs, 3);\n",
-              si, *groups);
-          config = "kb::normalize::config{2, 3, 0, -1, -1}";
-        } else {
-          const auto [b, e2] = span(spatial());
-          config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
-        }
-      } else {
-        return why(op, "batch statistics per channel over the batch and spatial axes (0 and "
-                       "2..): not one consecutive span of reduced axes");
-      }
-    } else if (ks.main->kind == fuse_kind::pool) {
-      const std::string module = n->op.substr(3);
-      const bool adaptive = starts_with(module, "Adaptive");
-      if (adaptive) {
-        const auto size = n->attr("output_size").integers();
-        if (!size || std::any_of(size->begin(), size->end(), [](int64_t v) { return v != 1; })) {
-          return why(op, "an adaptive pooling to other than one value per channel");
-        }
-        reduce_name = starts_with(module, "AdaptiveMax") ? "max" : "mean";
-        const auto [b, e2] = span(spatial());
-        config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
-      } else {
-        f = fam::pool;
-        const int prank = static_cast<int>(module.back() == 'd' ? module[module.size() - 2] - '0' : 0);
-        if (prank < 1 || prank > 3 || rank != static_cast<size_t>(prank) + 2) {
-          return why(op, "a pooling of another rank than the tensor's spatial dims");
-        }
-        std::string bad;
-        const auto pp = pool_params_of(*n, prank, &bad);
-        if (!pp) {
-          return why(op, bad);
-        }
-        pool = *pp;
-        config = pool_config(pool);
-      }
-    } else {
-      return why(op, "a step the chain does not lower");
-    }
-    // The epilogue after the step: folded into the family op when it reads no operand and no
-    // affine comes first, else an elementwise map pass with the channel.
-    const std::string kernel_value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
-    std::string post = "v";
-    std::string post_ops;
-    if (ks.epilogue != nullptr || !affine.empty()) {
-      const bool viewed = ks.epilogue != nullptr && ks.epilogue_input != ks.main->value;
-      if (viewed && !affine.empty()) {
-        return why(op, "a view between a norm's affine and its epilogue");
-      }
-      detail::pointwise tail(
-          g,
-          leaves_for(viewed ? ks.epilogue_input : ks.main->value, affine.empty() ? "v" : "kb_v",
-                     out, "channel"),
-          viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
-      if (!leaf_error.empty()) {
-        return why(op, leaf_error);
-      }
-      const auto te = tail.of(kernel_value);
-      if (!te) {
-        return why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : op,
-                   "the epilogue after " + ks.main->rule + " is not a pointwise expression (" +
-                       tail.why() + ")");
-      }
-      post = *te;
-      post_ops = ks.epilogue != nullptr ? tail.ops() : "";
-    }
-    const bool mapped = !affine.empty() || post.find("kb::epi::at") != std::string::npos;
-    const std::string folded = mapped ? "v" : post;
-    if (f == fam::reduce) {
-      ops_math += "\n" + reduce_op(step, reduce_name, folded);
-    } else if (f == fam::normalize) {
-      ops_math += "\ntemplate <class A> struct " + step + " {\n" + norm_body +
-                  "  static KB_HD A apply(A x, const stats& st, A weight, A bias) {\n"
-                  "    (void)weight;\n    (void)bias;\n    const A v = " + raw + ";\n    return " +
-                  folded + ";\n  }\n};\n";
-    } else {
-      ops_math += "\ntemplate <class A> struct " + step + " {\n"
-                  "  static KB_HD A epilogue(A v, const double*) { return " + folded + "; }\n};\n";
-    }
-    if (mapped) {
-      ops_math += "\ntemplate <class A> struct " + map + " {\n"
-                  "  static KB_HD A map(A v, int64_t channel, const kb::epi::operands& ops) {\n"
-                  "    (void)channel;\n    (void)ops;\n" +
-                  (affine.empty() ? std::string() : "    const A kb_v = " + affine + ";\n") +
-                  "    return " + post + ";\n  }\n};\n";
-    }
-    const std::string family = f == fam::reduce ? "reduce" : f == fam::normalize ? "normalize" : "pool";
-    launches += fmt::format(
-        "    {{ // kernel {0}: {1}\n"
-        "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
-        "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
-        "{5}"
-        "      const kb_tensor in[] = {{x{6}}};\n"
-        "      const kb_args sa = kb::chain::step_args(a, in, {7}, &y);\n"
-        "      rc = kb::{8}::launch_naive<{9}, float, true>(&sa, {10});\n"
-        "      if (rc != 0) {{\n        return rc;\n      }}\n",
-        k, ks.main->rule, k - 1, si, so, views, extra_inputs.empty() ? "" : ", " + extra_inputs,
-        1 + (weight_in != "-1" ? 1 : 0) + (bias_in != "-1" ? 1 : 0), family, step, config);
-    if (mapped) {
-      launches += fmt::format(
-          "      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
-          "ops);\n      if (rc != 0) {{\n        return rc;\n      }}\n",
-          map, k, so, so);
-    }
-    launches += "    }\n";
-    std::string name = rule;
-    if (reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
-      name += "(mean)";
-    }
-    step_rules.push_back(name + (post_ops.empty() || post_ops == "identity" ? "" : "+" + post_ops));
+  out.raw = "(x - st.mean) * st.rstd";
+  if (s.rule == "layer_norm") {
+    return layer_norm_family(f, s, std::move(out));
   }
-  if (operands.size() > 8) {
-    return why(p.anchor, fmt::format("{} epilogue operands (at most 8)", operands.size()));
+  if (s.rule == "group_norm" || s.rule == "instance_norm") {
+    return channel_norm_family(f, s, std::move(out));
   }
-  for (size_t k = 0; k < operands.size(); ++k) {
-    l.roles[operands[k]] = fmt::format("epilogue{}", k);
+  return f.why(s.op, "batch statistics per channel over the batch and spatial axes (0 and "
+                     "2..): not one consecutive span of reduced axes");
+}
+
+std::optional<step_family> pool_family(const fused_frame& f, const chain_step& s) {
+  const node& n = s.n;
+  step_family out;
+  const std::string module = n.op.substr(3);
+  const bool adaptive = starts_with(module, "Adaptive");
+  if (adaptive) {
+    const auto size = n.attr("output_size").integers();
+    if (!size || std::any_of(size->begin(), size->end(), [](int64_t v) { return v != 1; })) {
+      return f.why(s.op, "an adaptive pooling to other than one value per channel");
+    }
+    out.reduce_name = starts_with(module, "AdaptiveMax") ? "max" : "mean";
+    const auto [b, e2] = span_of(spatial_axes(s.rank));
+    out.config = fmt::format("kb::reduce::config{{{}, {}, 0}}", b, e2);
+    return out;
   }
-  // The dims the shapes read, bound from the tensors of the call: the anchor's input and weight
-  // (or b), the operands and the output.
-  struct source {
-    std::string tensor; // C++ for the kb_tensor
-    std::string index;  // C++ for its input index, "" for the output
-    std::vector<std::string> shape;
-  };
-  std::vector<source> sources;
+  out.f = step_fam::pool;
+  const int prank = static_cast<int>(module.back() == 'd' ? module[module.size() - 2] - '0' : 0);
+  if (prank < 1 || prank > 3 || s.rank != static_cast<size_t>(prank) + 2) {
+    return f.why(s.op, "a pooling of another rank than the tensor's spatial dims");
+  }
+  std::string bad;
+  const auto pp = pool_params_of(n, prank, &bad);
+  if (!pp) {
+    return f.why(s.op, bad);
+  }
+  out.config = pool_config(*pp);
+  return out;
+}
+
+// The epilogue after a step, over its value v (`post`), and the ops it applies (`post_ops`).
+struct step_epilogue {
+  std::string post = "v";
+  std::string post_ops;
+};
+
+// The epilogue after the step: folded into the family op when it reads no operand and no
+// affine comes first, else an elementwise map pass with the channel.
+std::optional<step_epilogue> epilogue_of_step(const fused_frame& f, const chain_step& s,
+                                              const std::vector<std::string>& out,
+                                              const std::string& affine) {
+  const kernel_steps& ks = s.ks;
+  const std::string kernel_value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
+  step_epilogue e;
+  if (ks.epilogue == nullptr && affine.empty()) {
+    return e;
+  }
+  const bool viewed = ks.epilogue != nullptr && ks.epilogue_input != ks.main->value;
+  if (viewed && !affine.empty()) {
+    return f.why(s.op, "a view between a norm's affine and its epilogue");
+  }
+  epilogue_leaves leaves = f.leaves_for(viewed ? ks.epilogue_input : ks.main->value,
+                                        affine.empty() ? "v" : "kb_v", out, "channel");
+  detail::pointwise tail(f.g, std::move(leaves.leaves),
+                         viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
+  if (!leaves.error.empty()) {
+    return f.why(s.op, leaves.error);
+  }
+  const auto te = tail.of(kernel_value);
+  if (!te) {
+    return f.why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : s.op,
+                 "the epilogue after " + ks.main->rule + " is not a pointwise expression (" +
+                     tail.why() + ")");
+  }
+  e.post = *te;
+  e.post_ops = ks.epilogue != nullptr ? tail.ops() : "";
+  return e;
+}
+
+// The step's family op (kb_step<k>) and, when `mapped`, its map pass (kb_map<k>).
+std::string step_ops_math(const chain_step& s, const step_family& fam, const step_epilogue& e,
+                          bool mapped) {
+  const std::string step = fmt::format("kb_step{}", s.k);
+  const std::string map = fmt::format("kb_map{}", s.k);
+  const std::string folded = mapped ? "v" : e.post;
+  std::string ops_math;
+  if (fam.f == step_fam::reduce) {
+    ops_math += "\n" + reduce_op(step, fam.reduce_name, folded);
+  } else if (fam.f == step_fam::normalize) {
+    ops_math += "\ntemplate <class A> struct " + step + " {\n" + fam.norm_body +
+                "  static KB_HD A apply(A x, const stats& st, A weight, A bias) {\n"
+                "    (void)weight;\n    (void)bias;\n    const A v = " +
+                fam.raw + ";\n    return " + folded + ";\n  }\n};\n";
+  } else {
+    ops_math += "\ntemplate <class A> struct " + step +
+                " {\n"
+                "  static KB_HD A epilogue(A v, const double*) { return " +
+                folded + "; }\n};\n";
+  }
+  if (mapped) {
+    ops_math += "\ntemplate <class A> struct " + map +
+                " {\n"
+                "  static KB_HD A map(A v, int64_t channel, const kb::epi::operands& ops) {\n"
+                "    (void)channel;\n    (void)ops;\n" +
+                (fam.affine.empty() ? std::string() : "    const A kb_v = " + fam.affine + ";\n") +
+                "    return " + e.post + ";\n  }\n};\n";
+  }
+  return ops_math;
+}
+
+// The step's block of kb_chain::launch: the family op from buffer k-1 into buffer k, then the
+// map pass in place when `mapped`.
+std::string step_launch(const chain_step& s, const step_family& fam, bool mapped) {
+  const size_t k = s.k;
+  const int so = s.si + 1;
+  const std::string family = fam.f == step_fam::reduce      ? "reduce"
+                             : fam.f == step_fam::normalize ? "normalize"
+                                                            : "pool";
+  std::string launch =
+      fmt::format("    {{ // kernel {0}: {1}\n"
+                  "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
+                  "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
+                  "{5}"
+                  "      const kb_tensor in[] = {{x{6}}};\n"
+                  "      const kb_args sa = kb::chain::step_args(a, in, {7}, &y);\n"
+                  "      rc = kb::{8}::launch_naive<{9}, float, true>(&sa, {10});\n"
+                  "      if (rc != 0) {{\n        return rc;\n      }}\n",
+                  k, s.ks.main->rule, k - 1, s.si, so, fam.views,
+                  fam.extra_inputs.empty() ? "" : ", " + fam.extra_inputs,
+                  1 + (fam.weight_in != "-1" ? 1 : 0) + (fam.bias_in != "-1" ? 1 : 0), family,
+                  fmt::format("kb_step{}", k), fam.config);
+  if (mapped) {
+    launch += fmt::format(
+        "      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
+        "ops);\n      if (rc != 0) {{\n        return rc;\n      }}\n",
+        fmt::format("kb_map{}", k), k, so, so);
+  }
+  launch += "    }\n";
+  return launch;
+}
+
+// A chain step's part of the lowering: its input and output shapes, its ops, its launch block
+// and its name in the rule.
+struct chain_step_code {
+  std::vector<std::string> in_shape;
+  std::vector<std::string> out_shape;
+  std::string ops_math;
+  std::string launch;
+  std::string rule;
+};
+
+std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
+  const kernel_steps& ks = f.kernels[k];
+  const node* n = f.g.producer(ks.main->value);
+  const std::string op = ks.main->ops.front();
+  if (n == nullptr || n->inputs.empty()) {
+    return f.why(op, "a step without its node");
+  }
+  chain_step_code code;
+  code.in_shape = n->inputs[0].shape;
+  for (const auto& o : n->outputs) {
+    if (o.value == ks.main->value) {
+      code.out_shape = o.shape;
+    }
+  }
+  const chain_step s{k,
+                     ks,
+                     *n,
+                     op,
+                     ks.main->rule.substr(ks.main->rule.find(':') + 1),
+                     code.in_shape.size(),
+                     static_cast<int>(2 * k - 1)};
+  std::optional<step_family> fam;
+  if (ks.main->kind == fuse_kind::reduce) {
+    fam = reduce_family(f, s);
+  } else if (ks.main->kind == fuse_kind::softmax) {
+    fam = softmax_family(f, s);
+  } else if (ks.main->kind == fuse_kind::norm) {
+    fam = norm_family(f, s);
+  } else if (ks.main->kind == fuse_kind::pool) {
+    fam = pool_family(f, s);
+  } else {
+    return f.why(op, "a step the chain does not lower");
+  }
+  if (!fam) {
+    return std::nullopt;
+  }
+  const auto e = epilogue_of_step(f, s, code.out_shape, fam->affine);
+  if (!e) {
+    return std::nullopt;
+  }
+  const bool mapped = !fam->affine.empty() || e->post.find("kb::epi::at") != std::string::npos;
+  code.ops_math = step_ops_math(s, *fam, *e, mapped);
+  code.launch = step_launch(s, *fam, mapped);
+  std::string name = s.rule;
+  if (fam->reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
+    name += "(mean)";
+  }
+  code.rule = name + (e->post_ops.empty() || e->post_ops == "identity" ? "" : "+" + e->post_ops);
+  return code;
+}
+
+// A tensor of the call the chain's dims are read from.
+struct shape_source {
+  std::string tensor; // C++ for the kb_tensor
+  std::string index;  // C++ for its input index, "" for the output
+  std::vector<std::string> shape;
+};
+
+// The anchor's input and weight (or b), the operands and the output.
+std::vector<shape_source> shape_sources(const fused_frame& f, const std::string& xi,
+                                        const std::string& wi) {
+  const graph& g = f.g;
   const auto shape_of_value = [&](const std::string& v) -> std::vector<std::string> {
     if (const state_tensor* st = state_of(g, v)) {
       return st->shape;
@@ -1096,15 +1227,28 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     }
     return {};
   };
-  const std::string xi = gemm ? "cfg.a" : "cfg.x";
-  const std::string wi = gemm ? "cfg.b" : "cfg.weight";
-  sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(anchor->inputs[0].value)});
-  sources.push_back({"a->inputs[" + wi + "]", wi, shape_of_value(anchor->inputs[1].value)});
-  for (size_t k = 0; k < operands.size(); ++k) {
+  std::vector<shape_source> sources;
+  sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(f.anchor->inputs[0].value)});
+  sources.push_back({"a->inputs[" + wi + "]", wi, shape_of_value(f.anchor->inputs[1].value)});
+  for (size_t k = 0; k < f.operands.size(); ++k) {
     const std::string idx = fmt::format("cfg.epi[{}]", k);
-    sources.push_back({"a->inputs[" + idx + "]", idx, shape_of_value(operands[k])});
+    sources.push_back({"a->inputs[" + idx + "]", idx, shape_of_value(f.operands[k])});
   }
   sources.push_back({"a->outputs[0]", "", g.outputs[0].shape});
+  return sources;
+}
+
+// kb_chain::shapes' body: `bind` reads the dims the shapes need from the tensors of the call,
+// `fill` computes every shape; `ranks` are the shapes' ranks.
+struct shape_binding {
+  std::string bind;
+  std::string fill;
+  std::vector<std::string> ranks;
+};
+
+std::optional<shape_binding> bind_shapes(const fused_frame& f,
+                                         const std::vector<std::vector<std::string>>& shapes,
+                                         const std::vector<shape_source>& sources) {
   std::set<std::string> needed;
   std::vector<std::vector<std::string>> exprs;
   for (const auto& sh : shapes) {
@@ -1112,16 +1256,16 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     for (const auto& d : sh) {
       const auto ce = dim_expr(d, &needed);
       if (!ce) {
-        return why(p.anchor, "a shape expression the chain cannot evaluate: " + d);
+        return f.why(f.p.anchor, "a shape expression the chain cannot evaluate: " + d);
       }
       row.push_back(*ce);
     }
     if (row.empty() || row.size() > 8) {
-      return why(p.anchor, "an intermediate of rank 0 or above 8");
+      return f.why(f.p.anchor, "an intermediate of rank 0 or above 8");
     }
     exprs.push_back(row);
   }
-  std::string bind;
+  shape_binding out;
   std::set<std::string> bound;
   for (const auto& src : sources) {
     std::string lines;
@@ -1137,25 +1281,30 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     const std::string valid =
         src.index.empty() ? "a->num_outputs >= 1"
                           : fmt::format("{0} >= 0 && {0} < a->num_inputs", src.index);
-    bind += fmt::format("    if (!({}) || {}.ndim != {}) {{\n      return -1;\n    }}\n{}", valid,
-                        src.tensor, src.shape.size(), lines);
+    out.bind += fmt::format("    if (!({}) || {}.ndim != {}) {{\n      return -1;\n    }}\n{}",
+                            valid, src.tensor, src.shape.size(), lines);
   }
   for (const auto& name : needed) {
     if (bound.count(name) == 0) {
-      return why(p.anchor, "the dim " + name + " of an intermediate is not read from a tensor of "
-                           "the call");
+      return f.why(f.p.anchor, "the dim " + name +
+                                   " of an intermediate is not read from a tensor "
+                                   "of the call");
     }
   }
-  std::string fill;
-  std::vector<std::string> ranks;
   for (size_t i = 0; i < exprs.size(); ++i) {
-    ranks.push_back(std::to_string(exprs[i].size()));
+    out.ranks.push_back(std::to_string(exprs[i].size()));
     for (size_t d = 0; d < exprs[i].size(); ++d) {
-      fill += fmt::format("    s[{}][{}] = {};\n", i, d, exprs[i][d]);
+      out.fill += fmt::format("    s[{}][{}] = {};\n", i, d, exprs[i][d]);
     }
   }
-  const size_t K = kernels.size();
-  const std::string chain_math = fmt::format(
+  return out;
+}
+
+// The chain's code (kb_chain) over `count` shapes bound by `b`: the anchor into buffer 0, then
+// the steps' `launches`.
+std::string chain_code(size_t K, size_t count, const shape_binding& b, const std::string& xi,
+                       const std::string& launches) {
+  return fmt::format(
       R"(
 #if defined(__CUDACC__)
 #include <kblaster/device/chain.cuh>
@@ -1264,9 +1413,94 @@ struct kb_chain {{
 }};
 #endif
 )",
-      fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", shapes.size()),
-      fmt::arg("ranks", fmt::join(ranks, ", ")), fmt::arg("bind", bind), fmt::arg("fill", fill),
-      fmt::arg("xi", xi), fmt::arg("launches", launches));
+      fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count),
+      fmt::arg("ranks", fmt::join(b.ranks, ", ")), fmt::arg("bind", b.bind),
+      fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches));
+}
+
+} // namespace
+
+std::optional<lowering> fused_lowering(const rule_context& ctx) {
+  const graph& g = ctx.g;
+  const fusion_plan p = plan_fusion(g);
+  if (p.anchor.empty()) {
+    return std::nullopt; // no anchor: the other rules say why
+  }
+  const refusal why{ctx};
+  if (!p.ok()) {
+    const auto& i = p.problems.front();
+    return why(i.op, "fusion plan: " + to_string(i.why) + " (" + i.detail + ")");
+  }
+  auto kernels = kernels_of(p, why);
+  if (!kernels) {
+    return std::nullopt;
+  }
+  const bool chained = p.kernels > 1;
+  const node* anchor = g.producer(p.steps.front().value);
+  const bool gemm = p.anchor == "nn.Linear" || p.anchor == "torch.matmul" || p.anchor == "torch.mm";
+  const bool conv = starts_with(p.anchor, "nn.Conv");
+  if (!gemm && !conv) {
+    return why(p.anchor, "a fused chain on " + p.anchor +
+                             ": the matmul family's epilogue takes "
+                             "Linear and 2-D products, conv's the convolutions");
+  }
+  fused_frame f{g, p, why, std::move(*kernels), anchor, gemm, anchor->inputs[0].value, {}};
+  if (p.anchor == "nn.Linear" && anchor->inputs.size() > 2 && anchor->inputs[2].is_tensor()) {
+    f.operand(anchor->inputs[2].value); // the Linear's bias: operand 0
+  }
+  for (const auto& k : f.kernels) {
+    if (k.epilogue != nullptr) {
+      for (const auto& o : k.epilogue->operands) {
+        f.operand(o);
+      }
+    }
+  }
+  auto anchor_code = lower_anchor(ctx, f);
+  if (!anchor_code) {
+    return std::nullopt;
+  }
+  lowering l = std::move(anchor_code->l);
+  const std::string& anchor_math = anchor_code->math;
+  if (!chained) {
+    if (!assign_operand_roles(f, l)) {
+      return std::nullopt;
+    }
+    l.math = fused_header(l.rule, fmt::format("The fused chain after the {} in its output tile's "
+                                              "epilogue; operands by input role epilogue<k>.",
+                                              p.anchor)) +
+             anchor_math;
+    return l;
+  }
+
+  // The kernels after the anchor. Shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its
+  // step's input and 2k its output.
+  std::vector<std::vector<std::string>> shapes{anchor->outputs[0].shape};
+  std::string ops_math; // the steps' family ops and the elementwise maps
+  std::string launches; // kb_chain::launch's body after the anchor
+  std::vector<std::string> step_rules;
+  for (size_t k = 1; k < f.kernels.size(); ++k) {
+    const auto step = lower_chain_step(f, k);
+    if (!step) {
+      return std::nullopt;
+    }
+    shapes.push_back(step->in_shape);
+    shapes.push_back(step->out_shape);
+    ops_math += step->ops_math;
+    launches += step->launch;
+    step_rules.push_back(step->rule);
+  }
+  if (!assign_operand_roles(f, l)) {
+    return std::nullopt;
+  }
+  // The dims the shapes read, bound from the tensors of the call.
+  const std::string xi = gemm ? "cfg.a" : "cfg.x";
+  const std::string wi = gemm ? "cfg.b" : "cfg.weight";
+  const auto binding = bind_shapes(f, shapes, shape_sources(f, xi, wi));
+  if (!binding) {
+    return std::nullopt;
+  }
+  const size_t K = f.kernels.size();
+  const std::string chain_math = chain_code(K, shapes.size(), *binding, xi, launches);
   l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));
   l.math = fused_header(l.rule,
                         fmt::format("A chain of {} kernels: the {} with its epilogue in the output "
@@ -1276,6 +1510,5 @@ struct kb_chain {{
            "#include <kblaster/device/online_softmax.cuh>\n" + anchor_math + ops_math + chain_math;
   return l;
 }
-
 
 } // namespace kb::graph

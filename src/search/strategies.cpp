@@ -62,12 +62,11 @@ const std::string vector_text = "bytes per load and store (16: one 128-bit acces
                                 "pointers and the row length allow, "
                                 "else scalar accesses)";
 
-std::vector<strategy> make_library() {
-  std::vector<strategy> lib;
+// The elementwise strategies.
+void add_elementwise_strategies(std::vector<strategy>& lib) {
   const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
   using task::family;
 
-  // ---- elementwise ------------------------------------------------------------------------------
   add({"elementwise.vectorized",
        family::elementwise,
        "Each thread maps `unroll` vectors of vector_bytes per step (all loads issued before the "
@@ -97,8 +96,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/elementwise.cuh",
        "kb::strategies::elementwise::vectorized",
        false});
+}
 
-  // ---- normalize --------------------------------------------------------------------------------
+// The normalize strategies.
+void add_normalize_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   const param_axis row_cache =
       names("cache", {"none", "registers", "shared"}, "kb::strategies::row_cache",
             "where the row waits between statistics and output: none (read twice), registers "
@@ -218,8 +222,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/normalize.cuh",
        "kb::strategies::normalize::columns",
        false});
+}
 
-  // ---- reduce -----------------------------------------------------------------------------------
+// The reduce strategies: along a contiguous axis (rows) or a strided one (columns).
+void add_reduce_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"reduce.rows",
        family::reduce,
        "A warp (threads_per_row = 32) or a block per contiguous row, vector loads, `accumulators` "
@@ -319,8 +328,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/reduce.cuh",
        "kb::strategies::reduce::split_columns",
        true});
+}
 
-  // ---- loss -------------------------------------------------------------------------------------
+// The loss strategies.
+void add_loss_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"loss.warp_row",
        family::loss,
        "A warp per row: one pass of vector loads with the online state, the target's logit "
@@ -392,8 +406,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/loss.cuh",
        "kb::strategies::loss::pointwise",
        true});
+}
 
-  // ---- matmul -----------------------------------------------------------------------------------
+// The dense matmul strategies.
+void add_matmul_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"matmul.matvec",
        family::matmul,
        "A block per `rows` rows of A and one column of B over a chunk of K: each thread loads one "
@@ -494,7 +513,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::tiled",
        true});
-  // ---- argreduce ---------------------------------------------------------------------------------
+}
+
+// The argreduce strategies.
+void add_argreduce_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"argreduce.rows",
        family::argreduce,
        "A warp (threads_per_row = 32) or a block per row of the reduced axis: vector loads with "
@@ -529,8 +554,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/argreduce.cuh",
        "kb::strategies::argreduce::by_columns",
        false});
+}
 
-  // ---- pool -------------------------------------------------------------------------------------
+// The pool strategies.
+void add_pool_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"pool.direct",
        family::pool,
        "A thread per output column and rows_per_thread consecutive output rows: a warp covers 32 "
@@ -565,8 +595,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/pool.cuh",
        "kb::strategies::pool::tiled",
        false});
+}
 
-  // ---- scan -------------------------------------------------------------------------------------
+// The scan strategies.
+void add_scan_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   const param_axis compensated =
       ints("compensated", {1, 0},
            "1: the carries between warps and tiles in double (the error of a long row grows with "
@@ -622,6 +657,12 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/scan.cuh",
        "kb::strategies::scan::columns",
        false});
+}
+
+// The matmul strategies of a diagonal operand (diag(a) @ B); in the library after the scans.
+void add_diagonal_matmul_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
 
   add({"matmul.row_scale",
        family::matmul,
@@ -640,8 +681,13 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/matmul.cuh",
        "kb::strategies::matmul::row_scale",
        true});
+}
 
-  // ---- conv -------------------------------------------------------------------------------------
+// The conv strategies.
+void add_conv_strategies(std::vector<strategy>& lib) {
+  const auto add = [&](strategy s) { lib.push_back(std::move(s)); };
+  using task::family;
+
   add({"conv.implicit_gemm",
        family::conv,
        "Implicit GEMM on tensor cores at fp32 accuracy, per group: M = batch x output positions, "
@@ -704,6 +750,21 @@ std::vector<strategy> make_library() {
        "kblaster/device/strategies/conv.cuh",
        "kb::strategies::conv::direct",
        false});
+}
+
+// The library, family by family: strategies_for and the listings keep this order.
+std::vector<strategy> make_library() {
+  std::vector<strategy> lib;
+  add_elementwise_strategies(lib);
+  add_normalize_strategies(lib);
+  add_reduce_strategies(lib);
+  add_loss_strategies(lib);
+  add_matmul_strategies(lib);
+  add_argreduce_strategies(lib);
+  add_pool_strategies(lib);
+  add_scan_strategies(lib);
+  add_diagonal_matmul_strategies(lib);
+  add_conv_strategies(lib);
   return lib;
 }
 

@@ -128,6 +128,14 @@ class LongFunctions(unittest.TestCase):
         self.assertEqual(self.scan(text, "--limit", "7", "--check").returncode, 0)
         self.assertEqual(self.scan(text, "--limit", "4").returncode, 0)
 
+    def test_check_with_a_limit_checks_against_that_limit(self):
+        text = "void f() {\n" + "  g();\n" * 5 + "}\n"
+        over = self.scan(text, "--check", "4")
+        self.assertEqual(over.returncode, 1, over.stderr)
+        self.assertIn("a.cpp:1 f", over.stdout)
+        self.assertEqual(self.scan(text, "--check", "7").returncode, 0)
+        self.assertEqual(self.scan(text, "--check=4").returncode, 1)
+
 
 if __name__ == "__main__":
     unittest.main()
