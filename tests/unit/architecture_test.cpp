@@ -342,9 +342,9 @@ TEST(Architecture, NoEvaluationRecordIsReadByKeyOutsideItsMapping) {
       // The device's measured limits.
       "eval/device_limits.cpp: detail",
       // The judge protocol's messages, in their one mapping.
-      "eval/protocol.cpp: checker_selftest",
-      "eval/protocol.cpp: counters",
-      "eval/protocol.cpp: timing",
+      "gpu/protocol.cpp: checker_selftest",
+      "gpu/protocol.cpp: counters",
+      "gpu/protocol.cpp: timing",
       // The runner folding its checks into the summary it sends.
       "gpu/detail/worker.hpp: checks",
       // An op graph's issues.
