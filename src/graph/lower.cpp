@@ -388,6 +388,31 @@ std::optional<lowering> scale_by_statistic_rule(const rule_context& ctx) {
 
 // ---- loss -------------------------------------------------------------------------------------
 
+// Whether a target of shape `t` reads as x's elements cycle over it: x's shape itself, or a
+// trailing part of it, each axis the same expression or one the graph's broadcasting took as
+// equal (graph::equal_dims, checked at every shape of the task): hinge targets [N] against
+// predictions [N, M], M == N. The loss family reads such a target at t[i % numel(t)].
+bool trailing_broadcast(const graph& g, const std::vector<std::string>& t,
+                        const std::vector<std::string>& x) {
+  if (t.empty() || t.size() > x.size()) {
+    return false;
+  }
+  for (size_t k = 1; k <= t.size(); ++k) {
+    const std::string& a = t[t.size() - k];
+    const std::string& b = x[x.size() - k];
+    const bool equal = a == b || std::any_of(g.equal_dims.begin(), g.equal_dims.end(),
+                                             [&](const dim_equality& d) {
+                                               return d.dims.size() == 2 &&
+                                                      ((d.dims[0] == a && d.dims[1] == b) ||
+                                                       (d.dims[0] == b && d.dims[1] == a));
+                                             });
+    if (!equal) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
   const auto tensors = tensor_inputs(g);
@@ -397,7 +422,8 @@ std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   }
   const input& x = *tensors[0];
   const input& t = *tensors[1];
-  if (!task::is_floating(x.type) || t.type != x.type || t.shape != x.shape || x.shape.empty()) {
+  if (!task::is_floating(x.type) || t.type != x.type || x.shape.empty() ||
+      !trailing_broadcast(g, t.shape, x.shape)) {
     return std::nullopt;
   }
   const std::map<std::string, std::string> leaves{{x.value, "x"}, {t.value, "t"}};
@@ -462,7 +488,10 @@ std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   }
   l.roles[x.value] = "x";
   l.roles[t.value] = "target";
-  l.math = header(l.rule, "loss = finalize(sum over every element of elem(x, t)).") +
+  l.math = header(l.rule, t.shape == x.shape
+                              ? "loss = finalize(sum over every element of elem(x, t))."
+                              : "loss = finalize(sum over every element of elem(x, t)), t "
+                                "broadcast over x's leading axes (t[i % numel(t)]).") +
            "\ntemplate <class A> struct kb_op {\n"
            "  static KB_HD A elem(A x, A t, const double* kb_params) {\n"
            "    (void)kb_params;\n    return " +
