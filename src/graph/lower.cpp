@@ -241,15 +241,33 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
     }
     l.rule = "normalize:instancenorm";
   } else if (kind.rfind("BatchNorm", 0) == 0) {
-    ctx.why_not.push_back({reason::no_lowering, n->op,
-                           "training-mode statistics per channel over the batch and spatial "
-                           "axes (0 and 2..): not one consecutive span of reduced axes, and the "
-                           "running statistics are updated"});
+    // The oracle and the eager baseline run the module in eval mode (scripts/pytorch_oracle.py),
+    // where a BatchNorm with running statistics reads them and updates nothing; without them it
+    // normalizes by the batch's statistics.
+    if (n->attr("track_running_stats").boolean().value_or(true)) {
+      ctx.why_not.push_back(
+          {reason::no_lowering, n->op,
+           "the oracle runs the module in eval mode, so the output is the per-channel affine map "
+           "of the running statistics, (x - running_mean[c]) / sqrt(running_var[c] + eps) * "
+           "weight[c] + bias[c] over axis 1, not PyTorch's training-mode forward (batch "
+           "statistics over axes 0 and 2..): four per-channel operands of one input, which no "
+           "family takes alone (elementwise maps x alone, the normalize family's weight and bias "
+           "span its reduced axes, and the fusion planner's per-channel epilogue follows a GEMM "
+           "or a convolution)"});
+    } else {
+      ctx.why_not.push_back({reason::no_lowering, n->op,
+                             "batch statistics per channel over the batch and spatial axes (0 "
+                             "and 2..): not one consecutive span of reduced axes"});
+    }
     return std::nullopt;
   } else if (kind == "GroupNorm") {
-    ctx.why_not.push_back({reason::no_lowering, n->op,
-                           "statistics over groups of channels with a per-channel affine: the "
-                           "normalize family's weight and bias span the reduced axes"});
+    ctx.why_not.push_back(
+        {reason::no_lowering, n->op,
+         "statistics per sample and group of channels (a group is a part of axis 1 unless "
+         "num_groups is 1) with a per-channel affine: the normalize family reduces consecutive "
+         "axes of x as declared and its weight and bias span the reduced axes; the fusion "
+         "planner's group norm (a normalize launch over the grouped view and a per-channel "
+         "affine pass) follows a GEMM or a convolution"});
     return std::nullopt;
   } else {
     return std::nullopt;
@@ -642,7 +660,11 @@ std::vector<issue> uncovered(const graph& g) {
       {"torch.nn.functional.cosine_similarity",
        "a row-wise reduction of two inputs (not a pointwise loss)"},
       {"torch.nn.functional.triplet_margin_loss",
-       "row-wise distances of three inputs (not a pointwise loss)"},
+       "mean over rows of max(|a - p + eps|_2 - |a - n + eps|_2 + margin, 0): two row-wise "
+       "reductions over three inputs, then a pointwise map of the pair and a mean over rows. The "
+       "loss family reads two inputs (x and a target of x's shape or int64 classes) and keeps "
+       "one statistic per row; the fusion planner's chains of families begin at a GEMM or "
+       "convolution (plan issue no_anchor), so no chain of this build's families expresses it"},
       {"torch.nn.functional.hinge_embedding_loss", "not a pointwise loss of this build"},
   };
   std::vector<issue> out;
