@@ -177,27 +177,32 @@ def tensor_input(node, env, dims):
             inner = node.right
             if isinstance(node.op, (ast.Sub, ast.Div)):
                 raise Unsupported(f"input expression not understood: {ast.unparse(node)}")
+        # Peeled from the outside in: the value is scale * inner + shift.
         if isinstance(node.op, ast.Mult):
-            scale, shift = scale * k, shift * k
+            scale = scale * k
         elif isinstance(node.op, ast.Div):
-            scale, shift = scale / k, shift / k
+            scale = scale / k
         elif isinstance(node.op, ast.Add):
-            shift += k
+            shift += scale * k
         else:
-            shift -= k
+            shift -= scale * k
         node = inner
     # Peel .cuda(), .to(...), .float(), .contiguous() (innermost call is the generator).
     dtype = "float32"
+    cast = None  # the dtype of an explicit cast (.float(), .to(torch.float16)) after the generator
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr in ("cuda", "to", "float", "half", "contiguous", "bfloat16", "double", "long"):
         if node.func.attr in ("half", "bfloat16", "double", "long", "float"):
             dtype = DTYPES[node.func.attr]
+            cast = cast or dtype
         for kw in node.keywords:
             if kw.arg == "dtype":
                 dtype = DTYPES.get(call_name(kw.value).split(".")[-1], dtype)
+                cast = cast or dtype
         for a in node.args:
             if isinstance(a, ast.Attribute) and a.attr in DTYPES:
                 dtype = DTYPES[a.attr]
+                cast = cast or dtype
         node = node.func.value
     if not isinstance(node, ast.Call):
         raise Unsupported(f"input is not a torch.rand/randn/randint call: {ast.unparse(node)}")
@@ -223,6 +228,21 @@ def tensor_input(node, env, dims):
         out["shape"] = [dim_expr(e, env, dims) for e in shape_elements([size], env)]
         out["distribution"] = {"kind": "randint", "low": int(const_eval(low, env)),
                                "high": dim_expr(high, env, dims)}
+        if cast is not None and is_float_dtype(cast):
+            # Integers cast to floating point (KernelBench's hinge targets,
+            # torch.randint(0, 2, (n,)).float() * 2 - 1): a floating-point input over the same
+            # range, since a contract's floating-point inputs take floating-point distributions.
+            try:
+                lo = shift + scale * float(const_eval(low, env))
+                hi = shift + scale * (float(const_eval(high, env)) - 1)
+            except Unsupported:
+                raise Unsupported(f"randint cast to {cast} with a bound that is not a number: "
+                                  f"{ast.unparse(node)}") from None
+            out["dtype"] = cast
+            out["distribution"] = {"kind": "uniform", "low": min(lo, hi), "high": max(lo, hi)}
+            return out
+        if (scale, shift) != (1.0, 0.0):
+            raise Unsupported(f"integer input scaled or shifted: {ast.unparse(node)}")
         out["dtype"] = "int64" if dtype == "float32" else dtype
         return out
     out["shape"] = [dim_expr(e, env, dims) for e in shape_elements(node.args, env)]
@@ -799,7 +819,11 @@ def norm_dim(d, rank, op):
     return d % rank if rank else 0
 
 
-def broadcast(a, b, op):
+def broadcast(a, b, op, g=None):
+    """PyTorch's broadcasting of two shapes (trailing axes aligned). Two different expressions
+    broadcast when their values are equal at the task's dims (or one of them is 1 there): the
+    result takes the first's name and the graph records the assumption (`equal_dims`), which the
+    lowering checks at every shape the task declares."""
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else "1"
@@ -809,7 +833,24 @@ def broadcast(a, b, op):
         elif x == "1":
             out.append(y)
         else:
-            raise GraphError("dynamic_shape", f"{op}: broadcasting {a} against {b} needs {x} == {y}", op)
+            vx = vy = None
+            if g is not None and g.dims is not None:
+                try:
+                    vx, vy = eval_dim(x, g.dims), eval_dim(y, g.dims)
+                except Exception:  # noqa: BLE001 (not an expression over the dims: no value)
+                    vx = vy = None
+            detail = f"{op}: broadcasting {a} against {b}"
+            if vx is None or (vx != vy and vx != 1 and vy != 1):
+                raise GraphError("dynamic_shape", f"{detail} needs {x} == {y}", op)
+            if vx == vy:
+                out.append(x)
+                g.assume(op, x, y, detail)
+            elif vy == 1:
+                out.append(x)
+                g.assume(op, y, "1", detail)
+            else:
+                out.append(y)
+                g.assume(op, x, "1", detail)
     return list(reversed(out))
 
 
@@ -821,12 +862,20 @@ def conv_out(size, k, s, p, d, ceil=False):
 
 
 class GraphBuilder:
-    def __init__(self, env):
+    def __init__(self, env, dims=None):
         self.env = env
+        self.dims = dims  # the task's dims at one shape: the values broadcasting compares
         self.nodes = []
         self.state = []
         self.unsupported = []
+        self.equal_dims = []
         self.count = 0
+
+    def assume(self, op, x, y, detail):
+        """Broadcasting took dims x and y (or "1") as equal: the lowering checks it at every shape."""
+        e = {"op": op, "dims": [x, y], "detail": detail}
+        if e not in self.equal_dims:
+            self.equal_dims.append(e)
 
     def fresh(self):
         v = f"v{self.count}"
@@ -868,7 +917,7 @@ def shape_of_op(op, attrs, ts, g):
               "torch.pow", "torch.where"):
         shape = []
         for t in tens:
-            shape = broadcast(shape, t.shape, op)
+            shape = broadcast(shape, t.shape, op, g)
         return [shape], dtype
     if short in ("sum", "mean", "prod", "amax", "amin", "logsumexp", "var", "std"):
         return [reduced(attrs.get("dim"), attrs.get("keepdim", False))], dtype
@@ -891,7 +940,7 @@ def shape_of_op(op, attrs, ts, g):
             return [a[:-1]], dtype
         if len(a) == 1:
             return [b[:-2] + b[-1:]], dtype
-        return [broadcast(a[:-2], b[:-2], op) + [a[-2], b[-1]]], dtype
+        return [broadcast(a[:-2], b[:-2], op, g) + [a[-2], b[-1]]], dtype
     if op == "torch.transpose":
         s = list(x.shape)
         i, j = norm_dim(attrs["dim0"], rank, op), norm_dim(attrs["dim1"], rank, op)
@@ -1435,7 +1484,7 @@ def init_bindings(cls, init_args, env, dims):
 
 def forward_graph(cls, env, inputs, init_args, dims):
     """The forward's typed op graph (docs/task-format.md, "The op graph")."""
-    b = GraphBuilder(dict(env))
+    b = GraphBuilder(dict(env), dict(dims))
     graph = {"version": GRAPH_VERSION, "inputs": [], "state": [], "nodes": [], "outputs": [],
              "unsupported": []}
     fwd = forward_of(cls)
@@ -1484,6 +1533,8 @@ def forward_graph(cls, env, inputs, init_args, dims):
             break
     graph["state"] = b.state
     graph["nodes"] = b.nodes
+    if b.equal_dims:
+        graph["equal_dims"] = b.equal_dims
     if not graph["unsupported"]:
         results = result if isinstance(result, tuple) else (result,)
         for r in results:

@@ -291,6 +291,24 @@ graph parse(const json& j, std::vector<issue>& issues) {
     }
     g.unsupported.push_back(std::move(is));
   }
+  if (j.contains("equal_dims")) {
+    if (!j.at("equal_dims").is_array()) {
+      bad("graph.equal_dims: expected a list");
+    }
+    i = 0;
+    for (const auto& e : j.at("equal_dims")) {
+      const std::string where = fmt::format("equal_dims[{}]", i++);
+      dim_equality d;
+      d.op = text_field(e, "op", where);
+      d.detail = e.value("detail", std::string());
+      const json& ds = field(e, "dims", where);
+      if (!ds.is_array() || ds.size() != 2 || !ds[0].is_string() || !ds[1].is_string()) {
+        bad(where + ".dims: expected two dim expressions");
+      }
+      d.dims = {ds[0].get<std::string>(), ds[1].get<std::string>()};
+      g.equal_dims.push_back(std::move(d));
+    }
+  }
   for (const auto& v : dynamic) {
     issues.push_back({reason::dynamic_shape, "", "the shape of " + v + " is not known statically"});
   }
@@ -462,6 +480,9 @@ json to_json(const graph& g) {
   for (const auto& u : g.unsupported) {
     j["unsupported"].push_back({{"op", u.op}, {"reason", to_string(u.why)}, {"detail", u.detail}});
   }
+  for (const auto& d : g.equal_dims) {
+    j["equal_dims"].push_back({{"op", d.op}, {"dims", d.dims}, {"detail", d.detail}});
+  }
   return j;
 }
 
@@ -566,6 +587,26 @@ std::vector<issue> validate(const graph& g, const std::map<std::string, int64_t>
         out.push_back({reason::malformed, n.op, "defines " + o.value + " twice"});
       }
       check_shape(o.shape, n.op, "output " + o.value);
+    }
+  }
+  for (const auto& d : g.equal_dims) {
+    if (dims == nullptr || d.dims.size() != 2) {
+      continue;
+    }
+    int64_t v[2] = {0, 0};
+    try {
+      v[0] = task::eval_expr(d.dims[0], *dims);
+      v[1] = task::eval_expr(d.dims[1], *dims);
+    } catch (const input_error& err) {
+      out.push_back({reason::dynamic_shape, d.op,
+                     fmt::format("{}: '{}' or '{}' is not an expression over the task's dims ({})",
+                                 d.detail, d.dims[0], d.dims[1], err.what())});
+      continue;
+    }
+    if (v[0] != v[1]) {
+      out.push_back({reason::dynamic_shape, d.op,
+                     fmt::format("{} needs {} == {} (here {} and {})", d.detail, d.dims[0],
+                                 d.dims[1], v[0], v[1])});
     }
   }
   if (g.outputs.empty() && g.unsupported.empty()) {

@@ -97,6 +97,15 @@ struct state_tensor {
   task::dtype type = task::dtype::float32;
 };
 
+// Dims that broadcasting took as equal: two different expressions whose values were equal at the
+// import's dims (PyTorch aligns trailing axes: targets [N] against predictions [N, M] need
+// M == N), or one that was 1 there (`dims` = {expr, "1"}). validate() checks each at a shape.
+struct dim_equality {
+  std::string op;                // the op that broadcast them
+  std::vector<std::string> dims; // two dim expressions
+  std::string detail;            // "torch.mul: broadcasting [N, M] against [N]"
+};
+
 struct graph {
   int version = 1;
   std::vector<input> inputs;
@@ -104,6 +113,7 @@ struct graph {
   std::vector<node> nodes;
   std::vector<operand> outputs;
   std::vector<issue> unsupported; // what the reader could not follow (recorded, not fatal here)
+  std::vector<dim_equality> equal_dims; // JSON key "equal_dims", absent when empty
 
   // The node whose outputs include `value`, or nullptr (inputs and state).
   const node* producer(const std::string& value) const;
@@ -131,7 +141,8 @@ loaded load(const fs::path& file);
 
 // Checks a parsed graph: the reader's recorded issues, unknown ops, in-place updates, values used
 // before they are defined, floating-point operands of different dtypes and shapes that are not
-// expressions over `dims` (when given: the dims of one of the task's shapes).
+// expressions over `dims` (when given: the dims of one of the task's shapes), and with `dims`,
+// broadcast dims (equal_dims) whose values differ there (reason dynamic_shape).
 std::vector<issue> validate(const graph& g, const std::map<std::string, int64_t>* dims = nullptr);
 
 } // namespace kb::graph

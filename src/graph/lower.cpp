@@ -241,15 +241,33 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
     }
     l.rule = "normalize:instancenorm";
   } else if (kind.rfind("BatchNorm", 0) == 0) {
-    ctx.why_not.push_back({reason::no_lowering, n->op,
-                           "training-mode statistics per channel over the batch and spatial "
-                           "axes (0 and 2..): not one consecutive span of reduced axes, and the "
-                           "running statistics are updated"});
+    // The oracle and the eager baseline run the module in eval mode (scripts/pytorch_oracle.py),
+    // where a BatchNorm with running statistics reads them and updates nothing; without them it
+    // normalizes by the batch's statistics.
+    if (n->attr("track_running_stats").boolean().value_or(true)) {
+      ctx.why_not.push_back(
+          {reason::no_lowering, n->op,
+           "the oracle runs the module in eval mode, so the output is the per-channel affine map "
+           "of the running statistics, (x - running_mean[c]) / sqrt(running_var[c] + eps) * "
+           "weight[c] + bias[c] over axis 1, not PyTorch's training-mode forward (batch "
+           "statistics over axes 0 and 2..): four per-channel operands of one input, which no "
+           "family takes alone (elementwise maps x alone, the normalize family's weight and bias "
+           "span its reduced axes, and the fusion planner's per-channel epilogue follows a GEMM "
+           "or a convolution)"});
+    } else {
+      ctx.why_not.push_back({reason::no_lowering, n->op,
+                             "batch statistics per channel over the batch and spatial axes (0 "
+                             "and 2..): not one consecutive span of reduced axes"});
+    }
     return std::nullopt;
   } else if (kind == "GroupNorm") {
-    ctx.why_not.push_back({reason::no_lowering, n->op,
-                           "statistics over groups of channels with a per-channel affine: the "
-                           "normalize family's weight and bias span the reduced axes"});
+    ctx.why_not.push_back(
+        {reason::no_lowering, n->op,
+         "statistics per sample and group of channels (a group is a part of axis 1 unless "
+         "num_groups is 1) with a per-channel affine: the normalize family reduces consecutive "
+         "axes of x as declared and its weight and bias span the reduced axes; the fusion "
+         "planner's group norm (a normalize launch over the grouped view and a per-channel "
+         "affine pass) follows a GEMM or a convolution"});
     return std::nullopt;
   } else {
     return std::nullopt;
@@ -388,6 +406,31 @@ std::optional<lowering> scale_by_statistic_rule(const rule_context& ctx) {
 
 // ---- loss -------------------------------------------------------------------------------------
 
+// Whether a target of shape `t` reads as x's elements cycle over it: x's shape itself, or a
+// trailing part of it, each axis the same expression or one the graph's broadcasting took as
+// equal (graph::equal_dims, checked at every shape of the task): hinge targets [N] against
+// predictions [N, M], M == N. The loss family reads such a target at t[i % numel(t)].
+bool trailing_broadcast(const graph& g, const std::vector<std::string>& t,
+                        const std::vector<std::string>& x) {
+  if (t.empty() || t.size() > x.size()) {
+    return false;
+  }
+  for (size_t k = 1; k <= t.size(); ++k) {
+    const std::string& a = t[t.size() - k];
+    const std::string& b = x[x.size() - k];
+    const bool equal = a == b || std::any_of(g.equal_dims.begin(), g.equal_dims.end(),
+                                             [&](const dim_equality& d) {
+                                               return d.dims.size() == 2 &&
+                                                      ((d.dims[0] == a && d.dims[1] == b) ||
+                                                       (d.dims[0] == b && d.dims[1] == a));
+                                             });
+    if (!equal) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
   const auto tensors = tensor_inputs(g);
@@ -397,7 +440,8 @@ std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   }
   const input& x = *tensors[0];
   const input& t = *tensors[1];
-  if (!task::is_floating(x.type) || t.type != x.type || t.shape != x.shape || x.shape.empty()) {
+  if (!task::is_floating(x.type) || t.type != x.type || x.shape.empty() ||
+      !trailing_broadcast(g, t.shape, x.shape)) {
     return std::nullopt;
   }
   const std::map<std::string, std::string> leaves{{x.value, "x"}, {t.value, "t"}};
@@ -462,7 +506,10 @@ std::optional<lowering> pointwise_loss_rule(const rule_context& ctx) {
   }
   l.roles[x.value] = "x";
   l.roles[t.value] = "target";
-  l.math = header(l.rule, "loss = finalize(sum over every element of elem(x, t)).") +
+  l.math = header(l.rule, t.shape == x.shape
+                              ? "loss = finalize(sum over every element of elem(x, t))."
+                              : "loss = finalize(sum over every element of elem(x, t)), t "
+                                "broadcast over x's leading axes (t[i % numel(t)]).") +
            "\ntemplate <class A> struct kb_op {\n"
            "  static KB_HD A elem(A x, A t, const double* kb_params) {\n"
            "    (void)kb_params;\n    return " +
@@ -613,7 +660,11 @@ std::vector<issue> uncovered(const graph& g) {
       {"torch.nn.functional.cosine_similarity",
        "a row-wise reduction of two inputs (not a pointwise loss)"},
       {"torch.nn.functional.triplet_margin_loss",
-       "row-wise distances of three inputs (not a pointwise loss)"},
+       "mean over rows of max(|a - p + eps|_2 - |a - n + eps|_2 + margin, 0): two row-wise "
+       "reductions over three inputs, then a pointwise map of the pair and a mean over rows. The "
+       "loss family reads two inputs (x and a target of x's shape or int64 classes) and keeps "
+       "one statistic per row; the fusion planner's chains of families begin at a GEMM or "
+       "convolution (plan issue no_anchor), so no chain of this build's families expresses it"},
       {"torch.nn.functional.hinge_embedding_loss", "not a pointwise loss of this build"},
   };
   std::vector<issue> out;

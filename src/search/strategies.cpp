@@ -393,8 +393,8 @@ void add_loss_strategies(std::vector<strategy>& lib) {
        "Pointwise loss over two tensors: a fixed grid of `partials` blocks walks the elements, "
        "`unroll` pairs loaded per thread before use, each thread summing in double; the block sums "
        "in a fixed order, one block for the final sum and the finalize.",
-       "pointwise losses (a floating-point target of x's shape: MSE, L1, Huber, KL divergence, "
-       "hinge)",
+       "pointwise losses (a floating-point target of x's shape or of its trailing axes: MSE, L1, "
+       "Huber, KL divergence, hinge)",
        "The plain driver writes a partial per 1024 elements and sums them in one block; a grid "
        "sized to the machine keeps every load in flight with a few hundred partials, and double "
        "accumulation keeps long sums accurate.",
@@ -897,7 +897,8 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
       f.pointwise = has_target && task::is_floating(inputs[ti].type);
       f.supported_dtypes =
           f.supported_dtypes && has_target && supported(outputs[0]) &&
-          (f.pointwise ? inputs[ti].type == x.type && inputs[ti].numel() == x.numel()
+          (f.pointwise ? inputs[ti].type == x.type && inputs[ti].numel() > 0 &&
+                             x.numel() % inputs[ti].numel() == 0
                        : inputs[ti].type == task::dtype::int64);
     } else {
       f.supported_dtypes = f.supported_dtypes && outputs[0].type == x.type;

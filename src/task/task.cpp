@@ -1491,10 +1491,15 @@ void generate_loss_sources(const reader& r, const toml::table& root, contract& c
       t = &in;
     }
   }
-  if (x == nullptr || t == nullptr || !is_floating(x->type) || t->type != x->type ||
-      t->shape != x->shape) {
+  // The target is x's shape, or a trailing part of it that PyTorch broadcasts over x's leading
+  // axes (targets [D] against predictions [B, D]): the family reads t[i % numel(t)].
+  const bool trailing = x != nullptr && t != nullptr && !t->shape.empty() &&
+                        t->shape.size() <= x->shape.size() &&
+                        std::equal(t->shape.rbegin(), t->shape.rend(), x->shape.rbegin());
+  if (x == nullptr || t == nullptr || !is_floating(x->type) || t->type != x->type || !trailing) {
     r.error("inputs", "an input with role = \"x\" and one with role = \"target\" of the same "
-                      "floating-point dtype and shape (a pointwise loss)");
+                      "floating-point dtype, the target of x's shape or of its trailing axes (a "
+                      "pointwise loss)");
   }
   if (c.outputs.size() != 1 || !c.outputs[0].shape.empty()) {
     r.error("outputs", "one scalar output (shape = [])");

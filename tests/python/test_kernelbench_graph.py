@@ -78,11 +78,38 @@ class GraphTest(unittest.TestCase):
                     "131_InplaceRelu.py": ("inplace", "torch.relu"),
                     "132_DynamicView.py": ("dynamic_shape", "torch.reshape"),
                     "133_MixedDtype.py": ("mixed_dtype", "torch.add"),
-                    "134_ControlFlow.py": ("construct", "If")}
+                    "134_ControlFlow.py": ("construct", "If"),
+                    "169_BroadcastUnequal.py": ("dynamic_shape", "torch.mul")}
         for f, (reason, op) in expected.items():
             u = graph(f)["unsupported"]
             self.assertEqual((u[0]["reason"], u[0]["op"]), (reason, op), f)
             self.assertTrue(u[0]["detail"])
+
+    def test_broadcasting_dims_of_equal_value_is_recorded(self):
+        # Trailing alignment: targets [batch_size] against [batch_size, input_shape_0] pairs
+        # input_shape_0 with batch_size, legal because both are 512; the graph records it.
+        g = graph("167_HingeBroadcast.py")
+        self.assertEqual(g["unsupported"], [])
+        self.assertEqual([e["dims"] for e in g["equal_dims"]], [["input_shape_0", "batch_size"]])
+        mul = g["nodes"][0]
+        self.assertEqual((mul["op"], mul["outputs"][0]["shape"]),
+                         ("torch.mul", ["batch_size", "input_shape_0"]))
+        # Different values: PyTorch refuses, and so does the reader, naming the dims.
+        (u,) = graph("169_BroadcastUnequal.py")["unsupported"]
+        self.assertIn("needs dim == batch_size", u["detail"])
+        self.assertNotIn("equal_dims", graph("118_MSE.py"))
+        # A dim that is 1 at the import's dims broadcasts too, recorded against "1".
+        b = kp.GraphBuilder({}, {"n": 8, "one": 1})
+        self.assertEqual(kp.broadcast(["n", "one"], ["n"], "torch.add", b), ["n", "n"])
+        self.assertEqual([e["dims"] for e in b.equal_dims], [["one", "1"]])
+
+    def test_integers_cast_to_floating_point_are_floating_point_inputs(self):
+        r = kp.parse_file(os.path.join(PROBLEMS, "167_HingeBroadcast.py"))
+        targets = r["inputs"][1]
+        self.assertEqual(targets["dtype"], "float32")  # randint(0, 2, ...).float() * 2 - 1
+        self.assertEqual(targets["distribution"], {"kind": "uniform", "low": -1.0, "high": 1.0})
+        ce = kp.parse_file(os.path.join(PROBLEMS, "121_CrossEntropy.py"))["inputs"][1]
+        self.assertEqual(ce["dtype"], "int64")
 
     def test_convolution_output_sizes_are_dim_expressions(self):
         (n,) = graph("126_Conv2d.py")["nodes"]

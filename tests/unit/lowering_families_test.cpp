@@ -1,6 +1,6 @@
 // The lowering rules onto the families with typed parameters (src/graph/lower_families.cpp):
-// problem files written for these tests (tests/data/kernelbench/lowering/level1, 136-165: pool,
-// scan, argreduce, the matmul forms and conv) imported with `kblaster tasks import`, lowered with
+// problem files written for these tests (tests/data/kernelbench/lowering/level1, 136-166: pool,
+// scan, argreduce, the matmul forms and conv; 167: a loss whose target broadcasts) imported with `kblaster tasks import`, lowered with
 // the expected rule, roles, reduced axes and family parameters (golden records in
 // tests/data/lowering/families.json, the family config included), and the forms a family does
 // not cover (return_indices, padding_mode='reflect', argmax over no dim, an einsum that is not a
@@ -44,7 +44,7 @@ protected:
       const std::string name = e.path().filename().string();
       if (e.path().extension() == ".py" &&
           (name.rfind("126_", 0) == 0 || name.rfind("129_", 0) == 0 ||
-           (name >= "136_" && name < "167_"))) {
+           (name >= "136_" && name < "168_"))) {
         args.push_back(e.path().string());
       }
     }
@@ -71,7 +71,7 @@ const std::vector<std::string> lowered_ids{
     "L1_126", "L1_129", "L1_136", "L1_137", "L1_138", "L1_139", "L1_140", "L1_141", "L1_143",
     "L1_144", "L1_145", "L1_146", "L1_147", "L1_148", "L1_149", "L1_150", "L1_151", "L1_152",
     "L1_153", "L1_154", "L1_155", "L1_156", "L1_157", "L1_158", "L1_159", "L1_160", "L1_161",
-    "L1_162", "L1_166"};
+    "L1_162", "L1_166", "L1_167"};
 
 // What a lowered task is, as one record: rule, family, reduced axes, roles and family config.
 json record(const lowered_task& r) {

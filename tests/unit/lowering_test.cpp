@@ -140,6 +140,9 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
       {"L1_123", {"matmul:matvec", F::matmul, {}, {{"A", "a"}, {"B", "b"}}}},
       {"L1_124", {"matmul:mm+mul", F::matmul, {}, {{"A", "a"}, {"B", "b"}}}},
       {"L1_125", {"normalize:l1_mean", F::normalize, {1}, {{"x", "x"}}}},
+      // Targets [batch_size] broadcast along the last axis (input_shape_0 == batch_size).
+      {"L1_167",
+       {"loss:mean(mul+sub+clamp)", F::loss, {1}, {{"predictions", "x"}, {"targets", "target"}}}},
   };
   for (const auto& [id, want] : expected) {
     SCOPED_TRACE(id);
@@ -181,7 +184,8 @@ TEST_F(lowered_imports, golden_lowered_math) {
            {"L1_114", "rmsnorm.cuh"},
            {"L1_118", "mse.cuh"},
            {"L1_121", "cross_entropy.cuh"},
-           {"L1_124", "matmul_scaled.cuh"}}) {
+           {"L1_124", "matmul_scaled.cuh"},
+           {"L1_167", "hinge.cuh"}}) {
     SCOPED_TRACE(id);
     const auto r = lower_task(contract(id));
     ASSERT_TRUE(r.result.ok()) << r.result.message();
@@ -206,7 +210,7 @@ TEST_F(lowered_imports, lowered_math_computes_what_pytorch_does) {
       {"L1_109", "mean"},    {"L1_110", "max"},      {"L1_111", "softmax"}, {"L1_112", "logsoftmax"},
       {"L1_113", "ln"},      {"L1_114", "rms"},      {"L1_115", "l2"},     {"L1_116", "fro"},
       {"L1_117", "inorm"},   {"L1_118", "mse"},      {"L1_119", "sl1"},    {"L1_120", "kl"},
-      {"L1_121", "ce"},      {"L1_124", "mmscaled"}, {"L1_125", "l1mean"}};
+      {"L1_121", "ce"},      {"L1_124", "mmscaled"}, {"L1_125", "l1mean"}, {"L1_167", "hinge"}};
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/lowered.cuh>\n"
                      "#include <kblaster/device/online_softmax.cuh>\n#include <cmath>\n#include <cstdio>\n";
   for (const auto& [id, name] : ns) {
@@ -282,6 +286,9 @@ int main() {
   expect("cross entropy row", CE::row_loss(over<CE>({1, 2, 3}), 2, 3, nullptr), std::log(z) - 2);
   expect("cross entropy mean", CE::finalize_rows(6, 3), 2);
   expect("matmul epilogue", mmscaled::kb_op<double>::epilogue(4), 2);
+  expect("hinge margin", hinge::kb_op<double>::elem(0.25, -1, nullptr), 1.25);
+  expect("hinge clamped", hinge::kb_op<double>::elem(2, 1, nullptr), 0);
+  expect("hinge mean", hinge::kb_op<double>::finalize(6, 4, 2), 1.5);
   return failures == 0 ? 0 : 1;
 }
 )";
@@ -310,6 +317,8 @@ TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason)
       {"L1_133", {reason::mixed_dtype, "torch.add"}},
       {"L1_134", {reason::construct, "If"}},
       {"L1_135", {reason::no_lowering, "graph"}},
+      {"L1_168", {reason::dynamic_shape, "torch.mul"}},
+      {"L1_169", {reason::dynamic_shape, "torch.mul"}},
   };
   for (const auto& [id, want] : expected) {
     SCOPED_TRACE(id);
@@ -340,8 +349,16 @@ TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason)
   // Why GroupNorm and BatchNorm do not fit the normalize family is said, not just that.
   EXPECT_NE(lower_task(contract("L1_127")).result.message().find("per-channel affine"),
             std::string::npos);
-  EXPECT_NE(lower_task(contract("L1_128")).result.message().find("consecutive"),
+  // BatchNorm: the oracle's eval mode reads the running statistics (four per-channel operands).
+  EXPECT_NE(lower_task(contract("L1_128")).result.message().find("eval mode"), std::string::npos);
+  EXPECT_NE(lower_task(contract("L1_128")).result.message().find("running_var[c]"),
             std::string::npos);
+  // Broadcasting dims equal at the official shape but not at the tail one (dim sizes the module
+  // and keeps its value there): the shape at which they differ is said.
+  const auto tail = lower_task(contract("L1_168")).result.message();
+  EXPECT_NE(tail.find("needs dim == batch_size (here 64 and 65)"), std::string::npos) << tail;
+  const auto unequal = lower_task(contract("L1_169")).result.message();
+  EXPECT_NE(unequal.find("needs dim == batch_size"), std::string::npos) << unequal;
 }
 
 TEST_F(lowered_imports, strategies_are_offered_and_generated_for_lowered_tasks) {
@@ -444,6 +461,22 @@ TEST(graph_json, malformed_documents_give_reasons_not_exceptions) {
   const auto issues = validate(*ok.g, &dims);
   ASSERT_FALSE(issues.empty());
   EXPECT_EQ(issues.front().why, reason::dynamic_shape);
+  // Dims broadcasting took as equal round-trip and are checked at each shape's dims.
+  j = good;
+  j["equal_dims"] = json::array(
+      {{{"op", "torch.mul"}, {"dims", {"N", "M"}}, {"detail", "torch.mul: broadcasting"}}});
+  const auto eq = from_json(j);
+  ASSERT_TRUE(eq.ok());
+  EXPECT_EQ(to_json(*eq.g), j);
+  const std::map<std::string, int64_t> same{{"N", 8}, {"M", 8}};
+  EXPECT_TRUE(validate(*eq.g, &same).empty());
+  const std::map<std::string, int64_t> differ{{"N", 8}, {"M", 9}};
+  const auto bad = validate(*eq.g, &differ);
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].why, reason::dynamic_shape);
+  EXPECT_EQ(bad[0].detail, "torch.mul: broadcasting needs N == M (here 8 and 9)");
+  j["equal_dims"][0]["dims"] = {"N"};
+  EXPECT_EQ(first_reason(j), "malformed");
   // A missing file and a file that is not JSON.
   temp_dir t("kb-graph");
   EXPECT_EQ(to_string(load(t.path() / "graph.json").issues.at(0).why), "malformed");

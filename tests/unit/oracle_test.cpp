@@ -131,6 +131,11 @@ TEST(oracle, generated_pointwise_losses) {
   expect_near_all(run_test_task("911_huber_bf16", {{"B", 2}, {"C", 1}, {"L", 2}},
                                 {{0.25, 2.0, 1.0, -1.0}, {0.0, 0.0, 1.0, 0.0}})[0],
                   {(0.03125 + 0.875 + 0.0 + 0.375) / 2});
+  // Hinge with targets [D] broadcast over the rows of x [B, D] (t[j] for x[i, j]):
+  // max(0, 1 - 0.5 * 1) + max(0, 1 - 2 * -1) + max(0, 1 - 3 * 1) + max(0, 1 - -1 * -1), over 4.
+  expect_near_all(run_test_task("940_hinge_broadcast", {{"B", 2}, {"D", 2}},
+                                {{0.5, 2.0, 3.0, -1.0}, {1.0, -1.0}})[0],
+                  {(0.5 + 3.0 + 0.0 + 0.0) / 4});
 }
 
 TEST(no_gpu, generated_losses_compile_and_their_checker_rejects_trivial_outputs) {
@@ -139,7 +144,8 @@ TEST(no_gpu, generated_losses_compile_and_their_checker_rejects_trivial_outputs)
   o.seeds = 2;
   for (const auto& [folder, generated] :
        {std::pair{"910_mse_pointwise", "return (x - t) * (x - t);"},
-        std::pair{"911_huber_bf16", "kb::fn::fabs(x - t) < delta ? A(0.5) * (x - t) * (x - t)"}}) {
+        std::pair{"911_huber_bf16", "kb::fn::fabs(x - t) < delta ? A(0.5) * (x - t) * (x - t)"},
+        std::pair{"940_hinge_broadcast", "kb::fn::max(A(1) - x * t, A(0))"}}) {
     const auto c = task::load_contract(root / "tests" / "data" / "tasks" / folder / "task.toml");
     EXPECT_NE(read_file(c.math).find(generated), std::string::npos) << read_file(c.math);
     const auto report = check_task_without_gpu(root, c, o);

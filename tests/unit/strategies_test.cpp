@@ -125,6 +125,7 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"909", {"reduce.split_row"}},
       {"910", {"loss.pointwise"}},
       {"911", {"loss.pointwise"}},
+      {"940", {"loss.pointwise"}}, // the target broadcast over the rows
       {"912", {"normalize.strided_columns"}}, // 036 at another shape, bfloat16
       {"913", {"argreduce.rows"}},
       {"914", {"argreduce.columns"}},             // argmin over a middle dim, inner 4096

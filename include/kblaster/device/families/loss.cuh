@@ -13,9 +13,9 @@
 //     static KB_HD A finalize_rows(A sum, int64_t rows);   // e.g. the mean
 //   };
 //
-// Pointwise losses (the target is a floating-point tensor of x's shape: MSE, L1, Huber, KL
-// divergence, hinge, ...):
-//   loss = finalize(sum over every element i of elem(x[i], t[i]), n, rows)
+// Pointwise losses (the target is a floating-point tensor of x's shape, or of a trailing part of
+// it that PyTorch broadcasts over the leading axes: MSE, L1, Huber, KL divergence, hinge, ...):
+//   loss = finalize(sum over every element i of elem(x[i], t[i % numel(t)]), n, rows)
 // with n the element count and rows = outer * inner of the reduced axes (e.g. the batch). The
 // math, usually generated from the contract's [loss] expressions (docs/task-format.md), defines
 //   template <class A> struct kb_op {
@@ -155,8 +155,14 @@ inline bool pointwise_operands(const kb_args* a, const pointwise_config& c) {
   }
   const kb_tensor& x = a->inputs[c.x];
   const kb_tensor& t = a->inputs[c.target];
-  return is_contiguous(x) && is_contiguous(t) && x.dtype == t.dtype && numel(x) == numel(t) &&
-         numel(a->outputs[0]) == 1 && c.end <= x.ndim;
+  return is_contiguous(x) && is_contiguous(t) && x.dtype == t.dtype && numel(t) > 0 &&
+         numel(x) % numel(t) == 0 && numel(a->outputs[0]) == 1 && c.end <= x.ndim;
+}
+
+// The target's element for x's element i: t's elements cycle over x's (a target of a trailing
+// part of x's shape, broadcast over the leading axes); nt == n for a target of x's shape.
+KB_HD int64_t target_index(int64_t i, int64_t n, int64_t nt) {
+  return nt == n ? i : i % nt;
 }
 
 template <class A> uint64_t pointwise_workspace_bytes(const kb_args* a, const pointwise_config& c) {
@@ -168,13 +174,13 @@ template <class A> uint64_t pointwise_workspace_bytes(const kb_args* a, const po
 
 template <template <class> class Op, class A, class Tin>
 __global__ void pointwise_partial_sums(const Tin* __restrict__ x, const Tin* __restrict__ t,
-                                       int64_t n, scalars p, A* __restrict__ partials) {
+                                       int64_t n, int64_t nt, scalars p, A* __restrict__ partials) {
   const int64_t base = int64_t{blockIdx.x} * 256 * pointwise_items;
   A acc = A(0);
   for (int k = 0; k < pointwise_items; ++k) {
     const int64_t i = base + int64_t{k} * 256 + threadIdx.x;
     if (i < n) {
-      acc += Op<A>::elem(cvt<A>(x[i]), cvt<A>(t[i]), p.v);
+      acc += Op<A>::elem(cvt<A>(x[i]), cvt<A>(t[target_index(i, n, nt)]), p.v);
     }
   }
   acc = block_reduce(acc, [](A u, A v) { return u + v; });
@@ -219,7 +225,7 @@ int launch_pointwise(const kb_args* a, const pointwise_config& c) {
     if (count > 0) {
       pointwise_partial_sums<Op, A, Tin><<<static_cast<unsigned>(count), 256, 0, stream_of(a)>>>(
           static_cast<const Tin*>(xt.data), static_cast<const Tin*>(a->inputs[c.target].data), n,
-          scalars_of(a), partials);
+          numel(a->inputs[c.target]), scalars_of(a), partials);
     }
     pointwise_finish<Op, A, Tout><<<1, 1024, 0, stream_of(a)>>>(
         partials, count, n, L.outer * L.inner, static_cast<Tout*>(a->outputs[0].data));
@@ -233,11 +239,12 @@ int oracle_pointwise_cpu(const kb_args* a, const pointwise_config& c) {
   const kb_tensor& xt = a->inputs[c.x];
   const kb_tensor& tt = a->inputs[c.target];
   const int64_t n = numel(xt);
+  const int64_t nt = numel(tt);
   const scalars p = scalars_of(a);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
-    sum +=
-        op::elem(read_as_double(xt.data, xt.dtype, i), read_as_double(tt.data, tt.dtype, i), p.v);
+    sum += op::elem(read_as_double(xt.data, xt.dtype, i),
+                    read_as_double(tt.data, tt.dtype, target_index(i, n, nt)), p.v);
   }
   static_cast<double*>(a->outputs[0].data)[0] =
       op::finalize(sum, n, product(xt, 0, c.begin) * product(xt, c.end, xt.ndim));

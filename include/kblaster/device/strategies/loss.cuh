@@ -269,8 +269,8 @@ template <template <class> class Op, class P> struct columns {
 
 template <template <class> class Op, class P, class T>
 __global__ void __launch_bounds__(P::block)
-    pointwise_kernel(const T* __restrict__ x, const T* __restrict__ t, int64_t n, scalars p,
-                     double* __restrict__ partials) {
+    pointwise_kernel(const T* __restrict__ x, const T* __restrict__ t, int64_t n, int64_t nt,
+                     scalars p, double* __restrict__ partials) {
   using A = float;
   constexpr int U = P::unroll;
   double acc = 0; // this thread's elements, in order
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(P::block)
       const int64_t i = first + int64_t{u} * P::block;
       if (i < n) {
         xv[u] = cvt<A>(x[i]);
-        tv[u] = cvt<A>(t[i]);
+        tv[u] = cvt<A>(t[kb::loss::target_index(i, n, nt)]);
       }
     }
 #pragma unroll
@@ -350,7 +350,7 @@ template <template <class> class Op, class P> struct pointwise {
       using T = typename decltype(tag)::type;
       pointwise_kernel<Op, P, T><<<P::partials, P::block, 0, stream_of(a)>>>(
           static_cast<const T*>(xt.data), static_cast<const T*>(a->inputs[c.target].data), n,
-          scalars_of(a), partials);
+          numel(a->inputs[c.target]), scalars_of(a), partials);
       pointwise_finish_kernel<Op><<<1, 1024, 0, stream_of(a)>>>(
           partials, P::partials, n, rows, a->outputs[0].data, a->outputs[0].dtype);
       return static_cast<int>(cudaGetLastError());
