@@ -719,7 +719,7 @@ class _Call:
             self.models[key] = self.task.build(self.torch, self.task.dims(shape), 0, dtype, device)
         return self.models[key]
 
-    def _forward(self, shape, reference, ins, outs, compute):
+    def _forward(self, shape, reference, ins, outs, scalars, compute):
         """The module on `compute` ("cuda" or "cpu") into the harness's outputs: in float64 (the
         reference, its floating-point inputs cast on the way) or in the task's dtype (eager)."""
         torch = self.torch
@@ -735,14 +735,13 @@ class _Call:
                 return x
         state = {k: cast(x) for k, x in zip(names, ins[n:])}
         xs = [cast(x) for x in ins[:n]]
-        scalars = [float(self.args.scalars[k]) for k in range(self.args.num_scalars)]
         ys = as_list(self.functional_call(model, state, self.task.call_args(xs, scalars or None)))
         if len(ys) != len(outs):
             raise ValueError(f"the module returned {len(ys)} outputs, the contract has {len(outs)}")
         for o, y in zip(outs, ys):
             o.copy_(y)
 
-    def _reference_on_device(self, shape, ins, outs):
+    def _reference_on_device(self, shape, ins, outs, scalars):
         """The float64 reference on the GPU, its intermediates in a memory pool of their own that
         is released after the call: KernelBench-sized float64 copies are tens of GB, and the
         judge sizes its timing sets by the device's free memory. A pool of its own leaves the
@@ -753,7 +752,7 @@ class _Call:
         pool = torch.cuda.MemPool() if hasattr(torch.cuda, "MemPool") else None
         try:
             with torch.cuda.use_mem_pool(pool) if pool is not None else contextlib.nullcontext():
-                self._forward(shape, True, ins, outs, "cuda")
+                self._forward(shape, True, ins, outs, scalars, "cuda")
         finally:
             if pool is not None:
                 torch.cuda.current_stream().synchronize()
@@ -764,7 +763,7 @@ class _Call:
     def __call__(self, mode, args_address, on_device):
         torch = self.torch
         a = _KbArgs.from_address(args_address)
-        self.args = a
+        scalars = [float(a.scalars[k]) for k in range(a.num_scalars)]
         device = "cuda" if on_device else "cpu"
         # Every operation on the harness's tensors, the float64 casts of the reference included,
         # is queued on the caller's stream: the inputs are written there (the judge's generator)
@@ -779,9 +778,9 @@ class _Call:
             if shape is None:
                 raise ValueError("the tensors match none of the task's shapes")
             if mode == "reference" and on_device:
-                self._reference_on_device(shape, ins, outs)
+                self._reference_on_device(shape, ins, outs, scalars)
             else:
-                self._forward(shape, mode == "reference", ins, outs, device)
+                self._forward(shape, mode == "reference", ins, outs, scalars, device)
         return 0
 
 

@@ -614,13 +614,14 @@ void worker::plan_timing_rounds(timing_run& r) {
     const int minimum = fresh_min_calls + seen_min_calls;
     for (auto* lib : r.alive) {
       if (lib->role != "baseline") {
-        reject(*lib, {"timing.unchecked",
-                      fmt::format("one round of calls takes {:.3g} s: the {} rounds the check of "
-                                  "reuse across calls needs ({} on fresh contents, {} on seen "
-                                  "sets) would take {:.3g} s, more than the {:.0f} s a session "
-                                  "gives them",
-                                  r.plan.round_s, minimum, fresh_min_calls, seen_min_calls,
-                                  minimum * r.plan.round_s, r.plan.cap_s)});
+        reject(*lib,
+               {"timing.unchecked",
+                fmt::format("one round of calls takes {:.3g} s: the {} rounds the check of "
+                            "reuse across calls needs ({} on fresh contents, {} on seen "
+                            "sets redrawn) would take {:.3g} s, more than the {:.0f} s a session "
+                            "gives them",
+                            r.plan.round_s, minimum, fresh_min_calls, seen_min_calls,
+                            minimum * r.plan.round_s, r.plan.cap_s)});
       }
     }
     r.drop_rejected();
@@ -690,8 +691,7 @@ void worker::timing_round(timing_run& r) {
     ++r.redrawn_rounds;
     fresh =
         prepare_contents(timing_lanes(r, set_u), *r.bufs[0], r.set_dist[set_u], r.set_seed[set_u]);
-  }
-  if (fresh_round) {
+  } else if (fresh_round) {
     ++r.fresh_rounds;
     fresh = prepare_fresh(timing_lanes(r, set_u), *r.bufs[0], r.n_dists);
     fresh_digests = fresh.input_digests;
@@ -744,7 +744,8 @@ void worker::timing_round(timing_run& r) {
     }
   }
   if (prepared) {
-    // The set's own contents back in every lane (the generator is a function of the set).
+    // The set's own contents back in every lane (the generator is a function of the set); after
+    // a redrawn round too, so that the round after either kind follows the same work.
     restore_set(timing_lanes(r, set_u), r.set_dist[set_u], r.set_seed[set_u]);
   }
 }
@@ -819,7 +820,7 @@ void worker::finish_abi_rules(timing_run& r) {
   }
 }
 
-// Reuse of results: each candidate's fresh calls against its calls on the seen sets.
+// Reuse of results: each candidate's fresh calls against its calls in the redrawn rounds.
 void worker::check_reuse(timing_run& r) {
   r.reuse["fresh_rounds"] = r.fresh_rounds;
   r.reuse["redrawn_rounds"] = r.redrawn_rounds;
