@@ -328,10 +328,30 @@ auto worker::load_oracle() -> void {
   if (m_oracle == nullptr || m_oracle_ws == nullptr) {
     fail("oracle module {} lacks kbt_oracle/kbt_oracle_workspace", path);
   }
+  m_oracle_transient =
+      reinterpret_cast<oracle_workspace_fn>(dlsym(h, "kbt_oracle_transient_bytes"));
 }
 
-auto worker::lane_bytes(const shape_desc& s, int sets) -> uint64_t {
-  uint64_t need = 0;
+auto worker::oracle_transient_bytes(const shape_desc& s) const -> uint64_t {
+  if (m_oracle_transient == nullptr) {
+    return 0;
+  }
+  // Shapes only: the module is asked before the lane's buffers exist.
+  std::vector<kb_tensor> ins;
+  std::vector<kb_tensor> outs;
+  for (const auto& t : s.inputs) {
+    ins.push_back(view(t, nullptr));
+  }
+  for (const auto& t : s.outputs) {
+    outs.push_back(view(t, nullptr));
+  }
+  const kb_args a = make_args(ins, outs, m_scalars, nullptr, 0, nullptr);
+  uint64_t bytes = 0;
+  return m_oracle_transient(&a, &bytes) == 0 ? bytes : 0;
+}
+
+auto worker::lane_bytes(const shape_desc& s, int sets) const -> uint64_t {
+  uint64_t need = oracle_transient_bytes(s);
   for (const auto& t : s.inputs) {
     need += t.bytes() * static_cast<uint64_t>(sets);
   }

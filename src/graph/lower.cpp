@@ -814,7 +814,10 @@ task::contract apply(const task::contract& c, const graph& g, const lowering& l)
   write_file_if_changed(out.math, l.math);
   out.roof.bytes_expr = bytes_expr(out);
   out.roof.flops_expr = l.flops.empty() ? "0" : l.flops;
-  out.roof.tensor_cores = false; // fp32 tolerances: the fp32 FMA ceiling, as eager runs
+  // Products (matmul, conv) may run on tensor cores with split operands (3xTF32 keeps fp32
+  // accuracy), so their FLOP ceiling and physical limit are the tensor-core rates, as for native
+  // matmul tasks; a limit at the fp32 FMA rate would reject an honest tensor-core candidate.
+  out.roof.tensor_cores = out.fam == task::family::matmul || out.fam == task::family::conv;
   out.digest = sha256_builder().field(c.digest).field(l.rule).field(l.math).hex();
   return out;
 }

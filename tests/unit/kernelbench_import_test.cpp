@@ -380,6 +380,39 @@ TEST(pytorch_modules, the_generated_sources_embed_the_interpreter_and_call_kb_ca
   EXPECT_NE(baseline.find("kb_workspace_bytes("), std::string::npos);
 }
 
+// The judge keeps room for what the float64 module allocates during a call (a float64 copy of
+// each tensor and two intermediates the size of the largest): the generated oracle says so.
+TEST(pytorch_modules, the_oracle_states_the_device_memory_a_call_allocates) {
+  task::contract c;
+  c.id = "L1_019";
+  c.dir = "/tasks/L1_019_x";
+  availability a;
+  a.available = true;
+  a.libpython = "/nonexistent/libpython.so"; // never loaded: the query needs no interpreter
+  temp_dir dir("kb-oracle-transient");
+  write_file_atomic(dir.path() / "oracle.cpp", module_source(root, c, a, "oracle"));
+  process_spec cc;
+  cc.argv = {"c++", "-std=c++17", "-shared", "-fPIC", "-I" + (root / "include").string(),
+             (dir.path() / "oracle.cpp").string(), "-o", (dir.path() / "oracle.so").string()};
+  cc.timeout = std::chrono::seconds(120);
+  const auto built = run_process(cc);
+  ASSERT_TRUE(built.ok()) << built.output;
+  void* h = dlopen((dir.path() / "oracle.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using query_fn = int (*)(const kb_args*, uint64_t*);
+  const auto transient = reinterpret_cast<query_fn>(dlsym(h, "kbt_oracle_transient_bytes"));
+  ASSERT_NE(transient, nullptr);
+  // x [4096, 393216] float32 in, the same out (KernelBench's ReLU): 12.9 GB each in float64.
+  const std::vector<kb_tensor> ins{gpu::contiguous_view(nullptr, KB_FLOAT32, {4096, 393216})};
+  const std::vector<kb_tensor> outs{gpu::contiguous_view(nullptr, KB_FLOAT32, {4096, 393216})};
+  const kb_args args = gpu::make_args(ins, outs, {}, nullptr, 0, nullptr);
+  uint64_t bytes = 0;
+  ASSERT_EQ(transient(&args, &bytes), 0);
+  const uint64_t f64 = uint64_t{4096} * 393216 * 8;
+  EXPECT_EQ(bytes, 4 * f64);
+  dlclose(h);
+}
+
 TEST(kernelbench_import, never_executes_the_file) {
   temp_dir dir("kb-import-noexec");
   const fs::path marker = dir.path() / "executed";

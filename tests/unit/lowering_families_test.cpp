@@ -245,6 +245,7 @@ TEST_F(families_imported, conv_parameters_and_module_state_roles) {
   ASSERT_TRUE(c1.conv);
   EXPECT_EQ(c1.lowering, "conv:conv1d");
   EXPECT_EQ(c1.fam, task::family::conv);
+  EXPECT_TRUE(c1.roof.tensor_cores); // the physical limit at the tensor-core rate
   EXPECT_FALSE(c1.conv->transposed);
   EXPECT_EQ(c1.conv->in_channels, "cin");
   EXPECT_EQ(c1.conv->out_channels, "cout");

@@ -168,6 +168,13 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
     ASSERT_FALSE(r.c.outputs.empty());
     const auto& official = r.c.official();
     EXPECT_GT(task::roofline_bytes(r.c, official), 0);
+    // Products may run on tensor cores (split operands keep fp32 accuracy): their physical
+    // limit is at the tensor-core rate, or an honest tensor-core candidate would be rejected.
+    EXPECT_EQ(r.c.roof.tensor_cores, want.fam == F::matmul);
+    task::ceilings ceil;
+    ceil.fp32_flops = ceil.peak_fp32_flops = 60e12;
+    ceil.tensor_flops = ceil.peak_tensor_flops = 900e12;
+    EXPECT_EQ(task::flop_ceiling(r.c, ceil, true), want.fam == F::matmul ? 900e12 : 60e12);
   }
 }
 

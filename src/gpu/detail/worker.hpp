@@ -538,8 +538,14 @@ private:
   bool check_room(uint64_t need, const std::string& what);
 
   // Bytes of one lane of shape `s` with `sets` input sets: inputs and outputs per set, the
-  // float64 references once.
-  static uint64_t lane_bytes(const shape_desc& s, int sets);
+  // float64 references once, and the device memory the oracle allocates itself during a call
+  // (oracle_transient_bytes), which must stay free while the judge holds its sets.
+  uint64_t lane_bytes(const shape_desc& s, int sets) const;
+
+  // What the oracle module says it allocates on the device during one call at shape `s`, beyond
+  // its workspace (the optional kbt_oracle_transient_bytes: a PyTorch module's float64 copies
+  // and intermediates); 0 for an oracle that allocates nothing of its own.
+  uint64_t oracle_transient_bytes(const shape_desc& s) const;
 
   // Device memory the runners hold beyond their allowance (runner_memory_excess), and the
   // device's free memory it was found beside. [bytes]
@@ -679,6 +685,7 @@ private:
   cudaStream_t m_stream = nullptr;
   oracle_fn m_oracle = nullptr;
   oracle_workspace_fn m_oracle_ws = nullptr;
+  oracle_workspace_fn m_oracle_transient = nullptr; // optional: kbt_oracle_transient_bytes
   uint64_t m_oracle_ws_bytes = 0;
   std::vector<unsigned char> m_oracle_ws_host;
   bool m_context_lost = false;
