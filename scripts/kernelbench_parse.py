@@ -1308,10 +1308,9 @@ class ForwardReader:
             if c["affine"]:
                 add_state("weight", C)
                 add_state("bias", C)
-            if c["track_running_stats"]:
-                add_state("running_mean", C)
-                add_state("running_var", C)
-                add_state("num_batches_tracked", [], "int64")
+            # Both normalize by the statistics of their input, as KernelBench's training-mode
+            # forward does: the running statistics are removed (pytorch_oracle.batch_statistics),
+            # so they are no state.
         elif kind == "GroupNorm":
             if c["affine"]:
                 add_state("weight", [expr_of(c["num_channels"])])

@@ -129,7 +129,23 @@ class Task:
                 else a["value"] for a in self.init_args]
         torch.manual_seed(seed)
         model = getattr(mod, self.class_name)(*args)
+        batch_statistics(torch, model)
         return model.to(device=device, dtype=dtype).eval()
+
+
+def batch_statistics(torch, model):
+    """KernelBench runs a module as constructed, in training mode, where a BatchNorm (or an
+    InstanceNorm) normalizes by the batch's (the instance's) own statistics. The oracle and the
+    eager baseline run the module in eval mode (a Dropout is the identity, so the output is
+    deterministic) with the running statistics of every such norm removed: it then normalizes by
+    the statistics of its input, as in training mode, and updates nothing (no buffer to write,
+    so the harness's inputs are never written). The running statistics are not state inputs."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._NormBase):
+            m.track_running_stats = False
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
 
 
 # ---- the harness's generator -------------------------------------------------------------------

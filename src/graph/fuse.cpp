@@ -111,10 +111,8 @@ bool is_pointwise(const node& n) {
       "torch.nn.functional.hardtanh", "torch.nn.functional.softplus",
       "torch.nn.functional.threshold", "torch.pow", "torch.clamp", "torch.add", "torch.sub",
       "torch.mul", "torch.div", "torch.maximum", "torch.minimum"};
-  if (starts_with(n.op, "nn.BatchNorm")) {
-    // Eval mode with running statistics: a per-channel affine map.
-    return n.attr("track_running_stats").boolean().value_or(true);
-  }
+  // A BatchNorm is no per-channel affine map: it normalizes by the batch's statistics, as
+  // KernelBench's training-mode forward does (scripts/pytorch_oracle.py, batch_statistics).
   return ops.count(n.op) != 0;
 }
 
@@ -173,7 +171,7 @@ std::optional<split_kind> split_of(const node& n) {
   if (starts_with(module, "InstanceNorm")) {
     return split_kind{fuse_kind::norm, "norm:instance_norm", fuse_reason::norm_needs_statistics};
   }
-  if (starts_with(module, "BatchNorm")) { // without running statistics: batch statistics
+  if (starts_with(module, "BatchNorm")) { // the batch's statistics, as in training mode
     return split_kind{fuse_kind::norm, "norm:batch_norm", fuse_reason::norm_needs_statistics};
   }
   for (const auto& [prefix, name] : std::vector<std::pair<std::string, std::string>>{
@@ -710,7 +708,7 @@ struct fused_frame {
           continue;
         }
         if (!task::is_floating(l->type)) {
-          leaves[o.value] = "A(0)"; // a BatchNorm's num_batches_tracked: not read in eval mode
+          leaves[o.value] = "A(0)"; // integer state (a counter): no operand of the math
           continue;
         }
         const auto k = std::find(operands.begin(), operands.end(), l->base) - operands.begin();
@@ -959,9 +957,8 @@ std::optional<step_family> channel_norm_family(fused_frame& f, const chain_step&
     return f.why(s.op, "a group norm of a tensor without channels, or an instance norm of one "
                        "without spatial dims");
   }
-  if (rule == "instance_norm" && n.attr("track_running_stats").boolean().value_or(false)) {
-    return f.why(s.op, "an instance norm with running statistics");
-  }
+  // Running statistics are never read: the module normalizes by its input's statistics, as in
+  // training mode (scripts/pytorch_oracle.py, batch_statistics).
   const bool aff = n.attr("affine").boolean().value_or(rule == "group_norm");
   if (aff) {
     const auto w = f.state_operand(n, 1);
