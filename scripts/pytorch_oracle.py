@@ -641,7 +641,8 @@ def cmd_describe(args):
     names = [[e["name"] for e in s["state"]] for s in shapes.values()]
     if any(n != names[0] for n in names):
         fail("the module's state differs between shapes (names or order)")
-    result = {"version": 1, "digest": task_digest(task), "torch": torch.__version__,
+    # version 2: norms without running statistics (batch_statistics), so none is state
+    result = {"version": 2, "digest": task_digest(task), "torch": torch.__version__,
               "state_distributions": state_dists or [], "shapes": shapes}
     text = json.dumps(result, indent=1) + "\n"
     with open(os.path.join(task.dir, "resolved.json"), "w", encoding="utf-8") as f:

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -124,6 +125,19 @@ int exit_for(eval::verdict v) {
   }
 }
 
+// The eval command's options: the evaluation's own (eval::options, with its defaults) and the
+// command's files.
+struct eval_args {
+  std::string task_id;
+  std::string candidate;
+  std::string baseline;
+  std::string json_out;
+  std::string arch;
+  eval::options o = base_options(default_cache_dir());
+  std::string placement = gpu::protocol::to_string(o.timing.placement);
+  int hang_timeout = static_cast<int>(o.hang_timeout.count());
+};
+
 eval::progress_fn progress_printer(const global_options& g) {
   if (g.quiet) {
     return {};
@@ -160,56 +174,42 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
   });
 
   auto* ev = app.add_subcommand("eval", "verify and time a candidate against the task's baseline");
-  static std::string task_id;
-  static std::string candidate;
-  static std::string baseline;
-  static std::string json_out;
-  static std::string shape = "official";
-  static std::string arch;
-  static bool sanitize = false;
-  static bool verify_only = false;
-  static int sessions = 2;
-  static int seeds = 3;
-  static double max_wall = 6.0;
-  static int hang_timeout = 30;
-  static int input_sets = 3;
-  static std::string placement = "drawn";
-  static uint64_t seed = 0;
-  static bool no_sandbox = false;
-  sandbox::add_no_sandbox_flag(*ev, &no_sandbox);
-  ev->add_option("--task", task_id, "task id")->required();
-  ev->add_option("--candidate", candidate, "candidate .cu file")
+  // The options bind into one eval::options: its member initialisers are the only defaults.
+  const auto a = std::make_shared<eval_args>();
+  sandbox::add_no_sandbox_flag(*ev, &a->o.no_sandbox);
+  ev->add_option("--task", a->task_id, "task id")->required();
+  ev->add_option("--candidate", a->candidate, "candidate .cu file")
       ->required()
       ->check(CLI::ExistingFile);
-  ev->add_option("--baseline", baseline, "baseline .cu file (default: the task's baseline)")
+  ev->add_option("--baseline", a->baseline, "baseline .cu file (default: the task's baseline)")
       ->check(CLI::ExistingFile);
-  ev->add_option("--json", json_out, "write the full record as JSON here");
-  ev->add_option("--shape", shape, "shape to time (default official)");
-  ev->add_option("--arch", arch, "target architecture (default: the device's, else sm_90a)");
+  ev->add_option("--json", a->json_out, "write the full record as JSON here");
+  ev->add_option("--shape", a->o.shape, "shape to time (default official)");
+  ev->add_option("--arch", a->arch, "target architecture (default: the device's, else sm_90a)");
   ev->add_flag(
-      "--sanitize", sanitize,
+      "--sanitize", a->o.sanitize,
       "run compute-sanitizer memcheck, racecheck, initcheck, synccheck at the check shapes");
-  ev->add_flag("--verify-only", verify_only, "verify, do not time");
-  ev->add_option("--sessions", sessions, "timing sessions, each in a fresh process")
+  ev->add_flag("--verify-only", a->o.verify_only, "verify, do not time");
+  ev->add_option("--sessions", a->o.sessions, "timing sessions, each in a fresh process")
       ->check(CLI::Range(1, 10));
-  ev->add_option("--seeds", seeds, "input seeds per distribution and shape")
+  ev->add_option("--seeds", a->o.seeds, "input seeds per distribution and shape")
       ->check(CLI::Range(1, 20));
-  ev->add_option("--max-wall", max_wall, "wall-clock cap of one timing session [s]");
-  ev->add_option("--hang-timeout", hang_timeout,
+  ev->add_option("--max-wall", a->o.timing.max_wall, "wall-clock cap of one timing session [s]");
+  ev->add_option("--hang-timeout", a->hang_timeout,
                  "seconds without progress before a worker is ended");
-  ev->add_option("--seed", seed,
+  ev->add_option("--seed", a->o.seed_base,
                  "replay an evaluation: the seed recorded in its detail.protocol.seed_base "
                  "(default: drawn from the system's CSPRNG)");
-  ev->add_option("--input-sets", input_sets,
+  ev->add_option("--input-sets", a->o.timing.input_sets,
                  "input sets rotated during timing (1 disables rotation)")
       ->check(CLI::Range(1, 3));
-  ev->add_option("--placement", placement,
+  ev->add_option("--placement", a->placement,
                  "where each timing session's buffers land: drawn (a drawn pad before each buffer, "
                  "a drawn order; a placement per session) or fixed (allocated in order)")
       ->check(CLI::IsMember({"fixed", "drawn"}));
-  ev->callback([&globals, result] {
+  ev->callback([&globals, result, a] {
     const auto root = find_project_root(globals.root);
-    auto c = task::find_task(root, task_id);
+    auto c = task::find_task(root, a->task_id);
     if (const auto ready = pytorch::make_ready(root, c); !ready.ok) {
       const bool blocked = ready.reason.starts_with("blocked.");
       fmt::print("verdict   {} ({}) task {} is a pytorch task; {}\n", blocked ? "blocked" : "error",
@@ -220,23 +220,18 @@ void add_eval_commands(CLI::App& app, const global_options& globals, int* result
     // An imported task with an op graph: its lowered view, so that a candidate generated for
     // its family (KB_TASK_MATH) builds.
     c = lowered_contract(root, c, false);
-    auto o = base_options(default_cache_dir());
-    o.shape = c.shape(shape).name;
-    o.sanitize = sanitize;
-    o.verify_only = verify_only;
-    o.sessions = sessions;
-    o.seeds = seeds;
-    o.seed_base = seed;
-    o.timing.max_wall = max_wall;
-    o.timing.input_sets = input_sets;
-    o.timing.placement = *gpu::protocol::placement_from_string(placement);
-    o.hang_timeout = std::chrono::seconds(hang_timeout);
-    o.no_sandbox = no_sandbox;
-    if (!arch.empty()) {
-      o.arch = arch;
+    eval::options o = a->o;
+    o.shape = c.shape(o.shape).name;
+    o.timing.placement = *gpu::protocol::placement_from_string(a->placement);
+    o.hang_timeout = std::chrono::seconds(a->hang_timeout);
+    if (!a->arch.empty()) {
+      o.arch = a->arch;
     }
     auto st = open_store(globals);
     apply_device_calibration(o, st, globals);
+    const std::string& candidate = a->candidate;
+    const std::string& baseline = a->baseline;
+    const std::string& json_out = a->json_out;
     const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(),
                                      "candidate"};
     const fs::path base_path = baseline.empty() ? c.baseline : fs::path(baseline);

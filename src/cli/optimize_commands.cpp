@@ -256,9 +256,11 @@ search::optimize_options search_options_of(const json& args, store::store& st,
                         : eval::profile_mode::none;
   oo.confirm = oo.step;
   oo.confirm.profile = eval::profile_mode::none;
-  oo.confirm.sessions = 2;
-  oo.confirm.seeds = 3;
-  oo.confirm.timing.max_wall = 6.0;
+  // The confirmation is a full evaluation: eval::options' own protocol (as `kblaster eval`).
+  const eval::options full;
+  oo.confirm.sessions = full.sessions;
+  oo.confirm.seeds = full.seeds;
+  oo.confirm.timing.max_wall = full.timing.max_wall;
   oo.sanitize = !args.value("no_sanitize", false);
   if (!oo.sanitize) {
     say_line(globals, "sanitize  OFF (--no-sanitize): candidates become the best unsanitized");

@@ -120,7 +120,7 @@ void add_profile_commands(CLI::App& app, const global_options& globals, int* res
   static std::string source = "ncu";
   static std::string json_out;
   static std::string raw_out;
-  static int hang_timeout = 30;
+  static int hang_timeout = static_cast<int>(eval::options{}.hang_timeout.count());
   static bool no_sandbox = false;
   sandbox::add_no_sandbox_flag(*cmd, &no_sandbox);
   cmd->add_option("--task", task_id, "task id")->required();

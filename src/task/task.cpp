@@ -1100,7 +1100,9 @@ void apply_resolution(contract& c) {
     fail_input("{}: not a resolution written by pytorch_oracle.py describe ({})", file.string(),
                e.what());
   }
-  if (j.value("version", 0) != 1 || j.value("digest", std::string()) != expected) {
+  // Version 2: the running statistics of a BatchNorm or InstanceNorm are no state (the module
+  // normalizes by its input's statistics); a resolution of version 1 is described again.
+  if (j.value("version", 0) != 2 || j.value("digest", std::string()) != expected) {
     return;
   }
   const auto& shapes = j.at("shapes");
