@@ -356,13 +356,22 @@ TEST_F(imported, with_pytorch_the_module_is_the_oracle_of_the_cpu_check) {
   EXPECT_TRUE(task("L1_004_Conv2dSquare").resolved);
 }
 
-TEST(pytorch_modules, the_generated_sources_embed_the_interpreter_and_call_kb_call) {
+// A contract with only what the generated modules read (its id and folder), and an interpreter.
+struct module_inputs {
   task::contract c;
-  c.id = "L1_042";
-  c.dir = "/tasks/L1_042_x";
   availability a;
-  a.available = true;
-  a.libpython = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
+  module_inputs(const std::string& id, const std::string& libpython) {
+    c.id = id;
+    c.dir = "/tasks/" + id + "_x";
+    a.available = true;
+    a.libpython = libpython;
+  }
+};
+
+TEST(pytorch_modules, the_generated_sources_embed_the_interpreter_and_call_kb_call) {
+  module_inputs m("L1_042", "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0");
+  const task::contract& c = m.c;
+  availability& a = m.a;
   a.paths = {"/usr/lib/python3/dist-packages"};
   const std::string oracle = module_source(root, c, a, "oracle");
   const std::string baseline = module_source(root, c, a, "baseline");
@@ -383,14 +392,10 @@ TEST(pytorch_modules, the_generated_sources_embed_the_interpreter_and_call_kb_ca
 // The judge keeps room for what the float64 module allocates during a call (a float64 copy of
 // each tensor and two intermediates the size of the largest): the generated oracle says so.
 TEST(pytorch_modules, the_oracle_states_the_device_memory_a_call_allocates) {
-  task::contract c;
-  c.id = "L1_019";
-  c.dir = "/tasks/L1_019_x";
-  availability a;
-  a.available = true;
-  a.libpython = "/nonexistent/libpython.so"; // never loaded: the query needs no interpreter
+  // The interpreter is never loaded: the query needs none.
+  const module_inputs m("L1_019", "/nonexistent/libpython.so");
   temp_dir dir("kb-oracle-transient");
-  write_file_atomic(dir.path() / "oracle.cpp", module_source(root, c, a, "oracle"));
+  write_file_atomic(dir.path() / "oracle.cpp", module_source(root, m.c, m.a, "oracle"));
   process_spec cc;
   cc.argv = {"c++", "-std=c++17", "-shared", "-fPIC", "-I" + (root / "include").string(),
              (dir.path() / "oracle.cpp").string(), "-o", (dir.path() / "oracle.so").string()};
