@@ -803,19 +803,32 @@ class _Call:
 
 def kb_call(task_dir, mode, args_address, on_device):
     """The entry point of the embedded interpreter: mode "reference" (the module in float64 into
-    float64 outputs) or "eager" (the module in the task's dtype). Returns 0, or prints the error
-    and returns 1."""
+    float64 outputs) or "eager" (the module in the task's dtype). Returns 0; or 2 where the device
+    ran out of memory (the judge tells a device too small for the job from a hoard); or prints the
+    error and returns 1."""
     try:
         import torch
         call = _calls.get(task_dir)
         if call is None:
             call = _calls[task_dir] = _Call(torch, task_dir)
         return call(mode, args_address, bool(on_device))
-    except Exception:  # noqa: BLE001 (the harness gets a return code; the reason goes to stderr)
+    except Exception as e:  # noqa: BLE001 (the harness gets a return code; the reason to stderr)
+        if out_of_device_memory(e):
+            print(f"kblaster pytorch oracle: {mode} call out of device memory: {e}".splitlines()[0],
+                  file=sys.stderr)
+            sys.stderr.flush()
+            return 2
         import traceback
         traceback.print_exc()
         sys.stderr.flush()
         return 1
+
+
+def out_of_device_memory(e):
+    """Whether `e` is PyTorch's out-of-memory error of a device allocation (its own class since
+    torch 1.13; a RuntimeError with the allocator's message before)."""
+    return type(e).__name__ == "OutOfMemoryError" or (
+        isinstance(e, RuntimeError) and "CUDA out of memory" in str(e))
 
 
 def cmd_resolve(args):

@@ -69,6 +69,8 @@ worker_outcome run_worker_job(started_worker worker, const gpu::protocol::job& j
   gpu::protocol::job exit;
   exit.what = gpu::protocol::op::exit;
   child.write_line(nlohmann::json(exit).dump());
+  // What the judge's error event said it was blocked by, if it sent one.
+  std::optional<gpu::protocol::blocked_by> blocked;
   while (true) {
     bool timed_out = false;
     auto line = child.read_line(launch.hang_timeout, &timed_out);
@@ -91,11 +93,15 @@ worker_outcome run_worker_job(started_worker worker, const gpu::protocol::job& j
           out.failure = worker_failure::exit;
           out.failure_detail = status.describe();
         }
-      } else if (!out.result && out.failure == worker_failure::error &&
+      } else if (!out.result && out.failure == worker_failure::error && blocked &&
                  status.signal == 0 && status.exit_code == exit_code::blocked) {
-        // The judge's one blocked end: another judge held its device (gpu/detail/device_lock.hpp).
+        // The judge's blocked ends: another judge held its device (gpu/detail/device_lock.hpp),
+        // or the device cannot hold a shape's lane (its error says which; a judge that names
+        // none is the device lock's, as before the reason travelled).
         out.failure = worker_failure::blocked;
-        out.failure_reason = "blocked.device_busy";
+        out.failure_reason = gpu::protocol::to_string(
+            *blocked == gpu::protocol::blocked_by::none ? gpu::protocol::blocked_by::device_busy
+                                                        : *blocked);
       } else if (out.result && (status.signal != 0 || status.exit_code != 0)) {
         // Results arrived; a non-zero exit afterwards (a sanitizer's error exit code) is kept.
         out.failure_detail = status.describe();
@@ -132,6 +138,7 @@ worker_outcome run_worker_job(started_worker worker, const gpu::protocol::job& j
         const auto e = event.get<gpu::protocol::error>();
         out.failure = e.sticky ? worker_failure::sticky : worker_failure::error;
         out.failure_detail = e.message;
+        blocked = e.blocked;
         break;
       }
       }

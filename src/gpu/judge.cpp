@@ -56,24 +56,35 @@ auto worker::run() -> proto::result {
     m_empty.rejected = await_runner(m_empty);
   }
   stage_done("start");
-  const bool verify = m_job.verify;
-  if (verify) {
-    result.checker_selftest = verify_all().get<proto::selftest>();
-  } else {
-    check_expected_digests();
-  }
-  stage_done(verify ? "verify" : "expected_digests");
-  if (!m_verify_phases.is_null()) {
-    stage_s["verify_phases"] = m_verify_phases;
-  }
-  if (!m_context_lost && !m_hoard && m_job.profile && any_alive()) {
-    result.profile = profile_calls();
-  }
-  if (!m_context_lost && m_job.time && any_alive() &&
-      check_room(lane_bytes(timing_shape(), timing_sets(timing_shape())),
-                 "timing at shape " + timing_shape().name)) {
-    result.time = time_all().get<proto::session_timing>();
-    stage_done("timing");
+  // A candidate whose calls keep device memory (a cache of answers per input) can leave the judge
+  // none for a later allocation of its own: that candidate's rejection, not the job's end.
+  try {
+    const bool verify = m_job.verify;
+    if (verify) {
+      result.checker_selftest = verify_all().get<proto::selftest>();
+    } else {
+      check_expected_digests();
+    }
+    stage_done(verify ? "verify" : "expected_digests");
+    if (!m_verify_phases.is_null()) {
+      stage_s["verify_phases"] = m_verify_phases;
+    }
+    if (!m_context_lost && !m_hoard && m_job.profile && any_alive()) {
+      result.profile = profile_calls();
+    }
+    if (!m_context_lost && m_job.time && any_alive() &&
+        check_room(lane_bytes(timing_shape(), timing_sets(timing_shape())),
+                   "timing at shape " + timing_shape().name)) {
+      result.time = time_all().get<proto::session_timing>();
+      stage_done("timing");
+    }
+  } catch (const out_of_device_memory& e) {
+    if (!hoard_took(e.what())) {
+      throw device_too_small(fmt::format("{}, with nothing held beyond the runners' allowance: "
+                                         "the device is too small for this job",
+                                         e.what()));
+    }
+    stage_done("out_of_memory");
   }
   result.stage_seconds = stage_s;
   for (auto& lib : m_libs) {
@@ -177,7 +188,7 @@ int judge_main() {
         out.send(proto::error{
             fmt::format("another judge held the device for {} s (lock {}): nothing was run",
                         detail::device_lock_wait.count() / 1000, lock_file.string()),
-            false});
+            false, proto::blocked_by::device_busy});
         // The judge's one blocked end: the parent ends the evaluation blocked.device_busy and
         // the batch goes on.
         return exit_code::blocked;
@@ -194,6 +205,9 @@ int judge_main() {
       if (r.context_lost) {
         return 0; // the parent starts a fresh worker for the next job
       }
+    } catch (const detail::device_too_small& e) {
+      out.send(proto::error{e.what(), false, proto::blocked_by::device_memory});
+      return exit_code::blocked;
     } catch (const cuda_error& e) {
       out.send(proto::error{e.what(), e.sticky()});
       return exit_code::tool;

@@ -16,7 +16,13 @@ auto worker::allocate(shape_buffers& b, const shape_desc& s, bool with_reference
     double* r = nullptr;
     if (with_reference) {
       const size_t bytes = std::max<size_t>(8, static_cast<size_t>(t.numel()) * 8);
-      cuda_check(cudaMalloc(&r, bytes), "reference buffer");
+      if (const cudaError_t e = cudaMalloc(&r, bytes); e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw out_of_device_memory(
+            fmt::format("cannot allocate {} bytes for a float64 reference", bytes));
+      } else {
+        cuda_check(e, "reference buffer");
+      }
       b.device_bytes += static_cast<int64_t>(bytes);
       judge_device_bytes() += static_cast<int64_t>(bytes);
     }
@@ -141,6 +147,11 @@ auto worker::compute_reference_into(shape_buffers& in, shape_buffers& b) -> void
   }
   const kb_args a = make_args(iv, ov, m_scalars, b.oracle_ws, m_oracle_ws_bytes, m_stream);
   const int rc = m_oracle(&a, 1);
+  if (rc == oracle_out_of_memory) {
+    (void)cudaGetLastError();
+    throw out_of_device_memory(
+        fmt::format("the float64 oracle ran out of device memory at shape {}", s.name));
+  }
   if (rc != 0) {
     fail("the GPU oracle refused shape {} (code {})", s.name, rc);
   }
@@ -220,6 +231,30 @@ auto worker::check_room(uint64_t need, const std::string& what) -> bool {
     }
   }
   return false;
+}
+
+auto worker::hoard_took(const std::string& what) -> bool {
+  if (std::any_of(m_libs.begin(), m_libs.end(),
+                  [](const candidate_lib& lib) { return lib.host_dispatch; })) {
+    return false;
+  }
+  size_t free_now = 0;
+  m_runner_excess = runner_excess(&free_now);
+  if (m_runner_excess == 0) {
+    return false;
+  }
+  m_hoard = true;
+  for (auto& lib : m_libs) {
+    if (!lib.rejected && lib.role != "baseline") {
+      reject(lib, {"abi.allocation",
+                   fmt::format("the judge ran out of device memory ({}) while the runners held "
+                               "{} bytes beyond their allowance ({} bytes each): a candidate "
+                               "allocates device memory of its own (the ABI gives it a workspace "
+                               "instead)",
+                               what, m_runner_excess, runner_memory_allowance)});
+    }
+  }
+  return true;
 }
 
 auto worker::runner_excess(size_t* free_now) const -> uint64_t {

@@ -237,14 +237,16 @@ void worker::place_timing_sets(timing_run& r) {
       pad_budget = free_bytes / 20;
     }
   }
-  std::vector<void*> pads;
+  // The pads go when the sets are placed, or when placing them fails (out_of_device_memory).
+  const auto free_pad = [](void* pad) { (void)cudaFree(pad); };
+  std::vector<std::unique_ptr<void, decltype(free_pad)>> pads;
   json pad_record = json::array();
   for (const auto& [l, k] : slots) {
     if (drawn) {
       const size_t bytes = static_cast<size_t>(m_rng() % placement_pad_steps) * placement_pad_step;
       void* pad = nullptr;
       if (bytes > 0 && bytes <= pad_budget && cudaMalloc(&pad, bytes) == cudaSuccess) {
-        pads.push_back(pad);
+        pads.emplace_back(pad, free_pad);
         pad_budget -= bytes;
         pad_record.push_back(bytes);
       } else {
@@ -256,9 +258,7 @@ void worker::place_timing_sets(timing_run& r) {
     allocate(*e, s, /*with_reference=*/l == 0 && k == 0, l);
     (l == 0 ? r.bufs[k] : r.more_lanes[l - 1][k]) = std::move(e);
   }
-  for (void* pad : pads) {
-    cuda_check(cudaFree(pad), "placement pad");
-  }
+  pads.clear();
   r.placement_record = {{"kind", proto::to_string(r.t.where)}, {"pads_bytes", pad_record}};
 }
 

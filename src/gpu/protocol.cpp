@@ -529,12 +529,46 @@ void from_json(const json& j, rejected& x) {
   x.message = j.at("message").get<std::string>();
 }
 
+std::string to_string(blocked_by b) {
+  switch (b) {
+  case blocked_by::none:
+    return "none";
+  case blocked_by::device_busy:
+    return "blocked.device_busy";
+  case blocked_by::device_memory:
+    return "blocked.device_memory";
+  }
+  return "?";
+}
+
+std::optional<blocked_by> blocked_by_from_string(const std::string& s) {
+  for (const blocked_by b :
+       {blocked_by::none, blocked_by::device_busy, blocked_by::device_memory}) {
+    if (to_string(b) == s) {
+      return b;
+    }
+  }
+  return std::nullopt;
+}
+
 void to_json(json& j, const error& x) {
   j = {{"event", "error"}, {"message", x.message}, {"sticky", x.sticky}};
+  if (x.blocked != blocked_by::none) {
+    j["blocked"] = to_string(x.blocked);
+  }
 }
 void from_json(const json& j, error& x) {
   x.message = j.at("message").get<std::string>();
   x.sticky = j.value("sticky", false);
+  x.blocked = blocked_by::none;
+  if (j.contains("blocked")) {
+    const auto b = blocked_by_from_string(j.at("blocked").get<std::string>());
+    if (!b) {
+      throw std::invalid_argument("error.blocked: " + j.at("blocked").dump() +
+                                  " is not a reason the judge is blocked by");
+    }
+    x.blocked = *b;
+  }
 }
 
 } // namespace kb::gpu::protocol

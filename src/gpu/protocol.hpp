@@ -298,10 +298,20 @@ struct rejected {
 void to_json(nlohmann::json& j, const rejected& x);
 void from_json(const nlohmann::json& j, rejected& x);
 
+// Why a judge ran nothing of a job, where that is no fault of its own (it then exits
+// exit_code::blocked): another judge held its device, or the device has too little memory for
+// one lane of a shape (inputs, outputs, float64 references and the oracle's own allocations)
+// with nothing hoarded. Stable names: blocked.device_busy, blocked.device_memory.
+enum class blocked_by { none, device_busy, device_memory };
+std::string to_string(blocked_by b);
+std::optional<blocked_by> blocked_by_from_string(const std::string& s);
+
 // The judge itself failed; `sticky`: a context-corrupting CUDA error surfaced in its own call.
+// `blocked`: the job could not run here (see blocked_by); none for the judge's own failures.
 struct error {
   std::string message;
   bool sticky = false;
+  blocked_by blocked = blocked_by::none;
 };
 void to_json(nlohmann::json& j, const error& x);
 void from_json(const nlohmann::json& j, error& x);

@@ -657,7 +657,9 @@ int kb_pytorch_call(const kb_args* a, int on_device, const char* mode) {{
   }}
   p.gil_release(state);
   fflush(stderr);
-  return rc == 0 ? 0 : 91;
+  // 92: the device ran out of memory in the call (the judge's out_of_device_memory); 91: any
+  // other failure, its traceback on stderr.
+  return rc == 0 ? 0 : (rc == 2 ? 92 : 91);
 }}
 
 }} // namespace

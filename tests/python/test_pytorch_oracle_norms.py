@@ -55,5 +55,42 @@ class BatchStatistics(unittest.TestCase):
         self.assertEqual(names, ["0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"])
 
 
+class OutOfDeviceMemory(unittest.TestCase):
+    """kb_call returns 2 for a device allocation that failed (the judge then tells a device too
+    small from a candidate's hoard) and 1 for any other failure."""
+
+    def test_torch_out_of_memory_errors_are_told_from_other_failures(self):
+        import pytorch_oracle as po
+
+        class OutOfMemoryError(RuntimeError):  # torch.cuda.OutOfMemoryError's name
+            pass
+
+        self.assertTrue(po.out_of_device_memory(OutOfMemoryError("Tried to allocate 15.00 GiB")))
+        self.assertTrue(po.out_of_device_memory(
+            RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")))
+        self.assertFalse(po.out_of_device_memory(RuntimeError("shape mismatch")))
+        self.assertFalse(po.out_of_device_memory(ValueError("CUDA out of memory")))
+
+    @unittest.skipIf(torch is None, "no torch (kb_call imports it first)")
+    def test_kb_call_returns_2_when_the_device_runs_out(self):
+        import pytorch_oracle as po
+
+        class OutOfMemoryError(RuntimeError):
+            pass
+
+        def raising(*_):
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate 15.00 GiB")
+
+        saved = dict(po._calls)
+        try:
+            po._calls["task"] = raising
+            self.assertEqual(po.kb_call("task", "reference", 0, 1), 2)
+            po._calls["task"] = lambda *_: (_ for _ in ()).throw(KeyError("x"))
+            self.assertEqual(po.kb_call("task", "reference", 0, 1), 1)
+        finally:
+            po._calls.clear()
+            po._calls.update(saved)
+
+
 if __name__ == "__main__":
     unittest.main()

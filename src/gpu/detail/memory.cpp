@@ -47,8 +47,13 @@ shared_memory::shared_memory(size_t bytes, bool runner_read_only)
       "granularity");
   m_granularity = granularity;
   m_bytes = (std::max<size_t>(bytes, 1) + granularity - 1) / granularity * granularity;
-  if (KB_CU(cuMemCreate)(&m_handle, m_bytes, &prop, 0) != CUDA_SUCCESS) {
-    fail("cannot allocate {} bytes of shareable device memory for the harness", m_bytes);
+  if (const CUresult r = KB_CU(cuMemCreate)(&m_handle, m_bytes, &prop, 0); r != CUDA_SUCCESS) {
+    const std::string what =
+        fmt::format("cannot allocate {} bytes of shareable device memory for the harness", m_bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+      throw out_of_device_memory(what);
+    }
+    fail("{}", what);
   }
   driver_check(KB_CU(cuMemExportToShareableHandle)(&m_fd, m_handle,
                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),

@@ -7,6 +7,8 @@
 // mapped. The judge counts what it allocates, so that what the runners hold can be told apart.
 #pragma once
 
+#include "common/error.hpp"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -30,6 +32,22 @@ std::atomic<int64_t>& judge_device_bytes();
 
 // Fails (kb::fail) with the driver's error name unless `r` is success.
 void driver_check(CUresult r, const char* what);
+
+// The device had no room for an allocation of the judge's own (its buffers, references,
+// workspaces). Whether that is the device's size or a candidate's hoard is the worker's to tell
+// (worker::hoard_took).
+class out_of_device_memory : public kb::error {
+public:
+  using kb::error::error;
+};
+
+// The device cannot hold what one lane of a shape needs (inputs, outputs, float64 references, the
+// oracle's own allocations) with nothing hoarded by a runner: the job is blocked there
+// (blocked.device_memory), not failed; a device with more memory runs it.
+class device_too_small : public kb::error {
+public:
+  using kb::error::error;
+};
 
 // Device memory a runner can import: cuMemCreate with a POSIX file-descriptor handle, rounded up
 // to the allocation granularity, mapped read-write in the judge. `runner_read_only`: runners map

@@ -114,6 +114,9 @@ inline constexpr size_t placement_pad_step = size_t{2} << 20;
 // What a runner may hold on the device besides what the judge gives it: a CUDA context, the
 // library's code, graph and launch buffers, the profiler's counter buffers. [bytes]
 inline constexpr uint64_t runner_memory_allowance = uint64_t{2} << 30;
+// What an oracle's kbt_oracle returns where the device ran out of memory in the call (the
+// generated PyTorch module: torch's OutOfMemoryError); any other non-zero code is a refusal.
+inline constexpr int oracle_out_of_memory = 92;
 
 // ---- job description
 // -----------------------------------------------------------------------------
@@ -536,6 +539,13 @@ private:
   // more is verified or timed (m_hoard), and the answer is no. Otherwise yes, as before, fitting
   // or not.
   bool check_room(uint64_t need, const std::string& what);
+
+  // After an allocation of the judge's failed for want of device memory (`what`, its message):
+  // whether the runners hold more than their allowance. If they do, that is a candidate's hoard
+  // (a cache of answers per input, grown by its calls since the last check_room): every candidate
+  // still in the running is rejected abi.allocation, nothing more is verified or timed (m_hoard),
+  // and the answer is yes. Otherwise no: the device is too small for the job, a harness error.
+  bool hoard_took(const std::string& what);
 
   // Bytes of one lane of shape `s` with `sets` input sets: inputs and outputs per set, the
   // float64 references once, and the device memory the oracle allocates itself during a call
