@@ -9,6 +9,9 @@
 
 #include "kblaster/device/families/common.cuh"
 
+#include <map>
+#include <tuple>
+
 namespace kb::strategies {
 
 // The float storage types the strategies instantiate; float64 storage is refused (the kernels
@@ -61,6 +64,37 @@ KB_HD int64_t min64(int64_t a, int64_t b) {
 }
 KB_HD int64_t max64(int64_t a, int64_t b) {
   return a > b ? a : b;
+}
+
+// The most slices a strategy splits one call's work into, each with kernels of its own: the judge
+// holds a call's time before its window (kb_launch, its capture and the graph's update, which
+// grow with the kernels enqueued) to an empty call's plus one empty round trip, about 50 us,
+// and an enqueued kernel costs a few microseconds of it.
+inline constexpr int64_t max_launch_groups = 4;
+
+// cudaOccupancyMaxActiveClusters for `kernel` launched as `cfg` (grid: one cluster), asked once
+// per kernel, device, block, dynamic shared memory and cluster size and then remembered: the
+// query costs tens of microseconds of host time, which every call would otherwise spend before
+// its window.
+template <class K>
+cudaError_t max_active_clusters(K kernel, const cudaLaunchConfig_t& cfg, int cluster, int* out) {
+  using key = std::tuple<const void*, int, unsigned, size_t, int>;
+  static std::map<key, int> known;
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) {
+    return e;
+  }
+  const key k{reinterpret_cast<const void*>(kernel), dev, cfg.blockDim.x, cfg.dynamicSmemBytes,
+              cluster};
+  if (const auto it = known.find(k); it != known.end()) {
+    *out = it->second;
+    return cudaSuccess;
+  }
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(out, kernel, &cfg);
+  if (e == cudaSuccess) {
+    known.emplace(k, *out);
+  }
+  return e;
 }
 
 // A grid size for `work` independent pieces, capped for a grid-stride loop.
