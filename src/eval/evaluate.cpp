@@ -752,6 +752,11 @@ run_timing_session(const session_plan& plan, int sidx,
   }
   for (const auto& l : w.result->candidates) {
     if (!l.accepted) {
+      // The session's timing record stays with the rejection: the ABI rules' calls (round trips
+      // against the reference), the interference and reuse checks say why.
+      if (w.result->time) {
+        res.detail["sessions"].back()["timing"] = w.result->time->record;
+      }
       return early_end{l.role == "candidate" ? verdict::rejected : verdict::error,
                        (l.role == "candidate" ? "" : "baseline.") + l.reason,
                        fmt::format("session {}: {}", sidx, l.message)};
