@@ -16,6 +16,8 @@
 #   5. scripts/kernelbench_optimize_summary.py -> $OUT/summary.json
 # METHODS (default eager,compile,max-autotune) names the PyTorch methods of step 4; PYTORCH=0
 # skips step 4 (a pass spread over several calls times PyTorch once, in its last call).
+# DEADLINE (seconds since the epoch) stops the pass before a task that could not finish by then;
+# the next call resumes at that task.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB_DIR=${1:?usage: scripts/kernelbench-optimize-h200.sh KB_DIR [LEVEL] [--budget 45s] [--only REGEX]}
@@ -96,8 +98,13 @@ ids=$($K --tasks "$WORK/tasks" tasks list --suite $SUITE --json |
 for t in json.load(sys.stdin):
     if not only or re.search(only, t["id"]) or re.search(only, t.get("kernelbench", "")):
         print(t["id"])' "$ONLY")
+budget_s=$(python3 -c 'import re,sys; m=re.fullmatch(r"(\d+)(s|m|min)?", sys.argv[1]); print(int(m[1]) * (60 if m[2] in ("m", "min") else 1) if m else 600)' "$BUDGET")
 for id in $ids; do
   [ -f "$WORK/results/$id.json" ] && continue
+  if [ -n "${DEADLINE:-}" ] && [ $(($(date +%s) + budget_s * 3 / 2 + 30)) -gt "$DEADLINE" ]; then
+    echo "== $id and later: not started (DEADLINE)"
+    break
+  fi
   echo "== $id"
   $K --tasks "$WORK/tasks" optimize --task "$id" --proposer builtin --budget "$BUDGET" \
     --json "$WORK/results/$id.json.part" 2>&1 | tail -4
@@ -116,7 +123,9 @@ done
 # 4. The PyTorch methods (eager, compile, max-autotune) on the same tasks, resumable per run.
 if [ "${PYTORCH:-1}" != 0 ] && [ ! -f "$WORK/pytorch.json" ]; then
   $K --tasks "$WORK/tasks" tasks list --suite $SUITE --json >"$WORK/tasks.json"
-  "${MODULE_ENV[@]}" PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$WORK/tasks.json" \
+  limit=()
+  [ -n "${DEADLINE:-}" ] && limit=(timeout --kill-after=10 $((DEADLINE - $(date +%s))))
+  "${limit[@]}" "${MODULE_ENV[@]}" PYTHONUNBUFFERED=1 python3 scripts/pytorch_baselines.py --tasks "$WORK/tasks.json" \
     --out "$WORK/pytorch.json.part" --methods "${METHODS:-eager,compile,max-autotune}" \
     --module-dir "$WORK/modules" >"$WORK/pytorch.txt" 2>&1 &&
     mv "$WORK/pytorch.json.part" "$WORK/pytorch.json"

@@ -62,6 +62,8 @@ auto worker::windowed_call(candidate_lib& lib, shape_buffers& b, bool sample_out
   w.rc = reply.rc;
   w.launch_error = reply.launch_error;
   w.host_ns = reply.host_ns;
+  w.graph_ns = reply.graph_ns;
+  w.instantiated = reply.instantiated;
   w.outside_ns = reply.outside_ns;
   w.prepare_ns = reply.prepare_ns;
   w.launch_ns = reply.launch_ns;

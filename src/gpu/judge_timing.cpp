@@ -398,6 +398,7 @@ void worker::calibrate_overhead(timing_run& r) {
   std::vector<double> hosts;
   std::vector<double> outsides;
   std::vector<double> tails;
+  std::vector<double> graphs;
   std::vector<double> prepares;
   std::vector<double> launches;
   for (int i = 0; i < 25; ++i) {
@@ -410,6 +411,7 @@ void worker::calibrate_overhead(timing_run& r) {
       trips.push_back(static_cast<double>(tc.w.round_trip_ns));
       hosts.push_back(static_cast<double>(tc.w.host_ns));
       outsides.push_back(static_cast<double>(tc.w.outside_ns));
+      graphs.push_back(static_cast<double>(tc.w.graph_ns));
       tails.push_back(static_cast<double>(tc.w.tail_ns));
       prepares.push_back(static_cast<double>(tc.w.prepare_ns));
       launches.push_back(static_cast<double>(tc.w.launch_ns));
@@ -439,6 +441,7 @@ void worker::calibrate_overhead(timing_run& r) {
                    {"empty_round_trip_median_s", r.empty_round_trip_ns * 1e-9},
                    {"empty_host_median_s", r.empty_host_ns * 1e-9},
                    {"empty_outside_median_s", r.empty_outside_ns * 1e-9},
+                   {"empty_graph_median_s", stats::median(graphs) * 1e-9},
                    {"empty_tail_median_s", r.empty_tail_ns * 1e-9},
                    {"empty_prepare_median_s", stats::median(prepares) * 1e-9},
                    {"empty_launch_median_s", stats::median(launches) * 1e-9},
@@ -492,6 +495,8 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
     calls.push_back({{"round_trip_s", w.round_trip_ns * 1e-9},
                      {"reference_round_trip_s", reference_ns * 1e-9},
                      {"host_s", w.host_ns * 1e-9},
+                     {"graph_s", w.graph_ns * 1e-9},
+                     {"instantiated", w.instantiated},
                      {"outside_s", w.outside_ns * 1e-9},
                      {"prepare_s", w.prepare_ns * 1e-9},
                      {"launch_s", w.launch_ns * 1e-9},
@@ -760,6 +765,7 @@ void worker::record_sample(timing_run& r, const candidate_lib& lib, const window
                                  {"window_s", w.window_s},
                                  {"round_trip_s", w.round_trip_ns * 1e-9},
                                  {"host_s", w.host_ns * 1e-9},
+                                 {"graph_s", w.graph_ns * 1e-9},
                                  {"outside_s", w.outside_ns * 1e-9},
                                  {"prepare_s", w.prepare_ns * 1e-9},
                                  {"launch_s", w.launch_ns * 1e-9},

@@ -85,11 +85,14 @@ struct call_reply {
   std::string capture_error; // kb_launch broke the stream capture (it synchronised): no DONE
   std::string sync_error;    // the CUDA error of the work outside the stream: no DONE
   int64_t host_ns = 0;       // [ns] inside kb_launch
-  int64_t outside_ns = 0;    // [ns] from kb_launch's return until work outside the stream ended
+  int64_t graph_ns = 0;      // [ns] after kb_launch: the capture updated into the last graph or
+                             // instantiated anew
+  bool instantiated = false; // the capture could not update the last graph (a new one was made)
+  int64_t outside_ns = 0;    // [ns] after the graph was ready, until work outside the stream ended
   int64_t prepare_ns = 0;    // [ns] before kb_launch: the previous graph released, capture begun
   int64_t launch_ns = 0;     // [ns] after the work outside the stream: the graph queued behind GO
   NLOHMANN_DEFINE_TYPE_INTRUSIVE(call_reply, rc, launch_error, capture_error, sync_error, host_ns,
-                                 outside_ns, prepare_ns, launch_ns)
+                                 graph_ns, instantiated, outside_ns, prepare_ns, launch_ns)
 };
 
 struct workspace_reply {

@@ -304,6 +304,8 @@ private:
     uint64_t stop_digest = 0;
     uint64_t stop_poison = 0;
     int64_t host_ns = 0;    // [ns] inside kb_launch (runner's clock)
+    int64_t graph_ns = 0;   // [ns] the capture updated or instantiated (runner's clock)
+    bool instantiated = false; // the capture could not update the runner's last graph
     int64_t outside_ns = 0; // [ns] work outside the given stream, after kb_launch (runner's clock)
     int64_t prepare_ns = 0; // [ns] the runner's time before kb_launch (runner's clock)
     int64_t launch_ns = 0;  // [ns] the runner's time queueing the graph (runner's clock)
