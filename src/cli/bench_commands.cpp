@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -589,95 +590,100 @@ void write_outputs(const std::string& out_dir, std::string md, const std::string
 } // namespace
 
 void add_bench_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::string suite = "core10";
+    std::string out_dir = "out/bench";
+    std::string pytorch_file;
+    std::vector<std::string> only;
+    bool all_shapes = false;
+    bool no_sandbox = false;
+    double goal_fastest = 1.15;
+    double goal_eager = 2.5;
+    bool no_sanitize = false;
+    std::optional<std::filesystem::path> config;
+    std::string rescore_file;
+    executor_options exec_opts;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* bench = app.add_subcommand(
       "bench", "portfolio candidates against baselines and PyTorch, as a report");
-  static std::string suite = "core10";
-  static std::string out_dir = "out/bench";
-  static std::string pytorch_file;
-  static std::vector<std::string> only;
-  static bool all_shapes = false;
-  static bool no_sandbox = false;
-  static double goal_fastest = 1.15;
-  static double goal_eager = 2.5;
-  static bool no_sanitize = false;
-  static std::optional<std::filesystem::path> config;
-  static std::string rescore_file;
-  static executor_options exec_opts;
-  bench->add_option("--suite", suite, "suite to run");
-  bench->add_option("--out", out_dir,
+  bench->add_option("--suite", opts->suite, "suite to run");
+  bench->add_option("--out", opts->out_dir,
                     "folder for report.md, bench.json, bench.csv and the SVG figures");
-  bench->add_option("--pytorch", pytorch_file,
+  bench->add_option("--pytorch", opts->pytorch_file,
                     "PyTorch timings written by scripts/pytorch_baselines.py");
-  bench->add_option("--task", only, "only these tasks");
-  bench->add_flag("--all-shapes", all_shapes,
+  bench->add_option("--task", opts->only, "only these tasks");
+  bench->add_flag("--all-shapes", opts->all_shapes,
                   "also the tasks' bench shapes (the RMSNorm deep case)");
-  bench->add_flag("--no-sandbox", no_sandbox, "run candidates without the sandbox (recorded)");
-  bench->add_option("--goal-vs-fastest", goal_fastest,
+  bench->add_flag("--no-sandbox", opts->no_sandbox, "run candidates without the sandbox (recorded)");
+  bench->add_option("--goal-vs-fastest", opts->goal_fastest,
                     "geometric-mean speedup over the fastest PyTorch method to report against");
-  bench->add_option("--goal-vs-eager", goal_eager,
+  bench->add_option("--goal-vs-eager", opts->goal_eager,
                     "geometric-mean speedup over PyTorch eager to report against");
-  bench->add_flag("--no-sanitize", no_sanitize,
+  bench->add_flag("--no-sanitize", opts->no_sanitize,
                   "do not run the sanitizers on each kernel before timing it (recorded)");
-  bench->add_option("--rescore", rescore_file,
+  bench->add_option("--rescore", opts->rescore_file,
                     "no GPU: recompute the comparison with PyTorch from an earlier bench.json "
                     "(its medians, intervals, timing resolution and PyTorch figures) under "
                     "this build's rules, and print it");
-  add_executor_options(*bench, exec_opts);
-  add_config_option(*bench, config);
-  bench->callback([&globals, result] {
-    if (!rescore_file.empty()) {
-      *result = rescore(rescore_file, goal_fastest, goal_eager);
+  add_executor_options(*bench, opts->exec_opts);
+  add_config_option(*bench, opts->config);
+  bench->callback([&globals, result, opts] {
+    if (!opts->rescore_file.empty()) {
+      *result = rescore(opts->rescore_file, opts->goal_fastest, opts->goal_eager);
       return;
     }
     const auto root = find_project_root(globals.root);
     // Where evaluations run, with the config file's [slurm] settings: checked before any work.
-    const auto plan = plan_executor(exec_opts, config);
+    const auto plan = plan_executor(opts->exec_opts, opts->config);
     if (plan.kind != "local" && !globals.quiet) {
       fmt::print("executor  {}\n", plan.describe());
     }
-    const auto tasks = task::load_suite(root, suite);
+    const auto tasks = task::load_suite(root, opts->suite);
     json pytorch;
-    if (!pytorch_file.empty()) {
-      pytorch = json::parse(read_file(pytorch_file));
+    if (!opts->pytorch_file.empty()) {
+      pytorch = json::parse(read_file(opts->pytorch_file));
     }
     eval::options o;
     o.cache_dir = default_cache_dir();
-    o.no_sandbox = no_sandbox;
+    o.no_sandbox = opts->no_sandbox;
     // Each kernel passes the four sanitizers at the check shapes before it is timed and may be
     // reported as improved; a finding rejects it (sanitize.<tool>).
-    o.sanitize = !no_sanitize;
+    o.sanitize = !opts->no_sanitize;
     auto st = open_store(globals);
-    if (const auto report = run_preflight(globals, no_sandbox, std::nullopt, st);
+    if (const auto report = run_preflight(globals, opts->no_sandbox, std::nullopt, st);
         !report->usable()) {
       fmt::print("bench: GPU stages BLOCKED: {}\n", report->reason);
       *result = exit_code::blocked;
       return;
     }
     apply_device_calibration(o, st, globals);
-    const int64_t run = st.begin_run("bench", {{"suite", suite},
-                                               {"pytorch", pytorch_file},
-                                               {"all_shapes", all_shapes},
-                                               {"no_sanitize", no_sanitize},
+    const int64_t run = st.begin_run("bench", {{"suite", opts->suite},
+                                               {"pytorch", opts->pytorch_file},
+                                               {"all_shapes", opts->all_shapes},
+                                               {"no_sanitize", opts->no_sanitize},
                                                {"executor", plan.kind},
                                                {"gpus", plan.gpus},
                                                {"delta", o.delta},
                                                {"delta_source", o.delta_source},
                                                {"ceilings", task::to_json(o.ceilings)}});
     const task::ceilings& ceil = o.ceilings;
-    std::vector<bench_item> items = bench_items(root, tasks, only, all_shapes);
+    std::vector<bench_item> items = bench_items(root, tasks, opts->only, opts->all_shapes);
     const std::vector<eval::result> results =
         evaluate_items(globals, plan, root, st, run, items, o);
-    bench_report rep = start_report(suite, pytorch, ceil);
+    bench_report rep = start_report(opts->suite, pytorch, ceil);
     for (size_t i = 0; i < items.size(); ++i) {
       add_result(rep, items[i], results[i], pytorch, o, ceil, root);
     }
-    const json summary = summary_of(rep, pytorch, goal_fastest, goal_eager);
+    const json summary = summary_of(rep, pytorch, opts->goal_fastest, opts->goal_eager);
     st.finish_run(run, store::run_status::finished, "finished", "");
-    const std::string head = report_head(suite, run, rep.device, o, ceil, pytorch, pytorch_file);
+    const std::string head = report_head(opts->suite, run, rep.device, o, ceil, pytorch, opts->pytorch_file);
     const std::string versus = versus_sections(rep, pytorch, o);
-    write_outputs(out_dir, rep.md, head, versus, summary, rep, run, pytorch);
+    write_outputs(opts->out_dir, rep.md, head, versus, summary, rep, run, pytorch);
     fmt::print("{}\nwrote {}/report.md, bench.json, bench.csv, speedup.svg, roofline.svg\n",
-               summary.dump(2), out_dir);
+               summary.dump(2), opts->out_dir);
     *result = exit_for_bench(rep.verdicts);
   });
 }

@@ -8,6 +8,8 @@
 #include "eval/eval.hpp"
 #include "task/task.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 namespace kb::cli {
@@ -95,48 +97,53 @@ void apply_device_calibration(eval::options& o, store::store& st, const global_o
 }
 
 void add_calibrate_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::string probe_out;
+    std::vector<std::string> cal_tasks;
+    std::string cal_suite = "core10";
+    int repeats = 3;
+    std::string cal_json;
+    bool device_only = false;
+    std::vector<std::string> summarize_from;
+    std::string placement = "drawn";
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* probe = app.add_subcommand("device-limits-probe",
                                    "measure the device's limits (started by kblaster itself)");
   probe->group("");
-  static std::string probe_out;
-  probe->add_option("--out", probe_out, "write the measured limits here")->required();
-  probe->callback([result] {
+  probe->add_option("--out", opts->probe_out, "write the measured limits here")->required();
+  probe->callback([result, opts] {
     const auto limits = eval::measure_device_limits();
-    write_file_atomic(probe_out, eval::to_json(limits).dump(2) + "\n");
+    write_file_atomic(opts->probe_out, eval::to_json(limits).dump(2) + "\n");
     *result = exit_code::ok;
   });
 
   auto* cal = app.add_subcommand(
       "calibrate", "measure this device's limits and the timing gate's A/A behaviour");
-  static std::vector<std::string> cal_tasks;
-  static std::string cal_suite = "core10";
-  static int repeats = 3;
-  static std::string cal_json;
-  static bool device_only = false;
-  static std::vector<std::string> summarize_from;
-  static std::string placement = "drawn";
-  cal->add_option("--task", cal_tasks, "only these tasks (default: every task of the suite)");
-  cal->add_option("--suite", cal_suite, "suite whose baselines are compared with themselves");
-  cal->add_option("--repeats", repeats, "independent A/A evaluations per task")
+  cal->add_option("--task", opts->cal_tasks, "only these tasks (default: every task of the suite)");
+  cal->add_option("--suite", opts->cal_suite, "suite whose baselines are compared with themselves");
+  cal->add_option("--repeats", opts->repeats, "independent A/A evaluations per task")
       ->check(CLI::Range(1, 50));
-  cal->add_option("--json", cal_json, "also write the calibration here");
-  cal->add_option("--placement", placement,
+  cal->add_option("--json", opts->cal_json, "also write the calibration here");
+  cal->add_option("--placement", opts->placement,
                   "where each timing session's buffers land (as eval --placement)")
       ->check(CLI::IsMember({"fixed", "drawn"}));
-  cal->add_flag("--device", device_only,
+  cal->add_flag("--device", opts->device_only,
                 "measure the device's limits now (and store them); no A/A comparisons");
-  cal->add_option("--summarize", summarize_from,
+  cal->add_option("--summarize", opts->summarize_from,
                   "summarize the A/A comparisons of a calibration's JSON again, or of several "
                   "pooled (no GPU, nothing stored); --json writes the new summary with them")
       ->expected(1, -1);
-  cal->callback([&globals, result] {
-    if (!summarize_from.empty()) {
+  cal->callback([&globals, result, opts] {
+    if (!opts->summarize_from.empty()) {
       // One file, or several calibrations pooled (their comparisons counted together, each
       // file's device named).
       json doc;
       json tasks = json::array();
       json sources = json::array();
-      for (const auto& file : summarize_from) {
+      for (const auto& file : opts->summarize_from) {
         json one;
         try {
           one = json::parse(read_file(file));
@@ -162,7 +169,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
           doc = one;
         }
       }
-      if (summarize_from.size() > 1) {
+      if (opts->summarize_from.size() > 1) {
         for (const auto& src : sources) {
           fmt::print("pooled    {} ({} {}, {} tasks)\n", src["file"].get<std::string>(),
                      src["device"].get<std::string>(), src["uuid"].get<std::string>(),
@@ -174,8 +181,8 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
       const auto summary = eval::summarize_aa(doc["tasks"]);
       print_summary(summary);
       doc["summary"] = summary.to_json();
-      if (!cal_json.empty()) {
-        write_file_atomic(cal_json, doc.dump(2) + "\n");
+      if (!opts->cal_json.empty()) {
+        write_file_atomic(opts->cal_json, doc.dump(2) + "\n");
       }
       *result = exit_code::ok;
       return;
@@ -190,7 +197,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     auto st = open_store(globals);
     const std::string uuid = dev.info.at("uuid");
     json out{{"device", dev.info}};
-    if (device_only) {
+    if (opts->device_only) {
       const int64_t run = st.begin_run("calibrate", {{"device", true}});
       std::string error;
       const auto limits = eval::run_limits_probe(&error);
@@ -208,38 +215,38 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
       out["limits"] = eval::to_json(*stored);
       out["ceilings"] = task::to_json(ceil);
       st.finish_run(run, store::run_status::finished, "finished", "");
-      if (!cal_json.empty()) {
-        write_file_atomic(cal_json, out.dump(2) + "\n");
+      if (!opts->cal_json.empty()) {
+        write_file_atomic(opts->cal_json, out.dump(2) + "\n");
       }
       *result = exit_code::ok;
       return;
     }
     std::vector<task::contract> tasks;
-    if (cal_tasks.empty()) {
-      tasks = task::load_suite(root, cal_suite);
+    if (opts->cal_tasks.empty()) {
+      tasks = task::load_suite(root, opts->cal_suite);
     } else {
-      for (const auto& id : cal_tasks) {
+      for (const auto& id : opts->cal_tasks) {
         tasks.push_back(task::find_task(root, id));
       }
     }
     eval::options o;
     o.cache_dir = default_cache_dir();
     apply_device_calibration(o, st, globals);
-    o.timing.placement = *gpu::protocol::placement_from_string(placement);
+    o.timing.placement = *gpu::protocol::placement_from_string(opts->placement);
     // A/A comparisons are judged with the default delta, not with an earlier calibration's.
     o.delta = 0.01;
     o.delta_source = std::string(no_gate_calibration_note());
-    const int64_t run = st.begin_run("calibrate", {{"suite", cal_suite},
-                                                   {"tasks", cal_tasks},
-                                                   {"repeats", repeats},
-                                                   {"placement", placement}});
+    const int64_t run = st.begin_run("calibrate", {{"suite", opts->cal_suite},
+                                                   {"tasks", opts->cal_tasks},
+                                                   {"repeats", opts->repeats},
+                                                   {"placement", opts->placement}});
     json per_task = json::array();
     for (const auto& c : tasks) {
       eval::progress_fn progress;
       if (!globals.quiet) {
         progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
       }
-      const auto j = eval::calibrate(root, c, repeats, o, progress);
+      const auto j = eval::calibrate(root, c, opts->repeats, o, progress);
       int significant = 0;
       std::string verdicts;
       for (const auto& e : j["evaluations"]) {
@@ -252,7 +259,7 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     }
     const auto summary = eval::summarize_aa(per_task);
     out["tasks"] = per_task;
-    out["placement"] = placement;
+    out["placement"] = opts->placement;
     out["summary"] = summary.to_json();
     out["ceilings"] = task::to_json(o.ceilings);
     store::gate_calibration g;
@@ -266,8 +273,8 @@ void add_calibrate_commands(CLI::App& app, const global_options& globals, int* r
     g.detail = out;
     st.record_gate_calibration(g);
     st.finish_run(run, store::run_status::finished, "finished", "");
-    if (!cal_json.empty()) {
-      write_file_atomic(cal_json, out.dump(2) + "\n");
+    if (!opts->cal_json.empty()) {
+      write_file_atomic(opts->cal_json, out.dump(2) + "\n");
     }
     print_summary(summary);
     fmt::print("gate      delta {:.3f}% for {} (stored; used by eval, optimize and bench)\n",

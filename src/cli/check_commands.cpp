@@ -6,6 +6,8 @@
 #include "pytorch/pytorch.hpp"
 #include "task/task.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 namespace kb::cli {
@@ -17,23 +19,28 @@ using nlohmann::json;
 } // namespace
 
 void add_check_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::string suite;
+    std::vector<std::string> task_ids;
+    std::string json_out;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* check = app.add_subcommand(
       "check", "validate tasks, compile every candidate, run the CPU oracles, then the GPU stages");
-  static std::string suite;
-  static std::vector<std::string> task_ids;
-  static std::string json_out;
-  check->add_option("--suite", suite, "only this suite (default: all)");
-  check->add_option("--task", task_ids, "only this task (repeatable)")->allow_extra_args(false);
-  check->add_option("--json", json_out, "write the report as JSON here");
-  check->callback([&globals, result] {
+  check->add_option("--suite", opts->suite, "only this suite (default: all)");
+  check->add_option("--task", opts->task_ids, "only this task (repeatable)")->allow_extra_args(false);
+  check->add_option("--json", opts->json_out, "write the report as JSON here");
+  check->callback([&globals, result, opts] {
     const auto root = find_project_root(globals.root);
     std::vector<task::contract> all;
-    if (!task_ids.empty()) {
-      for (const auto& id : task_ids) {
+    if (!opts->task_ids.empty()) {
+      for (const auto& id : opts->task_ids) {
         all.push_back(task::find_task(root, id));
       }
     } else {
-      all = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
+      all = opts->suite.empty() ? task::load_all(root) : task::load_suite(root, opts->suite);
     }
     // A task whose reference is a PyTorch module is checked like a native one where PyTorch and
     // a shared libpython are installed (its oracle module embeds the interpreter); elsewhere it
@@ -105,8 +112,8 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
       math_error = math_error || !blocked;
     }
     if (math_error) {
-      if (!json_out.empty()) {
-        write_file_atomic(json_out, report.dump(2) + "\n");
+      if (!opts->json_out.empty()) {
+        write_file_atomic(opts->json_out, report.dump(2) + "\n");
       }
       *result = exit_code::input;
       return;
@@ -140,8 +147,8 @@ void add_check_commands(CLI::App& app, const global_options& globals, int* resul
       report["gpu_stages"] = {{"status", "ran"}, {"evaluations", gpu}};
       *result = all_ok ? exit_code::ok : exit_code::tool;
     }
-    if (!json_out.empty()) {
-      write_file_atomic(json_out, report.dump(2) + "\n");
+    if (!opts->json_out.empty()) {
+      write_file_atomic(opts->json_out, report.dump(2) + "\n");
     }
   });
 }

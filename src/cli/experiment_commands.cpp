@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <memory>
 #include <sstream>
 
 namespace kb::cli {
@@ -51,32 +52,44 @@ std::vector<task::contract> tasks_in(const fs::path& dir) {
 } // namespace
 
 void add_experiment_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::vector<std::string> suites;
+    std::vector<std::string> task_dirs;
+    std::string rec_out;
+    int max_points = 8;
+    bool no_sandbox = false;
+    std::string table_file;
+    std::string task_list;
+    int seeds = 5;
+    int max_evals = 24;
+    int rollouts = 2;
+    double target = 0.95;
+    std::string out_dir;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* exp = app.add_subcommand("experiment", "measure the search: outcome tables and the memory "
                                                "experiment");
   exp->require_subcommand(1);
 
   auto* rec = exp->add_subcommand(
       "record-table", "evaluate every table point of every task once on the GPU (resumable)");
-  static std::vector<std::string> suites;
-  static std::vector<std::string> task_dirs;
-  static std::string rec_out;
-  static int max_points = 8;
-  static bool no_sandbox = false;
-  rec->add_option("--suite", suites, "tasks of a suite (repeatable)");
-  rec->add_option("--task-dir", task_dirs, "every task.toml under a folder (repeatable)");
-  rec->add_option("--max-points", max_points, "table points per strategy")
+  rec->add_option("--suite", opts->suites, "tasks of a suite (repeatable)");
+  rec->add_option("--task-dir", opts->task_dirs, "every task.toml under a folder (repeatable)");
+  rec->add_option("--max-points", opts->max_points, "table points per strategy")
       ->check(CLI::Range(1, 1000));
-  rec->add_option("--out", rec_out, "the table (JSON); entries already there are kept")->required();
-  sandbox::add_no_sandbox_flag(*rec, &no_sandbox);
-  rec->callback([&globals, result] {
+  rec->add_option("--out", opts->rec_out, "the table (JSON); entries already there are kept")->required();
+  sandbox::add_no_sandbox_flag(*rec, &opts->no_sandbox);
+  rec->callback([&globals, result, opts] {
     const auto root = find_project_root(globals.root);
     std::vector<task::contract> tasks;
-    for (const auto& s : suites) {
+    for (const auto& s : opts->suites) {
       for (auto& c : task::load_suite(root, s)) {
         tasks.push_back(std::move(c));
       }
     }
-    for (const auto& d : task_dirs) {
+    for (const auto& d : opts->task_dirs) {
       for (auto& c : tasks_in(d)) {
         tasks.push_back(std::move(c));
       }
@@ -85,21 +98,21 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
       fail_input("give --suite NAME or --task-dir DIR");
     }
     search::outcome_table table;
-    if (fs::exists(rec_out)) {
-      table = search::outcome_table::from_json(json::parse(read_file(rec_out)));
+    if (fs::exists(opts->rec_out)) {
+      table = search::outcome_table::from_json(json::parse(read_file(opts->rec_out)));
     }
     auto st = open_store(globals);
-    const auto report = run_preflight(globals, no_sandbox, std::nullopt, st);
+    const auto report = run_preflight(globals, opts->no_sandbox, std::nullopt, st);
     if (!report->usable()) {
       fmt::print("GPU stages BLOCKED: {}\n", report->reason);
       *result = exit_code::blocked;
       return;
     }
     search::record_options ro;
-    ro.max_points = max_points;
-    ro.checkpoint = rec_out;
+    ro.max_points = opts->max_points;
+    ro.checkpoint = opts->rec_out;
     ro.gate.cache_dir = default_cache_dir();
-    ro.gate.no_sandbox = no_sandbox;
+    ro.gate.no_sandbox = opts->no_sandbox;
     ro.gate.sessions = 1;
     ro.gate.seeds = 2;
     ro.gate.timing.max_wall = 2.0;
@@ -120,32 +133,25 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
     if (table.device.empty()) {
       table.device = report->checks.at(1).data;
     }
-    write_file_atomic(rec_out, table.to_json().dump(1) + "\n");
+    write_file_atomic(opts->rec_out, table.to_json().dump(1) + "\n");
     fmt::print("{} entries for {} tasks written to {}\n", table.entries.size(), table.tasks.size(),
-               rec_out);
+               opts->rec_out);
     *result = exit_code::ok;
   });
 
   auto* mem = exp->add_subcommand(
       "memory", "leave-one-out: evaluations to 95% of the best with and without a primed store");
-  static std::string table_file;
-  static std::string task_list;
-  static int seeds = 5;
-  static int max_evals = 24;
-  static int rollouts = 2;
-  static double target = 0.95;
-  static std::string out_dir;
-  mem->add_option("--table", table_file, "an outcome table (experiment record-table)")->required();
-  mem->add_option("--tasks", task_list, "comma-separated task ids (default: the table's)");
-  mem->add_option("--seeds", seeds, "seeds 1..N")->check(CLI::Range(1, 1000));
-  mem->add_option("--max-evals", max_evals, "evaluations per search")->check(CLI::Range(1, 10000));
-  mem->add_option("--rollouts", rollouts, "candidates per step")->check(CLI::Range(1, 16));
-  mem->add_option("--target", target, "fraction of the table's best")->check(CLI::Range(0.1, 1.0));
-  mem->add_option("--out", out_dir, "writes memory-experiment.json and .svg here")->required();
-  mem->callback([&globals, result] {
+  mem->add_option("--table", opts->table_file, "an outcome table (experiment record-table)")->required();
+  mem->add_option("--tasks", opts->task_list, "comma-separated task ids (default: the table's)");
+  mem->add_option("--seeds", opts->seeds, "seeds 1..N")->check(CLI::Range(1, 1000));
+  mem->add_option("--max-evals", opts->max_evals, "evaluations per search")->check(CLI::Range(1, 10000));
+  mem->add_option("--rollouts", opts->rollouts, "candidates per step")->check(CLI::Range(1, 16));
+  mem->add_option("--target", opts->target, "fraction of the table's best")->check(CLI::Range(0.1, 1.0));
+  mem->add_option("--out", opts->out_dir, "writes memory-experiment.json and .svg here")->required();
+  mem->callback([&globals, result, opts] {
     const auto root = find_project_root(globals.root);
-    const auto table = search::outcome_table::from_json(json::parse(read_file(table_file)));
-    const auto wanted = split_list(task_list);
+    const auto table = search::outcome_table::from_json(json::parse(read_file(opts->table_file)));
+    const auto wanted = split_list(opts->task_list);
     std::vector<task::contract> tasks;
     for (const auto& t : table.tasks) {
       if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), t.id) == wanted.end()) {
@@ -159,17 +165,17 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
     for (const auto& w : wanted) {
       if (std::none_of(tasks.begin(), tasks.end(),
                        [&](const task::contract& c) { return c.id == w; })) {
-        fail_input("--tasks: {} is not in the table {}", w, table_file);
+        fail_input("--tasks: {} is not in the table {}", w, opts->table_file);
       }
     }
     search::experiment_options o;
     o.seeds.clear();
-    for (int s = 1; s <= seeds; ++s) {
+    for (int s = 1; s <= opts->seeds; ++s) {
       o.seeds.push_back(static_cast<uint64_t>(s));
     }
-    o.max_evaluations = max_evals;
-    o.rollouts = rollouts;
-    o.target = target;
+    o.max_evaluations = opts->max_evals;
+    o.rollouts = opts->rollouts;
+    o.target = opts->target;
     const auto say = [&](const std::string& line) {
       if (!globals.quiet) {
         fmt::print("{}\n", line);
@@ -177,11 +183,11 @@ void add_experiment_commands(CLI::App& app, const global_options& globals, int* 
       }
     };
     const auto r = search::run_memory_experiment(tasks, table, o, say);
-    fs::create_directories(out_dir);
-    write_file_atomic(fs::path(out_dir) / "memory-experiment.json", r.to_json().dump(2) + "\n");
-    write_file_atomic(fs::path(out_dir) / "memory-experiment.svg", search::experiment_svg(r));
+    fs::create_directories(opts->out_dir);
+    write_file_atomic(fs::path(opts->out_dir) / "memory-experiment.json", r.to_json().dump(2) + "\n");
+    write_file_atomic(fs::path(opts->out_dir) / "memory-experiment.svg", search::experiment_svg(r));
     fmt::print("evaluations to {:.0f}% of the best, with memory / without, over {} runs: {:.3f}\n",
-               100 * target, r.runs.size(), r.ratio());
+               100 * opts->target, r.runs.size(), r.ratio());
     const auto hard = r.hard_tasks();
     fmt::print("where the built-in order does not reach it first ({} tasks: {}): {:.3f}\n",
                hard.size(), fmt::join(hard, " "), r.hard_ratio());

@@ -2,22 +2,29 @@
 #include "cli/llm_options.hpp"
 #include "common/error.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 namespace kb::cli {
 
 void add_llm_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    llm_options llm;
+    bool as_json = false;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* llm = app.add_subcommand("llm", "check the LLM endpoint");
   llm->require_subcommand(1);
 
   auto* check =
       llm->add_subcommand("check", "send one tiny request: do the endpoint, key and model work?");
-  static llm_options options;
-  static bool as_json = false;
-  add_llm_options(*check, options);
-  check->add_flag("--json", as_json, "print JSON");
-  check->callback([&globals, result] {
-    auto setup = resolve_llm_options(options);
+  add_llm_options(*check, opts->llm);
+  check->add_flag("--json", opts->as_json, "print JSON");
+  check->callback([&globals, result, opts] {
+    auto setup = resolve_llm_options(opts->llm);
     // A check answers quickly: at most one retry.
     setup.client.max_retries = std::min(setup.client.max_retries, 1);
     llm::client client(setup.client);
@@ -29,7 +36,7 @@ void add_llm_commands(CLI::App& app, const global_options& globals, int* result)
                           setup.client.api_key_env == llm::default_api_key_env
                               ? fmt::format(", and so is ${}", llm::fallback_api_key_env)
                               : "");
-    if (as_json) {
+    if (opts->as_json) {
       const nlohmann::json j{{"status", llm::to_string(outcome.code)},
                              {"message", outcome.message},
                              {"http_status", outcome.http_status},

@@ -7,6 +7,8 @@
 #include "pytorch/pytorch.hpp"
 #include "task/task.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,23 +31,28 @@ task::contract lowered_contract(const fs::path& root, const task::contract& c, b
 }
 
 void add_lower_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::string suite;
+    std::vector<std::string> ids;
+    std::string json_out;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* tasks = app.get_subcommand("tasks");
   auto* low = tasks->add_subcommand(
       "lower", "lower imported pytorch tasks onto op families (their graph.json), or say why not");
-  static std::string suite;
-  static std::vector<std::string> ids;
-  static std::string json_out;
-  low->add_option("--suite", suite, "every task of a suite");
-  low->add_option("--task", ids, "one task (repeatable)");
-  low->add_option("--json", json_out, "write the per-task results as JSON here");
-  low->callback([&globals, result] {
+  low->add_option("--suite", opts->suite, "every task of a suite");
+  low->add_option("--task", opts->ids, "one task (repeatable)");
+  low->add_option("--json", opts->json_out, "write the per-task results as JSON here");
+  low->callback([&globals, result, opts] {
     const auto root = find_project_root(globals.root);
     std::vector<task::contract> all;
-    for (const auto& id : ids) {
+    for (const auto& id : opts->ids) {
       all.push_back(task::find_task(root, id));
     }
-    if (ids.empty()) {
-      all = suite.empty() ? task::load_all(root) : task::load_suite(root, suite);
+    if (opts->ids.empty()) {
+      all = opts->suite.empty() ? task::load_all(root) : task::load_suite(root, opts->suite);
     }
     nlohmann::json out = nlohmann::json::array();
     int lowered = 0;
@@ -78,8 +85,8 @@ void add_lower_commands(CLI::App& app, const global_options& globals, int* resul
       out.push_back(j);
     }
     fmt::print("\n{} lowered, {} not lowered\n", lowered, not_lowered);
-    if (!json_out.empty()) {
-      write_file_atomic(json_out, out.dump(2) + "\n");
+    if (!opts->json_out.empty()) {
+      write_file_atomic(opts->json_out, out.dump(2) + "\n");
     }
     *result = exit_code::ok;
   });

@@ -5,6 +5,8 @@
 #include "sandbox/sandbox.hpp"
 #include "cli/preflight.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 namespace kb::cli {
@@ -31,27 +33,32 @@ std::optional<cli::preflight_report> run_preflight(const global_options& globals
 }
 
 void add_preflight_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    bool no_sandbox = false;
+    std::string proposer = "builtin";
+    std::string json_out;
+    llm_options llm_opts;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* pre = app.add_subcommand(
       "preflight",
       "ordered capability checks: store, device, compiler, sandbox, timing, counters, LLM");
-  static bool no_sandbox = false;
-  static std::string proposer = "builtin";
-  static std::string json_out;
-  static llm_options llm_opts;
-  sandbox::add_no_sandbox_flag(*pre, &no_sandbox);
-  pre->add_option("--proposer", proposer, "builtin or llm (llm also checks the provider)")
+  sandbox::add_no_sandbox_flag(*pre, &opts->no_sandbox);
+  pre->add_option("--proposer", opts->proposer, "builtin or llm (llm also checks the provider)")
       ->check(CLI::IsMember({"builtin", "llm"}));
-  pre->add_option("--json", json_out, "write the report as JSON here");
-  add_llm_options(*pre, llm_opts);
-  pre->callback([&globals, result] {
+  pre->add_option("--json", opts->json_out, "write the report as JSON here");
+  add_llm_options(*pre, opts->llm_opts);
+  pre->callback([&globals, result, opts] {
     auto st = open_store(globals);
     std::optional<llm::client_config> llm;
-    if (proposer == "llm") {
-      llm = resolve_llm_options(llm_opts).client;
+    if (opts->proposer == "llm") {
+      llm = resolve_llm_options(opts->llm_opts).client;
     }
-    const auto report = run_preflight(globals, no_sandbox, llm, st);
-    if (!json_out.empty()) {
-      write_file_atomic(json_out, report->to_json().dump(2) + "\n");
+    const auto report = run_preflight(globals, opts->no_sandbox, llm, st);
+    if (!opts->json_out.empty()) {
+      write_file_atomic(opts->json_out, report->to_json().dump(2) + "\n");
     }
     *result = report->usable() ? exit_code::ok : exit_code::blocked;
   });

@@ -5,6 +5,8 @@
 #include "sandbox/sandbox.hpp"
 #include "task/task.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 #include <unistd.h>
@@ -104,56 +106,61 @@ int exit_for(profile::status s) {
 } // namespace
 
 void add_profile_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    bool probe_cupti = false;
+    std::string task_id;
+    std::string candidate;
+    std::string shape = "official";
+    std::vector<std::string> plans;
+    std::string source = "ncu";
+    std::string json_out;
+    std::string raw_out;
+    int hang_timeout = static_cast<int>(eval::options{}.hang_timeout.count());
+    bool no_sandbox = false;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* probe = app.add_subcommand(
       "profile-probe", "the counter-access probe's target (started by kblaster itself)");
   probe->group("");
-  static bool probe_cupti = false;
-  probe->add_flag("--cupti", probe_cupti, "collect CUPTI counters around the probe kernel");
-  probe->callback([result] { *result = profile::probe_target_main(probe_cupti); });
+  probe->add_flag("--cupti", opts->probe_cupti, "collect CUPTI counters around the probe kernel");
+  probe->callback([result, opts] { *result = profile::probe_target_main(opts->probe_cupti); });
 
   auto* cmd = app.add_subcommand(
       "profile", "explain where a candidate's time goes (Nsight Compute, CUPTI, or events only)");
-  static std::string task_id;
-  static std::string candidate;
-  static std::string shape = "official";
-  static std::vector<std::string> plans;
-  static std::string source = "ncu";
-  static std::string json_out;
-  static std::string raw_out;
-  static int hang_timeout = static_cast<int>(eval::options{}.hang_timeout.count());
-  static bool no_sandbox = false;
-  sandbox::add_no_sandbox_flag(*cmd, &no_sandbox);
-  cmd->add_option("--task", task_id, "task id")->required();
-  cmd->add_option("--candidate", candidate, "candidate .cu file")
+  sandbox::add_no_sandbox_flag(*cmd, &opts->no_sandbox);
+  cmd->add_option("--task", opts->task_id, "task id")->required();
+  cmd->add_option("--candidate", opts->candidate, "candidate .cu file")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--shape", shape, "shape to profile (default official)");
-  cmd->add_option("--plan", plans,
+  cmd->add_option("--shape", opts->shape, "shape to profile (default official)");
+  cmd->add_option("--plan", opts->plans,
                   "Nsight Compute plan: triage (default), memory, scheduler; repeatable")
       ->check(CLI::IsMember({"triage", "memory", "scheduler"}));
-  cmd->add_option("--counters", source, "counter source: ncu (default) or cupti")
+  cmd->add_option("--counters", opts->source, "counter source: ncu (default) or cupti")
       ->check(CLI::IsMember({"ncu", "cupti"}));
-  cmd->add_option("--json", json_out, "write the report as JSON here");
+  cmd->add_option("--json", opts->json_out, "write the report as JSON here");
   cmd->add_option(
-      "--raw", raw_out,
+      "--raw", opts->raw_out,
       "write Nsight Compute's raw CSV here (one file per plan: NAME-PLAN.csv when several)");
-  cmd->add_option("--hang-timeout", hang_timeout,
+  cmd->add_option("--hang-timeout", opts->hang_timeout,
                   "seconds without progress before a worker is ended");
-  cmd->callback([&globals, result] {
+  cmd->callback([&globals, result, opts] {
     const auto root = find_project_root(globals.root);
-    const auto c = task::find_task(root, task_id);
+    const auto c = task::find_task(root, opts->task_id);
     profile::request req;
     req.options.cache_dir = default_cache_dir();
-    req.options.shape = c.shape(shape).name;
-    req.options.no_sandbox = no_sandbox;
-    req.options.hang_timeout = std::chrono::seconds(hang_timeout);
+    req.options.shape = c.shape(opts->shape).name;
+    req.options.no_sandbox = opts->no_sandbox;
+    req.options.hang_timeout = std::chrono::seconds(opts->hang_timeout);
     // The roofline fractions are against this device's measured ceilings (measured once and
     // stored when the store has none), as in eval and bench.
     auto st = open_store(globals);
     apply_device_calibration(req.options, st, globals);
-    req.source = *profile::counter_source_from_string(source);
+    req.source = *profile::counter_source_from_string(opts->source);
     req.plans.clear();
-    for (const auto& p : plans) {
+    for (const auto& p : opts->plans) {
       req.plans.push_back(*profile::plan_from_string(p));
     }
     if (req.plans.empty()) {
@@ -170,18 +177,18 @@ void add_profile_commands(CLI::App& app, const global_options& globals, int* res
         }
       };
     }
-    const eval::candidate_input cand{read_file(candidate), fs::path(candidate).filename().string(),
+    const eval::candidate_input cand{read_file(opts->candidate), fs::path(opts->candidate).filename().string(),
                                      "candidate"};
     const auto r = profile::run(root, c, cand, req, progress);
     if (!globals.quiet && tty) {
       fmt::print(stderr, "\r\033[K");
     }
     print_report(c, r);
-    if (!json_out.empty()) {
-      write_file_atomic(json_out, r.to_json().dump(2) + "\n");
+    if (!opts->json_out.empty()) {
+      write_file_atomic(opts->json_out, r.to_json().dump(2) + "\n");
     }
-    if (!raw_out.empty()) {
-      const fs::path out(raw_out);
+    if (!opts->raw_out.empty()) {
+      const fs::path out(opts->raw_out);
       for (const auto& raw : r.raw) {
         const fs::path to = r.raw.size() == 1 ? out
                                               : out.parent_path() / (out.stem().string() + "-" +

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <memory>
 
 namespace kb::cli {
 
@@ -63,26 +64,36 @@ json parse_params(const std::vector<std::string>& items) {
 } // namespace
 
 void add_strategies_commands(CLI::App& app, const global_options& globals, int* result) {
+  // The command's options with their defaults; CLI11 writes into them while parsing.
+  struct options {
+    std::string task_ref;
+    bool as_json = false;
+    std::string name;
+    std::string gen_task;
+    std::string gen_strategy;
+    std::vector<std::string> gen_params;
+    std::string gen_out;
+  };
+  const auto opts = std::make_shared<options>();
+
   auto* cmd = app.add_subcommand("strategies",
                                  "the built-in strategy library: list, show, generate candidates");
   cmd->require_subcommand(1);
 
-  static std::string task_ref;
-  static bool as_json = false;
   auto* list =
       cmd->add_subcommand("list", "list the strategies (those offered for a task with --task)");
-  list->add_option("--task", task_ref, "task id, folder or task.toml");
-  list->add_flag("--json", as_json, "print JSON");
-  list->callback([&globals, result] {
+  list->add_option("--task", opts->task_ref, "task id, folder or task.toml");
+  list->add_flag("--json", opts->as_json, "print JSON");
+  list->callback([&globals, result, opts] {
     std::vector<const search::strategy*> chosen;
-    if (task_ref.empty()) {
+    if (opts->task_ref.empty()) {
       for (const auto& s : search::all_strategies()) {
         chosen.push_back(&s);
       }
     } else {
-      chosen = search::strategies_for(load_task(find_project_root(globals.root), task_ref));
+      chosen = search::strategies_for(load_task(find_project_root(globals.root), opts->task_ref));
     }
-    if (as_json) {
+    if (opts->as_json) {
       json j = json::array();
       for (const auto* s : chosen) {
         j.push_back(strategy_json(*s));
@@ -96,14 +107,13 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
     *result = exit_code::ok;
   });
 
-  static std::string name;
   auto* show = cmd->add_subcommand(
       "show", "show one strategy: what it does, where it applies, its parameter space");
-  show->add_option("name", name, "strategy name (e.g. normalize.block_row)")->required();
-  show->add_flag("--json", as_json, "print JSON");
-  show->callback([result] {
-    const auto& s = search::find_strategy(name);
-    if (as_json) {
+  show->add_option("name", opts->name, "strategy name (e.g. normalize.block_row)")->required();
+  show->add_flag("--json", opts->as_json, "print JSON");
+  show->callback([result, opts] {
+    const auto& s = search::find_strategy(opts->name);
+    if (opts->as_json) {
       fmt::print("{}\n", strategy_json(s).dump(2));
       *result = exit_code::ok;
       return;
@@ -123,30 +133,26 @@ void add_strategies_commands(CLI::App& app, const global_options& globals, int* 
     *result = exit_code::ok;
   });
 
-  static std::string gen_task;
-  static std::string gen_strategy;
-  static std::vector<std::string> gen_params;
-  static std::string gen_out;
   auto* gen =
       cmd->add_subcommand("generate", "write the candidate source of a strategy for a task");
-  gen->add_option("--task", gen_task, "task id, folder or task.toml")->required();
-  gen->add_option("--strategy", gen_strategy, "strategy name")->required();
-  gen->add_option("--param", gen_params, "name=value (repeatable; the rest at their defaults)");
-  gen->add_option("-o,--output", gen_out, "write here instead of standard output");
-  gen->callback([&globals, result] {
-    const auto c = load_task(find_project_root(globals.root), gen_task);
-    const auto& s = search::find_strategy(gen_strategy);
+  gen->add_option("--task", opts->gen_task, "task id, folder or task.toml")->required();
+  gen->add_option("--strategy", opts->gen_strategy, "strategy name")->required();
+  gen->add_option("--param", opts->gen_params, "name=value (repeatable; the rest at their defaults)");
+  gen->add_option("-o,--output", opts->gen_out, "write here instead of standard output");
+  gen->callback([&globals, result, opts] {
+    const auto c = load_task(find_project_root(globals.root), opts->gen_task);
+    const auto& s = search::find_strategy(opts->gen_strategy);
     if (!search::applies(s, c, c.official())) {
       fmt::print(stderr,
                  "kblaster: note: {} is not offered for task {} at its official shape (generated "
                  "anyway)\n",
                  s.name, c.id);
     }
-    const std::string source = search::generate(c, s, parse_params(gen_params));
-    if (gen_out.empty()) {
+    const std::string source = search::generate(c, s, parse_params(opts->gen_params));
+    if (opts->gen_out.empty()) {
       fmt::print("{}", source);
     } else {
-      write_file_atomic(gen_out, source);
+      write_file_atomic(opts->gen_out, source);
     }
     *result = exit_code::ok;
   });
