@@ -10,6 +10,8 @@
 #                        resumed from .xfer/kbwork-lLEVEL-DEVICE (DEVICE: h100 or h200; a pass
 #                        never mixes devices) when that folder travelled; the work folder comes
 #                        back as kbwork-lLEVEL-DEVICE.tar.gz. PYTORCH=1 times PyTorch too.
+#                        Results kept in evidence/DEVICE/kernelbench/optimize-lLEVEL/results
+#                        (scripts/kernelbench_keep_results.py) count as done.
 #   cmd:COMMAND          any command; its output goes to steps.log
 # Every step's output goes to $OUT/steps.log; a step is not started once the deadline has passed.
 set -uo pipefail
@@ -53,6 +55,7 @@ for step in "$@"; do
       mkdir -p "$work"
       WORK=$work KBLASTER_HOME=$work/store KBLASTER_CACHE=/tmp/kblaster-cache \
         OUT=$work/summary PYTORCH=${pytorch:-0} DEADLINE=$((DEADLINE - 15)) \
+        RESUME_FROM=$PWD/evidence/${device:-gpu}/kernelbench/optimize-l$level/results \
         scripts/kernelbench-optimize-h200.sh .kb/KernelBench "$level" --budget "$budget" \
         ${only:+--only "$only"}
       echo "rc $?"

@@ -17,7 +17,9 @@
 # METHODS (default eager,compile,max-autotune) names the PyTorch methods of step 4; PYTORCH=0
 # skips step 4 (a pass spread over several calls times PyTorch once, in its last call).
 # DEADLINE (seconds since the epoch) stops the pass before a task that could not finish by then;
-# the next call resumes at that task.
+# the next call resumes at that task. RESUME_FROM names a folder of results kept in the tree
+# (scripts/kernelbench_keep_results.py keep): those measured on this device are taken as done, so
+# a pass resumes on a fresh machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB_DIR=${1:?usage: scripts/kernelbench-optimize-h200.sh KB_DIR [LEVEL] [--budget 45s] [--only REGEX]}
@@ -59,9 +61,15 @@ def run(*a):
 smi = (run("nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader") or ",").split("\n")[0]
 name, driver = [x.strip() for x in (smi.split(",") + [""])[:2]]
 nvcc = run("nvcc", "--version") or ""
+# The build's own record of its commit (scripts/stage-build.sh) where it travelled staged.
+try:
+    build = open("build/release/SOURCE").readline().strip() or None
+except OSError:
+    build = None
 json.dump({"device": name, "driver": driver,
            "toolkit": nvcc.strip().splitlines()[-1] if nvcc else None,
-           "commit": run("git", "rev-parse", "HEAD")}, open(sys.argv[1], "w"), indent=1)
+           "commit": run("git", "rev-parse", "HEAD"), "build": build},
+          open(sys.argv[1], "w"), indent=1)
 PY
 
 # 1. Import once (an existing $WORK/tasks is kept: the pass resumes on the same contracts).
@@ -91,6 +99,11 @@ done
 
 # 2. The lowering of every task (CPU only; cheap, so always again).
 $K --tasks "$WORK/tasks" tasks lower --suite $SUITE --json "$WORK/lower.json" | tail -3
+
+if [ -n "${RESUME_FROM:-}" ]; then
+  python3 scripts/kernelbench_keep_results.py seed "$RESUME_FROM" "$WORK" \
+    "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+fi
 
 # 3. The search, one task at a time, skipping those with a result.
 ids=$($K --tasks "$WORK/tasks" tasks list --suite $SUITE --json |

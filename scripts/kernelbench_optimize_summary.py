@@ -102,6 +102,8 @@ def summarize(work):
                        baseline_ms=1e3 * result.get("baseline_seconds", 0) or None,
                        best_ms=1e3 * result.get("best_seconds", 0) or None,
                        best_strategy=result.get("best_strategy"))
+            if (res or {}).get("environment"):
+                row["build"] = res["environment"].get("build") or res["environment"].get("commit")
             if result.get("unsupported"):
                 row["unsupported"] = result["unsupported"]
             improved = result["outcome"] == "improved" and result.get("speedup", 1.0) >= 1.0
@@ -139,6 +141,8 @@ def summarize(work):
         "driver": env.get("driver") or pytorch.get("driver"),
         "toolkit": env.get("toolkit") or pytorch.get("toolkit"),
         "commit": env.get("commit"),
+        # A pass spread over several calls may span builds: each row names its own where kept.
+        "builds": sorted({r["build"] for r in rows if r.get("build")}),
         "torch": pytorch.get("torch"),
         "pytorch_settings": pytorch.get("settings"),
     }
