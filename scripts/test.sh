@@ -13,7 +13,8 @@ scripts/include-graph.py --check
 scripts/long-functions.py --check 200
 # The dashboard's libraries and its browser test driver, exactly as the lockfile names them.
 (cd web && npm ci --no-audit --no-fund --loglevel=error)
-cmake --preset release
+# A unity build (CMakeLists.txt, KBLASTER_UNITY): the same sources, compiled in batches.
+cmake --preset release -DKBLASTER_UNITY=ON
 cmake --build --preset release
 # PostgreSQL and a single-node Slurm for the `postgres` and `slurm` tests; their settings
 # (KBLASTER_TEST_POSTGRES, SLURM_CONF, KBLASTER_TEST_SLURM) come back in services.env.

@@ -31,7 +31,7 @@ eval::options base_options(const fs::path& cache) {
   return o;
 }
 
-std::string ms(double s) {
+std::string with_ms(double s) {
   return fmt::format("{:.4f} ms", s * 1e3);
 }
 
@@ -92,17 +92,17 @@ void print_summary(const task::contract& c, const eval::result& r) {
   }
   if (r.gate) {
     const auto& g = *r.gate;
-    fmt::print("time      baseline  {} [{}, {}] n={}\n", ms(g.median_baseline_s),
-               ms(g.median_baseline_low_s), ms(g.median_baseline_high_s), g.n_baseline);
-    fmt::print("          candidate {} [{}, {}] n={}\n", ms(g.median_candidate_s),
-               ms(g.median_candidate_low_s), ms(g.median_candidate_high_s), g.n_candidate);
+    fmt::print("time      baseline  {} [{}, {}] n={}\n", with_ms(g.median_baseline_s),
+               with_ms(g.median_baseline_low_s), with_ms(g.median_baseline_high_s), g.n_baseline);
+    fmt::print("          candidate {} [{}, {}] n={}\n", with_ms(g.median_candidate_s),
+               with_ms(g.median_candidate_low_s), with_ms(g.median_candidate_high_s), g.n_candidate);
     fmt::print("speedup   {:.3f}x [{:.3f}, {:.3f}] (95% hierarchical bootstrap of the ratio of "
                "medians), p = {:.2g} (between sessions), delta {:.1f}%\n",
                g.speedup, g.speedup_low, g.speedup_high, g.p.value_or(1.0), 100 * g.delta);
     const double floor = g.floor_fraction * g.median_candidate_s;
     fmt::print(
         "roofline  floor {} ({}); candidate reaches {:.1f}% of floor speed, baseline {:.1f}%\n",
-        ms(floor), r.context.ceilings.source, 100 * g.floor_fraction,
+        with_ms(floor), r.context.ceilings.source, 100 * g.floor_fraction,
         100 * floor / g.median_baseline_s);
   }
   if (!r.context.isolation.empty()) {

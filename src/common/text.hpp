@@ -14,6 +14,9 @@ std::string printable_text(std::string_view bytes);
 // The last `limit` bytes of `bytes`, as printable_text (a cut through a sequence is replaced).
 std::string printable_tail(std::string_view bytes, size_t limit);
 
+// `text` with ASCII letters in lower case (other bytes as they are).
+std::string ascii_lower(std::string_view text);
+
 // The last line of `text` that is not blank (without its line break), "" when there is none.
 std::string last_line(std::string_view text);
 

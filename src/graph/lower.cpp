@@ -21,6 +21,7 @@ namespace {
 using detail::graph_input;
 using detail::number;
 using detail::pointwise;
+using detail::product_expr;
 using detail::reduced_axes;
 using detail::welford_body;
 using detail::short_name;
@@ -39,17 +40,6 @@ std::vector<const input*> tensor_inputs(const graph& g) {
     if (!in.scalar) {
       out.push_back(&in);
     }
-  }
-  return out;
-}
-
-std::string product_expr(const std::vector<std::string>& shape) {
-  if (shape.empty()) {
-    return "1";
-  }
-  std::string out;
-  for (const auto& e : shape) {
-    out += (out.empty() ? "" : "*") + ("(" + e + ")");
   }
   return out;
 }

@@ -28,6 +28,19 @@ inline std::string number(double v) {
   return fmt::format("A({:.17g})", v);
 }
 
+// The product of a shape's extents (expressions of the task's dimensions), "1" for a scalar.
+inline std::string product_expr(const std::vector<std::string>& shape) {
+  std::string out;
+  for (const auto& e : shape) {
+    out += (out.empty() ? "" : "*") + ("(" + e + ")");
+  }
+  return out.empty() ? "1" : out;
+}
+
+inline bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
 inline const input* graph_input(const graph& g, const std::string& value) {
   for (const auto& in : g.inputs) {
     if (in.value == value) {

@@ -1,3 +1,4 @@
+#include "common/text.hpp"
 #include "llm/llm.hpp"
 
 #include <algorithm>
@@ -16,13 +17,6 @@ struct fence_block {
   size_t begin = 0; // offsets of the whole block in the text, fences included
   size_t end = 0;
 };
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 std::string_view trim_left(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
@@ -62,7 +56,7 @@ std::vector<fence_block> find_fences(std::string_view text) {
       if (run >= 3) {
         fence_block b;
         const std::string_view info = trim(body.substr(run));
-        b.tag = lower(info.substr(0, std::min(info.find_first_of(" \t{"), info.size())));
+        b.tag = ascii_lower(info.substr(0, std::min(info.find_first_of(" \t{"), info.size())));
         b.begin = at;
         open = std::move(b);
         fence_char = body[0];

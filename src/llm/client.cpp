@@ -1,4 +1,5 @@
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "llm/detail/transport.hpp"
 #include "llm/llm.hpp"
 
@@ -22,13 +23,6 @@ using steady = std::chrono::steady_clock;
 
 constexpr size_t max_quoted_chars = 600;      // of a server's error text in a message
 constexpr size_t max_recorded_raw = 1u << 20; // [bytes] of a non-JSON body kept in a record
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 bool contains_any(const std::string& haystack, std::initializer_list<std::string_view> needles) {
   return std::any_of(needles.begin(), needles.end(),
@@ -106,27 +100,28 @@ bool says_quota(const error_info& info) {
       "insufficient_quota", "quota_exceeded", "billing_hard_limit_reached", "insufficient_balance",
       "billing_not_active"};
   const auto is_code = [](const std::string& s) {
-    const std::string l = lower(s);
+    const std::string l = ascii_lower(s);
     return std::find(codes.begin(), codes.end(), l) != codes.end();
   };
   if (is_code(info.type) || is_code(info.code)) {
     return true;
   }
-  return contains_any(lower(info.message), {"insufficient_quota", "exceeded your current quota",
-                                            "quota exhausted", "quota has been exhausted",
-                                            "insufficient balance", "credit balance is too low"});
+  return contains_any(ascii_lower(info.message),
+                      {"insufficient_quota", "exceeded your current quota", "quota exhausted",
+                       "quota has been exhausted", "insufficient balance",
+                       "credit balance is too low"});
 }
 
 // Whether a 400 says the server does not take parameter `name` (as opposed to a bad value).
 bool rejects_param(const error_info& info, std::string_view name) {
-  const std::string message = lower(info.message);
+  const std::string message = ascii_lower(info.message);
   const bool named = info.param == name ||
                      contains_any(message, {fmt::format("'{}'", name), fmt::format("\"{}\"", name),
                                             fmt::format("`{}`", name), fmt::format(" {} ", name),
                                             fmt::format(": {}", name), fmt::format("{}:", name)}) ||
                      (name.size() > 1 && message.find(name) != std::string::npos);
   const bool unsupported =
-      lower(info.code) == "unsupported_parameter" ||
+      ascii_lower(info.code) == "unsupported_parameter" ||
       contains_any(message, {"unsupported", "not supported", "unrecognized", "unknown", "extra",
                              "not permitted", "not allowed", "only supports", "must be 1"});
   return named && unsupported;

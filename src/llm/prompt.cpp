@@ -25,7 +25,7 @@ Answer with exactly two blocks and nothing else:
 1. a ```json fence holding one object: {"strategy": "<family>.<short-name>", "hypothesis": "<why it is faster than the current best, one or two sentences>", "predicted_speedup": <number, your estimate of the speedup over the current best>, "params": {<the tunable parameters you chose>}}
 2. a ```cuda fence holding the complete source file.)";
 
-std::string clip(std::string_view text, size_t limit) {
+std::string clip_block(std::string_view text, size_t limit) {
   if (text.size() <= limit) {
     return std::string(text);
   }
@@ -212,7 +212,7 @@ void search_section(std::ostringstream& out, const search::proposal_context& con
         out << fmt::format(", params {}", f.params.dump());
       }
       if (!f.message.empty()) {
-        out << ":\n" << fenced("text", clip(f.message, limits.failure_chars));
+        out << ":\n" << fenced("text", clip_block(f.message, limits.failure_chars));
       } else {
         out << "\n";
       }
@@ -274,7 +274,7 @@ std::vector<chat_message> build_repair_prompt(const search::proposal_context& co
        fmt::format("This candidate failed (repair turn {} of {}). The compiler or verifier "
                    "said:\n{}Fix the cause and answer again in the same format: the ```json "
                    "object, then the complete corrected ```cuda source.",
-                   turn, max_turns, fenced("text", clip(error, limits.repair_chars)))});
+                   turn, max_turns, fenced("text", clip_block(error, limits.repair_chars)))});
   return messages;
 }
 

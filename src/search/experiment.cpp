@@ -425,13 +425,13 @@ json experiment_result::to_json() const {
 
 namespace {
 
-struct search_setup {
+struct replay_setup {
   const outcome_table* table;
   const experiment_options* options;
   uint64_t seed;
 };
 
-task_result search_once(const fs::path& dir, const task::contract& c, const search_setup& s,
+task_result search_once(const fs::path& dir, const task::contract& c, const replay_setup& s,
                         const json* primed, int* imported) {
   store::store st(dir);
   memory mem(st);
@@ -517,7 +517,7 @@ experiment_result run_memory_experiment(const std::vector<task::contract>& tasks
     return work / fmt::format("{:05d}-{}", counter++, what);
   };
   for (const uint64_t seed : o.seeds) {
-    const search_setup s{&table, &o, seed};
+    const replay_setup s{&table, &o, seed};
     // Priming: every task searched once from an empty store; its experiences kept.
     std::map<std::string, json> experiences;
     std::map<std::string, task_result> cold;

@@ -16,7 +16,6 @@ namespace {
 
 using namespace kb::llm::testing;
 using nlohmann::json;
-const fs::path root = KBLASTER_SOURCE_DIR;
 
 json decisions(const search::task_result& r) {
   json d{{"outcome", search::to_string(r.final)},

@@ -12,8 +12,6 @@ namespace {
 
 using namespace testing;
 
-const fs::path root = KBLASTER_SOURCE_DIR;
-
 struct softmax_context {
   task::contract task = task::find_task(root, "023");
   search::proposal_context context;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -18,6 +19,9 @@
 #include <vector>
 
 namespace kb::llm::testing {
+
+// The source tree: its tasks are the tests' tasks.
+inline const std::filesystem::path root = KBLASTER_SOURCE_DIR;
 
 // A key shaped like a hosted provider's; tests look for it (and pieces of it) everywhere.
 inline const std::string test_key = "sk-test-Zq8Xv3Lp0Rm7Nc2Wd5Hk9Tj4Yb6Fs1Ga";
