@@ -19,7 +19,7 @@ Rules (the harness checks each one):
 - Enqueue all device work on `args->stream`: no other stream, no synchronisation of the device, no allocation (scratch memory only from `args->workspace`, sized by `kb_workspace_bytes`).
 - Inputs are read-only. Write every element of every output on every call.
 - Stay within the task's tolerances; when the task is deterministic, repeated runs must give bitwise identical results.
-- The source is compiled with `-I include` of KernelBlaster, so <kblaster/candidate.h> and the family header are available, and with KB_TASK_MATH defined as the task's math header (`#include KB_TASK_MATH`).
+- The source is compiled with `-I include` of KernelBlaster, so <kblaster/candidate.h> and the family header are available, with KB_TASK_MATH defined as the task's math header (`#include KB_TASK_MATH`), and with KB_TASK_DTYPES, the mask of the task's dtypes (1 << kb_dtype): the headers' dtype dispatch compiles kernels for those dtypes only.
 
 Answer with exactly two blocks and nothing else:
 1. a ```json fence holding one object: {"strategy": "<family>.<short-name>", "hypothesis": "<why it is faster than the current best, one or two sentences>", "predicted_speedup": <number, your estimate of the speedup over the current best>, "params": {<the tunable parameters you chose>}}

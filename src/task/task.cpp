@@ -2498,6 +2498,16 @@ std::string epilogue_operands(const contract& c) {
 
 } // namespace
 
+unsigned abi_dtype_mask(const contract& c) {
+  unsigned mask = 0;
+  for (const auto* list : {&c.inputs, &c.outputs}) {
+    for (const auto& t : *list) {
+      mask |= 1u << abi_dtype(t.type);
+    }
+  }
+  return mask;
+}
+
 std::string family_config_source(const contract& c) {
   if (!c.has_family()) {
     fail_input("task {} is a pytorch task that is not lowered: it has no family (its reference "

@@ -333,6 +333,11 @@ double limit_seconds(const contract& c, const shape_case& s, const ceilings& cei
 // plays which role), as C++ source; empty for families that need none.
 std::string family_config_source(const contract& c);
 
+// The mask of the kb_dtype values (1 << value) of the task's inputs and outputs: a candidate is
+// compiled with it as KB_TASK_DTYPES, and the device headers' dtype dispatch
+// (kblaster/device/core.cuh) then compiles kernels for those dtypes only.
+unsigned abi_dtype_mask(const contract& c);
+
 // Source of the task's oracle module: the family's float64 oracles (GPU and CPU) bound to the
 // task's math. Compiled once per (task digest, toolkit, architecture) by build/.
 std::string oracle_module_source(const contract& c);

@@ -12,6 +12,7 @@
 
 #include <kblaster/candidate.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -369,6 +370,51 @@ TEST(strategy_generate, source_binds_the_task_and_the_strategy) {
                     "kb::strategies::cache_hint::streaming;"),
             std::string::npos);
   EXPECT_NE(ew.find("return kb_strategy::launch(args); }"), std::string::npos);
+}
+
+// A task's candidates are compiled with its dtypes (KB_TASK_DTYPES), and a strategy's dtype
+// dispatch then compiles kernels for those only: the same source compiled without the define has
+// the kernels of every storage type. 937 is a bf16 convolution (bf16 inputs and output); the
+// float64 oracle module is compiled for every dtype.
+TEST(strategy_build, compiles_kernels_for_the_tasks_dtypes_only) {
+  const auto& c = task_by_id("937");
+  EXPECT_EQ(task::abi_dtype_mask(c), 1u << KB_BFLOAT16);
+  EXPECT_EQ(task::abi_dtype_mask(task_by_id("019")), 1u << KB_FLOAT32);
+  const auto src = generate(c, find_strategy("conv.implicit_gemm"), {});
+  const auto masked = build::candidate_request(root, c, src, "candidate.cu");
+  const std::string define = fmt::format("KB_TASK_DTYPES=0x{:x}u", 1u << KB_BFLOAT16);
+  EXPECT_NE(std::find(masked.defines.begin(), masked.defines.end(), define), masked.defines.end());
+  const auto oracle = build::oracle_request(root, c);
+  EXPECT_EQ(std::count_if(oracle.defines.begin(), oracle.defines.end(),
+                          [](const std::string& d) { return d.rfind("KB_TASK_DTYPES", 0) == 0; }),
+            0);
+  auto every_dtype = masked;
+  every_dtype.defines.erase(
+      std::find(every_dtype.defines.begin(), every_dtype.defines.end(), define));
+
+  build::compiler comp(build::detect_toolchain(), default_cache_dir());
+  // ptxas -v names each kernel it compiles; the storage type is in the kernel's mangled name.
+  const auto kernels = [&](const build::request& req) {
+    const auto res = comp.compile(req);
+    EXPECT_TRUE(res.ok()) << res.log;
+    std::map<std::string, int> by_type;
+    const std::regex entry("Compiling entry function '([^']+)'");
+    for (auto it = std::sregex_iterator(res.log.begin(), res.log.end(), entry);
+         it != std::sregex_iterator(); ++it) {
+      const std::string name = (*it)[1];
+      ++by_type[name.find("bfloat16") != std::string::npos ? "bf16"
+                : name.find("__half") != std::string::npos ? "f16"
+                                                            : "other"];
+    }
+    return by_type;
+  };
+  auto only = kernels(masked);
+  auto all = kernels(every_dtype);
+  EXPECT_GT(only["bf16"], 0);
+  EXPECT_EQ(only["f16"], 0) << "fp16 kernels compiled for a bf16 task";
+  EXPECT_EQ(all["bf16"], only["bf16"]);
+  EXPECT_GT(all["f16"], 0);
+  EXPECT_GT(all["other"], only["other"]);
 }
 
 TEST(strategy_cli, generates_the_library_source_and_rejects_bad_parameters) {

@@ -136,17 +136,38 @@ KB_HD double fma(double a, double b, double c) {
 
 template <class T> struct type_tag { using type = T; };
 
+// The dtypes a source is compiled for. kblaster compiles a task's candidates with KB_TASK_DTYPES,
+// the mask of 1 << kb_dtype over the task's inputs and outputs: the dispatches below then
+// instantiate kernels for those dtypes only, and refuse the others at run time, as they refuse an
+// unsupported one. Each dtype left out is a set of kernels nvcc does not compile. Without the
+// macro (a source compiled by hand) every dtype is compiled.
+#ifndef KB_TASK_DTYPES
+#define KB_TASK_DTYPES 0xffffffffu
+#endif
+constexpr bool compiled_for(kb_dtype d) {
+  return ((static_cast<unsigned>(KB_TASK_DTYPES) >> static_cast<unsigned>(d)) & 1u) != 0;
+}
+
+// f(type_tag<T>{}) where the source is compiled for dtype D (compiled_for), else -1.
+template <kb_dtype D, class T, class F> int call_if_compiled(F&& f) {
+  if constexpr (compiled_for(D)) {
+    return f(type_tag<T>{});
+  } else {
+    return -1;
+  }
+}
+
 // Calls f(type_tag<T>{}) for the floating-point storage type of `d`; returns -1 when unsupported.
 template <class F> int dispatch_float(kb_dtype d, F&& f) {
   switch (d) {
   case KB_FLOAT32:
-    return f(type_tag<float>{});
+    return call_if_compiled<KB_FLOAT32, float>(f);
   case KB_FLOAT16:
-    return f(type_tag<__half>{});
+    return call_if_compiled<KB_FLOAT16, __half>(f);
   case KB_BFLOAT16:
-    return f(type_tag<__nv_bfloat16>{});
+    return call_if_compiled<KB_BFLOAT16, __nv_bfloat16>(f);
   case KB_FLOAT64:
-    return f(type_tag<double>{});
+    return call_if_compiled<KB_FLOAT64, double>(f);
   default:
     return -1;
   }

@@ -19,11 +19,11 @@ namespace kb::strategies {
 template <class F> int dispatch_storage(kb_dtype d, F&& f) {
   switch (d) {
   case KB_FLOAT32:
-    return f(type_tag<float>{});
+    return call_if_compiled<KB_FLOAT32, float>(f);
   case KB_FLOAT16:
-    return f(type_tag<__half>{});
+    return call_if_compiled<KB_FLOAT16, __half>(f);
   case KB_BFLOAT16:
-    return f(type_tag<__nv_bfloat16>{});
+    return call_if_compiled<KB_BFLOAT16, __nv_bfloat16>(f);
   default:
     return -1;
   }
