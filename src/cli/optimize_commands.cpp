@@ -83,81 +83,106 @@ void print_summary(const std::vector<search::task_result>& results) {
   }
 }
 
-// `kblaster optimize`'s options as given on the command line (the defaults are its defaults).
-struct optimize_args {
-  std::string task_id;
+// What an optimize run records of its options, so that `--resume` continues it as it began: the
+// defaults are these member initialisers, and to_json/from_json below are the one mapping (a
+// record missing a field, written by an older kblaster, gets the default).
+struct run_settings {
+  std::string task;
   std::string suite;
-  std::string proposer_name = "builtin";
+  std::string proposer = "builtin";
   int rollouts = 2;
   int steps = 8;
   std::string budget = "10m";
   std::string gpu_budget;
   int max_evals = 0;
-  int64_t resume = 0;
-  int64_t replay = 0;
-  std::string json_out;
   bool no_sandbox = false;
   uint64_t seed = 0;
-  bool no_screen = false;
+  bool screen = true;
   double screen_margin = 0.05;
   bool no_sanitize = false;
   std::string counters = "cupti";
+};
+
+void to_json(json& j, const run_settings& s) {
+  j = {{"task", s.task},
+       {"suite", s.suite},
+       {"proposer", s.proposer},
+       {"rollouts", s.rollouts},
+       {"steps", s.steps},
+       {"budget", s.budget},
+       {"gpu_budget", s.gpu_budget},
+       {"max_evals", s.max_evals},
+       {"no_sandbox", s.no_sandbox},
+       {"seed", s.seed},
+       {"screen", s.screen},
+       {"screen_margin", s.screen_margin},
+       {"no_sanitize", s.no_sanitize},
+       {"counters", s.counters}};
+}
+
+void from_json(const json& j, run_settings& s) {
+  const run_settings d;
+  s.task = j.value("task", d.task);
+  s.suite = j.value("suite", d.suite);
+  s.proposer = j.value("proposer", d.proposer);
+  s.rollouts = j.value("rollouts", d.rollouts);
+  s.steps = j.value("steps", d.steps);
+  s.budget = j.value("budget", d.budget);
+  s.gpu_budget = j.value("gpu_budget", d.gpu_budget);
+  s.max_evals = j.value("max_evals", d.max_evals);
+  s.no_sandbox = j.value("no_sandbox", d.no_sandbox);
+  s.seed = j.value("seed", d.seed);
+  s.screen = j.value("screen", d.screen);
+  s.screen_margin = j.value("screen_margin", d.screen_margin);
+  s.no_sanitize = j.value("no_sanitize", d.no_sanitize);
+  s.counters = j.value("counters", d.counters);
+}
+
+// `kblaster optimize`'s options as given on the command line: the run's settings and what only
+// this invocation uses.
+struct optimize_args {
+  run_settings run;
+  int64_t resume = 0;
+  int64_t replay = 0;
+  std::string json_out;
   llm_options llm_opts;
   executor_options exec_opts;
-
-  // What a new run records of them (`--resume` reads them back).
-  json run_args() const {
-    return {{"task", task_id},
-            {"suite", suite},
-            {"proposer", proposer_name},
-            {"rollouts", rollouts},
-            {"steps", steps},
-            {"budget", budget},
-            {"gpu_budget", gpu_budget},
-            {"max_evals", max_evals},
-            {"no_sandbox", no_sandbox},
-            {"seed", seed},
-            {"screen", !no_screen},
-            {"screen_margin", screen_margin},
-            {"no_sanitize", no_sanitize},
-            {"counters", counters}};
-  }
 };
 
 void add_optimize_options(CLI::App& cmd, optimize_args& a) {
-  cmd.add_option("--task", a.task_id, "one task");
-  cmd.add_option("--suite", a.suite, "every task of a suite");
-  cmd.add_option("--proposer", a.proposer_name, "builtin (no network) or llm")
+  cmd.add_option("--task", a.run.task, "one task");
+  cmd.add_option("--suite", a.run.suite, "every task of a suite");
+  cmd.add_option("--proposer", a.run.proposer, "builtin (no network) or llm")
       ->check(CLI::IsMember({"builtin", "llm"}));
-  cmd.add_option("--rollouts", a.rollouts, "candidates proposed per step")
+  cmd.add_option("--rollouts", a.run.rollouts, "candidates proposed per step")
       ->check(CLI::Range(1, 16));
-  cmd.add_option("--steps", a.steps, "steps per task")->check(CLI::Range(1, 1000));
+  cmd.add_option("--steps", a.run.steps, "steps per task")->check(CLI::Range(1, 1000));
   // Checked while parsing, so a bad value is a usage error before any work starts.
   const CLI::Validator duration([](std::string& v) { return duration_problem(v); }, "DURATION");
-  cmd.add_option("--budget", a.budget,
+  cmd.add_option("--budget", a.run.budget,
                  "wall time of each task's search, after its baseline (90s, 10m, 1h)")
       ->check(duration);
-  cmd.add_option("--gpu-budget", a.gpu_budget, "time in evaluation workers per task")
+  cmd.add_option("--gpu-budget", a.run.gpu_budget, "time in evaluation workers per task")
       ->check(duration);
-  cmd.add_option("--max-evals", a.max_evals, "candidate evaluations per task (0: no limit)");
+  cmd.add_option("--max-evals", a.run.max_evals, "candidate evaluations per task (0: no limit)");
   cmd.add_option("--resume", a.resume, "continue an interrupted optimize run (its id)");
   cmd.add_option("--replay", a.replay,
                  "serve the LLM's answers from this run's record, without the network");
   cmd.add_option("--json", a.json_out, "write the results as JSON here");
-  cmd.add_option("--seed", a.seed,
+  cmd.add_option("--seed", a.run.seed,
                  "order of untried strategies and neighbouring points (0: library order)");
-  cmd.add_flag("--no-screen", a.no_screen,
+  cmd.add_flag("--no-screen{false}", a.run.screen,
                "send every candidate through the step's gate (no screening timing first)");
-  cmd.add_option("--screen-margin", a.screen_margin,
+  cmd.add_option("--screen-margin", a.run.screen_margin,
                  "the screen passes a candidate within this fraction of beating the best")
       ->check(CLI::Range(0.0, 0.5));
-  cmd.add_option("--counters", a.counters,
+  cmd.add_option("--counters", a.run.counters,
                  "hardware counters for the bottleneck state of the baseline and of each new "
                  "best: cupti (in a worker job after the gate; analytic where they cannot be "
                  "read) or none (the analytic roofline only)")
       ->check(CLI::IsMember({"cupti", "none"}));
-  sandbox::add_no_sandbox_flag(cmd, &a.no_sandbox);
-  cmd.add_flag("--no-sanitize", a.no_sanitize,
+  sandbox::add_no_sandbox_flag(cmd, &a.run.no_sandbox);
+  cmd.add_flag("--no-sanitize", a.run.no_sanitize,
                "do not run the sanitizers on a candidate before it becomes the best (recorded)");
   add_llm_options(cmd, a.llm_opts);
   add_executor_options(cmd, a.exec_opts);
@@ -167,31 +192,29 @@ void add_optimize_options(CLI::App& cmd, optimize_args& a) {
 // command line's, or, with --resume, the interrupted run with its own.
 struct optimize_run {
   int64_t id = 0;
-  json args;
+  run_settings settings;
 };
 
 optimize_run resolve_run(const optimize_args& a, store::store& st) {
-  optimize_run r{0, a.run_args()};
+  optimize_run r{0, a.run};
   if (a.resume > 0) {
     const auto info = st.find_run(a.resume);
     if (!info || info->kind != "optimize") {
       fail_input("--resume {}: no optimize run with that id in {}", a.resume, st.dir().string());
     }
-    r.args = info->args;
+    r.settings = info->args.get<run_settings>();
     r.id = a.resume;
   }
   return r;
 }
 
 // The tasks the run's arguments name (one task or a suite).
-std::vector<task::contract> tasks_of(const fs::path& root, const json& args) {
-  const std::string a_task = args.value("task", "");
-  const std::string a_suite = args.value("suite", "");
-  if (a_task.empty() == a_suite.empty()) {
+std::vector<task::contract> tasks_of(const fs::path& root, const run_settings& s) {
+  if (s.task.empty() == s.suite.empty()) {
     fail_input("give --task ID or --suite NAME (one of them)");
   }
-  return a_task.empty() ? task::load_suite(root, a_suite)
-                        : std::vector<task::contract>{task::find_task(root, a_task)};
+  return s.task.empty() ? task::load_suite(root, s.suite)
+                        : std::vector<task::contract>{task::find_task(root, s.task)};
 }
 
 // --json: the preflight, every task's result, what was evaluated and how (`extra`).
@@ -235,25 +258,23 @@ int end_blocked(store::store& st, int64_t run, const std::vector<task::contract>
 }
 
 // The search's options from the run's arguments and the device's calibration.
-search::optimize_options search_options_of(const json& args, store::store& st,
+search::optimize_options search_options_of(const run_settings& s, store::store& st,
                                            const global_options& globals) {
   search::optimize_options oo;
-  oo.rollouts = args.value("rollouts", 2);
-  oo.steps = args.value("steps", 8);
-  oo.limits.wall = parse_duration(args.value("budget", std::string("10m")));
-  if (!args.value("gpu_budget", std::string()).empty()) {
-    oo.limits.gpu_seconds =
-        static_cast<double>(parse_duration(args.value("gpu_budget", std::string())).count());
+  oo.rollouts = s.rollouts;
+  oo.steps = s.steps;
+  oo.limits.wall = parse_duration(s.budget);
+  if (!s.gpu_budget.empty()) {
+    oo.limits.gpu_seconds = static_cast<double>(parse_duration(s.gpu_budget).count());
   }
-  oo.limits.evaluations = args.value("max_evals", 0);
+  oo.limits.evaluations = s.max_evals;
   oo.step.cache_dir = default_cache_dir();
-  oo.step.no_sandbox = args.value("no_sandbox", false);
+  oo.step.no_sandbox = s.no_sandbox;
   oo.step.sessions = 1;
   oo.step.seeds = 2;
   oo.step.timing.max_wall = 2.0;
-  oo.step.profile = args.value("counters", std::string("cupti")) == "cupti"
-                        ? eval::profile_mode::improved
-                        : eval::profile_mode::none;
+  oo.step.profile =
+      s.counters == "cupti" ? eval::profile_mode::improved : eval::profile_mode::none;
   oo.confirm = oo.step;
   oo.confirm.profile = eval::profile_mode::none;
   // The confirmation is a full evaluation: eval::options' own protocol (as `kblaster eval`).
@@ -261,7 +282,7 @@ search::optimize_options search_options_of(const json& args, store::store& st,
   oo.confirm.sessions = full.sessions;
   oo.confirm.seeds = full.seeds;
   oo.confirm.timing.max_wall = full.timing.max_wall;
-  oo.sanitize = !args.value("no_sanitize", false);
+  oo.sanitize = !s.no_sanitize;
   if (!oo.sanitize) {
     say_line(globals, "sanitize  OFF (--no-sanitize): candidates become the best unsanitized");
   }
@@ -269,9 +290,9 @@ search::optimize_options search_options_of(const json& args, store::store& st,
   oo.confirm.ceilings = oo.step.ceilings;
   oo.confirm.delta = oo.step.delta;
   oo.confirm.delta_source = oo.step.delta_source;
-  oo.seed = args.value("seed", uint64_t{0});
-  oo.screening.enabled = args.value("screen", false);
-  oo.screening.margin = args.value("screen_margin", 0.05);
+  oo.seed = s.seed;
+  oo.screening.enabled = s.screen;
+  oo.screening.margin = s.screen_margin;
   oo.screening.screen = search::screening_options(oo.step);
   return oo;
 }
@@ -283,10 +304,10 @@ struct proposer_parts {
   std::unique_ptr<llm::file_recorder> recorder;
 };
 
-proposer_parts make_proposer(const json& args, const std::optional<llm_setup>& setup,
+proposer_parts make_proposer(const run_settings& s, const std::optional<llm_setup>& setup,
                              int64_t replay, store::store& st, int64_t run, search::memory& mem) {
   proposer_parts p;
-  if (args.value("proposer", "") == "llm") {
+  if (s.proposer == "llm") {
     if (replay > 0) {
       p.client = llm::client::replay(
           setup->client, llm::load_record(st.dir() / "llm" / fmt::format("run-{}", replay)));
@@ -425,18 +446,18 @@ void run_optimize(const global_options& globals, const optimize_args& a, int* re
   }
   auto st = open_store(globals);
   optimize_run run = resolve_run(a, st);
-  const json& args = run.args;
-  std::vector<task::contract> tasks = tasks_of(root, args);
+  const run_settings& settings = run.settings;
+  std::vector<task::contract> tasks = tasks_of(root, settings);
   std::optional<llm::client_config> llm_config;
   std::optional<llm_setup> setup;
-  if (args.value("proposer", "") == "llm") {
+  if (settings.proposer == "llm") {
     setup = resolve_llm_options(a.llm_opts);
     llm_config = setup->client;
   }
-  const auto report = run_preflight(globals, args.value("no_sandbox", false),
+  const auto report = run_preflight(globals, settings.no_sandbox,
                                     a.replay > 0 ? std::nullopt : llm_config, st);
   if (run.id == 0) {
-    run.id = st.begin_run("optimize", args);
+    run.id = st.begin_run("optimize", settings);
   }
   if (!report->usable()) {
     *result = end_blocked(st, run.id, tasks, *report, a.json_out);
@@ -452,9 +473,9 @@ void run_optimize(const global_options& globals, const optimize_args& a, int* re
     }
   }
   const std::string gpu = report->checks.at(1).data.value("name", "gpu");
-  const search::optimize_options oo = search_options_of(args, st, globals);
+  const search::optimize_options oo = search_options_of(settings, st, globals);
   search::memory mem(st);
-  const proposer_parts proposer = make_proposer(args, setup, a.replay, st, run.id, mem);
+  const proposer_parts proposer = make_proposer(settings, setup, a.replay, st, run.id, mem);
   line_printer printer{globals, {}};
   const std::function<void(const std::string&)> say = [&printer](const std::string& line) {
     printer(line);
@@ -476,7 +497,7 @@ void run_optimize(const global_options& globals, const optimize_args& a, int* re
       results.push_back(optimizer.optimize(*c));
     }
   } else {
-    if (args.value("proposer", "") == "llm" && exec->slots() > 1) {
+    if (settings.proposer == "llm" && exec->slots() > 1) {
       fail_input("--gpus/--executor slurm run tasks at once, which the llm proposer does not "
                  "support yet; use --proposer builtin or one GPU");
     }

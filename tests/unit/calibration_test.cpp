@@ -251,6 +251,55 @@ TEST(calibration_cli, commands_without_a_device_exit_blocked) {
   EXPECT_NE(list.output.find("conservative default"), std::string::npos) << list.output;
 }
 
+// An optimize run records its settings as given, and `--resume` continues with the recorded ones
+// (not the new command line's); a record written without some settings (an older kblaster) gets
+// the defaults for them.
+TEST(optimize_cli, a_run_records_its_settings_and_a_resume_reads_them_back) {
+  temp_dir dir("kb-optimize-settings");
+  const auto opt = kblaster(dir.path() / "store", {"optimize", "--task", "019", "--budget", "5s",
+                                                   "--no-screen", "--rollouts", "3", "--seed", "7"});
+  EXPECT_EQ(opt.exit_code, exit_code::blocked) << opt.output;
+  int64_t id = 0;
+  {
+    store::store st(dir.path() / "store");
+    std::vector<store::run_info> runs;
+    for (const auto& r : st.list_runs(10)) {
+      if (r.kind == "optimize") {
+        runs.push_back(r);
+      }
+    }
+    ASSERT_EQ(runs.size(), 1u);
+    id = runs[0].id;
+    const auto& a = runs[0].args;
+    EXPECT_EQ(a.at("task"), "019");
+    EXPECT_EQ(a.at("budget"), "5s");
+    EXPECT_EQ(a.at("screen"), false);
+    EXPECT_EQ(a.at("rollouts"), 3);
+    EXPECT_EQ(a.at("seed"), 7);
+    EXPECT_EQ(a.at("steps"), 8);
+    EXPECT_EQ(a.at("proposer"), "builtin");
+  }
+  const auto again = kblaster(dir.path() / "store",
+                              {"optimize", "--resume", std::to_string(id), "--rollouts", "5"});
+  EXPECT_EQ(again.exit_code, exit_code::blocked) << again.output;
+  {
+    store::store st(dir.path() / "store");
+    const auto run = st.find_run(id);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->args.at("rollouts"), 3);
+    // An older record: only the task.
+    id = st.begin_run("optimize", nlohmann::json{{"task", "019"}});
+  }
+  const auto out = dir.path() / "old.json";
+  const auto old = kblaster(dir.path() / "store",
+                            {"optimize", "--resume", std::to_string(id), "--json", out.string()});
+  EXPECT_EQ(old.exit_code, exit_code::blocked) << old.output;
+  const auto j = nlohmann::json::parse(read_file(out));
+  ASSERT_EQ(j.at("tasks").size(), 1u);
+  EXPECT_EQ(j["tasks"][0].at("task"), "019");
+  EXPECT_EQ(j["tasks"][0].at("reason"), "blocked.preflight.device");
+}
+
 // A bench.json scored again without a device: the same ratios, each row marked resolved or
 // below the timing resolution, the resolved geometric means and the goals; a file without rows
 // is an input error, and nothing is stored.
