@@ -1663,7 +1663,7 @@ void read_table_family(const reader& r, const toml::table& root, contract& c) {
 }
 
 // The [matmul] form, and the plain matmul driver bound to it when the task has no baseline file.
-void read_matmul_form(const reader& r, const toml::table& root, contract& c, const source_plan& p) {
+void read_matmul_form(const reader& r, contract& c, const source_plan& p) {
   if (p.matmul_table != nullptr) {
     c.matmul = parse_matmul(r, *p.matmul_table, c);
   }
@@ -1983,7 +1983,7 @@ contract load_contract(const fs::path& task_toml) {
   if (plan.table_family) {
     read_table_family(r, root, c);
   }
-  read_matmul_form(r, root, c, plan);
+  read_matmul_form(r, c, plan);
   read_shapes(r, root, c);
   if (plan.table_family) {
     check_table_family_shapes(r, c);
