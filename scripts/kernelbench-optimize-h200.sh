@@ -105,7 +105,9 @@ if [ -n "${RESUME_FROM:-}" ]; then
     "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 fi
 
-# 3. The search, one task at a time, skipping those with a result.
+# 3. The search, one task at a time, skipping those with a result. Each optimize takes the
+#    preflight's GPU checks from the last one of this store on this device if it finished in the
+#    last 15 minutes (--reuse-preflight): about 7 s a problem.
 ids=$($K --tasks "$WORK/tasks" tasks list --suite $SUITE --json |
   python3 -c 'import json,re,sys; only=sys.argv[1]
 for t in json.load(sys.stdin):
@@ -120,6 +122,7 @@ for id in $ids; do
   fi
   echo "== $id"
   $K --tasks "$WORK/tasks" optimize --task "$id" --proposer builtin --budget "$BUDGET" \
+    --reuse-preflight 900 \
     --json "$WORK/results/$id.json.part" 2>&1 | tail -4
   # A blocked run (the preflight found the machine unfit: no sandbox, a timing path that failed)
   # says nothing about the problem: kept aside, and the problem runs again on the next call.

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -34,9 +35,12 @@ int run(int argc, char** argv);
 void add_config_option(CLI::App& command, std::optional<std::filesystem::path>& config);
 
 // Runs the preflight checks, printing each (unless --quiet), and records the report in `st`.
-std::optional<cli::preflight_report> run_preflight(const global_options& globals, bool no_sandbox,
-                                                   const std::optional<llm::client_config>& llm,
-                                                   store::store& st);
+// `reuse_within` > 0 takes the GPU checks from a usable preflight that recent on this device
+// (preflight_options::reuse_within).
+std::optional<cli::preflight_report>
+run_preflight(const global_options& globals, bool no_sandbox,
+              const std::optional<llm::client_config>& llm, store::store& st,
+              std::chrono::seconds reuse_within = std::chrono::seconds(0));
 
 // The store named by --store, $KBLASTER_HOME or the default location.
 store::store open_store(const global_options& globals);

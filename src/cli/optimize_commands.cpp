@@ -145,6 +145,7 @@ struct optimize_args {
   int64_t resume = 0;
   int64_t replay = 0;
   std::string json_out;
+  int reuse_preflight = 0; // [s]
   llm_options llm_opts;
   executor_options exec_opts;
 };
@@ -169,6 +170,11 @@ void add_optimize_options(CLI::App& cmd, optimize_args& a) {
   cmd.add_option("--replay", a.replay,
                  "serve the LLM's answers from this run's record, without the network");
   cmd.add_option("--json", a.json_out, "write the results as JSON here");
+  cmd.add_option("--reuse-preflight", a.reuse_preflight,
+                 "take the GPU checks of the preflight from a usable one of this store that "
+                 "finished at most this many seconds ago on the same device (a pass of one "
+                 "optimize per task); the store and device checks always run")
+      ->check(CLI::Range(0, 86400));
   cmd.add_option("--seed", a.run.seed,
                  "order of untried strategies and neighbouring points (0: library order)");
   cmd.add_flag("--no-screen{false}", a.run.screen,
@@ -273,8 +279,7 @@ search::optimize_options search_options_of(const run_settings& s, store::store& 
   oo.step.sessions = 1;
   oo.step.seeds = 2;
   oo.step.timing.max_wall = 2.0;
-  oo.step.profile =
-      s.counters == "cupti" ? eval::profile_mode::improved : eval::profile_mode::none;
+  oo.step.profile = s.counters == "cupti" ? eval::profile_mode::improved : eval::profile_mode::none;
   oo.confirm = oo.step;
   oo.confirm.profile = eval::profile_mode::none;
   // The confirmation is a full evaluation: eval::options' own protocol (as `kblaster eval`).
@@ -454,8 +459,9 @@ void run_optimize(const global_options& globals, const optimize_args& a, int* re
     setup = resolve_llm_options(a.llm_opts);
     llm_config = setup->client;
   }
-  const auto report = run_preflight(globals, settings.no_sandbox,
-                                    a.replay > 0 ? std::nullopt : llm_config, st);
+  const auto report =
+      run_preflight(globals, settings.no_sandbox, a.replay > 0 ? std::nullopt : llm_config, st,
+                    std::chrono::seconds(a.reuse_preflight));
   if (run.id == 0) {
     run.id = st.begin_run("optimize", settings);
   }

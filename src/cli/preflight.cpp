@@ -9,6 +9,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 
 namespace kb::cli {
 
@@ -31,7 +34,80 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+// Seconds since the epoch of a store's UTC time ("2026-12-06T19:45:15.785Z"); nullopt when it
+// does not parse.
+std::optional<double> utc_seconds(const std::string& s) {
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  double frac = 0;
+  if (static_cast<size_t>(consumed) < s.size() && s[consumed] == '.') {
+    frac = std::strtod(s.c_str() + consumed, nullptr);
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + frac;
+}
+
+preflight_report report_from_json(const json& j) {
+  preflight_report r;
+  r.mode = j.value("mode", r.mode);
+  r.reason = j.value("reason", std::string());
+  for (const auto& c : j.value("checks", json::array())) {
+    r.checks.push_back({c.value("name", std::string()), c.value("status", std::string()),
+                        c.value("detail", std::string()), c.value("hard", true),
+                        c.value("seconds", 0.0), c.value("data", json::object())});
+  }
+  return r;
+}
+
+// The checks a reused preflight stands for.
+bool reused_check(const std::string& name) {
+  return name == "compiler" || name == "sandbox" || name == "timing" || name == "counters";
+}
+
 } // namespace
+
+std::optional<reusable_preflight>
+find_reusable_preflight(const store::store& st, const std::string& device_uuid,
+                        const preflight_options& opt, std::chrono::system_clock::time_point now) {
+  if (opt.reuse_within.count() <= 0 || device_uuid.empty()) {
+    return std::nullopt;
+  }
+  const double now_s = std::chrono::duration<double>(now.time_since_epoch()).count();
+  for (const auto& r : st.list_runs(200)) {
+    if (r.kind != "preflight" || r.status != store::run_status::finished ||
+        (r.outcome != "full-diagnostics" && r.outcome != "events-only") ||
+        r.args.value("no_sandbox", false) != opt.no_sandbox) {
+      continue;
+    }
+    const auto finished = utc_seconds(r.finished);
+    if (!finished || now_s < *finished ||
+        now_s - *finished > static_cast<double>(opt.reuse_within.count())) {
+      continue;
+    }
+    for (const auto& [name, digest] : st.attachments(r.id)) {
+      if (name != "preflight") {
+        continue;
+      }
+      auto report = report_from_json(json::parse(st.get(digest), nullptr, false));
+      int ok = 0;
+      bool same_device = false;
+      for (const auto& c : report.checks) {
+        same_device = same_device ||
+                      (c.name == "device" && c.data.value("uuid", std::string()) == device_uuid);
+        ok += reused_check(c.name) && c.name != "counters" && c.status == "ok" ? 1 : 0;
+      }
+      if (same_device && ok == 3) {
+        return reusable_preflight{r.id, now_s - *finished, std::move(report)};
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 preflight_report preflight(store::store& st, const preflight_options& opt,
                            const std::function<void(const preflight_check&)>& on_check) {
@@ -54,6 +130,24 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
   const auto stop = [&](const std::string& why) {
     report.mode = "unavailable";
     report.reason = why;
+    record();
+    return report;
+  };
+  // 7. The LLM provider, when one is configured; then the report is recorded (mode and reason
+  // set by the checks before).
+  const auto check_llm_and_record = [&] {
+    const auto t7 = clock_type::now();
+    if (opt.llm) {
+      llm::client client(*opt.llm);
+      const auto p = llm::preflight(client);
+      preflight_check c{"llm", p.ok() ? "ok" : "failed", p.message, true};
+      c.data = {{"status", llm::to_string(p.code)}, {"http_status", p.http_status}};
+      if (!add(c, t7)) {
+        return stop("llm: " + p.message);
+      }
+    } else {
+      add({"llm", "skipped", "no LLM proposer configured", false}, t7);
+    }
     record();
     return report;
   };
@@ -95,6 +189,23 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
     if (!add(c, t)) {
       return stop("device: " + dev.reason);
     }
+  }
+  // 3-6 as a usable preflight on this device found them a short while ago (--reuse-preflight).
+  if (const auto prev = find_reusable_preflight(st, dev.info.value("uuid", std::string()), opt,
+                                                std::chrono::system_clock::now())) {
+    for (auto c : prev->report.checks) {
+      if (reused_check(c.name)) {
+        c.detail += fmt::format(" (preflight run {}, {:.0f} s ago)", prev->run, prev->age_s);
+        c.seconds = 0;
+        if (on_check) {
+          on_check(c);
+        }
+        report.checks.push_back(std::move(c));
+      }
+    }
+    report.mode = prev->report.mode;
+    report.reason = prev->report.reason;
+    return check_llm_and_record();
   }
 
   // 3-5. nvcc targets the device, the sandbox runs a candidate, events time it: one short A/A
@@ -181,24 +292,9 @@ preflight_report preflight(store::store& st, const preflight_options& opt,
     add(c, t);
   }
 
-  // 7. The LLM provider, when one is configured.
-  t = clock_type::now();
-  if (opt.llm) {
-    llm::client client(*opt.llm);
-    const auto p = llm::preflight(client);
-    preflight_check c{"llm", p.ok() ? "ok" : "failed", p.message, true};
-    c.data = {{"status", llm::to_string(p.code)}, {"http_status", p.http_status}};
-    if (!add(c, t)) {
-      return stop("llm: " + p.message);
-    }
-  } else {
-    add({"llm", "skipped", "no LLM proposer configured", false}, t);
-  }
-
   report.mode = access.available ? "full-diagnostics" : "events-only";
   report.reason = access.available ? "" : "profiler counters unavailable: " + access.reason;
-  record();
-  return report;
+  return check_llm_and_record();
 }
 
 } // namespace kb::cli

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -39,7 +40,22 @@ struct preflight_options {
   std::filesystem::path cache_dir;
   bool no_sandbox = false;
   std::optional<llm::client_config> llm; // checked when the LLM proposer is configured
+  // Take the compiler, sandbox, timing and counter checks from a usable preflight of this store
+  // that finished at most this long ago on the same device (UUID) with the same sandbox setting,
+  // instead of running them again (0: always run them). The store and device checks always run.
+  std::chrono::seconds reuse_within{0};
 };
+
+// A usable earlier preflight that `opt.reuse_within` allows on the device `device_uuid` at `now`:
+// its run, its age and its report. The newest such run of the store's last 200.
+struct reusable_preflight {
+  int64_t run = 0;
+  double age_s = 0;
+  preflight_report report;
+};
+std::optional<reusable_preflight>
+find_reusable_preflight(const store::store& st, const std::string& device_uuid,
+                        const preflight_options& opt, std::chrono::system_clock::time_point now);
 
 // Runs the checks in order; the store check writes a blob, and the report is recorded as a
 // "preflight" run in `st`.

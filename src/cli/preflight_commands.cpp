@@ -1,9 +1,9 @@
 #include "cli/commands.hpp"
 #include "cli/llm_options.hpp"
+#include "cli/preflight.hpp"
 #include "common/error.hpp"
 #include "common/fs.hpp"
 #include "sandbox/sandbox.hpp"
-#include "cli/preflight.hpp"
 
 #include <memory>
 
@@ -11,15 +11,16 @@
 
 namespace kb::cli {
 
-std::optional<cli::preflight_report> run_preflight(const global_options& globals,
-                                                      bool no_sandbox,
-                                                      const std::optional<llm::client_config>& llm,
-                                                      store::store& st) {
+std::optional<cli::preflight_report> run_preflight(const global_options& globals, bool no_sandbox,
+                                                   const std::optional<llm::client_config>& llm,
+                                                   store::store& st,
+                                                   std::chrono::seconds reuse_within) {
   cli::preflight_options po;
   po.root = find_project_root(globals.root);
   po.cache_dir = default_cache_dir();
   po.no_sandbox = no_sandbox;
   po.llm = llm;
+  po.reuse_within = reuse_within;
   const auto report = cli::preflight(st, po, [&](const cli::preflight_check& c) {
     if (!globals.quiet) {
       fmt::print("preflight {:<9} {:<9} {}\n", c.name, c.status, c.detail);

