@@ -270,10 +270,9 @@ std::string headers_digest(const fs::path& root, const task::contract& c) {
   return b.hex();
 }
 
-} // namespace
-
-request candidate_request(const fs::path& project_root, const task::contract& c, std::string source,
-                          std::string source_name) {
+// A source of the task's: its headers, its math, and the digest of what it may include.
+request task_request(const fs::path& project_root, const task::contract& c, std::string source,
+                     std::string source_name) {
   request r;
   r.source = std::move(source);
   r.source_name = std::move(source_name);
@@ -286,20 +285,25 @@ request candidate_request(const fs::path& project_root, const task::contract& c,
   } else if (!c.math.empty()) {
     r.defines = {fmt::format("KB_TASK_MATH=\"{}\"", c.math.string())};
   }
-  // The task's dtypes: the device headers' dispatch compiles kernels for these only (a candidate
-  // is only ever called with the task's tensors), which takes 15% (elementwise) to 60% (a
-  // convolution) off a strategy's compile.
-  r.defines.push_back(fmt::format("KB_TASK_DTYPES=0x{:x}u", task::abi_dtype_mask(c)));
   r.headers_digest = headers_digest(project_root, c);
   return r;
 }
 
-request oracle_request(const fs::path& project_root, const task::contract& c) {
-  request r =
-      candidate_request(project_root, c, task::oracle_module_source(c), "oracle_" + c.id + ".cu");
-  // The float64 oracle reads and writes other dtypes than the task's: every dtype is compiled.
-  std::erase_if(r.defines, [](const std::string& d) { return d.rfind("KB_TASK_DTYPES=", 0) == 0; });
+} // namespace
+
+request candidate_request(const fs::path& project_root, const task::contract& c, std::string source,
+                          std::string source_name) {
+  request r = task_request(project_root, c, std::move(source), std::move(source_name));
+  // The task's dtypes: the device headers' dispatch compiles kernels for these only (a candidate
+  // is only ever called with the task's tensors), which takes 15% (elementwise) to 60% (a
+  // convolution) off a strategy's compile.
+  r.defines.push_back(fmt::format("KB_TASK_DTYPES=0x{:x}u", task::abi_dtype_mask(c)));
   return r;
+}
+
+// The float64 oracle reads and writes other dtypes than the task's: every dtype is compiled.
+request oracle_request(const fs::path& project_root, const task::contract& c) {
+  return task_request(project_root, c, task::oracle_module_source(c), "oracle_" + c.id + ".cu");
 }
 
 } // namespace kb::build

@@ -9,9 +9,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <ctime>
 
 namespace kb::cli {
 
@@ -33,24 +30,6 @@ json preflight_report::to_json() const {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-// Seconds since the epoch of a store's UTC time ("2026-12-06T19:45:15.785Z"); nullopt when it
-// does not parse.
-std::optional<double> utc_seconds(const std::string& s) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-    return std::nullopt;
-  }
-  double frac = 0;
-  if (static_cast<size_t>(consumed) < s.size() && s[consumed] == '.') {
-    frac = std::strtod(s.c_str() + consumed, nullptr);
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<double>(timegm(&tm)) + frac;
-}
 
 preflight_report report_from_json(const json& j) {
   preflight_report r;
@@ -84,7 +63,7 @@ find_reusable_preflight(const store::store& st, const std::string& device_uuid,
         r.args.value("no_sandbox", false) != opt.no_sandbox) {
       continue;
     }
-    const auto finished = utc_seconds(r.finished);
+    const auto finished = store::utc_seconds(r.finished);
     if (!finished || now_s < *finished ||
         now_s - *finished > static_cast<double>(opt.reuse_within.count())) {
       continue;

@@ -170,23 +170,8 @@ std::optional<task::contract> load_contract(const std::optional<fs::path>& root,
 } // namespace
 
 std::optional<double> seconds_between(const std::string& from, const std::string& to) {
-  auto parse = [](const std::string& s) -> std::optional<double> {
-    std::tm tm{};
-    double frac = 0;
-    int consumed = 0;
-    if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                    &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-      return std::nullopt;
-    }
-    if (static_cast<size_t>(consumed) < s.size() && s[consumed] == '.') {
-      frac = std::strtod(s.c_str() + consumed, nullptr);
-    }
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    return static_cast<double>(timegm(&tm)) + frac;
-  };
-  const auto a = parse(from);
-  const auto b = parse(to);
+  const auto a = store::utc_seconds(from);
+  const auto b = store::utc_seconds(to);
   if (!a || !b) {
     return std::nullopt;
   }

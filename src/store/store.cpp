@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -198,6 +199,22 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }
 
 } // namespace
+
+std::optional<double> utc_seconds(const std::string& time) {
+  std::tm tm{};
+  double frac = 0;
+  int consumed = 0;
+  if (std::sscanf(time.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
+    return std::nullopt;
+  }
+  if (static_cast<size_t>(consumed) < time.size() && time[consumed] == '.') {
+    frac = std::strtod(time.c_str() + consumed, nullptr);
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm)) + frac;
+}
 
 namespace detail {
 
@@ -502,8 +519,7 @@ int64_t store::record_task(const task::contract& contract) {
                     "INSERT INTO tasks (task_id, suite, family, contract_digest, contract_blob) "
                     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, contract_digest) DO NOTHING")
       .bind_all(contract.id, contract.suite,
-                contract.has_family() ? task::to_string(contract.fam)
-                                                         : std::string("pytorch"),
+                contract.has_family() ? task::to_string(contract.fam) : std::string("pytorch"),
                 contract.digest, blob.digest)
       .run();
   const int64_t id = select_id(db, "SELECT id FROM tasks WHERE task_id = ? AND contract_digest = ?",

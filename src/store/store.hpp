@@ -112,6 +112,10 @@ struct environment {
   nlohmann::json to_json() const;
 };
 
+// Seconds since the epoch of a time as the store writes it (UTC, ISO 8601:
+// "2026-12-06T19:45:15.785Z"); nullopt when it does not parse.
+std::optional<double> utc_seconds(const std::string& time);
+
 struct run_info {
   int64_t id = 0;
   std::string kind; // eval, bench, optimize, calibrate, ...
