@@ -5,6 +5,8 @@
 // own that reads and adds to the session's `timing_run`.
 #include "gpu/detail/worker.hpp"
 
+#include <utility>
+
 namespace kb::gpu::detail {
 
 auto worker::prepare_fresh(const std::vector<shape_buffers*>& lanes, shape_buffers& refs,
@@ -114,6 +116,10 @@ struct worker::timing_run {
     int calls = 0;
   } phases;
   int input_checks = 0; // timed calls followed by a digest of their inputs
+  // Whose timed call came last, and before the current one: a sample names the library whose
+  // call preceded it, so that an effect of the order of the calls shows in the record.
+  std::string last_caller;
+  std::string previous_caller;
   // Per library: timed calls, those whose sampled outputs still held poison right behind STOP,
   // and those with a sampled position written after STOP.
   std::map<std::string, late_tally> late_outputs;
@@ -321,6 +327,7 @@ auto worker::timed_call_on(timing_run& r, candidate_lib& lib, shape_buffers& b,
   const shape_desc& s = r.s;
   timed_result out;
   ++r.phases.calls;
+  r.previous_caller = std::exchange(r.last_caller, lib.role);
   auto t = clock_type::now();
   for (size_t o = 0; o < s.outputs.size(); ++o) {
     poison(b.outputs[o], s.outputs[o]);
@@ -473,6 +480,18 @@ void worker::control_call(timing_run& r, size_t set, const call_inputs& in) {
   r.reference.add_control(tc.w.round_trip_ns);
 }
 
+// A candidate's time before its window beyond an honest call's and the allowance, charged to its
+// sample (rules.hpp, host_work_rule). Never the baseline's: it is the task's reference, and a
+// charge would only make the candidates look faster. Never a library the judge dispatches from
+// the host: its round trip holds its dispatch. [ns]
+int64_t worker::host_work_charge(const timing_run& r, const candidate_lib& lib,
+                                 const window_result& w) const {
+  if (lib.host_dispatch || lib.role == "baseline") {
+    return 0;
+  }
+  return r.host_rule.charge_ns(w.round_trip_ns, r.reference_trip_ns(lib));
+}
+
 // The window holds the call's stream work only; these rules catch a call that did work
 // elsewhere (on the host, on another stream) and so broke the ABI (kb_launch only enqueues, on
 // the given stream), in every timed call after the two warm-up calls. One slow call is the
@@ -484,7 +503,9 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
   // outside the captured stream, which the runner waits for before it replies). The runner's
   // times only say which of the two it was.
   const int64_t reference_ns = r.reference_trip_ns(lib);
-  const bool slow_trip = !lib.host_dispatch && r.host_rule.violated(w.round_trip_ns, reference_ns);
+  // Beyond the allowance the call pays for its time before the window (record_sample); far
+  // beyond it the call broke the ABI.
+  const bool slow_trip = !lib.host_dispatch && r.host_rule.rejected(w.round_trip_ns, reference_ns);
   if (lib.role == "baseline" && !lib.host_dispatch) {
     r.reference.add_baseline(w.round_trip_ns);
   }
@@ -502,6 +523,7 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
                      {"launch_s", w.launch_ns * 1e-9},
                      {"tail_s", w.tail_ns * 1e-9},
                      {"window_s", w.window_s},
+                     {"charged_s", host_work_charge(r, lib, w) * 1e-9},
                      {"slow_trip", slow_trip},
                      {"slow_tail", slow_tail}});
   }
@@ -519,11 +541,15 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
     const bool named_outside = found == abi_finding::work_outside_stream;
     return rejection{
         named_outside ? "timing.work_outside_stream" : "timing.host_work",
-        fmt::format("{} of {} calls took longer before their window than an honest call "
-                    "({:.3g} ms) allows; the last took {:.3g} ms of the judge's time ({:.3g} ms "
-                    "inside kb_launch, {:.3g} ms of work outside the given stream) for a "
-                    "device window of {:.3g} ms: {}",
-                    tally.slow_calls(), tally.calls(), reference_ns * 1e-6, w.round_trip_ns * 1e-6,
+        fmt::format("{} of {} calls took more than {:.3g} ms before their window (an honest "
+                    "call's {:.3g} ms and {} allowances of {:.3g} ms); the last took {:.3g} ms "
+                    "of the judge's time ({:.3g} ms inside kb_launch, {:.3g} ms of work outside "
+                    "the given stream) for a device window of {:.3g} ms: {}",
+                    tally.slow_calls(), tally.calls(),
+                    (reference_ns + host_work_rule::reject_allowances * r.host_rule.allowance_ns) *
+                        1e-6,
+                    reference_ns * 1e-6, host_work_rule::reject_allowances,
+                    r.host_rule.allowance_ns * 1e-6, w.round_trip_ns * 1e-6,
                     w.host_ns * 1e-6, w.outside_ns * 1e-6, (w.window_s - r.overhead_s) * 1e3,
                     named_outside ? "work on another stream" : "work on the host's time")};
   }
@@ -759,10 +785,14 @@ void worker::timing_round(timing_run& r) {
 // and the record; the library's stopping rule sees it until it has stopped.
 void worker::record_sample(timing_run& r, const candidate_lib& lib, const window_result& w, int set,
                            round_kind kind) {
-  const double sample = net_sample(w.window_s, r.overhead_s);
+  const int64_t charged_ns = host_work_charge(r, lib, w);
+  const double sample = net_sample(w.window_s, r.overhead_s) + charged_ns * 1e-9;
   const auto clock = m_nvml->sm_clock_mhz();
+  const auto memory_clock = m_nvml->memory_clock_mhz();
+  const auto reasons = m_nvml->clocks_event_reasons();
   r.samples[lib.role].push_back({{"t", sample},
                                  {"window_s", w.window_s},
+                                 {"charged_s", charged_ns * 1e-9},
                                  {"round_trip_s", w.round_trip_ns * 1e-9},
                                  {"host_s", w.host_ns * 1e-9},
                                  {"graph_s", w.graph_ns * 1e-9},
@@ -771,7 +801,10 @@ void worker::record_sample(timing_run& r, const candidate_lib& lib, const window
                                  {"launch_s", w.launch_ns * 1e-9},
                                  {"tail_s", w.tail_ns * 1e-9},
                                  {"clock_mhz", clock ? json(*clock) : json(nullptr)},
+                                 {"memory_clock_mhz", memory_clock ? json(*memory_clock) : json(nullptr)},
+                                 {"clock_reasons", reasons ? json(*reasons) : json(nullptr)},
                                  {"set", set},
+                                 {"after", r.previous_caller},
                                  {"round", r.round},
                                  {"fresh", kind == round_kind::fresh},
                                  {"redrawn", kind == round_kind::redrawn}});
@@ -814,9 +847,10 @@ void worker::finish_abi_rules(timing_run& r) {
       const bool named_outside = found == abi_finding::work_outside_stream;
       reject(lib,
              {named_outside ? "timing.work_outside_stream" : "timing.host_work",
-              fmt::format("{} of {} calls took longer before their window than an honest "
-                          "call ({:.3g} ms) allows: {}",
-                          tally.slow_calls(), tally.calls(), r.reference_trip_ns(lib) * 1e-6,
+              fmt::format("{} of {} calls took more than {} allowances of {:.3g} ms before "
+                          "their window beyond an honest call's {:.3g} ms: {}",
+                          tally.slow_calls(), tally.calls(), host_work_rule::reject_allowances,
+                          r.host_rule.allowance_ns * 1e-6, r.reference_trip_ns(lib) * 1e-6,
                           named_outside ? "work on another stream" : "work on the host's time")});
     } else if (found == abi_finding::work_after_window) {
       reject(lib, {"timing.work_outside_stream",
@@ -1027,6 +1061,7 @@ void worker::check_interference(timing_run& r) {
   }
   const auto cmp = compare_alone(beside, alone);
   r.interference = cmp.to_json();
+  r.interference["alone_s"] = alone;
   if (!cmp.slowed) {
     return;
   }

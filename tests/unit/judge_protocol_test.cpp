@@ -211,6 +211,33 @@ TEST(JudgeRules, HostWork) {
   EXPECT_DOUBLE_EQ(net_sample(279e-6, 280e-6), 1e-7);
 }
 
+// A round trip beyond the reference and the allowance is charged to the call's sample; only a
+// gross excess rejects. The honest tensor-core matmul of L1_001 on the H100 had round trips of
+// 99-147 us against a reference of 48-55 us: rejected `timing.host_work` when any excess over
+// the allowance broke the rule, charged at most 45 us on a 2.55 ms window now.
+TEST(JudgeRules, HostWorkBeyondTheAllowanceIsChargedAndGrossWorkRejected) {
+  const auto rule = host_work_rule::calibrated(33'000); // allowance: 50 us
+  EXPECT_EQ(rule.charge_ns(100'000, 50'000), 0);
+  EXPECT_EQ(rule.charge_ns(147'000, 52'000), 45'000);
+  EXPECT_FALSE(rule.rejected(147'000, 52'000));
+  // Work hidden before GO gains at most the allowance, whatever its size and whatever the
+  // honest call's own excess, and past four allowances it is rejected by name.
+  const int64_t reference = 50'000;
+  for (int64_t honest = 0; honest <= rule.allowance_ns; honest += 10'000) {
+    for (int64_t hidden = 0; hidden <= 2'000'000; hidden += 7'000) {
+      const int64_t trip = reference + honest + hidden;
+      EXPECT_LE(hidden - rule.charge_ns(trip, reference), rule.allowance_ns);
+      EXPECT_EQ(rule.rejected(trip, reference), honest + hidden > 4 * rule.allowance_ns);
+    }
+  }
+  // 70% of a 1 ms softmax's work before GO, and a 5 ms synchronous computation: rejected.
+  EXPECT_TRUE(rule.rejected(740'000, 40'000));
+  EXPECT_TRUE(rule.rejected(5'100'000, 40'000));
+  EXPECT_FALSE(rule.rejected(240'000, 40'000)); // exactly four allowances: charged 150 us
+  EXPECT_EQ(rule.charge_ns(240'000, 40'000), 150'000);
+  EXPECT_TRUE(rule.rejected(240'001, 40'000));
+}
+
 TEST(JudgeRules, EveryTimedCallIsCheckedWhole) {
   const std::optional<uint64_t> verified = 0xABCDu;
   // An honest call: complete behind STOP, nothing read again.

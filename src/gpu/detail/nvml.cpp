@@ -84,6 +84,23 @@ std::optional<unsigned> nvml::memory_clock_mhz() const {
   return mhz;
 }
 
+std::optional<unsigned long long> nvml::clocks_event_reasons() const {
+  if (m_device == nullptr) {
+    return std::nullopt;
+  }
+  auto f = symbol<nvml_return (*)(nvml_device, unsigned long long*)>(
+      m_lib, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (f == nullptr) { // drivers before 535 name it by its older name
+    f = symbol<nvml_return (*)(nvml_device, unsigned long long*)>(
+        m_lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  }
+  unsigned long long reasons = 0;
+  if (f == nullptr || f(m_device, &reasons) != 0) {
+    return std::nullopt;
+  }
+  return reasons;
+}
+
 std::string nvml::driver_version() const {
   if (m_lib == nullptr || m_device == nullptr) {
     return "";

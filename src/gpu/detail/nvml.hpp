@@ -1,5 +1,5 @@
 // NVML, loaded at run time (the driver ships it; machines without a driver have none), for the
-// SM clock of every timing sample and the driver version.
+// SM and memory clocks of every timing sample, why they are low, and the driver version.
 #pragma once
 
 #include <optional>
@@ -19,6 +19,9 @@ public:
   std::optional<unsigned> sm_clock_mhz() const;
   std::optional<unsigned> max_sm_clock_mhz() const;
   std::optional<unsigned> memory_clock_mhz() const;
+  // Why the clocks are below their maximum now: NVML's clocks event reasons, a bit mask (idle,
+  // application setting, power cap, thermal and power-brake slowdowns...).
+  std::optional<unsigned long long> clocks_event_reasons() const;
   std::string driver_version() const;
   std::string error() const { return m_error; }
 

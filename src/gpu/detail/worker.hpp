@@ -661,6 +661,8 @@ private:
   timed_result timed_call(timing_run& r, candidate_lib& lib, size_t k, const std::string& what);
   std::optional<rejection> abi_rules(timing_run& r, const candidate_lib& lib,
                                      const window_result& w);
+  int64_t host_work_charge(const timing_run& r, const candidate_lib& lib,
+                           const window_result& w) const;
   bool throttled(const timing_run& r, const std::optional<double>& clock_mhz) const;
 
   const emitter& m_out;
