@@ -663,6 +663,9 @@ private:
                                      const window_result& w);
   int64_t host_work_charge(const timing_run& r, const candidate_lib& lib,
                            const window_result& w) const;
+  double flush_probe(timing_run& r);
+  void calibrate_settle(timing_run& r);
+  void settle_device(timing_run& r);
   bool throttled(const timing_run& r, const std::optional<double>& clock_mhz) const;
 
   const emitter& m_out;
