@@ -51,6 +51,10 @@ def trim(result):
     return out
 
 
+def without_environment(result):
+    return {k: v for k, v in result.items() if k != "environment"}
+
+
 def keep(work, dest):
     os.makedirs(dest, exist_ok=True)
     n = 0
@@ -68,9 +72,13 @@ def keep(work, dest):
         kept = trim(result)
         # The build and toolkit the call that measured it ran (a pass may span several builds).
         kept.setdefault("environment", {k: env.get(k) for k in ("build", "commit", "driver", "toolkit")})
+        # Kept before from the same measurement (a work folder that spans calls), it keeps the
+        # build kept then; a problem measured again is stamped with this call's.
         if os.path.exists(os.path.join(dest, name)):
             with open(os.path.join(dest, name)) as f:
-                kept["environment"] = json.load(f).get("environment", kept["environment"])
+                before = json.load(f)
+            if without_environment(before) == without_environment(kept):
+                kept["environment"] = before.get("environment", kept["environment"])
         with open(os.path.join(dest, name), "w") as f:
             json.dump(kept, f, indent=None, sort_keys=True, separators=(",", ":"))
             f.write("\n")

@@ -76,6 +76,14 @@ class KeepResults(unittest.TestCase):
             json.dump({"build": "commit def"}, f)
         run(KEEP, "keep", self.work, self.dest)
         self.assertEqual(self.kept()["environment"]["build"], "commit abc")
+        # Measured again by that later build (another run), it is stamped with the later build.
+        again = result("GPU A", "improved", 1.7)
+        again["run"] = 4
+        with open(os.path.join(self.work, "results", "L1_019.json"), "w") as f:
+            json.dump(again, f)
+        run(KEEP, "keep", self.work, self.dest)
+        self.assertEqual(self.kept()["environment"]["build"], "commit def")
+        self.assertEqual(self.kept()["tasks"][0]["speedup"], 1.7)
 
     def test_seed_takes_only_the_named_devices_results_and_overwrites_nothing(self):
         run(KEEP, "keep", self.work, self.dest)
