@@ -93,6 +93,17 @@ TEST_F(pytorch_tasks, every_imported_baseline_verifies_and_is_never_called_faste
         << c.id << ": " << eval::to_string(r.final) << " " << r.reason << " " << r.message;
     std::printf("%-40s %-8s %s\n", c.id.c_str(), eval::to_string(r.final).c_str(),
                 r.reason.c_str());
+    // Before each round on contents the judge prepared (its float64 oracle ran), the device
+    // settled: a probe timed once per such round at least, against the session's quiet probe.
+    for (const auto& session : r.timing) {
+      const auto& settle = session.record.at("settle");
+      const auto& reuse = session.record.at("reuse");
+      EXPECT_GT(settle.at("quiet_probe_s").get<double>(), 0) << c.id;
+      EXPECT_EQ(settle.at("waits").get<int>(),
+                reuse.at("fresh_rounds").get<int>() + reuse.at("redrawn_rounds").get<int>())
+          << c.id;
+      EXPECT_GE(settle.at("probes").get<int>(), 3 * settle.at("waits").get<int>()) << c.id;
+    }
     auto s = summary(r);
     s["task"] = c.id;
     record.push_back(s);
