@@ -29,20 +29,28 @@ auto worker::allocate(shape_buffers& b, const shape_desc& s, bool with_reference
     b.refs.push_back(r);
     b.host_refs.emplace_back(m_host_reference ? static_cast<size_t>(t.numel()) : 0);
   }
-  // Workspace: the largest any candidate asks for at this shape, allocated outside timing.
+  // Workspace: the largest any candidate asks for at this shape, allocated outside timing. Every
+  // runner is asked first and the answers are read after, so that runners whose first query
+  // builds a module (eager PyTorch imports it and runs it once) do it side by side.
   std::vector<kb_tensor> iv;
   std::vector<kb_tensor> ov;
+  std::vector<candidate_lib*> asked;
   for (auto& lib : m_libs) {
     if (lib.rejected || !lib.has_workspace || lane_of(lib) != lane) {
       continue;
     }
     call_request q = request_for(lib, b);
     m_out.step("workspace", lib.role, s.name);
-    bool hung = false;
-    std::optional<json> wr;
-    if (lib.runner->send(message::workspace, json(q))) {
-      wr = lib.runner->reply(m_hang_ms, &hung);
+    if (!lib.runner->send(message::workspace, json(q))) {
+      lib.rejected = runner_failure(lib, false, "kb_workspace_bytes");
+      continue;
     }
+    asked.push_back(&lib);
+  }
+  for (auto* asked_lib : asked) {
+    auto& lib = *asked_lib;
+    bool hung = false;
+    const std::optional<json> wr = lib.runner->reply(m_hang_ms, &hung);
     if (!wr) {
       lib.rejected = runner_failure(lib, hung, "kb_workspace_bytes");
       continue;
