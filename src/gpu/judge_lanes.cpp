@@ -50,7 +50,10 @@ auto worker::allocate(shape_buffers& b, const shape_desc& s, bool with_reference
   for (auto* asked_lib : asked) {
     auto& lib = *asked_lib;
     bool hung = false;
+    const auto waited_from = clock_type::now();
     const std::optional<json> wr = lib.runner->reply(m_hang_ms, &hung);
+    m_workspace_wait_s +=
+        std::chrono::duration<double>(clock_type::now() - waited_from).count();
     if (!wr) {
       lib.rejected = runner_failure(lib, hung, "kb_workspace_bytes");
       continue;

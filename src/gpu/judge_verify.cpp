@@ -174,7 +174,7 @@ auto worker::verify_all() -> json {
   m_verify_phases = {{"allocate_s", vp.allocate_s}, {"reference_s", vp.reference_s},
                      {"call_s", vp.call_s},         {"compare_s", vp.compare_s},
                      {"digest_s", vp.digest_s},     {"determinism_s", vp.determinism_s},
-                     {"selftest_s", vp.selftest_s}};
+                     {"selftest_s", vp.selftest_s}, {"workspace_wait_s", m_workspace_wait_s}};
   // *_rejected_by counts the shapes where the kind was rejected (once each), *_tried the
   // checks it was tried at.
   json st{{"zeros_rejected_by", trivial_rejections["zeros"]},

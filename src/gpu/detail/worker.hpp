@@ -694,6 +694,7 @@ private:
   std::vector<candidate_lib> m_libs;
   candidate_lib m_empty;        // the timing's calibration runner: the empty kernel
   json m_verify_phases;         // verify_all's time by step
+  double m_workspace_wait_s = 0; // [s] waiting for the runners' workspace answers (allocate)
   bool m_separate_lanes = true; // a lane of buffers per library (see lane_of)
   size_t m_free_at_start = 0;   // device memory free before the runners started [bytes]
   uint64_t m_runner_excess = 0; // what runner_excess() found when last asked (check_room)
