@@ -54,6 +54,7 @@ import re
 import statistics
 import struct
 import sys
+import time
 
 try:
     import tomllib
@@ -690,6 +691,7 @@ class _DeviceMemory:
 
 _ABI_NAMES = {v: k for k, v in KB_DTYPES.items()}
 _calls = {}
+_timed_modes = set()
 
 
 def _view(torch, t, device):
@@ -807,11 +809,24 @@ def kb_call(task_dir, mode, args_address, on_device):
     ran out of memory (the judge tells a device too small for the job from a hoard); or prints the
     error and returns 1."""
     try:
+        t0 = time.monotonic()
+        first = "torch" not in sys.modules
         import torch
+        t1 = time.monotonic()
         call = _calls.get(task_dir)
         if call is None:
             call = _calls[task_dir] = _Call(torch, task_dir)
-        return call(mode, args_address, bool(on_device))
+        t2 = time.monotonic()
+        rc = call(mode, args_address, bool(on_device))
+        # The first call of each mode says where a process's start went (the import, the task,
+        # the module built and run once), on stderr, which the judge keeps with the session.
+        if mode not in _timed_modes:
+            _timed_modes.add(mode)
+            print(f"kblaster pytorch {mode}: import torch {t1 - t0:.2f} s"
+                  f"{'' if first else ' (imported before)'}, task {t2 - t1:.2f} s, "
+                  f"first call {time.monotonic() - t2:.2f} s", file=sys.stderr)
+            sys.stderr.flush()
+        return rc
     except Exception as e:  # noqa: BLE001 (the harness gets a return code; the reason to stderr)
         if out_of_device_memory(e):
             print(f"kblaster pytorch oracle: {mode} call out of device memory: {e}".splitlines()[0],
