@@ -1121,13 +1121,23 @@ void worker::check_interference(timing_run& r) {
     generate(*lb, r.set_dist[0], r.set_seed[0]);
   }
   cuda_check(cudaDeviceSynchronize(), "interference check");
-  // Throttled samples count on neither side, as in the gate.
+  // Throttled samples count on neither side, as in the gate. The baseline's calls beside the
+  // candidates are those of the rounds timed like its calls alone (rules.hpp, timed_like_alone),
+  // all of them where those are too few.
   std::vector<double> beside;
+  std::vector<double> beside_all;
   for (const auto& x : r.samples["baseline"]) {
     const auto& c = x.at("clock_mhz");
     if (!throttled(r, c.is_number() ? std::optional<double>(c.get<double>()) : std::nullopt)) {
-      beside.push_back(x.at("t").get<double>());
+      beside_all.push_back(x.at("t").get<double>());
+      if (timed_like_alone(r.deck, x.at("round").get<int>())) {
+        beside.push_back(beside_all.back());
+      }
     }
+  }
+  const bool like_alone = beside.size() >= 10;
+  if (!like_alone) {
+    beside = beside_all;
   }
   const int n = std::clamp(static_cast<int>(beside.size()), 10, interference_max_calls);
   const std::vector<double> alone = time_baseline_alone(r, *base, n);
@@ -1137,6 +1147,8 @@ void worker::check_interference(timing_run& r) {
   const auto cmp = compare_alone(beside, alone);
   r.interference = cmp.to_json();
   r.interference["alone_s"] = alone;
+  r.interference["beside_rounds"] = like_alone ? "seen after seen" : "all";
+  r.interference["beside_all_samples"] = beside_all.size();
   if (!cmp.slowed) {
     return;
   }

@@ -562,6 +562,24 @@ TEST(JudgeRules, TheDeckPlacesThePlannedFreshAndRedrawnRoundsAtDrawnPositions) {
   EXPECT_TRUE(round_deck(none, rng).empty());
 }
 
+// The interference check holds the baseline alone against its calls of seen rounds that follow a
+// seen round: the rounds of the L1_004 A/A on the H100 where its calls ran 2.80 ms, as alone;
+// every call of a prepared round, and some right after one, ran 3.05-3.40 ms.
+TEST(JudgeRules, InterferenceComparesTheRoundsTimedLikeTheCallsAlone) {
+  using k = round_kind;
+  const std::vector<round_kind> deck{k::seen, k::redrawn, k::seen,  k::seen,
+                                     k::fresh, k::fresh,  k::seen, k::seen};
+  std::vector<int> like;
+  for (int round = 0; round < 10; ++round) { // rounds past the deck are seen rounds
+    if (timed_like_alone(deck, round)) {
+      like.push_back(round);
+    }
+  }
+  EXPECT_EQ(like, (std::vector<int>{0, 3, 7, 8, 9}));
+  EXPECT_TRUE(timed_like_alone({}, 0));
+  EXPECT_FALSE(timed_like_alone({k::fresh}, 1)); // the round after the deck's last, prepared
+}
+
 TEST(JudgeRules, MemoryARunnerHoldsBeyondItsAllowanceIsTheExcess) {
   constexpr uint64_t gib = uint64_t{1} << 30;
   // 100 GiB free before three runners started; the judge has since allocated 40 GiB.

@@ -306,6 +306,22 @@ template <class Rng> std::vector<round_kind> round_deck(const round_plan& plan, 
   return deck;
 }
 
+// Whether the baseline's calls of `round` are timed under the conditions of its calls alone: a
+// seen round after a seen round (or the first). A round on contents the judge prepared runs right
+// after the judge's own device work (the contents generated, a float64 oracle that allocates and
+// frees tens of GB, digests), and so may the round after it: on the H100 an 8.6 GB
+// matrix-vector product ran 22% slower in those rounds, for both copies of an A/A, and never in
+// a seen round after a seen one (evidence/h100/kernelbench/optimize-l1/L1_004-interference.json).
+// The baseline alone follows no such work, so the interference check holds it against these
+// rounds only. A candidate's process that works between its calls slows them as much as any.
+inline bool timed_like_alone(const std::vector<round_kind>& deck, int round) {
+  const auto kind = [&](int k) {
+    return k >= 0 && static_cast<size_t>(k) < deck.size() ? deck[static_cast<size_t>(k)]
+                                                          : round_kind::seen;
+  };
+  return kind(round) == round_kind::seen && kind(round - 1) == round_kind::seen;
+}
+
 struct fresh_comparison {
   alone_comparison c; // beside: the fresh calls; alone: the redrawn rounds' calls
   nlohmann::json to_json() const {
