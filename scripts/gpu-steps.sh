@@ -5,13 +5,14 @@
 # The staged build (.xfer/release, from scripts/stage-build.sh) is put in place as build/release
 # first. Steps run in order while time is left:
 #   check:REGEX          scripts/gpu-check.sh REGEX; its log and archive come back as checkN.*
-#   kb:LEVEL:BUDGET[:ONLY[:PYTORCH]]
+#   kb:LEVEL:BUDGET[:ONLY[:PYTORCH[:AGAIN]]]
 #                        scripts/kernelbench-optimize-h200.sh over .kb/KernelBench (level LEVEL),
 #                        resumed from .xfer/kbwork-lLEVEL-DEVICE (DEVICE: h100 or h200; a pass
 #                        never mixes devices) when that folder travelled; the work folder comes
 #                        back as kbwork-lLEVEL-DEVICE.tar.gz. PYTORCH=1 times PyTorch too.
 #                        Results kept in evidence/DEVICE/kernelbench/optimize-lLEVEL/results
-#                        (scripts/kernelbench_keep_results.py) count as done.
+#                        (scripts/kernelbench_keep_results.py) count as done; AGAIN=1 measures
+#                        the problems ONLY selects again all the same.
 #   cmd:COMMAND          any command; its output goes to steps.log
 # Every step's output goes to $OUT/steps.log; a step is not started once the deadline has passed.
 set -uo pipefail
@@ -50,11 +51,11 @@ for step in "$@"; do
       rm -rf "$OUT/check$n"
       ;;
     kb:*)
-      IFS=: read -r _ level budget only pytorch <<<"$step"
+      IFS=: read -r _ level budget only pytorch again <<<"$step"
       work=$PWD/.xfer/kbwork-l$level-${device:-gpu}
       mkdir -p "$work"
       WORK=$work KBLASTER_HOME=$work/store KBLASTER_CACHE=/tmp/kblaster-cache \
-        OUT=$work/summary PYTORCH=${pytorch:-0} DEADLINE=$((DEADLINE - 15)) \
+        OUT=$work/summary PYTORCH=${pytorch:-0} AGAIN=${again:-0} DEADLINE=$((DEADLINE - 15)) \
         RESUME_FROM=$PWD/evidence/${device:-gpu}/kernelbench/optimize-l$level/results \
         scripts/kernelbench-optimize-h200.sh .kb/KernelBench "$level" --budget "$budget" \
         ${only:+--only "$only"}

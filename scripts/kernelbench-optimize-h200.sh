@@ -19,7 +19,9 @@
 # DEADLINE (seconds since the epoch) stops the pass before a task that could not finish by then;
 # the next call resumes at that task. RESUME_FROM names a folder of results kept in the tree
 # (scripts/kernelbench_keep_results.py keep): those measured on this device are taken as done, so
-# a pass resumes on a fresh machine.
+# a pass resumes on a fresh machine. AGAIN=1 measures the problems --only selects again: their
+# results (seeded or in $WORK) move to $WORK/results/replaced/ first (a judge fixed, a problem
+# to measure on a newer build).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KB_DIR=${1:?usage: scripts/kernelbench-optimize-h200.sh KB_DIR [LEVEL] [--budget 45s] [--only REGEX]}
@@ -114,6 +116,13 @@ for t in json.load(sys.stdin):
     if not only or re.search(only, t["id"]) or re.search(only, t.get("kernelbench", "")):
         print(t["id"])' "$ONLY")
 budget_s=$(python3 -c 'import re,sys; m=re.fullmatch(r"(\d+)(s|m|min)?", sys.argv[1]); print(int(m[1]) * (60 if m[2] in ("m", "min") else 1) if m else 600)' "$BUDGET")
+if [ "${AGAIN:-0}" = 1 ]; then
+  [ -n "$ONLY" ] || { echo "AGAIN=1 needs --only" >&2; exit 64; }
+  mkdir -p "$WORK/results/replaced"
+  for id in $ids; do
+    [ -f "$WORK/results/$id.json" ] && mv "$WORK/results/$id.json" "$WORK/results/replaced/"
+  done
+fi
 for id in $ids; do
   [ -f "$WORK/results/$id.json" ] && continue
   if [ -n "${DEADLINE:-}" ] && [ $(($(date +%s) + budget_s * 3 / 2 + 30)) -gt "$DEADLINE" ]; then
