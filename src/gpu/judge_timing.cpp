@@ -206,7 +206,8 @@ constexpr double settle_calibration_s = 0.05;
 
 double worker::flush_probe(timing_run& r) {
   cuda_check(cudaEventRecord(m_start, m_stream), "event");
-  cuda_check(cudaMemsetAsync(r.flush, 0, r.flush_bytes, m_stream), "settle probe");
+  cuda_check(cudaMemsetAsync(r.flush, static_cast<int>(m_rng() & 0xFF), r.flush_bytes, m_stream),
+             "settle probe");
   cuda_check(cudaEventRecord(m_stop, m_stream), "event");
   cuda_check(cudaEventSynchronize(m_stop), "settle probe");
   float ms = 0;
@@ -622,8 +623,8 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
                     (reference_ns + host_work_rule::reject_allowances * r.host_rule.allowance_ns) *
                         1e-6,
                     reference_ns * 1e-6, host_work_rule::reject_allowances,
-                    r.host_rule.allowance_ns * 1e-6, w.round_trip_ns * 1e-6,
-                    w.host_ns * 1e-6, w.outside_ns * 1e-6, (w.window_s - r.overhead_s) * 1e3,
+                    r.host_rule.allowance_ns * 1e-6, w.round_trip_ns * 1e-6, w.host_ns * 1e-6,
+                    w.outside_ns * 1e-6, (w.window_s - r.overhead_s) * 1e3,
                     named_outside ? "work on another stream" : "work on the host's time")};
   }
   if (found == abi_finding::work_after_window) {
@@ -865,24 +866,25 @@ void worker::record_sample(timing_run& r, const candidate_lib& lib, const window
   const auto clock = m_nvml->sm_clock_mhz();
   const auto memory_clock = m_nvml->memory_clock_mhz();
   const auto reasons = m_nvml->clocks_event_reasons();
-  r.samples[lib.role].push_back({{"t", sample},
-                                 {"window_s", w.window_s},
-                                 {"charged_s", charged_ns * 1e-9},
-                                 {"round_trip_s", w.round_trip_ns * 1e-9},
-                                 {"host_s", w.host_ns * 1e-9},
-                                 {"graph_s", w.graph_ns * 1e-9},
-                                 {"outside_s", w.outside_ns * 1e-9},
-                                 {"prepare_s", w.prepare_ns * 1e-9},
-                                 {"launch_s", w.launch_ns * 1e-9},
-                                 {"tail_s", w.tail_ns * 1e-9},
-                                 {"clock_mhz", clock ? json(*clock) : json(nullptr)},
-                                 {"memory_clock_mhz", memory_clock ? json(*memory_clock) : json(nullptr)},
-                                 {"clock_reasons", reasons ? json(*reasons) : json(nullptr)},
-                                 {"set", set},
-                                 {"after", r.previous_caller},
-                                 {"round", r.round},
-                                 {"fresh", kind == round_kind::fresh},
-                                 {"redrawn", kind == round_kind::redrawn}});
+  r.samples[lib.role].push_back(
+      {{"t", sample},
+       {"window_s", w.window_s},
+       {"charged_s", charged_ns * 1e-9},
+       {"round_trip_s", w.round_trip_ns * 1e-9},
+       {"host_s", w.host_ns * 1e-9},
+       {"graph_s", w.graph_ns * 1e-9},
+       {"outside_s", w.outside_ns * 1e-9},
+       {"prepare_s", w.prepare_ns * 1e-9},
+       {"launch_s", w.launch_ns * 1e-9},
+       {"tail_s", w.tail_ns * 1e-9},
+       {"clock_mhz", clock ? json(*clock) : json(nullptr)},
+       {"memory_clock_mhz", memory_clock ? json(*memory_clock) : json(nullptr)},
+       {"clock_reasons", reasons ? json(*reasons) : json(nullptr)},
+       {"set", set},
+       {"after", r.previous_caller},
+       {"round", r.round},
+       {"fresh", kind == round_kind::fresh},
+       {"redrawn", kind == round_kind::redrawn}});
   auto& rule = r.rules.at(lib.role);
   if (!rule.stopped()) {
     rule.add(sample, seconds_since(r.wall_start));
