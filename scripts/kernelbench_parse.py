@@ -767,6 +767,19 @@ class Tensor:
         self.id, self.shape, self.dtype = vid, shape, dtype
 
 
+class ScalarTensor(float):
+    """A 0-d tensor the forward builds from a number (torch.tensor(0.0, device=x.device)): in
+    arithmetic and as an operand it is that number, as PyTorch promotes a 0-d tensor like a
+    scalar; as the second argument of torch.min/max it is the other tensor, never a dim."""
+
+
+class Placement:
+    """x.device or x.dtype: read only where a constant tensor is built on the forward's device."""
+
+    def __init__(self, what):
+        self.what = what
+
+
 def plain(v):
     """A constant as JSON: Dim -> its value, tuples -> lists."""
     if isinstance(v, Dim):
@@ -1017,6 +1030,8 @@ class ForwardReader:
             if isinstance(base, Tensor) and node.attr in ("T", "mT"):
                 return self.call_op("torch.t" if node.attr == "T" else "torch.transpose",
                                     [base] if node.attr == "T" else [base, -2, -1], {})
+            if isinstance(base, Tensor) and node.attr in ("device", "dtype"):
+                return Placement(node.attr)
             if isinstance(base, Tensor) and node.attr == "shape":
                 return tuple(Dim(e, None) for e in base.shape)
             if isinstance(base, tuple) and len(base) == 2 and node.attr in ("values", "indices"):
@@ -1061,6 +1076,26 @@ class ForwardReader:
         raise GraphError("unknown_op", f"expression {ast.unparse(node)[:60]} not understood",
                          type(node).__name__)
 
+    def constant_tensor(self, name, node):
+        """torch.tensor(number[, device=..., dtype=float32]): a ScalarTensor. Any other
+        constant tensor (a list, another dtype) is not an op the graph knows."""
+        if len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
+            raise GraphError("unknown_op", f"{name} of anything but one number", name)
+        v = plain(self.value(node.args[0]))
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise GraphError("unknown_op", f"{name} of anything but one number", name)
+        for k in node.keywords:
+            if k.arg == "device":
+                if not isinstance(self.value(k.value), (Placement, str)):
+                    raise GraphError("unknown_op", f"{name}: device {ast.unparse(k.value)}", name)
+            elif k.arg == "dtype":
+                if ast.unparse(k.value) not in ("torch.float32", "torch.float", "x.dtype") and \
+                        not (isinstance(k.value, ast.Attribute) and k.value.attr == "dtype"):
+                    raise GraphError("unknown_op", f"{name}: dtype {ast.unparse(k.value)}", name)
+            elif k.arg != "requires_grad":
+                raise GraphError("unknown_op", f"{name}: argument {k.arg}", name)
+        return ScalarTensor(v)
+
     def parameter(self, name):
         """The module's own nn.Parameter `name` as a state tensor (state_<name>, as the task's
         state inputs are named from state_dict keys)."""
@@ -1073,6 +1108,8 @@ class ForwardReader:
 
     def call(self, node):
         name = call_name(node.func)
+        if name in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor"):
+            return self.constant_tensor(name, node)
         args = [self.value(a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise GraphError("unknown_op", f"starred arguments in {name}", name)
@@ -1173,6 +1210,13 @@ class ForwardReader:
         raise GraphError("unknown_op", f".{m}() not understood", "torch." + m)
 
     def call_op(self, op, args, kwargs):
+        if op in ("torch.min", "torch.max"):
+            # torch.min(x, other) with a tensor (a 0-d one included) is the elementwise minimum.
+            other = args[1] if len(args) > 1 else kwargs.get("other")
+            if isinstance(other, (Tensor, ScalarTensor)) and len(args) <= 2 and \
+                    set(kwargs) <= {"other"}:
+                return self.call_op("torch.minimum" if op == "torch.min" else "torch.maximum",
+                                    [args[0], other], {})
         if op == "torch.einsum":
             return self.einsum(args, kwargs)
         if op == "torch.cat":

@@ -85,6 +85,46 @@ class GraphTest(unittest.TestCase):
             self.assertEqual((u[0]["reason"], u[0]["op"]), (reason, op), f)
             self.assertTrue(u[0]["detail"])
 
+    def parse_source(self, forward, init="", init_args="[]"):
+        src = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n"
+               "    def __init__(self, *args):\n        super().__init__()\n" + init +
+               "\n    def forward(self, x):\n" + forward +
+               "\n\nbatch_size = 8\ndim = 16\n\ndef get_inputs():\n"
+               "    return [torch.rand(batch_size, dim)]\n\ndef get_init_inputs():\n"
+               f"    return {init_args}\n")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "1_Problem.py")
+            with open(path, "w") as f:
+                f.write(src)
+            return kp.parse_file(path)
+
+    def test_a_min_or_max_of_two_tensors_is_elementwise_and_a_number_tensor_a_constant(self):
+        # KernelBench level 2 writes torch.min(x, torch.tensor(v, device=x.device)) and
+        # torch.min(x, self.constant) with a 0-d parameter: the elementwise minimum, not a dim.
+        r = self.parse_source(
+            "        x = torch.min(x, torch.tensor(0.5, device=x.device))\n"
+            "        x = torch.max(x, self.c)\n"
+            "        x = x + torch.tensor(2.0, dtype=torch.float32)\n"
+            "        return torch.max(x, 1)[0]",
+            init="        self.c = nn.Parameter(torch.tensor(0.25))\n")
+        self.assertEqual(r["status"], "ok", r)
+        g = r["graph"]
+        self.assertFalse(g["unsupported"])
+        ops = [(n["op"], n["inputs"][1] if len(n["inputs"]) > 1 else n["attrs"].get("dim"))
+               for n in g["nodes"]]
+        self.assertEqual(ops[0], ("torch.minimum", {"const": 0.5}))
+        self.assertEqual((ops[1][0], ops[1][1]["value"], ops[1][1]["shape"]),
+                         ("torch.maximum", "state_c", []))
+        self.assertEqual(ops[2], ("torch.add", {"const": 2.0}))
+        self.assertEqual(ops[3], ("torch.max", 1))  # a number second argument is still the dim
+        # Constant tensors the graph cannot read as one number are named, not guessed.
+        for forward, detail in (("        return x + torch.tensor([1.0, 2.0])", "one number"),
+                                ("        return x + torch.tensor(1.0, dtype=torch.float16)",
+                                 "dtype torch.float16")):
+            u = self.parse_source(forward)["graph"]["unsupported"]
+            self.assertEqual((u[0]["reason"], u[0]["op"]), ("unknown_op", "torch.tensor"))
+            self.assertIn(detail, u[0]["detail"])
+
     def test_broadcasting_dims_of_equal_value_is_recorded(self):
         # Trailing alignment: targets [batch_size] against [batch_size, input_shape_0] pairs
         # input_shape_0 with batch_size, legal because both are 512; the graph records it.
