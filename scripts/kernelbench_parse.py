@@ -367,15 +367,16 @@ def window_extent(constants):
     return widest
 
 
-def check_shapes(dims, input_dims, init_dims, inputs, window=1):
+def check_shapes(dims, input_dims, init_dims, inputs, window=1, pinned=frozenset()):
     """Scaled-down dims keeping the structure: the largest input near CHECK_ELEMENTS elements.
 
     Dims that size windows or steps (kernel_size, stride, ...) keep their value; others shrink by
     a common factor, to at least 8 (or their own value when smaller). A spatial extent (a trailing
     axis, past batch and channels, of an input of rank 3 or more, fed by no init argument) keeps
     at least `window`, the widest dilated kernel, so that the module still accepts the check shape. `tail` adds 1 to each dim that
-    feeds only input shapes, so kernels meet sizes that are not multiples of anything."""
-    scalable = {k for k, v in dims.items() if not STRUCTURAL.search(k) and v > 8}
+    feeds only input shapes, so kernels meet sizes that are not multiples of anything. `pinned`
+    dims keep their value (those of an equality the graph assumes, `equal_dims`)."""
+    scalable = {k for k, v in dims.items() if not STRUCTURAL.search(k) and v > 8 and k not in pinned}
     # PyTorch's windowed ops take (batch, channels, *spatial): the window bounds the trailing axes.
     spatial = {n for i in inputs if len(i["shape"]) >= 3 for e in i["shape"][2:]
                for n in re.findall(r"[A-Za-z_]\w*", str(e))} & (input_dims - init_dims)
@@ -543,7 +544,23 @@ def parse_file(path):
         result["graph"] = {"version": GRAPH_VERSION, "inputs": [], "state": [], "nodes": [],
                            "outputs": [], "unsupported": [{"op": "?", "reason": "malformed",
                                                            "detail": f"{type(e).__name__}: {e}"}]}
+    # Check shapes where an equality the graph assumes fails are made again with its dims kept
+    # at their values (a LayerNorm over out_channels of a transposed convolution's output width).
+    broken = [d for d in result["graph"].get("equal_dims", [])
+              if not all(equal_at(d["dims"], c["dims"]) for c in result["check_shapes"])]
+    if broken:
+        pinned = {n for d in broken for e in d["dims"] for n in re.findall(r"[A-Za-z_]\w*", e)}
+        result["check_shapes"] = check_shapes(dims, input_dims, set(init_dims_map), tensors,
+                                              window_extent(env), frozenset(pinned))
     return result
+
+
+def equal_at(exprs, dims):
+    """Whether the expressions have one value at these dims (False where one cannot be read)."""
+    try:
+        return len({eval_dim(e, dims) for e in exprs}) == 1
+    except Exception:  # noqa: BLE001 (not an expression over these dims)
+        return False
 
 
 def parse_file_safely(path):
@@ -1341,8 +1358,23 @@ class ForwardReader:
             ns = c["normalized_shape"]
             ns = list(ns) if isinstance(ns, tuple) else [ns]
             shape = [expr_of(e) for e in ns]
-            if x.shape[rank - len(shape):] != shape:
+            if len(shape) > rank:
                 raise GraphError("dynamic_shape", f"nn.{kind}{shape} over {x.shape}", "nn." + kind)
+            # A normalized dim written as another expression of equal value at the task's dims
+            # (out_channels against a transposed convolution's output width): the graph records
+            # the assumption, which the lowering checks at every shape, as broadcasting does.
+            for have, want in zip(x.shape[rank - len(shape):], shape):
+                if have != want:
+                    try:
+                        same = self.g.dims is not None and \
+                            eval_dim(have, self.g.dims) == eval_dim(want, self.g.dims)
+                    except Exception:  # noqa: BLE001 (not an expression over the dims)
+                        same = False
+                    if not same:
+                        raise GraphError("dynamic_shape", f"nn.{kind}{shape} over {x.shape}",
+                                         "nn." + kind)
+                    self.g.assume("nn." + kind, have, want,
+                                  f"nn.{kind}{shape} over {x.shape}")
             if c["elementwise_affine"]:
                 add_state("weight", shape)
                 if kind == "LayerNorm" and c.get("bias", True):

@@ -125,6 +125,22 @@ class GraphTest(unittest.TestCase):
             self.assertEqual((u[0]["reason"], u[0]["op"]), ("unknown_op", "torch.tensor"))
             self.assertIn(detail, u[0]["detail"])
 
+    def test_check_shapes_keep_the_equalities_the_graph_assumes(self):
+        # nn.LayerNorm(16) over x [batch_size, dim] with dim = 16: equal by value only, so the
+        # graph assumes it and the check shapes keep dim at 16 (the tail shape's 17 would break it).
+        r = self.parse_source("        return self.norm(x)",
+                              init="        self.norm = nn.LayerNorm(16)\n", init_args="[]")
+        self.assertEqual(r["status"], "ok", r)
+        self.assertFalse(r["graph"]["unsupported"])
+        self.assertEqual([d["dims"] for d in r["graph"]["equal_dims"]], [["dim", "16"]])
+        self.assertTrue(r["check_shapes"])
+        for c in r["check_shapes"]:
+            self.assertEqual(c["dims"]["dim"], 16, c)
+        # A normalized dim of another value is still refused by name.
+        u = self.parse_source("        return self.norm(x)",
+                              init="        self.norm = nn.LayerNorm(12)\n")["graph"]["unsupported"]
+        self.assertEqual((u[0]["reason"], u[0]["op"]), ("dynamic_shape", "nn.LayerNorm"))
+
     def test_broadcasting_dims_of_equal_value_is_recorded(self):
         # Trailing alignment: targets [batch_size] against [batch_size, input_shape_0] pairs
         # input_shape_0 with batch_size, legal because both are 512; the graph records it.

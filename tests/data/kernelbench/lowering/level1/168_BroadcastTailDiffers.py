@@ -6,9 +6,9 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Scales the rows' last axis by y [batch_size]: dim == batch_size at the official shape, but
-    dim sizes the module (an init argument) and keeps its value at the tail shape while
-    batch_size grows by one there."""
+    """Scales the rows' last axis by y [batch_size]: dim == batch_size at the official shape, and
+    dim sizes the module (an init argument). The module needs the two equal, so the import keeps
+    them equal at its check shapes (the tail shape would otherwise grow batch_size alone)."""
 
     def __init__(self, dim):
         super(Model, self).__init__()
