@@ -1365,12 +1365,7 @@ class ForwardReader:
             # the assumption, which the lowering checks at every shape, as broadcasting does.
             for have, want in zip(x.shape[rank - len(shape):], shape):
                 if have != want:
-                    try:
-                        same = self.g.dims is not None and \
-                            eval_dim(have, self.g.dims) == eval_dim(want, self.g.dims)
-                    except Exception:  # noqa: BLE001 (not an expression over the dims)
-                        same = False
-                    if not same:
+                    if self.g.dims is None or not equal_at([have, want], self.g.dims):
                         raise GraphError("dynamic_shape", f"nn.{kind}{shape} over {x.shape}",
                                          "nn." + kind)
                     self.g.assume("nn." + kind, have, want,

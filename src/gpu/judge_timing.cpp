@@ -620,11 +620,10 @@ auto worker::abi_rules(timing_run& r, const candidate_lib& lib, const window_res
                     "of the judge's time ({:.3g} ms inside kb_launch, {:.3g} ms of work outside "
                     "the given stream) for a device window of {:.3g} ms: {}",
                     tally.slow_calls(), tally.calls(),
-                    (reference_ns + host_work_rule::reject_allowances * r.host_rule.allowance_ns) *
-                        1e-6,
-                    reference_ns * 1e-6, host_work_rule::reject_allowances,
-                    r.host_rule.allowance_ns * 1e-6, w.round_trip_ns * 1e-6, w.host_ns * 1e-6,
-                    w.outside_ns * 1e-6, (w.window_s - r.overhead_s) * 1e3,
+                    r.host_rule.reject_above_ns(reference_ns) * 1e-6, reference_ns * 1e-6,
+                    host_work_rule::reject_allowances, r.host_rule.allowance_ns * 1e-6,
+                    w.round_trip_ns * 1e-6, w.host_ns * 1e-6, w.outside_ns * 1e-6,
+                    (w.window_s - r.overhead_s) * 1e3,
                     named_outside ? "work on another stream" : "work on the host's time")};
   }
   if (found == abi_finding::work_after_window) {

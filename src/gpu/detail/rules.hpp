@@ -47,9 +47,12 @@ struct host_work_rule {
   int64_t charge_ns(int64_t time_ns, int64_t reference_ns) const {
     return violated(time_ns, reference_ns) ? time_ns - reference_ns - allowance_ns : 0;
   }
-  // A round trip so far beyond the reference that the call did work before GO by any measure.
+  // The round trip beyond which the call did work before GO by any measure. [ns]
+  int64_t reject_above_ns(int64_t reference_ns) const {
+    return reference_ns + reject_allowances * allowance_ns;
+  }
   bool rejected(int64_t time_ns, int64_t reference_ns) const {
-    return time_ns - reference_ns > reject_allowances * allowance_ns;
+    return time_ns > reject_above_ns(reference_ns);
   }
 };
 
