@@ -981,6 +981,30 @@ std::optional<step_family> channel_norm_family(fused_frame& f, const chain_step&
   return out;
 }
 
+// BatchNorm: statistics per channel (axis 1) over the batch and spatial axes, the normalize
+// family's channel rows; its weight and bias (module state) are one value per row.
+std::optional<step_family> batch_norm_family(fused_frame& f, const chain_step& s,
+                                             step_family out) {
+  const node& n = s.n;
+  if (s.rank < 2) {
+    return f.why(s.op, "a batch norm of a tensor without channels");
+  }
+  if (n.inputs.size() > 1) {
+    const auto w = f.state_operand(n, 1);
+    const auto bi = f.state_operand(n, 2);
+    if (!w || !bi) {
+      return f.why(s.op, "an affine batch norm whose weight and bias are not module state");
+    }
+    out.weight_in = "1";
+    out.bias_in = "2";
+    out.extra_inputs = fmt::format("a->inputs[cfg.epi[{}]], a->inputs[cfg.epi[{}]]", *w, *bi);
+    out.raw = "(x - st.mean) * st.rstd * weight + bias";
+  }
+  out.config = fmt::format("kb::normalize::config{{1, 2, 0, {}, {}, 1}}", out.weight_in,
+                           out.bias_in);
+  return out;
+}
+
 std::optional<step_family> norm_family(fused_frame& f, const chain_step& s) {
   step_family out;
   out.f = step_fam::normalize;
@@ -997,8 +1021,10 @@ std::optional<step_family> norm_family(fused_frame& f, const chain_step& s) {
   if (s.rule == "group_norm" || s.rule == "instance_norm") {
     return channel_norm_family(f, s, std::move(out));
   }
-  return f.why(s.op, "batch statistics per channel over the batch and spatial axes (0 and "
-                     "2..): not one consecutive span of reduced axes");
+  if (s.rule == "batch_norm") {
+    return batch_norm_family(f, s, std::move(out));
+  }
+  return f.why(s.op, "a norm the chain does not lower");
 }
 
 std::optional<step_family> pool_family(const fused_frame& f, const chain_step& s) {

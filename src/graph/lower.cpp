@@ -233,11 +233,24 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   } else if (kind.rfind("BatchNorm", 0) == 0) {
     // KernelBench runs the module as constructed, in training mode: the oracle and the eager
     // baseline normalize by the batch's statistics (scripts/pytorch_oracle.py,
-    // batch_statistics), whatever track_running_stats says.
-    ctx.why_not.push_back({reason::no_lowering, n->op,
-                           "batch statistics per channel over the batch and spatial axes (0 "
-                           "and 2..): not one consecutive span of reduced axes"});
-    return std::nullopt;
+    // batch_statistics), whatever track_running_stats says. Statistics per channel (axis 1) over
+    // the batch and spatial axes; the weight and bias are per channel.
+    if (rank < 2) {
+      return std::nullopt;
+    }
+    l.channel_rows = true;
+    l.reduce_dims.push_back(0);
+    for (size_t i = 2; i < rank; ++i) {
+      l.reduce_dims.push_back(static_cast<int>(i));
+    }
+    affine = n->inputs.size() > 1;
+    for (size_t i = 1; i < n->inputs.size(); ++i) {
+      if (i > 2 || !n->inputs[i].is_tensor()) {
+        return std::nullopt;
+      }
+      l.roles[n->inputs[i].value] = i == 1 ? "weight" : "bias";
+    }
+    l.rule = "normalize:batchnorm";
   } else if (kind == "GroupNorm") {
     ctx.why_not.push_back(
         {reason::no_lowering, n->op,
@@ -747,6 +760,7 @@ task::contract apply(const task::contract& c, const graph& g, const lowering& l)
   task::contract out = c;
   out.fam = l.fam;
   out.reduce_dims = l.reduce_dims;
+  out.channel_rows = l.channel_rows;
   out.lowering = l.rule;
   out.not_lowered.clear();
   if (!c.resolved) {
@@ -858,6 +872,9 @@ lowered_task lower_task(const task::contract& c) {
     record["rule"] = r.result.low->rule;
     record["family"] = task::to_string(r.result.low->fam);
     record["reduce_dims"] = r.result.low->reduce_dims;
+    if (r.result.low->channel_rows) {
+      record["channel_rows"] = true;
+    }
     record["roles"] = r.result.low->roles;
     record["math"] = r.c.math.string();
   } else {

@@ -25,6 +25,7 @@ struct lowering {
   std::string rule; // stable name, "<family>:<pattern>"
   task::family fam = task::family::elementwise;
   std::vector<int> reduce_dims;
+  bool channel_rows = false; // normalize: rows of the kept axes (a batch norm), contract::channel_rows
   std::map<std::string, std::string> roles; // contract input name -> family role
   std::string math;                         // the generated header (kb_op)
   std::string flops;                        // FLOP count expression over the dims ("" unknown)

@@ -117,7 +117,7 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "no shared-memory "
        "reduction and keeps many rows in flight per SM, and caching the row avoids the second "
        "read.",
-       [](const shape_features& f) { return f.inner < 32 && f.extent <= 8192; },
+       [](const shape_features& f) { return !f.channel_rows && f.inner < 32 && f.extent <= 8192; },
        {ints("block", {64, 128, 256, 512}, "threads per block (rows per block = block / 32)"),
         ints("vector_bytes", {4, 8, 16}, vector_text), row_cache,
         ints("items_per_thread", {8, 16, 32, 64},
@@ -136,7 +136,7 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "between the passes cuts the "
        "traffic to one read and one write, and 16-byte accesses cut the instruction count.",
        [](const shape_features& f) {
-         return f.inner < 32 && f.extent >= 1024 && f.row_bytes() <= 192 * kib;
+         return !f.channel_rows && f.inner < 32 && f.extent >= 1024 && f.row_bytes() <= 192 * kib;
        },
        {ints("block", {128, 256, 512, 1024}, "threads per block, all on one row"),
         ints("vector_bytes", {4, 8, 16}, vector_text), row_cache,
@@ -158,7 +158,8 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "cluster of up to 16 SMs holds "
        "up to 3.5 MB on chip, so every element is read once and written once.",
        [](const shape_features& f) {
-         return f.inner < 32 && f.row_bytes() > 32 * kib && f.row_bytes() <= 3 * 1024 * kib;
+         return !f.channel_rows && f.inner < 32 && f.row_bytes() > 32 * kib &&
+                f.row_bytes() <= 3 * 1024 * kib;
        },
        {ints("cluster", {2, 4, 8, 16}, "blocks per cluster (16 is a non-portable cluster size)"),
         ints("block", {256, 512, 1024}, "threads per block"),
@@ -181,7 +182,8 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "splitting rows fills "
        "every SM, and grouping rows to fit in L2 turns the second read into an L2 hit.",
        [](const shape_features& f) {
-         return f.inner < 32 && (f.extent >= 65536 || (f.rows() < device_sms && f.extent >= 8192));
+         return !f.channel_rows && f.inner < 32 &&
+                (f.extent >= 65536 || (f.rows() < device_sms && f.extent >= 8192));
        },
        {ints("block", {256, 512, 1024}, "threads per block"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
@@ -212,7 +214,7 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "along the contiguous inner "
        "dimension and registers holding the column between the passes make it one 16-byte-wide "
        "read and one write.",
-       [](const shape_features& f) { return f.inner >= 32; },
+       [](const shape_features& f) { return !f.channel_rows && f.inner >= 32; },
        {ints("block_cols", {32, 64, 128}, "threads along the inner dimension per block"),
         ints("split", {1, 2, 4, 8}, "threads sharing one column's reduced axis"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
@@ -222,6 +224,27 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "kblaster/device/strategies/normalize.cuh",
        "kb::strategies::normalize::columns",
        false});
+  add({"normalize.channel_split",
+       family::normalize,
+       "Channel rows (a batch norm: statistics per channel over the batch and spatial axes): each "
+       "row is cut into parts of about `chunk` elements; a first kernel writes each part's partial "
+       "state to the workspace, a warp per channel combines them in a fixed order, and a third "
+       "kernel writes each part's output with the channel's statistics, weight and bias in "
+       "registers. Runs of 32 elements or more are read in vectors by one block per part; shorter "
+       "runs (a [batch, features] tensor) by blocks of 32 neighbouring columns.",
+       "channel rows (config::channel_rows)",
+       "A channel's values are spread over the whole tensor (outer runs of inner elements), so a "
+       "block per channel leaves most SMs idle when channels are few (64 channels of 64 MiB each) "
+       "and reads strided columns when runs are short; parts of every channel fill the GPU and "
+       "every warp reads neighbouring addresses.",
+       [](const shape_features& f) { return f.channel_rows; },
+       {ints("block", {256, 512, 1024}, "threads per block"),
+        ints("vector_bytes", {4, 8, 16}, vector_text),
+        ints("chunk", {4096, 16384, 65536, 262144}, "elements of a row per part")},
+       {{"block", 512}, {"vector_bytes", 16}, {"chunk", 65536}},
+       "kblaster/device/strategies/normalize.cuh",
+       "kb::strategies::normalize::channel_split",
+       true});
 }
 
 // The reduce strategies: along a contiguous axis (rows) or a strided one (columns).
@@ -866,8 +889,8 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     return f;
   }
   const auto layout_of = [&](const task::concrete_tensor& x) {
-    const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
-    const int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
+    const auto [begin, end] = task::row_span_of(c);
+    f.channel_rows = c.fam == task::family::normalize && c.channel_rows;
     f.outer = f.extent = f.inner = 1;
     for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) {
       (i < begin ? f.outer : (i < end ? f.extent : f.inner)) *= x.shape[i];

@@ -28,6 +28,9 @@ struct shape_features {
   int64_t outer = 0;
   int64_t extent = 0;
   int64_t inner = 0;
+  // normalize with channel rows (a batch norm): [outer, extent, inner] with the kept axes in the
+  // middle; a row is one position of the extent, reduced over every (outer, inner) pair.
+  bool channel_rows = false;
   bool has_weight = false;
   bool has_bias = false;
   bool pointwise = false; // loss: the target is a floating-point tensor of x's shape

@@ -1401,16 +1401,41 @@ void read_reduce_dims(const reader& r, const toml::table& root, contract& c,
     }
     c.reduce_dims.push_back(static_cast<int>(node->as_integer()->get()));
   }
+  c.channel_rows = r.boolean(root, "channel_rows", "", false);
+  if (c.channel_rows && c.fam != family::normalize) {
+    r.error("channel_rows", "false (rows of kept axes are a normalize task's, a batch norm)",
+            root.get("channel_rows"));
+  }
   if (c.fam == family::normalize || c.fam == family::reduce || c.fam == family::loss) {
     if (c.reduce_dims.empty()) {
       r.error("reduce_dims", "the reduced axes of input x (required for family " + fam + ")",
               root.get("reduce_dims"));
     }
     for (size_t i = 1; i < c.reduce_dims.size(); ++i) {
-      if (c.reduce_dims[i] != c.reduce_dims[i - 1] + 1) {
-        r.error("reduce_dims", "consecutive axes in increasing order", root.get("reduce_dims"));
+      if (c.reduce_dims[i] <= c.reduce_dims[i - 1] ||
+          (!c.channel_rows && c.reduce_dims[i] != c.reduce_dims[i - 1] + 1)) {
+        r.error("reduce_dims",
+                c.channel_rows ? "axes in increasing order"
+                               : "consecutive axes in increasing order (with channel_rows = true, "
+                                 "every axis outside one consecutive span of row axes)",
+                root.get("reduce_dims"));
       }
     }
+  }
+}
+
+// With channel_rows, the kept axes of x (its rank known once the inputs are read) are one span.
+void check_channel_rows(const reader& r, const toml::table& root, const contract& c) {
+  if (!c.channel_rows) {
+    return;
+  }
+  const auto x = std::find_if(c.inputs.begin(), c.inputs.end(),
+                              [](const tensor_spec& t) { return t.role == "x"; });
+  if (x == c.inputs.end() || !row_span_of(c.reduce_dims, true, x->shape.size())) {
+    r.error("reduce_dims",
+            "with channel_rows = true, every axis of input x but one consecutive span of row "
+            "axes (a batch norm's [0, 2, 3] of an NCHW x)",
+            root.get("reduce_dims"));
   }
 }
 
@@ -1976,6 +2001,7 @@ contract load_contract(const fs::path& task_toml) {
   read_sources(r, root, c, plan);
   read_reduce_dims(r, root, c, fam);
   read_tensors(r, root, c);
+  check_channel_rows(r, root, c);
   if (c.kind == task_kind::native && plan.loss_table != nullptr) {
     generate_loss_sources(r, root, c, plan.loss_table);
   }
@@ -2366,6 +2392,9 @@ nlohmann::json to_json(const contract& c) {
     j["not_lowered"] = c.not_lowered;
   }
   j["reduce_dims"] = c.reduce_dims;
+  if (c.channel_rows) {
+    j["channel_rows"] = true;
+  }
   if (c.pool) {
     j["pool"] = {{"kind", to_string(c.pool->kind)},
                  {"rank", c.pool->rank},
@@ -2508,22 +2537,65 @@ unsigned abi_dtype_mask(const contract& c) {
   return mask;
 }
 
+std::optional<row_span> row_span_of(const std::vector<int>& reduce_dims, bool channel_rows,
+                                    size_t rank) {
+  const int n = static_cast<int>(rank);
+  if (reduce_dims.empty() ||
+      std::any_of(reduce_dims.begin(), reduce_dims.end(), [&](int d) { return d < 0 || d >= n; }) ||
+      !std::is_sorted(reduce_dims.begin(), reduce_dims.end()) ||
+      std::adjacent_find(reduce_dims.begin(), reduce_dims.end()) != reduce_dims.end()) {
+    return std::nullopt;
+  }
+  if (!channel_rows) {
+    if (reduce_dims.back() - reduce_dims.front() + 1 != static_cast<int>(reduce_dims.size())) {
+      return std::nullopt;
+    }
+    return row_span{reduce_dims.front(), reduce_dims.back() + 1};
+  }
+  std::vector<int> kept;
+  for (int d = 0; d < n; ++d) {
+    if (!std::binary_search(reduce_dims.begin(), reduce_dims.end(), d)) {
+      kept.push_back(d);
+    }
+  }
+  if (kept.empty() || kept.back() - kept.front() + 1 != static_cast<int>(kept.size())) {
+    return std::nullopt;
+  }
+  return row_span{kept.front(), kept.back() + 1};
+}
+
+row_span row_span_of(const contract& c) {
+  if (c.reduce_dims.empty()) {
+    return {};
+  }
+  size_t rank = static_cast<size_t>(c.reduce_dims.back()) + 1;
+  for (const auto& t : c.inputs) {
+    if (t.role == "x") {
+      rank = t.shape.size();
+    }
+  }
+  if (const auto span = row_span_of(c.reduce_dims, c.channel_rows, rank)) {
+    return *span;
+  }
+  // Not a valid span (the loader rejects such a contract): the outer bounds, as before.
+  return {c.reduce_dims.front(), c.reduce_dims.back() + 1};
+}
+
 std::string family_config_source(const contract& c) {
   if (!c.has_family()) {
     fail_input("task {} is a pytorch task that is not lowered: it has no family (its reference "
                "is the PyTorch module {})",
                c.id, c.module ? c.module->source.string() : std::string("?"));
   }
-  const int begin = c.reduce_dims.empty() ? 0 : c.reduce_dims.front();
-  const int end = c.reduce_dims.empty() ? 0 : c.reduce_dims.back() + 1;
+  const auto [begin, end] = row_span_of(c);
   switch (c.fam) {
   case family::elementwise:
     return "";
   case family::normalize:
     return fmt::format(
-        "static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}}};\n", begin,
-        end, input_index(c, "x", true), input_index(c, "weight", false),
-        input_index(c, "bias", false));
+        "static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n",
+        begin, end, input_index(c, "x", true), input_index(c, "weight", false),
+        input_index(c, "bias", false), c.channel_rows ? 1 : 0);
   case family::reduce:
     return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n",
                        begin, end, input_index(c, "x", true));

@@ -200,6 +200,9 @@ struct contract {
   task_kind kind = task_kind::native;
   family fam = family::elementwise;  // native and lowered tasks
   std::vector<int> reduce_dims;      // normalize/reduce/loss: the reduced axes of the `x` input
+  // normalize: the rows are the axes outside reduce_dims (one consecutive span, a batch norm's
+  // channels) and the weight and bias have one value per row; reduce_dims is every other axis.
+  bool channel_rows = false;
   std::optional<pool_params> pool;           // family pool
   std::optional<scan_params> scan;           // family scan
   std::optional<argreduce_params> argreduce; // family argreduce
@@ -328,6 +331,19 @@ double floor_seconds(const contract& c, const shape_case& s, const ceilings& cei
 // The physical limit: the same figures against the datasheet peaks. A read-mostly kernel can beat
 // the copy-bandwidth floor (reads stream faster than a copy); nothing beats this one.
 double limit_seconds(const contract& c, const shape_case& s, const ceilings& ceil);
+
+// The axes [begin, end) of x that the row-wise families view as the middle of [outer, extent,
+// inner]: the reduced axes (one consecutive span), or with channel_rows the kept ones (every
+// axis outside reduce_dims). `rank` is x's; nullopt when reduce_dims is neither (the reduced axes
+// not one span, or with channel_rows the kept axes not one span, or an axis past the rank).
+struct row_span {
+  int begin = 0;
+  int end = 0;
+};
+std::optional<row_span> row_span_of(const std::vector<int>& reduce_dims, bool channel_rows,
+                                    size_t rank);
+// The contract's, at x's rank ({0, 0} for a family with no reduced axes).
+row_span row_span_of(const contract& c);
 
 // `kb_family_config`, the family driver's configuration for this task (reduced axes, which input
 // plays which role), as C++ source; empty for families that need none.

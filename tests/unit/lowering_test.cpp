@@ -38,6 +38,7 @@ struct expected_lowering {
   task::family fam;
   std::vector<int> reduce_dims;
   std::map<std::string, std::string> roles;
+  bool channel_rows = false;
 };
 
 struct expected_issue {
@@ -140,6 +141,14 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
       {"L1_123", {"matmul:matvec", F::matmul, {}, {{"A", "a"}, {"B", "b"}}}},
       {"L1_124", {"matmul:mm+mul", F::matmul, {}, {{"A", "a"}, {"B", "b"}}}},
       {"L1_125", {"normalize:l1_mean", F::normalize, {1}, {{"x", "x"}}}},
+      // Training mode: the batch's statistics per channel, over the batch and spatial axes
+      // (channel rows), the weight and bias per channel.
+      {"L1_128",
+       {"normalize:batchnorm",
+        F::normalize,
+        {0, 2, 3},
+        {{"x", "x"}, {"state_bn_weight", "weight"}, {"state_bn_bias", "bias"}},
+        true}},
       // Targets [batch_size] broadcast along the last axis (input_shape_0 == batch_size).
       {"L1_167",
        {"loss:mean(mul+sub+clamp)", F::loss, {1}, {{"predictions", "x"}, {"targets", "target"}}}},
@@ -153,6 +162,7 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
     EXPECT_EQ(r.c.lowering, want.rule);
     EXPECT_EQ(r.c.fam, want.fam);
     EXPECT_EQ(r.c.reduce_dims, want.reduce_dims);
+    EXPECT_EQ(r.c.channel_rows, want.channel_rows);
     EXPECT_TRUE(r.c.has_family());
     for (const auto& [name, role] : want.roles) {
       const auto it = std::find_if(r.c.inputs.begin(), r.c.inputs.end(),
@@ -316,7 +326,6 @@ int main() {
 TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
   const std::map<std::string, expected_issue> expected{
       {"L1_127", {reason::no_lowering, "nn.GroupNorm"}},
-      {"L1_128", {reason::no_lowering, "nn.BatchNorm2d"}},
       {"L1_163", {reason::no_lowering, "nn.Conv2d"}},
       {"L1_130", {reason::unknown_op, "torch.special.bessel_j0"}},
       {"L1_131", {reason::inplace, "torch.relu"}},
@@ -352,12 +361,8 @@ TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason)
     const auto record = json::parse(read_file(folder(id) / "lowered" / "lowering.json"));
     EXPECT_EQ(record.at("unsupported_ops").at(0), want.op);
   }
-  // Why GroupNorm and BatchNorm do not fit the normalize family is said, not just that.
+  // Why GroupNorm does not fit the normalize family is said, not just that.
   EXPECT_NE(lower_task(contract("L1_127")).result.message().find("per-channel affine"),
-            std::string::npos);
-  // BatchNorm: the batch's statistics (KernelBench's training-mode forward), per channel over
-  // the batch and spatial axes, whatever track_running_stats says.
-  EXPECT_NE(lower_task(contract("L1_128")).result.message().find("batch statistics"),
             std::string::npos);
   // Broadcasting dims equal at the official shape (dim sizes the module, batch_size the input):
   // the import keeps them equal at every check shape, where the module itself needs them equal,
@@ -397,7 +402,7 @@ TEST_F(lowered_imports, strategies_are_offered_and_generated_for_lowered_tasks) 
   }
   // The family config indexes the inputs by role: LayerNorm's weight and bias are the module's
   // state, after the forward's input.
-  EXPECT_NE(task::family_config_source(lower_task(contract("L1_113")).c).find("{2, 4, 0, 1, 2}"),
+  EXPECT_NE(task::family_config_source(lower_task(contract("L1_113")).c).find("{2, 4, 0, 1, 2, 0}"),
             std::string::npos)
       << task::family_config_source(lower_task(contract("L1_113")).c);
 }

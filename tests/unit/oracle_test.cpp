@@ -138,6 +138,21 @@ TEST(oracle, generated_pointwise_losses) {
                   {(0.5 + 3.0 + 0.0 + 0.0) / 4});
 }
 
+TEST(oracle, batch_norm_normalizes_each_channel_by_the_batch_statistics) {
+  // x [B = 2, C = 2, 1, 1] = 1 2 3 4: channel 0 holds 1 and 3, channel 1 holds 2 and 4 (mean 2
+  // and 3, biased variance 1 each); weight 1 2, bias 0 1 per channel; eps 1e-5.
+  const double r = 1 / std::sqrt(1 + 1e-5);
+  expect_near_all(run_test_task("941_batchnorm2d", {{"B", 2}, {"C", 2}, {"H", 1}, {"W", 1}},
+                                {{1, 2, 3, 4}, {1, 2}, {0, 1}})[0],
+                  {-r, -2 * r + 1, r, 2 * r + 1});
+  // [N = 2, F = 1, L = 2] = 1 2 3 5: one channel of four values (mean 2.75, variance 2.1875).
+  const double s = 1 / std::sqrt(2.1875 + 1e-5);
+  expect_near_all(run_test_task("942_batchnorm1d_f16", {{"N", 2}, {"F", 1}, {"L", 2}},
+                                {{1, 2, 3, 5}, {2}, {0.5}})[0],
+                  {-1.75 * s * 2 + 0.5, -0.75 * s * 2 + 0.5, 0.25 * s * 2 + 0.5,
+                   2.25 * s * 2 + 0.5});
+}
+
 TEST(no_gpu, generated_losses_compile_and_their_checker_rejects_trivial_outputs) {
   options o;
   o.cache_dir = cache_dir();

@@ -157,6 +157,9 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       {"936", {"conv.direct"}}, // depthwise: K = 9, N = 1
       {"937", {"conv.implicit_gemm"}},
       {"938", {"conv.implicit_gemm"}},
+      // Channel rows (batch norms) go to the one strategy that walks them, whatever the runs.
+      {"941", {"normalize.channel_split"}}, // runs of 56 x 56
+      {"942", {"normalize.channel_split"}}, // [batch, features]: runs of one element
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {
@@ -241,6 +244,8 @@ TEST(strategy_library, every_shape_of_a_family_is_offered_a_strategy) {
         << hw;
     EXPECT_FALSE(strategies_for(with_official("905", {{"N", 2}, {"C", 300}, {"L", hw}})).empty())
         << hw;
+    EXPECT_FALSE(strategies_for(with_official("942", {{"N", 64}, {"F", 300}, {"L", hw}})).empty())
+        << hw;
   }
   // Convolutions: every channel count, forward and transposed.
   for (const int64_t ch : {int64_t{1}, int64_t{4}, int64_t{7}, int64_t{64}, int64_t{300}}) {
@@ -273,6 +278,13 @@ TEST(strategy_library, features_follow_the_reduced_axes) {
   EXPECT_EQ(mv.m, 2048);
   EXPECT_EQ(mv.n, 1);
   EXPECT_EQ(mv.k, 1048576);
+  // Channel rows: the kept axis in the middle, reduced over the outer and inner ones.
+  const auto bn = features_of(task_by_id("941"), task_by_id("941").official());
+  EXPECT_TRUE(bn.channel_rows);
+  EXPECT_EQ(bn.outer, 32);
+  EXPECT_EQ(bn.extent, 64);
+  EXPECT_EQ(bn.inner, 56 * 56);
+  EXPECT_FALSE(ln.channel_rows);
   const auto half = features_of(task_by_id("902"), task_by_id("902").official());
   EXPECT_EQ(half.storage, task::dtype::float16);
   EXPECT_EQ(half.row_bytes(), 3072 * 2);
@@ -635,6 +647,19 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "official"),
             16 * 256 * 12 + 16 * 8);
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "odd"), 48 + 3 * 8);
+  // normalize.channel_split: a Welford state (3 floats) per part, then (16-byte aligned) each
+  // channel's statistics (2 floats). 941 (runs of 3136, chunk 65536): 20 runs a part, 2 parts of
+  // each of the 64 channels. Its long-runs shape (runs of 90300 > chunk): each run in 2 pieces
+  // of 45152 (a multiple of 16), 2 x 2 parts of each of 3 channels. 942 (runs of one element,
+  // columns form): 2048 outer rows a part, 4 parts of each of the 1024 columns.
+  const auto& channel = find_strategy("normalize.channel_split");
+  EXPECT_EQ(channel.defaults.at("chunk"), 65536);
+  EXPECT_EQ(bytes_for("941", "normalize.channel_split", channel.defaults, "official"),
+            64u * 2 * 12 + 64 * 8);
+  EXPECT_EQ(bytes_for("941", "normalize.channel_split", channel.defaults, "long-runs"),
+            (3u * 4 * 12 + 15) / 16 * 16 + 3 * 8);
+  EXPECT_EQ(bytes_for("942", "normalize.channel_split", channel.defaults, "official"),
+            1024u * 4 * 12 + 1024 * 8);
   // reduce.columns on 047 (inner 4095, 4096 lines): grouped (the default), 4 states (one float
   // each) per output; not grouped, or with 4-byte vectors (no groups), no workspace.
   const auto& columns = find_strategy("reduce.columns");

@@ -170,10 +170,55 @@ TEST_F(malformed, reduction_families_need_reduce_dims) {
   EXPECT_NE(e.find("reduce_dims"), std::string::npos) << e;
 }
 
+TEST_F(malformed, channel_rows_belong_to_normalize_tasks_with_one_span_of_row_axes) {
+  // Only a normalize task has rows of kept axes.
+  const std::string e1 =
+      load_error(replace(valid_task, "family = \"elementwise\"",
+                         "family = \"reduce\"\nreduce_dims = [0]\nchannel_rows = true"));
+  EXPECT_NE(e1.find("channel_rows"), std::string::npos) << e1;
+  // A batch norm of [N, C, H, W] reduces [0, 2, 3]; [0, 2] would leave two spans of rows (1, 3).
+  std::string bn = replace(valid_task, "family = \"elementwise\"",
+                           "family = \"normalize\"\nreduce_dims = [0, 2, 3]\nchannel_rows = "
+                           "true\nmath = \"math.cuh\"\nbaseline = \"baseline.cu\"");
+  bn = replace(bn, "shape = [\"N\"]\ndistributions", "role = \"x\"\nshape = [\"N\", \"C\", \"N\", "
+                                                     "\"N\"]\ndistributions");
+  bn = replace(bn, "dims = { N = 100 }", "dims = { N = 100, C = 3 }");
+  bn = replace(bn, "dims = { N = 7 }", "dims = { N = 7, C = 2 }");
+  EXPECT_EQ(load_error(bn), "no error");
+  const std::string e2 = load_error(replace(bn, "reduce_dims = [0, 2, 3]", "reduce_dims = [0, 2]"));
+  EXPECT_NE(e2.find("one consecutive span of row"), std::string::npos) << e2;
+  // Without channel_rows the reduced axes themselves must be one span.
+  const std::string e3 = load_error(replace(bn, "channel_rows = true", "channel_rows = false"));
+  EXPECT_NE(e3.find("consecutive axes"), std::string::npos) << e3;
+}
+
+TEST(row_span, the_reduced_or_the_kept_axes_as_one_span) {
+  const auto span = [](std::vector<int> dims, bool channel_rows, size_t rank) {
+    const auto s = row_span_of(dims, channel_rows, rank);
+    return s ? std::pair{s->begin, s->end} : std::pair{-1, -1};
+  };
+  EXPECT_EQ(span({1, 2}, false, 4), (std::pair{1, 3}));
+  EXPECT_EQ(span({1, 3}, false, 4), (std::pair{-1, -1}));
+  EXPECT_EQ(span({0, 2, 3}, true, 4), (std::pair{1, 2})); // BatchNorm2d
+  EXPECT_EQ(span({0}, true, 2), (std::pair{1, 2}));       // BatchNorm1d of [N, C]
+  EXPECT_EQ(span({0, 2}, true, 3), (std::pair{1, 2}));    // BatchNorm1d of [N, C, L]
+  EXPECT_EQ(span({0, 1}, true, 4), (std::pair{2, 4}));
+  EXPECT_EQ(span({0, 2}, true, 4), (std::pair{-1, -1})); // rows 1 and 3: two spans
+  EXPECT_EQ(span({0, 1, 2, 3}, true, 4), (std::pair{-1, -1})); // no row axis
+  EXPECT_EQ(span({0, 4}, true, 4), (std::pair{-1, -1}));       // past the rank
+  EXPECT_EQ(span({2, 0}, true, 4), (std::pair{-1, -1}));       // not increasing
+  const contract bn = load_contract(root / "tests/data/tasks/941_batchnorm2d/task.toml");
+  EXPECT_TRUE(bn.channel_rows);
+  EXPECT_EQ(row_span_of(bn).begin, 1);
+  EXPECT_EQ(row_span_of(bn).end, 2);
+  EXPECT_NE(family_config_source(bn).find("kb_family_config{1, 2, 0, 1, 2, 1}"), std::string::npos)
+      << family_config_source(bn);
+}
+
 TEST(oracle_source, binds_family_and_roles) {
   const auto src = oracle_module_source(find_task(root, "040"));
   EXPECT_NE(src.find("kblaster/device/families/normalize.cuh"), std::string::npos);
-  EXPECT_NE(src.find("kb_family_config{1, 4, 0, 1, 2}"), std::string::npos) << src;
+  EXPECT_NE(src.find("kb_family_config{1, 4, 0, 1, 2, 0}"), std::string::npos) << src;
   const auto ce = oracle_module_source(find_task(root, "095"));
   EXPECT_NE(ce.find("kb_family_config{1, 2, 0, 1}"), std::string::npos) << ce;
 }

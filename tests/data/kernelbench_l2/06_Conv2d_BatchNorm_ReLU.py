@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Conv2d, BatchNorm (eval: running statistics), ReLU."""
+    """Conv2d, BatchNorm with running statistics (it normalizes by the batch's statistics all the same, as in training mode), ReLU."""
 
     def __init__(self, in_channels, out_channels, kernel_size):
         super().__init__()

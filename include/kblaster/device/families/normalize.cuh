@@ -1,7 +1,11 @@
 // Family `normalize`: per row statistics over the reduced axes, then an elementwise output,
 // y = apply(x, finalize(reduce(x over the row)), weight[r], bias[r]).
-// Input x is viewed as [outer, extent, inner], the reduced axes in the middle; a row is one
-// (outer, inner) pair; weight and bias (optional) have `extent` elements.
+// Input x is viewed as [outer, extent, inner], the axes [begin, end) in the middle:
+// - by default those are the reduced axes; a row is one (outer, inner) pair, and weight and bias
+//   (optional) have `extent` elements, indexed by the position in the row;
+// - with channel_rows (a batch norm), they are the kept axes: a row is one position of the
+//   extent (a channel), reduced over every (outer, inner) pair, and weight and bias have
+//   `extent` elements, one per row.
 //
 // A task's math file defines
 //   template <class A> struct kb_op {
@@ -20,11 +24,12 @@
 namespace kb::normalize {
 
 struct config {
-  int begin; // first reduced axis of x
-  int end;   // one past the last reduced axis
+  int begin; // first reduced axis of x (with channel_rows: first kept axis)
+  int end;   // one past the last reduced axis (with channel_rows: one past the last kept axis)
   int x;     // input indices; -1 when absent
   int weight;
   int bias;
+  int channel_rows = 0; // 1: [begin, end) are the row axes, reduced over all the others
 };
 
 struct layout {
@@ -94,6 +99,91 @@ __global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__
   }
 }
 
+// Channel rows, one block per row: the row's values are `outer` runs of `inner` contiguous
+// elements, `extent x inner` apart; the block's threads walk them in order, so neighbouring
+// threads read neighbouring addresses within a run. Right for inner >= 32.
+template <template <class> class Op, class A, class Tin, class Tout>
+__global__ void channel_block(const Tin* __restrict__ x, const Tin* __restrict__ w,
+                              const Tin* __restrict__ b, Tout* __restrict__ y, layout L,
+                              scalars p) {
+  using op = Op<A>;
+  const int64_t n = L.outer * L.inner;
+  for (int64_t r = blockIdx.x; r < L.extent; r += gridDim.x) {
+    typename op::state s = op::init();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      s = op::accumulate(s, cvt<A>(x[((j / L.inner) * L.extent + r) * L.inner + j % L.inner]));
+    }
+    s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) {
+      return op::combine(u, v);
+    });
+    const typename op::stats st = op::finalize(s, n, p.v);
+    const A wr = param_or<A>(w, r, A(1));
+    const A br = param_or<A>(b, r, A(0));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const int64_t k = ((j / L.inner) * L.extent + r) * L.inner + j % L.inner;
+      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, wr, br));
+    }
+  }
+}
+
+// Channel rows with short runs (inner < 32, e.g. a batch norm of [batch, features]): a block is
+// 32 x 8 threads; the 32 columns of a tile are neighbouring (channel, inner) positions, so a warp
+// reads 32 neighbouring addresses; the 8 rows of threads share the outer axis and meet in shared
+// memory in a fixed order. A tile's columns may belong to several channels: each column's state
+// is combined with those of the same channel in the tile, in order.
+template <template <class> class Op, class A, class Tin, class Tout>
+__global__ void __launch_bounds__(256)
+    channel_columns(const Tin* __restrict__ x, const Tin* __restrict__ w, const Tin* __restrict__ b,
+                    Tout* __restrict__ y, layout L, scalars p) {
+  using op = Op<A>;
+  using state = typename op::state;
+  using stats = typename op::stats;
+  __shared__ alignas(16) unsigned char part_raw[sizeof(state) * 8 * 32];
+  __shared__ alignas(16) unsigned char stats_raw[sizeof(stats) * 32];
+  state(*part)[32] = reinterpret_cast<state(*)[32]>(part_raw);
+  stats* row_stats = reinterpret_cast<stats*>(stats_raw);
+  const int tx = threadIdx.x % 32;
+  const int ty = threadIdx.x / 32;
+  const int64_t cols = L.extent * L.inner; // one outer step
+  // A tile is whole channels: 32 / inner of them (the launch takes inner < 32).
+  const int64_t per_tile = 32 / L.inner;
+  const int64_t tiles = (L.extent + per_tile - 1) / per_tile;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t first = t * per_tile * L.inner; // the tile's first column
+    const int64_t q = first + tx;                 // this thread's column
+    const bool live = tx < per_tile * L.inner && q < cols;
+    state s = op::init();
+    if (live) {
+      for (int64_t o = ty; o < L.outer; o += 8) {
+        s = op::accumulate(s, cvt<A>(x[o * cols + q]));
+      }
+    }
+    part[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && live && tx % L.inner == 0) { // the channel's first column combines its columns
+      state acc = op::init();
+      for (int64_t i = 0; i < L.inner; ++i) {
+        for (int k = 0; k < 8; ++k) {
+          acc = op::combine(acc, part[k][tx + i]);
+        }
+      }
+      row_stats[tx / L.inner] = op::finalize(acc, L.outer * L.inner, p.v);
+    }
+    __syncthreads();
+    if (live) {
+      const int64_t r = q / L.inner;
+      const stats st = row_stats[tx / L.inner];
+      const A wr = param_or<A>(w, r, A(1));
+      const A br = param_or<A>(b, r, A(0));
+      for (int64_t o = ty; o < L.outer; o += 8) {
+        const int64_t k = o * cols + q;
+        y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, wr, br));
+      }
+    }
+    __syncthreads(); // part and row_stats are written again by the next tile
+  }
+}
+
 template <class T> const T* input_or_null(const kb_args* a, int index) {
   return index < 0 ? nullptr : static_cast<const T*>(a->inputs[index].data);
 }
@@ -121,7 +211,18 @@ int launch_naive(const kb_args* a, const config& c) {
     const Tin* b = input_or_null<Tin>(a, c.bias);
     Tout* y = static_cast<Tout*>(a->outputs[0].data);
     const int64_t rows = L.outer * L.inner;
-    if (L.inner > 1) {
+    if (c.channel_rows != 0) {
+      if (L.inner >= 32) {
+        const unsigned grid = static_cast<unsigned>(L.extent < 65535 * 32 ? L.extent : 65535 * 32);
+        channel_block<Op, A, Tin, Tout>
+            <<<grid, 512, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
+      } else {
+        const int64_t per_tile = 32 / L.inner;
+        const int64_t tiles = (L.extent + per_tile - 1) / per_tile;
+        channel_columns<Op, A, Tin, Tout>
+            <<<grid_for(tiles * 32, 32), 256, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
+      }
+    } else if (L.inner > 1) {
       constexpr unsigned block = 256;
       thread_per_row<Op, A, Tin, Tout>
           <<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
@@ -133,11 +234,41 @@ int launch_naive(const kb_args* a, const config& c) {
   });
 }
 
+template <template <class> class Op>
+int oracle_cpu_channels(const kb_args* a, const config& c, const layout& L, double* y) {
+  using op = Op<double>;
+  const scalars p = scalars_of(a);
+  const auto read = [&](int input, int64_t k) {
+    return read_as_double(a->inputs[input].data, a->inputs[input].dtype, k);
+  };
+  for (int64_t r = 0; r < L.extent; ++r) {
+    typename op::state s = op::init();
+    for (int64_t o = 0; o < L.outer; ++o) {
+      for (int64_t i = 0; i < L.inner; ++i) {
+        s = op::accumulate(s, read(c.x, (o * L.extent + r) * L.inner + i));
+      }
+    }
+    const typename op::stats st = op::finalize(s, L.outer * L.inner, p.v);
+    const double wr = c.weight >= 0 ? read(c.weight, r) : 1.0;
+    const double br = c.bias >= 0 ? read(c.bias, r) : 0.0;
+    for (int64_t o = 0; o < L.outer; ++o) {
+      for (int64_t i = 0; i < L.inner; ++i) {
+        const int64_t k = (o * L.extent + r) * L.inner + i;
+        y[k] = op::apply(read(c.x, k), st, wr, br);
+      }
+    }
+  }
+  return 0;
+}
+
 template <template <class> class Op> int oracle_cpu(const kb_args* a, const config& c) {
   using op = Op<double>;
   const kb_tensor& xt = a->inputs[c.x];
   const layout L = layout_of(xt, c);
   double* y = static_cast<double*>(a->outputs[0].data);
+  if (c.channel_rows != 0) {
+    return oracle_cpu_channels<Op>(a, c, L, y);
+  }
   const scalars p = scalars_of(a);
   const auto read = [&](int input, int64_t k) {
     return read_as_double(a->inputs[input].data, a->inputs[input].dtype, k);

@@ -27,6 +27,15 @@
 // P: block, vector_bytes, chunk (elements per block), l2_group_mb (0: all rows at once),
 // columns_apply (0 or 1).
 //
+// normalize::channel_split<Op, P>: channel rows (config::channel_rows, a batch norm), the only
+// strategy that takes them. A row (a channel) is `outer` runs of `inner` contiguous elements; it
+// is cut into parts of about `chunk` elements. Three kernels: each part's partial state to the
+// workspace; a warp per row combines the row's partials in a fixed order into its statistics;
+// each part's output. With inner >= 32 a block owns one part of one row and walks its runs in
+// vectors; with shorter runs (a [batch, features] tensor) a block owns 32 neighbouring columns
+// (channel, inner) and a range of the outer axis, so a warp reads 32 neighbouring addresses.
+// P: block, vector_bytes, chunk.
+//
 // normalize::columns<Op, P>: strided rows (inner > 1): each thread owns V adjacent columns
 // (vector loads along the inner dimension, coalesced across the warp) and walks the extent; a
 // block is block_cols x split threads, the split threads sharing one column's extent and meeting
@@ -52,6 +61,7 @@ struct operands {
   layout L{};
 };
 
+template <bool ChannelRows = false>
 inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   if (a->num_outputs < 1 || c.x < 0 || c.x >= a->num_inputs) {
     return false;
@@ -60,6 +70,10 @@ inline bool operands_of(const kb_args* a, const config& c, operands* out) {
   const kb_tensor& yt = a->outputs[0];
   if (c.end > xt.ndim || !is_contiguous(xt) || !is_contiguous(yt) || numel(xt) != numel(yt) ||
       yt.dtype != xt.dtype) {
+    return false;
+  }
+  // Channel rows (a batch norm) are another layout: only channel_split walks it.
+  if ((c.channel_rows != 0) != ChannelRows) {
     return false;
   }
   out->x = &xt;
@@ -538,6 +552,201 @@ __global__ void __launch_bounds__(P::block_cols* P::split)
 
 #endif
 
+// ---- channel rows (channel_split) ------------------------------------------------------------
+
+// A row's parts: with inner >= 32, `pieces` pieces of each run and `runs` runs per part; with
+// shorter runs, parts of `runs` outer positions over tiles of 32 columns.
+struct channel_parts {
+  int64_t pieces = 1;    // pieces per run
+  int64_t piece = 0;     // elements per piece (a multiple of the vector)
+  int64_t runs = 1;      // runs (outer positions) per part
+  int64_t per_row = 1;   // parts per row (runs form) or per column tile (columns form)
+  bool columns = false;  // the columns form (inner < 32)
+  int64_t col_tiles = 0; // columns form: tiles of 32 columns
+};
+
+inline channel_parts channel_parts_of(const layout& L, int64_t chunk, int vec) {
+  channel_parts q;
+  q.columns = L.inner < 32;
+  if (q.columns) {
+    q.runs = max64(8, chunk / 32);
+    q.per_row = ceil_div(L.outer, q.runs);
+    q.col_tiles = ceil_div(L.extent * L.inner, 32);
+    return q;
+  }
+  if (L.inner >= chunk) {
+    q.pieces = ceil_div(L.inner, chunk);
+    q.piece = ceil_div(ceil_div(L.inner, q.pieces), vec) * vec;
+    q.pieces = ceil_div(L.inner, q.piece);
+  } else {
+    q.piece = L.inner;
+    q.runs = max64(1, chunk / L.inner);
+  }
+  q.per_row = ceil_div(L.outer, q.runs) * q.pieces;
+  return q;
+}
+
+// The partial states: one per (row, part) in the runs form, one per (column, part) in the columns
+// form; either way a row's partials are contiguous, `per_row_partials` of them.
+inline int64_t partial_count(const layout& L, const channel_parts& q) {
+  return q.columns ? L.extent * L.inner * q.per_row : L.extent * q.per_row;
+}
+inline int64_t per_row_partials(const layout& L, const channel_parts& q) {
+  return q.columns ? L.inner * q.per_row : q.per_row;
+}
+
+#if defined(__CUDACC__)
+
+// Calls f(offset_of_vector_start, j, word) over part `part` of row `row`, vectors in increasing
+// order within each run, U in flight.
+template <class T, int V, class F>
+__device__ __forceinline__ void channel_part_stream(const T* x, const layout& L,
+                                                    const channel_parts& q, int64_t row,
+                                                    int64_t part, int lanes, F&& f) {
+  const int64_t o0 = (part / q.pieces) * q.runs;
+  const int64_t o1 = min64(L.outer, o0 + q.runs);
+  const int64_t i0 = (part % q.pieces) * q.piece;
+  const int64_t i1 = min64(L.inner, i0 + q.piece);
+  for (int64_t o = o0; o < o1; ++o) {
+    const int64_t off = (o * L.extent + row) * L.inner;
+    rows::stream<4, T, V>(x + off, 1, i0 / V, i1 / V, threadIdx.x, lanes,
+                          [&](int64_t j, const vec_word<T, V>& wd) { f(off, j, wd); });
+  }
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block)
+    channel_partial_kernel(const T* __restrict__ x, layout L, channel_parts q,
+                           typename Op<float>::state* __restrict__ partials) {
+  using op = Op<float>;
+  using S = typename op::state;
+  for (int64_t blk = blockIdx.x; blk < L.extent * q.per_row; blk += gridDim.x) {
+    const int64_t row = blk / q.per_row;
+    S s = op::init();
+    channel_part_stream<T, V>(x, L, q, row, blk % q.per_row, P::block,
+                              [&](int64_t, int64_t, const vec_word<T, V>& wd) {
+                                float v[V];
+                                unpack<float, T, V>(wd, v);
+#pragma unroll
+                                for (int k = 0; k < V; ++k) {
+                                  s = op::accumulate(s, v[k]);
+                                }
+                              });
+    s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
+    if (threadIdx.x == 0) {
+      partials[blk] = s;
+    }
+  }
+}
+
+template <template <class> class Op, class P, class T, int V>
+__global__ void __launch_bounds__(P::block)
+    channel_apply_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                         T* __restrict__ y, layout L, channel_parts q,
+                         const typename Op<float>::stats* __restrict__ row_stats) {
+  using op = Op<float>;
+  for (int64_t blk = blockIdx.x; blk < L.extent * q.per_row; blk += gridDim.x) {
+    const int64_t row = blk / q.per_row;
+    const auto st = row_stats[row];
+    const float wr = w == nullptr ? 1.0f : cvt<float>(w[row]);
+    const float br = b == nullptr ? 0.0f : cvt<float>(b[row]);
+    channel_part_stream<T, V>(x, L, q, row, blk % q.per_row, P::block,
+                              [&](int64_t off, int64_t j, const vec_word<T, V>& wd) {
+                                float v[V];
+                                unpack<float, T, V>(wd, v);
+#pragma unroll
+                                for (int k = 0; k < V; ++k) {
+                                  v[k] = op::apply(v[k], st, wr, br);
+                                }
+                                rows::store<T, float, V>(y + off, 1, j, v);
+                              });
+  }
+}
+
+// Columns form: a block is 32 columns x (block / 32) threads along the outer axis; the threads of
+// a column meet in shared memory in a fixed order.
+template <template <class> class Op, class P, class T>
+__global__ void __launch_bounds__(P::block)
+    channel_columns_partial_kernel(const T* __restrict__ x, layout L, channel_parts q,
+                                   typename Op<float>::state* __restrict__ partials) {
+  using op = Op<float>;
+  using S = typename op::state;
+  constexpr int ty_n = P::block / 32;
+  __shared__ alignas(16) unsigned char raw[sizeof(S) * ty_n * 32];
+  S(*part)[32] = reinterpret_cast<S(*)[32]>(raw);
+  const int tx = threadIdx.x % 32;
+  const int ty = threadIdx.x / 32;
+  const int64_t cols = L.extent * L.inner;
+  for (int64_t blk = blockIdx.x; blk < q.col_tiles * q.per_row; blk += gridDim.x) {
+    const int64_t col = (blk / q.per_row) * 32 + tx;
+    const int64_t p = blk % q.per_row;
+    const int64_t o1 = min64(L.outer, (p + 1) * q.runs);
+    S s = op::init();
+    if (col < cols) {
+      for (int64_t o = p * q.runs + ty; o < o1; o += ty_n) {
+        s = op::accumulate(s, cvt<float>(x[o * cols + col]));
+      }
+    }
+    part[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && col < cols) {
+      S acc = part[0][tx];
+      for (int k = 1; k < ty_n; ++k) {
+        acc = op::combine(acc, part[k][tx]);
+      }
+      partials[col * q.per_row + p] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+template <template <class> class Op, class P, class T>
+__global__ void __launch_bounds__(P::block)
+    channel_columns_apply_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                 const T* __restrict__ b, T* __restrict__ y, layout L,
+                                 channel_parts q,
+                                 const typename Op<float>::stats* __restrict__ row_stats) {
+  using op = Op<float>;
+  constexpr int ty_n = P::block / 32;
+  const int tx = threadIdx.x % 32;
+  const int ty = threadIdx.x / 32;
+  const int64_t cols = L.extent * L.inner;
+  for (int64_t blk = blockIdx.x; blk < q.col_tiles * q.per_row; blk += gridDim.x) {
+    const int64_t col = (blk / q.per_row) * 32 + tx;
+    if (col >= cols) {
+      continue;
+    }
+    const int64_t p = blk % q.per_row;
+    const int64_t row = col / L.inner;
+    const auto st = row_stats[row];
+    const float wr = w == nullptr ? 1.0f : cvt<float>(w[row]);
+    const float br = b == nullptr ? 0.0f : cvt<float>(b[row]);
+    const int64_t o1 = min64(L.outer, (p + 1) * q.runs);
+    for (int64_t o = p * q.runs + ty; o < o1; o += ty_n) {
+      const int64_t k = o * cols + col;
+      y[k] = cvt<T>(op::apply(cvt<float>(x[k]), st, wr, br));
+    }
+  }
+}
+
+// A warp per row: the row's partials in a fixed order, then its statistics.
+template <template <class> class Op>
+__global__ void __launch_bounds__(256)
+    channel_stats_kernel(int64_t rows, int64_t per_row, int64_t n, scalars p,
+                         const typename Op<float>::state* __restrict__ partials,
+                         typename Op<float>::stats* __restrict__ out) {
+  using op = Op<float>;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * 8) {
+    const auto s = rows::combine_partials<op>(partials + r * per_row, per_row);
+    if (threadIdx.x % 32 == 0) {
+      out[r] = op::finalize(s, n, p.v);
+    }
+  }
+}
+
+#endif
+
 // Dispatches on the storage type and picks the vector width: P::vector_bytes when every row is
 // contiguous and aligned, else one element (rows walked with stride `inner`).
 template <class P, class Run> int dispatch_rows(const kb_args* a, const operands& o, Run&& run) {
@@ -770,6 +979,80 @@ template <template <class> class Op, class P> struct columns {
       // Vectors along the inner dimension need every (outer, r) line to start aligned.
       if (o.L.inner % V == 0 && aligned_to(o.x->data, sizeof(T) * V) &&
           aligned_to(o.y, sizeof(T) * V)) {
+        return go(std::integral_constant<int, V>{});
+      }
+      return go(std::integral_constant<int, 1>{});
+    });
+  }
+};
+
+template <template <class> class Op, class P> struct channel_split {
+  static_assert(P::block % 32 == 0 && P::block <= 1024, "block: a multiple of 32, at most 1024");
+  static_assert(P::chunk >= 256, "chunk: at least 256 elements");
+  using S = typename Op<float>::state;
+  using stats = typename Op<float>::stats;
+
+  // The parts do not depend on the vector width (the piece is a multiple of 16 elements), so the
+  // workspace does not depend on alignment.
+  static channel_parts parts(const layout& L) { return channel_parts_of(L, P::chunk, 16); }
+
+  static uint64_t stats_offset(const layout& L) {
+    return (static_cast<uint64_t>(partial_count(L, parts(L))) * sizeof(S) + 15) / 16 * 16;
+  }
+
+  static int workspace_bytes(const kb_args* a, const config& c, uint64_t* bytes) {
+    operands o;
+    if (!operands_of<true>(a, c, &o)) {
+      return -1;
+    }
+    *bytes = stats_offset(o.L) + static_cast<uint64_t>(o.L.extent) * sizeof(stats);
+    return 0;
+  }
+
+  static int launch(const kb_args* a, const config& c) {
+    operands o;
+    uint64_t need = 0;
+    if (!operands_of<true>(a, c, &o) || workspace_bytes(a, c, &need) != 0 ||
+        a->workspace_bytes < need) {
+      return -1;
+    }
+    const layout L = o.L;
+    const channel_parts q = parts(L);
+    S* partials = static_cast<S*>(a->workspace);
+    stats* row_stats =
+        reinterpret_cast<stats*>(static_cast<unsigned char*>(a->workspace) + stats_offset(L));
+    return dispatch_storage(o.x->dtype, [&](auto tag) -> int {
+      using T = typename decltype(tag)::type;
+      const T* x = static_cast<const T*>(o.x->data);
+      const T* w = static_cast<const T*>(o.w);
+      const T* b = static_cast<const T*>(o.b);
+      T* y = static_cast<T*>(o.y);
+      const int64_t blocks = q.columns ? q.col_tiles * q.per_row : L.extent * q.per_row;
+      const auto stats_pass = [&] {
+        channel_stats_kernel<Op><<<capped_grid(ceil_div(L.extent, 8)), 256, 0, stream_of(a)>>>(
+            L.extent, per_row_partials(L, q), L.outer * L.inner, scalars_of(a), partials,
+            row_stats);
+      };
+      if (q.columns) {
+        channel_columns_partial_kernel<Op, P, T>
+            <<<capped_grid(blocks), P::block, 0, stream_of(a)>>>(x, L, q, partials);
+        stats_pass();
+        channel_columns_apply_kernel<Op, P, T>
+            <<<capped_grid(blocks), P::block, 0, stream_of(a)>>>(x, w, b, y, L, q, row_stats);
+        return static_cast<int>(cudaGetLastError());
+      }
+      const auto go = [&](auto vec) {
+        constexpr int W = decltype(vec)::value;
+        channel_partial_kernel<Op, P, T, W>
+            <<<capped_grid(blocks), P::block, 0, stream_of(a)>>>(x, L, q, partials);
+        stats_pass();
+        channel_apply_kernel<Op, P, T, W>
+            <<<capped_grid(blocks), P::block, 0, stream_of(a)>>>(x, w, b, y, L, q, row_stats);
+        return static_cast<int>(cudaGetLastError());
+      };
+      // Vectors along a run need every run (and so every piece) to start aligned.
+      constexpr int V = vec_elems<T, P::vector_bytes>();
+      if (L.inner % V == 0 && aligned_to(x, sizeof(T) * V) && aligned_to(y, sizeof(T) * V)) {
         return go(std::integral_constant<int, V>{});
       }
       return go(std::integral_constant<int, 1>{});
