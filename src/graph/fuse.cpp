@@ -192,6 +192,28 @@ const state_tensor* state_of(const graph& g, const std::string& value) {
   return nullptr;
 }
 
+// The 2-D module state a product's second operand transposes (`x @ self.weight.T`: torch.t, or
+// torch.transpose of its two dims), read by nothing else; nullptr when there is none.
+const state_tensor* transposed_state(const graph& g, const std::string& value) {
+  const node* n = g.producer(value);
+  if (n == nullptr || n->inputs.empty() || !n->inputs[0].is_tensor() || g.uses(value) != 1) {
+    return nullptr;
+  }
+  const state_tensor* s = state_of(g, n->inputs[0].value);
+  if (s == nullptr || s->shape.size() != 2) {
+    return nullptr;
+  }
+  if (n->op == "torch.t") {
+    return s;
+  }
+  if (n->op == "torch.transpose") {
+    const auto d0 = n->attr("dim0").integer();
+    const auto d1 = n->attr("dim1").integer();
+    return d0 && d1 && (*d0 + 2) % 2 != (*d1 + 2) % 2 ? s : nullptr;
+  }
+  return nullptr;
+}
+
 // A value that is not computed from the chain: module state, a forward input other than the
 // anchor's, or a view of one. Its base (the state or input it reads) and its shape as used.
 struct leaf_info {
@@ -302,10 +324,17 @@ fusion_plan plan_fusion(const graph& g) {
                    "no nn.Linear, matmul or convolution begins the chain");
   }
   const node& anchor = g.nodes[a];
-  if (a != 0 || anchor.inputs.empty() || !anchor.inputs[0].is_tensor() ||
+  // Before a product, only the transpose of its second operand, module state (`self.weight.T`).
+  const bool product = anchor.op == "torch.matmul" || anchor.op == "torch.mm";
+  const bool prologue = a == 0 || (a == 1 && product && anchor.inputs.size() > 1 &&
+                                   anchor.inputs[1].is_tensor() &&
+                                   anchor.inputs[1].value == g.nodes[0].outputs.at(0).value &&
+                                   transposed_state(g, anchor.inputs[1].value) != nullptr);
+  if (!prologue || anchor.inputs.empty() || !anchor.inputs[0].is_tensor() ||
       g.producer(anchor.inputs[0].value) != nullptr) {
     return problem(plan_issue::before_anchor, a != 0 ? g.nodes[0].op : anchor.op,
-                   "the anchor must read the forward's input as it is");
+                   "the anchor must read the forward's input as it is (before a product, only "
+                   "the transpose of a 2-D parameter it multiplies by)");
   }
   const std::string chain_input = anchor.inputs[0].value;
   p.anchor = anchor.op;
@@ -733,17 +762,22 @@ std::optional<lowering> product_lowering(const fused_frame& f,
     const state_tensor* s = state_of(g, v);
     return s != nullptr && s->shape.size() == 2 && task::is_floating(s->type);
   };
+  // `x @ self.weight.T`: the weight as it is stored, transposed by the product.
+  const state_tensor* tb = anchor->inputs.size() < 2 || !anchor->inputs[1].is_tensor()
+                               ? nullptr
+                               : transposed_state(g, anchor->inputs[1].value);
   if (anchor->inputs.size() < 2 || !anchor->inputs[1].is_tensor() ||
-      !rank2(anchor->inputs[0].value) || !rank2(anchor->inputs[1].value)) {
+      !rank2(anchor->inputs[0].value) ||
+      !rank2(tb != nullptr ? tb->value : anchor->inputs[1].value)) {
     return f.why(f.p.anchor, "operands that are not 2-D floating-point inputs or module state (the "
                              "fused product takes x [M, K] times a matrix)");
   }
   lowering l;
   l.fam = task::family::matmul;
   l.roles[anchor->inputs[0].value] = "a";
-  l.roles[anchor->inputs[1].value] = "b";
+  l.roles[tb != nullptr ? tb->value : anchor->inputs[1].value] = "b";
   task::matmul_params mp;
-  mp.trans_b = f.p.anchor == "nn.Linear"; // the weight is [out, in]
+  mp.trans_b = f.p.anchor == "nn.Linear" || tb != nullptr; // the weight is [out, in]
   l.params = [mp](task::contract& c) { c.matmul = mp; };
   const auto& xs = anchor->inputs[0].shape;
   l.flops = fmt::format("2*{}*({})", product_expr(out_shape), xs.back());
@@ -1242,7 +1276,9 @@ std::vector<shape_source> shape_sources(const fused_frame& f, const std::string&
   };
   std::vector<shape_source> sources;
   sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(f.anchor->inputs[0].value)});
-  sources.push_back({"a->inputs[" + wi + "]", wi, shape_of_value(f.anchor->inputs[1].value)});
+  const state_tensor* tb = transposed_state(g, f.anchor->inputs[1].value);
+  sources.push_back({"a->inputs[" + wi + "]", wi,
+                     shape_of_value(tb != nullptr ? tb->value : f.anchor->inputs[1].value)});
   for (size_t k = 0; k < f.operands.size(); ++k) {
     const std::string idx = fmt::format("cfg.epi[{}]", k);
     sources.push_back({"a->inputs[" + idx + "]", idx, shape_of_value(f.operands[k])});

@@ -52,7 +52,8 @@ std::string to_string(fuse_reason r);
 enum class plan_issue {
   invalid_graph,   // the graph itself is not valid (graph.hpp's issues)
   no_anchor,       // no GEMM or convolution begins the chain
-  before_anchor,   // ops run before the anchor (the anchor must read the forward's input)
+  before_anchor,   // ops run before the anchor (it must read the forward's input; a product's
+                   // second operand may be a transposed 2-D parameter)
   unknown_op,      // an op the planner does not place
   branch,          // a value of the chain is read again after a later kernel or by two paths
   operand_not_broadcast, // an elementwise operand that is neither a constant nor a tensor

@@ -94,7 +94,10 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   } else {
     out << fmt::format("Family: {}", task::to_string(c.fam));
     if (!c.reduce_dims.empty()) {
-      out << fmt::format(" (reduced axes of x: {})", fmt::join(c.reduce_dims, ", "));
+      out << fmt::format(" (reduced axes of x: {}{})", fmt::join(c.reduce_dims, ", "),
+                         c.channel_rows ? "; one row per position of the other axes, a batch "
+                                          "norm's channels, with the weight and bias per row"
+                                        : "");
     }
     out << fmt::format("\nPyTorch: `{}`\n", c.pytorch);
   }

@@ -10,8 +10,9 @@
 // into one candidate (kblaster/device/chain.cuh): the anchor with its epilogue into the
 // workspace, then a reduce, normalize or pool launch per kernel, with an elementwise map where
 // the epilogue reads per-channel operands; their generated math is evaluated on the host in
-// double, and candidates of the anchor's strategies over it are compiled with nvcc. File 94 is
-// planned (batch statistics) and not lowered.
+// double, and candidates of the anchor's strategies over it are compiled with nvcc. Files 06 and
+// 94 put a batch norm (batch statistics, with and without running statistics) in a chain, and 25
+// multiplies by a transposed parameter (x @ W.T).
 #include "build/build.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
@@ -237,6 +238,7 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
       // With or without running statistics, a BatchNorm normalizes by the batch's statistics.
       {"06_Conv2d_BatchNorm_ReLU", "conv:conv2d|batch_norm+relu"},
       {"94_Conv2d_BatchStats_ReLU", "conv:conv2d|batch_norm+relu"},
+      {"25_Matmul_WeightT_Div_Sum", "matmul:matmul+div|sum+mul"},
   };
   for (const auto& [name, rule] : rules) {
     SCOPED_TRACE(name);
@@ -246,7 +248,8 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
     const outcome o = lower(g, contract_for(g, fs::temp_directory_path()));
     ASSERT_TRUE(o.ok()) << o.message();
     EXPECT_EQ(o.low->rule, rule);
-    EXPECT_EQ(o.low->fam, p.anchor == "nn.Linear" ? task::family::matmul : task::family::conv);
+    EXPECT_EQ(o.low->fam, p.anchor.rfind("nn.Conv", 0) == 0 ? task::family::conv
+                                                             : task::family::matmul);
     // One launch per kernel after the anchor, in one generated chain.
     const std::string& m = o.low->math;
     EXPECT_NE(m.find("struct kb_chain"), std::string::npos);
@@ -287,6 +290,18 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
   EXPECT_NE(ob.low->math.find("kb::normalize::config{1, 2, 0, 1, 2, 1}"), std::string::npos)
       << ob.low->math;
   EXPECT_EQ(ob.low->math.find("map_in_place"), std::string::npos);
+  // `x @ self.weight.T`: the transpose before the product is the product's own (trans_b), the
+  // weight as stored its operand b.
+  const graph& wt = graphs().at("25_Matmul_WeightT_Div_Sum");
+  const outcome ot = lower(wt, contract_for(wt, fs::temp_directory_path()));
+  ASSERT_TRUE(ot.ok()) << ot.message();
+  EXPECT_EQ(ot.low->roles.at("state_weight"), "b");
+  EXPECT_EQ(ot.low->roles.at("x"), "a");
+  task::contract wc = contract_for(wt, fs::temp_directory_path());
+  ot.low->params(wc);
+  ASSERT_TRUE(wc.matmul.has_value());
+  EXPECT_TRUE(wc.matmul->trans_b);
+  EXPECT_FALSE(wc.matmul->trans_a);
   // A reduction's epilogue without operands folds into its finalize: no map pass.
   const graph& lse = graphs().at("17_Linear_LogSumExp_ReLU");
   const outcome oe = lower(lse, contract_for(lse, fs::temp_directory_path()));

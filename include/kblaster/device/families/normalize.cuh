@@ -108,21 +108,29 @@ __global__ void channel_block(const Tin* __restrict__ x, const Tin* __restrict__
                               scalars p) {
   using op = Op<A>;
   const int64_t n = L.outer * L.inner;
+  // Element j of a row is (o, i) = (j / inner, j % inner): divided once, then stepped.
+  const auto walk = [&](int64_t r, auto&& f) {
+    int64_t o = threadIdx.x / L.inner;
+    int64_t i = threadIdx.x % L.inner;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      f((o * L.extent + r) * L.inner + i);
+      i += blockDim.x;
+      while (i >= L.inner) {
+        i -= L.inner;
+        ++o;
+      }
+    }
+  };
   for (int64_t r = blockIdx.x; r < L.extent; r += gridDim.x) {
     typename op::state s = op::init();
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      s = op::accumulate(s, cvt<A>(x[((j / L.inner) * L.extent + r) * L.inner + j % L.inner]));
-    }
+    walk(r, [&](int64_t k) { s = op::accumulate(s, cvt<A>(x[k])); });
     s = block_reduce(s, [](const typename op::state& u, const typename op::state& v) {
       return op::combine(u, v);
     });
     const typename op::stats st = op::finalize(s, n, p.v);
     const A wr = param_or<A>(w, r, A(1));
     const A br = param_or<A>(b, r, A(0));
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const int64_t k = ((j / L.inner) * L.extent + r) * L.inner + j % L.inner;
-      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, wr, br));
-    }
+    walk(r, [&](int64_t k) { y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, wr, br)); });
   }
 }
 
@@ -213,7 +221,8 @@ int launch_naive(const kb_args* a, const config& c) {
     const int64_t rows = L.outer * L.inner;
     if (c.channel_rows != 0) {
       if (L.inner >= 32) {
-        const unsigned grid = static_cast<unsigned>(L.extent < 65535 * 32 ? L.extent : 65535 * 32);
+        const unsigned grid = static_cast<unsigned>(
+            L.extent < 1 ? 1 : (L.extent < 65535 * 32 ? L.extent : 65535 * 32));
         channel_block<Op, A, Tin, Tout>
             <<<grid, 512, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
       } else {
