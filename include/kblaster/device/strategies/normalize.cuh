@@ -300,15 +300,9 @@ __global__ void __launch_bounds__(P::block)
     const int64_t begin = (blk % splits) * chunk_vecs;
     const int64_t end = min64(nvec, begin + chunk_vecs);
     S s = op::init();
-    rows::stream<4, T, V>(x + rows::base(L, row), L.inner, begin, end, threadIdx.x, P::block,
-                          [&](int64_t, const vec_word<T, V>& wd) {
-                            A v[V];
-                            unpack<A, T, V>(wd, v);
-#pragma unroll
-                            for (int k = 0; k < V; ++k) {
-                              s = op::accumulate(s, v[k]);
-                            }
-                          });
+    rows::stream<4, T, V>(
+        x + rows::base(L, row), L.inner, begin, end, threadIdx.x, P::block,
+        [&](int64_t, const vec_word<T, V>& wd) { s = rows::accumulate_word<op, A, T, V>(s, wd); });
     s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
     if (threadIdx.x == 0) {
       partials[row * splits + blk % splits] = s;
@@ -625,12 +619,7 @@ __global__ void __launch_bounds__(P::block)
     S s = op::init();
     channel_part_stream<T, V>(x, L, q, row, blk % q.per_row, P::block,
                               [&](int64_t, int64_t, const vec_word<T, V>& wd) {
-                                float v[V];
-                                unpack<float, T, V>(wd, v);
-#pragma unroll
-                                for (int k = 0; k < V; ++k) {
-                                  s = op::accumulate(s, v[k]);
-                                }
+                                s = rows::accumulate_word<op, float, T, V>(s, wd);
                               });
     s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
     if (threadIdx.x == 0) {

@@ -124,12 +124,7 @@ __global__ void __launch_bounds__(P::block)
     S s = op::init();
     rows::stream<4, T, V>(x + rows::base(L, row), L.inner, begin, min64(nvec, begin + chunk_vecs),
                           threadIdx.x, P::block, [&](int64_t, const vec_word<T, V>& wd) {
-                            A v[V];
-                            unpack<A, T, V>(wd, v);
-#pragma unroll
-                            for (int k = 0; k < V; ++k) {
-                              s = op::accumulate(s, v[k]);
-                            }
+                            s = rows::accumulate_word<op, A, T, V>(s, wd);
                           });
     s = block_allreduce<P::block / 32>(s, [](const S& u, const S& v) { return op::combine(u, v); });
     if (threadIdx.x == 0) {

@@ -127,6 +127,18 @@ __device__ __forceinline__ void strided_stream(const T* p, int64_t stride, int64
   }
 }
 
+// The V values of a vector folded into state s in order (Op::accumulate over A).
+template <class Op, class A, class T, int V, class S>
+__device__ __forceinline__ S accumulate_word(S s, const vec_word<T, V>& wd) {
+  A v[V];
+  unpack<A, T, V>(wd, v);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    s = Op::accumulate(s, v[k]);
+  }
+  return s;
+}
+
 // Combines `count` partial states of one row in a fixed order: lane l folds partials l, l + 32,
 // ... and the warp reduces the lanes. Called by a whole warp; every lane gets the same bits.
 template <class Op, class S>
