@@ -153,6 +153,11 @@ shape_class classify_shape(const shape_features& f) {
   case task::family::normalize:
   case task::family::reduce:
   case task::family::loss:
+    if (f.channel_rows) { // a batch norm: the channels, and the values of each
+      k.layout = "channels";
+      k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.outer * f.inner)};
+      break;
+    }
     k.layout = f.inner > 1 ? "strided" : "rows";
     k.log2_buckets = {log2_bucket(f.extent), log2_bucket(f.rows())};
     break;

@@ -105,6 +105,10 @@ TEST(family_features, key_the_memory_by_layout_and_window) {
   EXPECT_EQ(search::classify_shape(search::features_of(p3, p3.official())).to_string(), "pool/float16/pool3d/17.8.3");
   const auto am = test_task("913_argmax_lastdim");
   EXPECT_EQ(search::classify_shape(search::features_of(am, am.official())).to_string(), "argreduce/float32/rows/12.13");
+  // A batch norm's memory neighbours are other batch norms: its own layout, channels and the
+  // values of each (64 channels of 32 x 56 x 56).
+  const auto bn = test_task("941_batchnorm2d");
+  EXPECT_EQ(search::classify_shape(search::features_of(bn, bn.official())).to_string(), "normalize/float32/channels/6.17");
   const auto cp = test_task("921_cumprod_middim");
   EXPECT_EQ(search::classify_shape(search::features_of(cp, cp.official())).to_string(), "scan/float32/strided/9.16");
   // An int64 index output is what argreduce strategies write; anything else is not offered.
@@ -505,6 +509,10 @@ TEST(family_oracle, scan_matches_the_reference) {
   const auto ms = test_task("920_masked_cumsum_bf16");
   expect_same(oracle(ms, {{"M", 1}, {"N", 4}}, {{1, 2, 3, 4}, {1, 0, 1, 1}})[0], {1, 1, 4, 8}, 0, "920 hand");
   // Cumprod over dim 1 of (1, 3, 2): columns [2, 3, 0.5] and [1, -1, 4].
+  // A batch norm's memory neighbours are other batch norms: its own layout, channels and the
+  // values of each (64 channels of 32 x 56 x 56).
+  const auto bn = test_task("941_batchnorm2d");
+  EXPECT_EQ(search::classify_shape(search::features_of(bn, bn.official())).to_string(), "normalize/float32/channels/6.17");
   const auto cp = test_task("921_cumprod_middim");
   expect_same(oracle(cp, {{"B", 1}, {"N", 3}, {"D", 2}}, {{2, 1, 3, -1, 0.5, 4}})[0], {2, 1, 6, -1, 3, -4}, 0, "921 hand");
 
