@@ -244,8 +244,9 @@ std::optional<leaf_info> leaf_of(const graph& g, const std::string& value,
 }
 
 // How a leaf of shape `leaf` broadcasts over the chain's value of shape `main`: over axis 1 only
-// (a channel, or a GEMM's column), one value, or neither (nullopt).
-enum class broadcast { channel, one };
+// (a channel, or a GEMM's column), one value, element by element (full: the chain's shape), or
+// neither (nullopt).
+enum class broadcast { channel, one, full };
 
 std::optional<broadcast> broadcast_of(const std::vector<std::string>& leaf,
                                       const std::vector<std::string>& main) {
@@ -277,7 +278,10 @@ std::optional<broadcast> broadcast_for(const node& reader, const std::vector<std
     return leaf.size() == 1 && leaf[0] == main[1] ? std::optional<broadcast>(broadcast::channel)
                                                   : std::nullopt;
   }
-  return broadcast_of(leaf, main);
+  if (const auto b = broadcast_of(leaf, main)) {
+    return b;
+  }
+  return !leaf.empty() && leaf == main ? std::optional<broadcast>(broadcast::full) : std::nullopt;
 }
 
 // Nodes that read `value`, by index.
@@ -396,11 +400,19 @@ fusion_plan plan_fusion(const graph& g) {
     if (is_pointwise(n)) {
       std::vector<std::string> operands;
       for (const auto& l : leaves) {
-        if (!broadcast_for(n, l.shape, main_shape)) {
+        const auto b = broadcast_for(n, l.shape, main_shape);
+        if (!b) {
           return problem(plan_issue::operand_not_broadcast, n.op,
                          fmt::format("{} of shape [{}] over the chain's [{}]: neither per channel "
-                                     "nor one value",
+                                     "nor one value nor of the chain's shape",
                                      l.base, fmt::join(l.shape, ", "), fmt::join(main_shape, ", ")));
+        }
+        if (*b == broadcast::full && kernel == 0) {
+          return problem(plan_issue::operand_not_broadcast, n.op,
+                         fmt::format("{} of the chain's shape [{}] in the anchor's kernel: its "
+                                     "epilogue has no element index (a full-size operand is read "
+                                     "in the elementwise pass after a later kernel)",
+                                     l.base, fmt::join(main_shape, ", ")));
         }
         if (task::is_floating(l.type)) {
           operands.push_back(l.base);
@@ -651,9 +663,10 @@ std::optional<std::vector<kernel_steps>> kernels_of(const fusion_plan& p, const 
     if (k.main == nullptr) {
       k.main = &s;
     } else if (s.kind == fuse_kind::epilogue) {
-      // A view before the epilogue: only where the epilogue indexes nothing (a later kernel's
-      // epilogue without operands); the anchor's epilogue indexes the anchor's output.
-      if (k.value != k.main->value && (s.kernel == 0 || !s.operands.empty())) {
+      // A view before the epilogue: only in a later kernel, whose elementwise pass reads
+      // operands at the element's flat index or one value (per-channel operands are refused
+      // when the epilogue's leaves are made); the anchor's epilogue indexes the anchor's output.
+      if (k.value != k.main->value && s.kernel == 0) {
         return why(s.ops.front(), "a view inside a kernel's fused chain (the epilogue indexes the "
                                   "output of the kernel's first step)");
       }
@@ -710,10 +723,12 @@ struct fused_frame {
   }
 
   // The leaves of an epilogue over a kernel's output of shape `shape`: `main` for the kernel's
-  // first value, the operands at `index` (a channel) or 0.
+  // first value, the operands at `index` (a channel) or 0, or, where the epilogue has the
+  // element's flat index (`element`, an elementwise pass), an operand of shape `full_shape` at it.
   epilogue_leaves leaves_for(const std::string& value, const std::string& main,
-                             const std::vector<std::string>& shape,
-                             const std::string& index) const {
+                             const std::vector<std::string>& shape, const std::string& index,
+                             const std::string& element = "",
+                             const std::vector<std::string>& full_shape = {}) const {
     epilogue_leaves out;
     std::map<std::string, std::string>& leaves = out.leaves;
     leaves[value] = main;
@@ -731,13 +746,28 @@ struct fused_frame {
           continue;
         }
         const auto k = std::find(operands.begin(), operands.end(), l->base) - operands.begin();
-        const auto b = broadcast_for(n, l->shape, shape);
+        auto b = broadcast_for(n, l->shape, shape);
+        if ((!b || *b == broadcast::full) && !element.empty() && l->shape == full_shape) {
+          b = broadcast::full;
+        }
         if (static_cast<size_t>(k) == operands.size() || !b) {
+          continue;
+        }
+        if (*b == broadcast::full) {
+          if (element.empty()) {
+            continue; // not this epilogue's (the planner keeps such operands out of the anchor's)
+          }
+          leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k, element);
           continue;
         }
         if (state_of(g, l->base) == nullptr) {
           out.error = n.op + ": an epilogue operand that is a forward input (" + l->base +
-                      "): operands are module state";
+                      "): operands are module state, or forward inputs of the output's shape";
+          continue;
+        }
+        if (*b == broadcast::channel && index.empty()) {
+          out.error = n.op + ": a per-channel operand (" + l->base +
+                      ") after a view of the kernel's output (the channel is the output's)";
           continue;
         }
         leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k,
@@ -1111,8 +1141,21 @@ std::optional<step_epilogue> epilogue_of_step(const fused_frame& f, const chain_
   if (viewed && !affine.empty()) {
     return f.why(s.op, "a view between a norm's affine and its epilogue");
   }
+  // Operands of the epilogue input's shape are read at the element's flat index (a view between
+  // the step and its epilogue moves no data).
+  std::vector<std::string> full = out;
+  if (viewed) {
+    if (const node* v = f.g.producer(ks.epilogue_input)) {
+      for (const auto& o : v->outputs) {
+        if (o.value == ks.epilogue_input) {
+          full = o.shape;
+        }
+      }
+    }
+  }
   epilogue_leaves leaves = f.leaves_for(viewed ? ks.epilogue_input : ks.main->value,
-                                        affine.empty() ? "v" : "kb_v", out, "channel");
+                                        affine.empty() ? "v" : "kb_v", out,
+                                        viewed ? "" : "channel", "i", full);
   detail::pointwise tail(f.g, std::move(leaves.leaves),
                          viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
   if (!leaves.error.empty()) {
@@ -1152,8 +1195,8 @@ std::string step_ops_math(const chain_step& s, const step_family& fam, const ste
   if (mapped) {
     ops_math += "\ntemplate <class A> struct " + map +
                 " {\n"
-                "  static KB_HD A map(A v, int64_t channel, const kb::epi::operands& ops) {\n"
-                "    (void)channel;\n    (void)ops;\n" +
+                "  static KB_HD A map(A v, int64_t channel, int64_t i, const kb::epi::operands& ops) {\n"
+                "    (void)channel;\n    (void)i;\n    (void)ops;\n" +
                 (fam.affine.empty() ? std::string() : "    const A kb_v = " + fam.affine + ";\n") +
                 "    return " + e.post + ";\n  }\n};\n";
   }

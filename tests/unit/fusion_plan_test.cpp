@@ -12,7 +12,9 @@
 // the epilogue reads per-channel operands; their generated math is evaluated on the host in
 // double, and candidates of the anchor's strategies over it are compiled with nvcc. Files 06 and
 // 94 put a batch norm (batch statistics, with and without running statistics) in a chain, and 25
-// multiplies by a transposed parameter (x @ W.T).
+// multiplies by a transposed parameter (x @ W.T). File 26 reads a second forward input of the
+// output's shape after the norm kernel (at the element's index); 27 reads one in the anchor's
+// own kernel and is refused.
 #include "build/build.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
@@ -95,6 +97,7 @@ TEST(FusionPlan, BadInputsEndWithTheirReason) {
       {"91_Linear_Branch", {"branch", "torch.sub"}},
       {"92_Elementwise_NoAnchor", {"no_anchor", "graph"}},
       {"93_Conv2d_Cumsum", {"unknown_op", "torch.cumsum"}},
+      {"27_Linear_AddInput", {"operand_not_broadcast", "torch.add"}},
   };
   for (const auto& [name, why] : expected) {
     const fusion_plan p = plan_fusion(graphs().at(name));
@@ -239,6 +242,7 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
       {"06_Conv2d_BatchNorm_ReLU", "conv:conv2d|batch_norm+relu"},
       {"94_Conv2d_BatchStats_ReLU", "conv:conv2d|batch_norm+relu"},
       {"25_Matmul_WeightT_Div_Sum", "matmul:matmul+div|sum+mul"},
+      {"26_Linear_LayerNorm_AddInput", "matmul:linear|layer_norm+add+mul"},
   };
   for (const auto& [name, rule] : rules) {
     SCOPED_TRACE(name);
@@ -302,6 +306,17 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
   ASSERT_TRUE(wc.matmul.has_value());
   EXPECT_TRUE(wc.matmul->trans_b);
   EXPECT_FALSE(wc.matmul->trans_a);
+  // A forward input of the output's shape after a later kernel: read at the element's flat index
+  // in that kernel's elementwise pass.
+  const graph& fi = graphs().at("26_Linear_LayerNorm_AddInput");
+  const outcome ofi = lower(fi, contract_for(fi, fs::temp_directory_path()));
+  ASSERT_TRUE(ofi.ok()) << ofi.message();
+  const std::string y_role = ofi.low->roles.at("y");
+  ASSERT_EQ(y_role.rfind("epilogue", 0), 0u) << y_role;
+  const std::string y_at = fmt::format("kb::epi::at<A>(ops, {}, i)", y_role.substr(8));
+  EXPECT_NE(ofi.low->math.find("((v + " + y_at + ") * " + y_at + ")"), std::string::npos)
+      << ofi.low->math;
+  EXPECT_NE(ofi.low->math.find("kb::chain::map_in_place<kb_map1>"), std::string::npos);
   // A reduction's epilogue without operands folds into its finalize: no map pass.
   const graph& lse = graphs().at("17_Linear_LogSumExp_ReLU");
   const outcome oe = lower(lse, contract_for(lse, fs::temp_directory_path()));
@@ -321,7 +336,8 @@ TEST(FusionPlan, ChainStepsComputeWhatPyTorchDoes) {
       {"09_Conv3d_GroupNorm_Clamp", "gn"},       {"14_Linear_LayerNorm_GELU", "ln"},
       {"17_Linear_LogSumExp_ReLU", "lse"},       {"19_Conv2d_ReLU_GlobalAvgPool_Scale", "gap"},
       {"20_ConvT2d_AvgPool_Softmax", "poolsm"},  {"22_Conv2d_MaxOverChannels_Tanh", "mx"},
-      {"23_Linear_LogSoftmax_ParamScale", "lsm"}};
+      {"23_Linear_LogSoftmax_ParamScale", "lsm"}, {"06_Conv2d_BatchNorm_ReLU", "bn"},
+      {"26_Linear_LayerNorm_AddInput", "addin"}};
   const temp_dir t("kb-chain-math");
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/epilogue.cuh>\n"
                      "#include <kblaster/device/lowered.cuh>\n"
@@ -361,8 +377,8 @@ int main() {
   kb::epi::operands ops{};
   ops.p[0] = w;
   ops.p[1] = b;
-  expect("group norm affine, channel 1", gn::kb_map1<double>::map(0.2, 1, ops), 0.2 * 0.5 + 0.25);
-  expect("group norm affine, clamped", gn::kb_map1<double>::map(3, 0, ops), 0.5);
+  expect("group norm affine, channel 1", gn::kb_map1<double>::map(0.2, 1, 7, ops), 0.2 * 0.5 + 0.25);
+  expect("group norm affine, clamped", gn::kb_map1<double>::map(3, 0, 0, ops), 0.5);
   // LayerNorm with its weight and bias, then the exact GELU.
   using L = ln::kb_step1<double>;
   const auto ls = L::finalize(over<L>({1, 3}), 2, nullptr);
@@ -396,7 +412,20 @@ int main() {
   const float scale[] = {3.0f, -2.0f};
   kb::epi::operands sc{};
   sc.p[1] = scale;
-  expect("log_softmax * scale[1]", lsm::kb_map1<double>::map(l, 1, sc), -2 * l);
+  expect("log_softmax * scale[1]", lsm::kb_map1<double>::map(l, 1, 5, sc), -2 * l);
+  // BatchNorm (the batch's statistics of a channel), its weight and bias, then ReLU.
+  using B = bn::kb_step1<double>;
+  const auto bs = B::finalize(over<B>({1, 3}), 2, nullptr);
+  expect("batch norm + relu", B::apply(3, bs, 2, 0.5), 1 / std::sqrt(1 + 1e-5) * 2 + 0.5);
+  expect("batch norm + relu, negative", B::apply(1, bs, 2, 0.5), 0);
+  // LayerNorm, then (v + y[i]) * y[i]: y read at the element's flat index.
+  const float yv[] = {0.5f, -1.5f, 2.0f};
+  kb::epi::operands yo{};
+  for (int k = 0; k < kb::epi::max_operands; ++k) {
+    yo.p[k] = yv;
+  }
+  expect("layer norm, + y[2], * y[2]", addin::kb_map1<double>::map(0.25, 0, 2, yo), (0.25 + 2) * 2);
+  expect("layer norm, + y[1], * y[1]", addin::kb_map1<double>::map(0.25, 0, 1, yo), (0.25 - 1.5) * -1.5);
   return failures == 0 ? 0 : 1;
 }
 )";
@@ -458,6 +487,8 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"09_Conv3d_GroupNorm_Clamp", {{4, 8, 6, 14, 14}}},
       {"17_Linear_LogSumExp_ReLU", {{32, 48}}},
       {"24_Conv2d_GroupNorm_MaxPool_Sum", {{2, 12, 12, 12}, {2, 12, 12, 12}, {2, 12, 6, 6}}},
+      {"06_Conv2d_BatchNorm_ReLU", {{8, 16, 32, 32}}}, // a batch norm step, channel rows
+      {"26_Linear_LayerNorm_AddInput", {{32, 48}}},    // an operand read at the element's index
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());

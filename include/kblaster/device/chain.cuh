@@ -3,8 +3,9 @@
 // tile) writes its output into the workspace; each following kernel of the plan is a launch of an
 // existing family's driver (reduce, normalize: softmax, log_softmax, layer, group and instance
 // norms; pool) over the intermediate before it, into the next intermediate or the task's output,
-// and an elementwise pass with the output element's channel applies what the family's math cannot
-// index (a norm's per-channel affine, operands per channel). The generated math of such a task
+// and an elementwise pass with the output element's channel and flat index applies what the
+// family's math cannot index (a norm's per-channel affine, operands per channel or of the output's
+// shape). The generated math of such a task
 // (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
 //   kb_chain::workspace_bytes(args, kb_family_config, anchor_workspace, &bytes)
 //   kb_chain::launch(args, kb_family_config, anchor_launch, anchor_workspace)
@@ -79,15 +80,15 @@ inline kb_args step_args(const kb_args* base, const kb_tensor* inputs, int num_i
 }
 
 #if defined(__CUDACC__)
-// y[i] = Op<float>::map(y[i], channel of i, ops) over a contiguous tensor whose axis 1 is the
-// channel (rank < 2: channel 0).
+// y[i] = Op<float>::map(y[i], channel of i, i, ops) over a contiguous tensor whose axis 1 is the
+// channel (rank < 2: channel 0); i, the flat index, reads operands of y's shape.
 template <template <class> class Op>
 __global__ void map_kernel(float* __restrict__ y, int64_t n, int64_t channels, int64_t inner,
                            epi::operands ops) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t channel = channels > 0 ? (i / inner) % channels : 0;
-    y[i] = Op<float>::map(y[i], channel, ops);
+    y[i] = Op<float>::map(y[i], channel, i, ops);
   }
 }
 
