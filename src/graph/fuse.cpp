@@ -766,8 +766,8 @@ struct fused_frame {
           continue;
         }
         if (*b == broadcast::channel && index.empty()) {
-          out.error = n.op + ": a per-channel operand (" + l->base +
-                      ") after a view of the kernel's output (the channel is the output's)";
+          // After a view of the kernel's output the channel is not the output's: no leaf, so an
+          // epilogue that reads one is refused as not a pointwise expression of its leaves.
           continue;
         }
         leaves[o.value] = fmt::format("kb::epi::at<A>(ops, {}, {})", k,
