@@ -195,23 +195,9 @@ const state_tensor* state_of(const graph& g, const std::string& value) {
 // The 2-D module state a product's second operand transposes (`x @ self.weight.T`: torch.t, or
 // torch.transpose of its two dims), read by nothing else; nullptr when there is none.
 const state_tensor* transposed_state(const graph& g, const std::string& value) {
-  const node* n = g.producer(value);
-  if (n == nullptr || n->inputs.empty() || !n->inputs[0].is_tensor() || g.uses(value) != 1) {
-    return nullptr;
-  }
-  const state_tensor* s = state_of(g, n->inputs[0].value);
-  if (s == nullptr || s->shape.size() != 2) {
-    return nullptr;
-  }
-  if (n->op == "torch.t") {
-    return s;
-  }
-  if (n->op == "torch.transpose") {
-    const auto d0 = n->attr("dim0").integer();
-    const auto d1 = n->attr("dim1").integer();
-    return d0 && d1 && (*d0 + 2) % 2 != (*d1 + 2) % 2 ? s : nullptr;
-  }
-  return nullptr;
+  const auto source = detail::transpose_source(g, value);
+  const state_tensor* s = source ? state_of(g, *source) : nullptr;
+  return s != nullptr && s->shape.size() == 2 ? s : nullptr;
 }
 
 // A value that is not computed from the chain: module state, a forward input other than the
@@ -973,18 +959,13 @@ std::optional<step_family> softmax_family(const fused_frame& f, const chain_step
   return out;
 }
 
-// LayerNorm over its normalized_shape, with its weight and bias (module state) as the family's
-// inputs.
-std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s, step_family out) {
-  const node& n = s.n;
-  const auto ns = n.attr("normalized_shape").integers();
-  if (!ns || ns->empty() || ns->size() > s.rank) {
-    return f.why(s.op, "a LayerNorm without its normalized_shape");
-  }
+// A norm's own weight and bias (inputs 1 and 2 of its node, module state) as the normalize
+// launch's inputs, applied after the normalization; false when one it has is not module state.
+bool launch_affine(fused_frame& f, const node& n, step_family& out) {
   const auto w = f.state_operand(n, 1);
   const auto bi = f.state_operand(n, 2);
-  if (n.inputs.size() > 1 && !w) {
-    return f.why(s.op, "a LayerNorm weight that is not module state");
+  if ((n.inputs.size() > 1 && !w) || (n.inputs.size() > 2 && !bi)) {
+    return false;
   }
   if (w) {
     out.weight_in = "1";
@@ -995,6 +976,20 @@ std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s
     out.bias_in = w ? "2" : "1";
     out.extra_inputs += fmt::format("{}a->inputs[cfg.epi[{}]]", w ? ", " : "", *bi);
     out.raw += " + bias";
+  }
+  return true;
+}
+
+// LayerNorm over its normalized_shape, with its weight and bias (module state) as the family's
+// inputs.
+std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s, step_family out) {
+  const node& n = s.n;
+  const auto ns = n.attr("normalized_shape").integers();
+  if (!ns || ns->empty() || ns->size() > s.rank) {
+    return f.why(s.op, "a LayerNorm without its normalized_shape");
+  }
+  if (!launch_affine(f, n, out)) {
+    return f.why(s.op, "a LayerNorm weight or bias that is not module state");
   }
   out.config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", s.rank - ns->size(),
                            s.rank, out.weight_in, out.bias_in);
@@ -1053,16 +1048,8 @@ std::optional<step_family> batch_norm_family(fused_frame& f, const chain_step& s
   if (s.rank < 2) {
     return f.why(s.op, "a batch norm of a tensor without channels");
   }
-  if (n.inputs.size() > 1) {
-    const auto w = f.state_operand(n, 1);
-    const auto bi = f.state_operand(n, 2);
-    if (!w || !bi) {
-      return f.why(s.op, "an affine batch norm whose weight and bias are not module state");
-    }
-    out.weight_in = "1";
-    out.bias_in = "2";
-    out.extra_inputs = fmt::format("a->inputs[cfg.epi[{}]], a->inputs[cfg.epi[{}]]", *w, *bi);
-    out.raw = "(x - st.mean) * st.rstd * weight + bias";
+  if (!launch_affine(f, n, out)) {
+    return f.why(s.op, "a batch norm weight or bias that is not module state");
   }
   out.config = fmt::format("kb::normalize::config{{1, 2, 0, {}, {}, 1}}", out.weight_in,
                            out.bias_in);

@@ -421,27 +421,12 @@ std::optional<mm_operand> resolve_operand(const graph& g, const std::string& val
   if (const input* in = tensor_input(g, value)) {
     return mm_operand{in, false};
   }
-  const node* n = g.producer(value);
-  if (n == nullptr || n->inputs.empty() || !n->inputs[0].is_tensor() || g.uses(value) != 1) {
-    return std::nullopt;
-  }
-  const input* in = tensor_input(g, n->inputs[0].value);
+  const auto source = detail::transpose_source(g, value);
+  const input* in = source ? tensor_input(g, *source) : nullptr;
   if (in == nullptr) {
     return std::nullopt;
   }
-  const size_t rank = in->shape.size();
-  if (n->op == "torch.t" && rank == 2) {
-    return mm_operand{in, true};
-  }
-  if (n->op == "torch.transpose" && rank >= 2) {
-    const auto d0 = axis(n->attr("dim0"), rank);
-    const auto d1 = axis(n->attr("dim1"), rank);
-    if (d0 && d1 && std::min(*d0, *d1) == static_cast<int>(rank) - 2 &&
-        std::max(*d0, *d1) == static_cast<int>(rank) - 1) {
-      return mm_operand{in, true};
-    }
-  }
-  return std::nullopt;
+  return mm_operand{in, true};
 }
 
 std::string identity_epilogue(const std::string& rule, const std::string& what) {

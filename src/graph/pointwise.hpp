@@ -50,6 +50,32 @@ inline const input* graph_input(const graph& g, const std::string& value) {
   return nullptr;
 }
 
+// The tensor that `value` transposes, when `value` is read once and is torch.t of a matrix or
+// torch.transpose of its last two dims (a product's operand written `.T`); nullopt otherwise.
+inline std::optional<std::string> transpose_source(const graph& g, const std::string& value) {
+  const node* n = g.producer(value);
+  if (n == nullptr || n->inputs.empty() || !n->inputs[0].is_tensor() || n->outputs.size() != 1 ||
+      g.uses(value) != 1) {
+    return std::nullopt;
+  }
+  const auto rank = static_cast<int64_t>(n->outputs[0].shape.size());
+  if (n->op == "torch.t" && rank == 2) {
+    return n->inputs[0].value;
+  }
+  if (n->op == "torch.transpose" && rank >= 2) {
+    const auto d0 = n->attr("dim0").integer();
+    const auto d1 = n->attr("dim1").integer();
+    if (!d0 || !d1) {
+      return std::nullopt;
+    }
+    const int64_t a = *d0 < 0 ? *d0 + rank : *d0;
+    const int64_t b = *d1 < 0 ? *d1 + rank : *d1;
+    if (std::min(a, b) == rank - 2 && std::max(a, b) == rank - 1) {
+      return n->inputs[0].value;
+    }
+  }
+  return std::nullopt;
+}
 
 // The reduced axes of a node's `dim` attribute over a tensor of rank `rank`: all of them when
 // none; nullopt when they are not one consecutive span.
