@@ -996,47 +996,38 @@ std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s
   return out;
 }
 
-// GroupNorm (over [N, groups, C / groups x spatial]) or InstanceNorm (over the spatial axes),
-// their affine applied per channel in the map pass.
+// GroupNorm (rows of one group of channels) or InstanceNorm (rows of one channel): the normalize
+// family's groups over axes [1, rank), its weight and bias (module state) one value per channel
+// applied in the family's output pass. An instance norm without an affine reduces the spatial
+// axes alone.
 std::optional<step_family> channel_norm_family(fused_frame& f, const chain_step& s,
                                                step_family out) {
   const node& n = s.n;
-  const std::string& rule = s.rule;
-  if (s.rank < (rule == "group_norm" ? 2u : 3u)) {
+  const bool group = s.rule == "group_norm";
+  if (s.rank < (group ? 2u : 3u)) {
     return f.why(s.op, "a group norm of a tensor without channels, or an instance norm of one "
                        "without spatial dims");
   }
   // Running statistics are never read: the module normalizes by its input's statistics, as in
   // training mode (scripts/pytorch_oracle.py, batch_statistics).
-  const bool aff = n.attr("affine").boolean().value_or(rule == "group_norm");
-  if (aff) {
-    const auto w = f.state_operand(n, 1);
-    const auto bi = f.state_operand(n, 2);
-    if (!w || !bi) {
-      return f.why(s.op, "an affine norm whose weight and bias are not module state");
-    }
-    out.affine = fmt::format("v * kb::epi::at<A>(ops, {}, channel) + kb::epi::at<A>(ops, {}, "
-                             "channel)",
-                             *w, *bi);
+  const bool aff = n.attr("affine").boolean().value_or(group);
+  const auto groups = n.attr(group ? "num_groups" : "num_features").integer();
+  if (group && (!groups || *groups < 1)) {
+    return f.why(s.op, "a GroupNorm without num_groups");
   }
-  if (rule == "group_norm") {
-    const auto groups = n.attr("num_groups").integer();
-    if (!groups || *groups < 1) {
-      return f.why(s.op, "a GroupNorm without num_groups");
-    }
-    // x and y viewed as [N, groups, C / groups x spatial], normalized over the last axis.
-    out.views = fmt::format(
-        "      if (s[{0}][1] % {1} != 0) {{\n        return -1;\n      }}\n"
-        "      const int64_t gs[3] = {{s[{0}][0], {1}, kb::chain::count(s[{0}], rank[{0}]) / "
-        "(s[{0}][0] * {1})}};\n"
-        "      x = kb::chain::dense(x.data, gs, 3);\n"
-        "      y = kb::chain::dense(y.data, gs, 3);\n",
-        s.si, *groups);
-    out.config = "kb::normalize::config{2, 3, 0, -1, -1}";
-  } else {
+  if (!group && !aff) {
     const auto [b, e2] = span_of(spatial_axes(s.rank));
     out.config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+    return out;
   }
+  if (!groups || *groups < 1) {
+    return f.why(s.op, "an affine InstanceNorm without num_features");
+  }
+  if (aff && (!f.state_operand(n, 1) || !f.state_operand(n, 2) || !launch_affine(f, n, out))) {
+    return f.why(s.op, "an affine norm whose weight and bias are not module state");
+  }
+  out.config = fmt::format("kb::normalize::config{{1, {}, 0, {}, {}, 0, {}}}", s.rank,
+                           out.weight_in, out.bias_in, *groups);
   return out;
 }
 

@@ -190,6 +190,16 @@ std::optional<lowering> softmax_rule(const rule_context& ctx) {
   return l;
 }
 
+// A norm module's weight and bias (inputs 1 and 2 when affine), as the family's roles.
+bool channel_affine(const node& n, lowering& l) {
+  if (n.inputs.size() != 3 || !n.inputs[1].is_tensor() || !n.inputs[2].is_tensor()) {
+    return false;
+  }
+  l.roles[n.inputs[1].value] = "weight";
+  l.roles[n.inputs[2].value] = "bias";
+  return true;
+}
+
 std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
   const node* n = only_node_producing_output(g);
@@ -220,13 +230,17 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
     }
     l.rule = "normalize:layernorm";
   } else if (kind.rfind("InstanceNorm", 0) == 0) {
+    // Statistics per sample and channel; an affine one is the normalize family's groups, one
+    // channel a group, its weight and bias per channel.
     if (n->attr("affine").boolean().value_or(false)) {
-      ctx.why_not.push_back({reason::no_lowering, n->op,
-                             "an affine instance norm scales by channel, outside the reduced "
-                             "axes (the normalize family's weight spans the reduced axes)"});
-      return std::nullopt;
+      const auto channels = n->attr("num_features").integer();
+      if (!channels || *channels < 1 || !channel_affine(*n, l)) {
+        return std::nullopt;
+      }
+      l.groups = static_cast<int>(*channels);
+      affine = true;
     }
-    for (size_t i = 2; i < rank; ++i) {
+    for (size_t i = l.groups > 0 ? 1 : 2; i < rank; ++i) {
       l.reduce_dims.push_back(static_cast<int>(i));
     }
     l.rule = "normalize:instancenorm";
@@ -252,14 +266,19 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
     }
     l.rule = "normalize:batchnorm";
   } else if (kind == "GroupNorm") {
-    ctx.why_not.push_back(
-        {reason::no_lowering, n->op,
-         "statistics per sample and group of channels (a group is a part of axis 1 unless "
-         "num_groups is 1) with a per-channel affine: the normalize family reduces consecutive "
-         "axes of x as declared and its weight and bias span the reduced axes; the fusion "
-         "planner's group norm (a normalize launch over the grouped view and a per-channel "
-         "affine pass) follows a GEMM or a convolution"});
-    return std::nullopt;
+    // Statistics per sample and group of channels (axis 1 cut into num_groups), the weight and
+    // bias per channel: the normalize family's groups.
+    const auto groups = n->attr("num_groups").integer();
+    if (rank < 2 || !groups || *groups < 1 ||
+        (n->attr("affine").boolean().value_or(true) && !channel_affine(*n, l))) {
+      return std::nullopt;
+    }
+    affine = n->inputs.size() > 1;
+    l.groups = static_cast<int>(*groups);
+    for (size_t i = 1; i < rank; ++i) {
+      l.reduce_dims.push_back(static_cast<int>(i));
+    }
+    l.rule = "normalize:groupnorm";
   } else {
     return std::nullopt;
   }
@@ -761,6 +780,7 @@ task::contract apply(const task::contract& c, const graph& g, const lowering& l)
   out.fam = l.fam;
   out.reduce_dims = l.reduce_dims;
   out.channel_rows = l.channel_rows;
+  out.groups = l.groups;
   out.lowering = l.rule;
   out.not_lowered.clear();
   if (!c.resolved) {
@@ -874,6 +894,9 @@ lowered_task lower_task(const task::contract& c) {
     record["reduce_dims"] = r.result.low->reduce_dims;
     if (r.result.low->channel_rows) {
       record["channel_rows"] = true;
+    }
+    if (r.result.low->groups > 0) {
+      record["groups"] = r.result.low->groups;
     }
     record["roles"] = r.result.low->roles;
     record["math"] = r.c.math.string();

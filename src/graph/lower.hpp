@@ -26,6 +26,7 @@ struct lowering {
   task::family fam = task::family::elementwise;
   std::vector<int> reduce_dims;
   bool channel_rows = false; // normalize: rows of the kept axes (a batch norm), contract::channel_rows
+  int groups = 0; // normalize: channel groups (a group norm, an affine instance norm), contract::groups
   std::map<std::string, std::string> roles; // contract input name -> family role
   std::string math;                         // the generated header (kb_op)
   std::string flops;                        // FLOP count expression over the dims ("" unknown)
@@ -46,7 +47,7 @@ struct outcome {
 };
 
 // A lowering rule: nullopt when its pattern does not match the graph; a lowering when it does; a
-// rule that recognises the pattern but cannot lower it (GroupNorm's per-channel affine) adds an
+// rule that recognises the pattern but cannot lower it (a norm other than p = 1, 2, "fro") adds an
 // issue saying why and returns nullopt.
 struct rule_context {
   const graph& g;

@@ -94,10 +94,15 @@ void task_section(std::ostringstream& out, const search::proposal_context& conte
   } else {
     out << fmt::format("Family: {}", task::to_string(c.fam));
     if (!c.reduce_dims.empty()) {
-      out << fmt::format(" (reduced axes of x: {}{})", fmt::join(c.reduce_dims, ", "),
-                         c.channel_rows ? "; one row per position of the other axes, a batch "
-                                          "norm's channels, with the weight and bias per row"
-                                        : "");
+      const std::string rows =
+          c.channel_rows ? "; one row per position of the other axes, a batch norm's channels, "
+                           "with the weight and bias per row"
+          : c.groups > 0
+              ? fmt::format("; axis {} cut into {} groups of channels, one row per group, with the "
+                            "weight and bias per channel (a group norm)",
+                            c.reduce_dims.front(), c.groups)
+              : std::string();
+      out << fmt::format(" (reduced axes of x: {}{})", fmt::join(c.reduce_dims, ", "), rows);
     }
     out << fmt::format("\nPyTorch: `{}`\n", c.pytorch);
   }

@@ -214,7 +214,7 @@ void add_normalize_strategies(std::vector<strategy>& lib) {
        "along the contiguous inner "
        "dimension and registers holding the column between the passes make it one 16-byte-wide "
        "read and one write.",
-       [](const shape_features& f) { return !f.channel_rows && f.inner >= 32; },
+       [](const shape_features& f) { return !f.channel_rows && f.groups == 0 && f.inner >= 32; },
        {ints("block_cols", {32, 64, 128}, "threads along the inner dimension per block"),
         ints("split", {1, 2, 4, 8}, "threads sharing one column's reduced axis"),
         ints("vector_bytes", {4, 8, 16}, vector_text),
@@ -894,6 +894,12 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     f.outer = f.extent = f.inner = 1;
     for (int i = 0; i < static_cast<int>(x.shape.size()); ++i) {
       (i < begin ? f.outer : (i < end ? f.extent : f.inner)) *= x.shape[i];
+    }
+    // Groups: a row is one group of channels (the device's layout_of).
+    if (c.fam == task::family::normalize && c.groups > 0) {
+      f.groups = c.groups;
+      f.outer *= c.groups;
+      f.extent /= c.groups;
     }
   };
   switch (c.fam) {

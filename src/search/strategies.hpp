@@ -49,7 +49,7 @@ struct shape_features {
   int64_t k = 0;
   int64_t batch = 1;
   bool diag = false;
-  int64_t groups = 0;      // conv
+  int64_t groups = 0;      // conv; normalize: channel groups, rows of one group (a group norm)
   bool transposed = false; // conv
 
   int64_t rows() const { return outer * inner; }

@@ -1413,6 +1413,16 @@ void read_reduce_dims(const reader& r, const toml::table& root, contract& c,
     r.error("channel_rows", "false (rows of kept axes are a normalize task's, a batch norm)",
             root.get("channel_rows"));
   }
+  if (const toml::node* g = root.get("groups"); g != nullptr) {
+    if (!g->is_integer() || g->as_integer()->get() < 1 || g->as_integer()->get() > (1 << 20) ||
+        c.fam != family::normalize || c.channel_rows) {
+      r.error("groups",
+              "a positive number of channel groups, in a normalize task without channel_rows (a "
+              "group norm: the first reduced axis cut into groups, weight and bias per channel)",
+              g);
+    }
+    c.groups = static_cast<int>(g->as_integer()->get());
+  }
   if (c.fam == family::normalize || c.fam == family::reduce || c.fam == family::loss) {
     if (c.reduce_dims.empty()) {
       r.error("reduce_dims", "the reduced axes of input x (required for family " + fam + ")",
@@ -1441,6 +1451,39 @@ void check_channel_rows(const reader& r, const toml::table& root, const contract
             "with channel_rows = true, every axis of input x but one consecutive span of row "
             "axes (a batch norm's [0, 2, 3] of an NCHW x)",
             root.get("reduce_dims"));
+  }
+}
+
+// With groups, every shape's channels (x's first reduced axis) divide into them, and the weight
+// and bias are one value per channel.
+void check_groups(const reader& r, const toml::table& root, const contract& c) {
+  if (c.groups == 0) {
+    return;
+  }
+  const tensor_spec* x = input_with_role(c, "x");
+  const int axis = c.reduce_dims.front();
+  if (x == nullptr || static_cast<size_t>(axis) >= x->shape.size()) {
+    r.error("reduce_dims", "axes of input x", root.get("reduce_dims"));
+  }
+  for (const char* role : {"weight", "bias"}) {
+    const tensor_spec* p = input_with_role(c, role);
+    if (p != nullptr && (p->shape.size() != 1 || p->shape[0] != x->shape[axis])) {
+      r.error(p->name + ".shape",
+              fmt::format("[{}] (with groups, one value per channel of x's axis {})",
+                          x->shape[axis], axis));
+    }
+  }
+  for (const auto& s : c.shapes) {
+    int64_t channels = 0;
+    try {
+      channels = eval_expr(x->shape[axis], s.dims);
+    } catch (const input_error& err) {
+      r.error(x->name + ".shape at shape '" + s.name + "'", err.what());
+    }
+    if (channels % c.groups != 0) {
+      r.error("groups", fmt::format("a divisor of x's {} channels at shape '{}'", channels, s.name),
+              root.get("groups"));
+    }
   }
 }
 
@@ -2015,6 +2058,7 @@ contract load_contract(const fs::path& task_toml) {
   }
   read_matmul_form(r, c, plan);
   read_shapes(r, root, c);
+  check_groups(r, root, c);
   if (plan.table_family) {
     check_table_family_shapes(r, c);
   }
@@ -2399,6 +2443,9 @@ nlohmann::json to_json(const contract& c) {
   if (c.channel_rows) {
     j["channel_rows"] = true;
   }
+  if (c.groups > 0) {
+    j["groups"] = c.groups;
+  }
   if (c.pool) {
     j["pool"] = {{"kind", to_string(c.pool->kind)},
                  {"rank", c.pool->rank},
@@ -2592,9 +2639,9 @@ std::string family_config_source(const contract& c) {
     return "";
   case family::normalize:
     return fmt::format(
-        "static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}, {}}};\n",
+        "static constexpr kb::normalize::config kb_family_config{{{}, {}, {}, {}, {}, {}, {}}};\n",
         begin, end, input_index(c, "x", true), input_index(c, "weight", false),
-        input_index(c, "bias", false), c.channel_rows ? 1 : 0);
+        input_index(c, "bias", false), c.channel_rows ? 1 : 0, c.groups);
   case family::reduce:
     return fmt::format("static constexpr kb::reduce::config kb_family_config{{{}, {}, {}}};\n",
                        begin, end, input_index(c, "x", true));

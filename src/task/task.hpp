@@ -203,6 +203,9 @@ struct contract {
   // normalize: the rows are the axes outside reduce_dims (one consecutive span, a batch norm's
   // channels) and the weight and bias have one value per row; reduce_dims is every other axis.
   bool channel_rows = false;
+  // normalize: > 0 cuts the first reduced axis (the channels) into that many groups, one row per
+  // group of each outer position, with the weight and bias one value per channel (a group norm).
+  int groups = 0;
   std::optional<pool_params> pool;           // family pool
   std::optional<scan_params> scan;           // family scan
   std::optional<argreduce_params> argreduce; // family argreduce

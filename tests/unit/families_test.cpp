@@ -10,6 +10,8 @@
 #include "search/strategies.hpp"
 #include "task/task.hpp"
 
+#include <kblaster/device/core.cuh>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,6 +32,28 @@ fs::path cache_dir() {
 }
 
 contract test_task(const std::string& folder) { return load_contract(test_tasks / folder / "task.toml"); }
+
+TEST(divider, divides_by_multiply_and_shift_like_the_hardware_division) {
+  // The normalize family's groups look each position's channel up with it (n < 2^31).
+  std::mt19937 rng(7);
+  std::vector<uint32_t> divisors{1, 2, 3, 5, 7, 35, 64, 90300, 262144, 1000003, (1u << 31) - 1,
+                                 1u << 31};
+  for (int i = 0; i < 200; ++i) {
+    divisors.push_back(1 + rng() % (1u << 31));
+  }
+  for (const uint32_t d : divisors) {
+    const kb::divider by(d);
+    std::vector<uint32_t> ns{0, 1, d - 1, d, d + 1, (1u << 31) - 1, (1u << 31) - 1 - d};
+    for (int i = 0; i < 2000; ++i) {
+      ns.push_back(rng() % (1u << 31));
+    }
+    for (const uint32_t n : ns) {
+      if (n < (1u << 31)) {
+        ASSERT_EQ(by.div(n), n / d) << n << " / " << d;
+      }
+    }
+  }
+}
 
 TEST(pool_output_size, follows_pytorch) {
   // floor((in + 2p - d(k - 1) - 1) / s) + 1

@@ -39,6 +39,7 @@ struct expected_lowering {
   std::vector<int> reduce_dims;
   std::map<std::string, std::string> roles;
   bool channel_rows = false;
+  int groups = 0;
 };
 
 struct expected_issue {
@@ -149,6 +150,23 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
         {0, 2, 3},
         {{"x", "x"}, {"state_bn_weight", "weight"}, {"state_bn_bias", "bias"}},
         true}},
+      // Statistics per sample and group of channels: axis 1 cut into num_groups, the weight and
+      // bias per channel (the normalize family's groups).
+      {"L1_127",
+       {"normalize:groupnorm",
+        F::normalize,
+        {1, 2, 3},
+        {{"x", "x"}, {"state_gn_weight", "weight"}, {"state_gn_bias", "bias"}},
+        false,
+        4}},
+      // An affine instance norm: one group per channel.
+      {"L1_170",
+       {"normalize:instancenorm",
+        F::normalize,
+        {1, 2, 3},
+        {{"x", "x"}, {"state_inorm_weight", "weight"}, {"state_inorm_bias", "bias"}},
+        false,
+        8}},
       // Targets [batch_size] broadcast along the last axis (input_shape_0 == batch_size).
       {"L1_167",
        {"loss:mean(mul+sub+clamp)", F::loss, {1}, {{"predictions", "x"}, {"targets", "target"}}}},
@@ -163,6 +181,7 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
     EXPECT_EQ(r.c.fam, want.fam);
     EXPECT_EQ(r.c.reduce_dims, want.reduce_dims);
     EXPECT_EQ(r.c.channel_rows, want.channel_rows);
+    EXPECT_EQ(r.c.groups, want.groups);
     EXPECT_TRUE(r.c.has_family());
     for (const auto& [name, role] : want.roles) {
       const auto it = std::find_if(r.c.inputs.begin(), r.c.inputs.end(),
@@ -325,7 +344,6 @@ int main() {
 
 TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
   const std::map<std::string, expected_issue> expected{
-      {"L1_127", {reason::no_lowering, "nn.GroupNorm"}},
       {"L1_163", {reason::no_lowering, "nn.Conv2d"}},
       {"L1_130", {reason::unknown_op, "torch.special.bessel_j0"}},
       {"L1_131", {reason::inplace, "torch.relu"}},
@@ -361,9 +379,6 @@ TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason)
     const auto record = json::parse(read_file(folder(id) / "lowered" / "lowering.json"));
     EXPECT_EQ(record.at("unsupported_ops").at(0), want.op);
   }
-  // Why GroupNorm does not fit the normalize family is said, not just that.
-  EXPECT_NE(lower_task(contract("L1_127")).result.message().find("per-channel affine"),
-            std::string::npos);
   // Broadcasting dims equal at the official shape (dim sizes the module, batch_size the input):
   // the import keeps them equal at every check shape, where the module itself needs them equal,
   // so the equality holds and the graph is refused for its chain only, not for its shapes.
@@ -402,9 +417,20 @@ TEST_F(lowered_imports, strategies_are_offered_and_generated_for_lowered_tasks) 
   }
   // The family config indexes the inputs by role: LayerNorm's weight and bias are the module's
   // state, after the forward's input.
-  EXPECT_NE(task::family_config_source(lower_task(contract("L1_113")).c).find("{2, 4, 0, 1, 2, 0}"),
+  EXPECT_NE(task::family_config_source(lower_task(contract("L1_113")).c).find("{2, 4, 0, 1, 2, 0, 0}"),
             std::string::npos)
       << task::family_config_source(lower_task(contract("L1_113")).c);
+  // GroupNorm's config names its groups; the strategies for plain rows are offered, the strided
+  // columns (which refuse groups) are not.
+  const auto gn = lower_task(contract("L1_127")).c;
+  EXPECT_NE(task::family_config_source(gn).find("{1, 4, 0, 1, 2, 0, 4}"), std::string::npos)
+      << task::family_config_source(gn);
+  const auto gn_offered = search::strategies_for(gn);
+  EXPECT_FALSE(gn_offered.empty());
+  for (const auto* s : gn_offered) {
+    EXPECT_NE(s->name, "normalize.strided_columns");
+    EXPECT_NE(s->name, "normalize.channel_split");
+  }
 }
 
 TEST_F(lowered_imports, the_cli_lowers_a_batch_and_goes_on_past_bad_tasks) {

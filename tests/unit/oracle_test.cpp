@@ -153,6 +153,37 @@ TEST(oracle, batch_norm_normalizes_each_channel_by_the_batch_statistics) {
                    2.25 * s * 2 + 0.5});
 }
 
+TEST(oracle, group_norm_normalizes_each_group_and_scales_each_channel) {
+  // x [B = 1, C = 8, 1, 2], 4 groups of 2 channels: each group is 4 values, the weight and bias
+  // per channel (both positions of a channel share them); eps 1e-5.
+  //   group 0: 1 3 | 5 7     mean 4, variance 5
+  //   group 1: 0 0 | 0 4     mean 1, variance 3
+  //   group 2: 2 2 | 2 2     variance 0: the bias alone
+  //   group 3: -1 1 | -1 1   mean 0, variance 1
+  const double ra = 1 / std::sqrt(5 + 1e-5);
+  const double rb = 1 / std::sqrt(3 + 1e-5);
+  const double rc = 1 / std::sqrt(1 + 1e-5);
+  expect_near_all(run_test_task("943_groupnorm", {{"B", 1}, {"C", 8}, {"H", 1}, {"W", 2}},
+                                {{1, 3, 5, 7, 0, 0, 0, 4, 2, 2, 2, 2, -1, 1, -1, 1},
+                                 {1, 2, 3, 1, 1, 1, 2, 1},
+                                 {0, 0, 1, 0, 0.5, -0.5, 0, 1}})[0],
+                  {-3 * ra, -ra, 2 * ra, 6 * ra, -3 * rb + 1, -3 * rb + 1, -rb, 3 * rb, 0.5, 0.5,
+                   -0.5, -0.5, -2 * rc, 2 * rc, -rc + 1, rc + 1});
+  // One group a channel (an affine instance norm, bfloat16-exact values): [N = 1, C = 16, L = 2]
+  // with channel c holding c and c + 2 (mean c + 1, variance 1), weight 2, bias c / 2.
+  std::vector<double> x, w, b, want;
+  const double r = 1 / std::sqrt(1 + 1e-5);
+  for (int c = 0; c < 16; ++c) {
+    x.insert(x.end(), {double(c), double(c + 2)});
+    w.push_back(2);
+    b.push_back(c / 2.0);
+    want.insert(want.end(), {-2 * r + c / 2.0, 2 * r + c / 2.0});
+  }
+  expect_near_all(
+      run_test_task("944_instancenorm_affine_bf16", {{"N", 1}, {"C", 16}, {"L", 2}}, {x, w, b})[0],
+      want);
+}
+
 TEST(no_gpu, generated_losses_compile_and_their_checker_rejects_trivial_outputs) {
   options o;
   o.cache_dir = cache_dir();

@@ -160,6 +160,9 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       // Channel rows (batch norms) go to the one strategy that walks them, whatever the runs.
       {"941", {"normalize.channel_split"}}, // runs of 56 x 56
       {"942", {"normalize.channel_split"}}, // [batch, features]: runs of one element
+      // Groups (a group norm) are plain rows; the strided columns refuse them.
+      {"943", {"normalize.cluster_row", "normalize.split_row"}}, // 64 rows of 256 KiB
+      {"944", {"normalize.warp_row", "normalize.block_row"}},    // 1024 rows of 16 KiB
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {
@@ -285,6 +288,13 @@ TEST(strategy_library, features_follow_the_reduced_axes) {
   EXPECT_EQ(bn.extent, 64);
   EXPECT_EQ(bn.inner, 56 * 56);
   EXPECT_FALSE(ln.channel_rows);
+  // Groups: a row is one group of one sample (16 samples x 4 groups of 16 channels x 64 x 64).
+  const auto gn = features_of(task_by_id("943"), task_by_id("943").official());
+  EXPECT_EQ(gn.groups, 4);
+  EXPECT_EQ(gn.outer, 16 * 4);
+  EXPECT_EQ(gn.extent, 16 * 64 * 64);
+  EXPECT_EQ(gn.inner, 1);
+  EXPECT_FALSE(gn.channel_rows);
   const auto half = features_of(task_by_id("902"), task_by_id("902").official());
   EXPECT_EQ(half.storage, task::dtype::float16);
   EXPECT_EQ(half.row_bytes(), 3072 * 2);
@@ -647,6 +657,10 @@ TEST(strategy_workspace, sizes_follow_the_shape) {
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "official"),
             16 * 256 * 12 + 16 * 8);
   EXPECT_EQ(bytes_for("040", "normalize.split_row", by_columns, "odd"), 48 + 3 * 8);
+  // With groups, a row is a group (943: 64 rows of 65536, 4 chunks each), and the output pass
+  // goes by rows even with columns_apply (each group reads its own channels' values).
+  EXPECT_EQ(bytes_for("943", "normalize.split_row", split_row.defaults, "official"), 64 * 4 * 12);
+  EXPECT_EQ(bytes_for("943", "normalize.split_row", by_columns, "official"), 64 * 4 * 12);
   // normalize.channel_split: a Welford state (3 floats) per part, then (16-byte aligned) each
   // channel's statistics (2 floats). 941 (runs of 3136, chunk 65536): 20 runs a part, 2 parts of
   // each of the 64 channels. Its long-runs shape (runs of 90300 > chunk): each run in 2 pieces

@@ -192,6 +192,33 @@ TEST_F(malformed, channel_rows_belong_to_normalize_tasks_with_one_span_of_row_ax
   EXPECT_NE(e3.find("consecutive axes"), std::string::npos) << e3;
 }
 
+TEST_F(malformed, groups_belong_to_normalize_tasks_whose_channels_divide_into_them) {
+  // A group norm of [N, C, L]: the channels (axis 1) cut into groups, the weight per channel.
+  std::string gn = replace(valid_task, "family = \"elementwise\"",
+                           "family = \"normalize\"\nreduce_dims = [1, 2]\ngroups = 2\nmath = "
+                           "\"math.cuh\"\nbaseline = \"baseline.cu\"");
+  gn = replace(gn, "shape = [\"N\"]\ndistributions",
+               "role = \"x\"\nshape = [\"N\", \"C\", \"N\"]\ndistributions");
+  gn = replace(gn, "dims = { N = 100 }", "dims = { N = 100, C = 4 }");
+  gn = replace(gn, "dims = { N = 7 }", "dims = { N = 7, C = 6 }");
+  EXPECT_EQ(load_error(gn), "no error");
+  // C = 6 at one shape does not divide into 4 groups.
+  const std::string e1 = load_error(replace(gn, "groups = 2", "groups = 4"));
+  EXPECT_NE(e1.find("a divisor of x's 6 channels"), std::string::npos) << e1;
+  EXPECT_NE(load_error(replace(gn, "groups = 2", "groups = 0")).find("groups"), std::string::npos);
+  // Only a normalize task without channel rows has groups.
+  const std::string e2 = load_error(replace(gn, "groups = 2", "groups = 2\nchannel_rows = true"));
+  EXPECT_NE(e2.find("groups"), std::string::npos) << e2;
+  const std::string e3 = load_error(replace(gn, "family = \"normalize\"", "family = \"reduce\""));
+  EXPECT_NE(e3.find("groups"), std::string::npos) << e3;
+  ASSERT_EQ(load_error(gn), "no error");
+  const contract c = load_contract(dir->path() / "task.toml");
+  EXPECT_EQ(c.groups, 2);
+  EXPECT_NE(family_config_source(c).find("kb_family_config{1, 3, 0, -1, -1, 0, 2}"),
+            std::string::npos)
+      << family_config_source(c);
+}
+
 TEST(row_span, the_reduced_or_the_kept_axes_as_one_span) {
   const auto span = [](std::vector<int> dims, bool channel_rows, size_t rank) {
     const auto s = row_span_of(dims, channel_rows, rank);
@@ -211,14 +238,14 @@ TEST(row_span, the_reduced_or_the_kept_axes_as_one_span) {
   EXPECT_TRUE(bn.channel_rows);
   EXPECT_EQ(row_span_of(bn).begin, 1);
   EXPECT_EQ(row_span_of(bn).end, 2);
-  EXPECT_NE(family_config_source(bn).find("kb_family_config{1, 2, 0, 1, 2, 1}"), std::string::npos)
+  EXPECT_NE(family_config_source(bn).find("kb_family_config{1, 2, 0, 1, 2, 1, 0}"), std::string::npos)
       << family_config_source(bn);
 }
 
 TEST(oracle_source, binds_family_and_roles) {
   const auto src = oracle_module_source(find_task(root, "040"));
   EXPECT_NE(src.find("kblaster/device/families/normalize.cuh"), std::string::npos);
-  EXPECT_NE(src.find("kb_family_config{1, 4, 0, 1, 2, 0}"), std::string::npos) << src;
+  EXPECT_NE(src.find("kb_family_config{1, 4, 0, 1, 2, 0, 0}"), std::string::npos) << src;
   const auto ce = oracle_module_source(find_task(root, "095"));
   EXPECT_NE(ce.find("kb_family_config{1, 2, 0, 1}"), std::string::npos) << ce;
 }

@@ -222,6 +222,31 @@ KB_HD int64_t product(const kb_tensor& t, int begin, int end) {
   return n;
 }
 
+// n / d for n < 2^31 by a multiply and a shift (Granlund-Montgomery): d's magic number is
+// computed once on the host, so a kernel that needs a division per element pays three
+// instructions instead of a 64-bit division.
+struct divider {
+  uint32_t d = 1;
+  uint32_t m = 1;
+  uint32_t s = 0;
+
+  divider() = default;
+  KB_HD explicit divider(uint32_t by) : d(by < 1 ? 1 : by) {
+    while ((uint64_t{1} << s) < d) {
+      ++s;
+    }
+    m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1);
+  }
+  KB_HD uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const uint32_t hi = __umulhi(n, m);
+#else
+    const uint32_t hi = static_cast<uint32_t>((static_cast<uint64_t>(n) * m) >> 32);
+#endif
+    return static_cast<uint32_t>((static_cast<uint64_t>(hi) + n) >> s);
+  }
+};
+
 // ---- counter-based input generation (identical on CPU and GPU) ---------------------------------
 
 KB_HD uint64_t splitmix64(uint64_t x) {

@@ -5,7 +5,10 @@
 //   (optional) have `extent` elements, indexed by the position in the row;
 // - with channel_rows (a batch norm), they are the kept axes: a row is one position of the
 //   extent (a channel), reduced over every (outer, inner) pair, and weight and bias have
-//   `extent` elements, one per row.
+//   `extent` elements, one per row;
+// - with groups = G (a group norm), axis `begin` (the channels, C of them) is cut into G groups:
+//   a row is one group of one outer position, [outer x G, extent / G, inner], and weight and bias
+//   have one value per channel (C elements), shared by the channel's extent / C positions.
 //
 // A task's math file defines
 //   template <class A> struct kb_op {
@@ -30,6 +33,7 @@ struct config {
   int weight;
   int bias;
   int channel_rows = 0; // 1: [begin, end) are the row axes, reduced over all the others
+  int groups = 0;       // > 0: axis begin cut into that many groups, one row per group
 };
 
 struct layout {
@@ -39,7 +43,51 @@ struct layout {
 };
 
 KB_HD layout layout_of(const kb_tensor& x, const config& c) {
-  return {product(x, 0, c.begin), product(x, c.begin, c.end), product(x, c.end, x.ndim)};
+  const int64_t g = c.groups > 0 ? c.groups : 1;
+  return {product(x, 0, c.begin) * g, product(x, c.begin, c.end) / g, product(x, c.end, x.ndim)};
+}
+
+// Whether x's axes fit the config: [begin, end) within x; with groups, the channels (axis begin)
+// divide into them, a row's extent is below 2^31 and the rows are not channel rows.
+KB_HD bool fits_config(const kb_tensor& x, const config& c) {
+  if (c.begin < 0 || c.end > x.ndim || c.begin >= c.end) {
+    return false;
+  }
+  if (c.groups <= 0) {
+    return true;
+  }
+  return c.channel_rows == 0 && x.shape[c.begin] % c.groups == 0 &&
+         product(x, c.begin, c.end) / c.groups < (int64_t{1} << 31);
+}
+
+// Where a row's weight and bias values are. Row (o, i) of the layout, position r of its extent,
+// reads value index(o, r): the position itself without groups; with groups, the channel of
+// group o % G that holds position r (`per` consecutive positions a channel).
+struct param_map {
+  int64_t groups = 1; // consecutive outer rows with different values (the groups)
+  int64_t count = 0;  // values per group
+  divider per{};      // consecutive positions that share a value
+
+  KB_HD int64_t offset(int64_t o) const { return (o % groups) * count; }
+  KB_HD int64_t index(int64_t o, int64_t r) const {
+    return offset(o) + (per.d == 1 ? r : per.div(static_cast<uint32_t>(r)));
+  }
+  // The parameter tensors' element count.
+  KB_HD int64_t values() const { return groups * count; }
+};
+
+KB_HD param_map param_map_of(const kb_tensor& x, const config& c) {
+  param_map m;
+  const int64_t extent = product(x, c.begin, c.end);
+  if (c.groups <= 0 || c.channel_rows != 0) {
+    m.count = extent;
+    return m;
+  }
+  const int64_t channels = x.shape[c.begin];
+  m.groups = c.groups;
+  m.count = channels / c.groups;
+  m.per = divider(static_cast<uint32_t>(extent / channels));
+  return m;
 }
 
 template <class A, class T> KB_HD A param_or(const T* p, int64_t r, A fallback) {
@@ -50,8 +98,8 @@ template <class A, class T> KB_HD A param_or(const T* p, int64_t r, A fallback) 
 // neighbouring addresses.
 template <template <class> class Op, class A, class Tin, class Tout>
 __global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w,
-                               const Tin* __restrict__ b, Tout* __restrict__ y, layout L,
-                               scalars p) {
+                               const Tin* __restrict__ b, Tout* __restrict__ y, layout L, scalars p,
+                               param_map pm) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < rows;
@@ -66,8 +114,8 @@ __global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict_
     const typename op::stats st = op::finalize(s, L.extent, p.v);
     for (int64_t r = 0; r < L.extent; ++r) {
       const int64_t k = base + r * L.inner;
-      y[k] =
-          cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
+      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, pm.index(o, r), A(1)),
+                                 param_or<A>(b, pm.index(o, r), A(0))));
     }
   }
 }
@@ -75,8 +123,8 @@ __global__ void thread_per_row(const Tin* __restrict__ x, const Tin* __restrict_
 // One block per row: right for contiguous rows (inner == 1).
 template <template <class> class Op, class A, class Tin, class Tout>
 __global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__ w,
-                              const Tin* __restrict__ b, Tout* __restrict__ y, layout L,
-                              scalars p) {
+                              const Tin* __restrict__ b, Tout* __restrict__ y, layout L, scalars p,
+                              param_map pm) {
   using op = Op<A>;
   const int64_t rows = L.outer * L.inner;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -93,8 +141,8 @@ __global__ void block_per_row(const Tin* __restrict__ x, const Tin* __restrict__
     const typename op::stats st = op::finalize(s, L.extent, p.v);
     for (int64_t r = threadIdx.x; r < L.extent; r += blockDim.x) {
       const int64_t k = base + r * L.inner;
-      y[k] =
-          cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, r, A(1)), param_or<A>(b, r, A(0))));
+      y[k] = cvt<Tout>(op::apply(cvt<A>(x[k]), st, param_or<A>(w, pm.index(o, r), A(1)),
+                                 param_or<A>(b, pm.index(o, r), A(0))));
     }
   }
 }
@@ -202,11 +250,12 @@ template <template <class> class Op, class A, bool OutputIsInputType>
 int launch_naive(const kb_args* a, const config& c) {
   const kb_tensor& xt = a->inputs[c.x];
   if (!is_contiguous(xt) || !is_contiguous(a->outputs[0]) || numel(xt) != numel(a->outputs[0]) ||
-      c.end > xt.ndim) {
+      !fits_config(xt, c)) {
     return -1;
   }
+  const param_map pm = param_map_of(xt, c);
   for (int idx : {c.weight, c.bias}) {
-    if (idx >= 0 && a->inputs[idx].dtype != xt.dtype) {
+    if (idx >= 0 && (a->inputs[idx].dtype != xt.dtype || numel(a->inputs[idx]) != pm.values())) {
       return -1;
     }
   }
@@ -234,10 +283,11 @@ int launch_naive(const kb_args* a, const config& c) {
     } else if (L.inner > 1) {
       constexpr unsigned block = 256;
       thread_per_row<Op, A, Tin, Tout>
-          <<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
+          <<<grid_for(rows, block), block, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a), pm);
     } else {
       const unsigned grid = static_cast<unsigned>(rows < 65535 * 32 ? rows : 65535 * 32);
-      block_per_row<Op, A, Tin, Tout><<<grid, 256, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a));
+      block_per_row<Op, A, Tin, Tout>
+          <<<grid, 256, 0, stream_of(a)>>>(x, w, b, y, L, scalars_of(a), pm);
     }
     return static_cast<int>(cudaGetLastError());
   });
@@ -273,7 +323,11 @@ int oracle_cpu_channels(const kb_args* a, const config& c, const layout& L, doub
 template <template <class> class Op> int oracle_cpu(const kb_args* a, const config& c) {
   using op = Op<double>;
   const kb_tensor& xt = a->inputs[c.x];
+  if (!fits_config(xt, c)) {
+    return -1;
+  }
   const layout L = layout_of(xt, c);
+  const param_map pm = param_map_of(xt, c);
   double* y = static_cast<double*>(a->outputs[0].data);
   if (c.channel_rows != 0) {
     return oracle_cpu_channels<Op>(a, c, L, y);
@@ -292,8 +346,8 @@ template <template <class> class Op> int oracle_cpu(const kb_args* a, const conf
       const typename op::stats st = op::finalize(s, L.extent, p.v);
       for (int64_t r = 0; r < L.extent; ++r) {
         const int64_t k = base + r * L.inner;
-        y[k] = op::apply(read(c.x, k), st, c.weight >= 0 ? read(c.weight, r) : 1.0,
-                         c.bias >= 0 ? read(c.bias, r) : 0.0);
+        y[k] = op::apply(read(c.x, k), st, c.weight >= 0 ? read(c.weight, pm.index(o, r)) : 1.0,
+                         c.bias >= 0 ? read(c.bias, pm.index(o, r)) : 0.0);
       }
     }
   }

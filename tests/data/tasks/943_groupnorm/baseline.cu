@@ -1,0 +1,8 @@
+// Baseline: the plain normalize driver, 4 groups of channels (a block per group of a sample).
+#include <kblaster/device/families/normalize.cuh>
+#include KB_TASK_MATH
+
+static constexpr kb::normalize::config config{/*begin=*/1, /*end=*/4,          /*x=*/0,
+                                              /*weight=*/1, /*bias=*/2,       /*channel_rows=*/0,
+                                              /*groups=*/4};
+KB_NORMALIZE_BASELINE(kb_op, config)
