@@ -284,6 +284,31 @@ std::vector<size_t> readers(const graph& g, const std::string& value) {
   return out;
 }
 
+// Whether node i is the mean of a centering `main - mean(main, dims, keepdim=True)`: the mean
+// reads the chain's latest value, the very next node subtracts its result from that value, and
+// nothing else reads either. The subtraction's index, or 0.
+size_t centering_sub(const graph& g, size_t i, const std::string& main) {
+  const node& n = g.nodes[i];
+  if (n.op != "torch.mean" || n.inputs.empty() || n.inputs[0].value != main ||
+      n.outputs.size() != 1 || !n.attr("keepdim").boolean().value_or(false) ||
+      !n.attr("dtype").is_none() || i + 1 >= g.nodes.size()) {
+    return 0;
+  }
+  const node& sub = g.nodes[i + 1];
+  const std::string& mean = n.outputs[0].value;
+  if (sub.op != "torch.sub" || sub.inputs.size() != 2 || sub.inputs[0].value != main ||
+      sub.inputs[1].value != mean || sub.outputs.size() != 1 ||
+      readers(g, mean) != std::vector<size_t>{i + 1} ||
+      readers(g, main) != std::vector<size_t>{i, i + 1}) {
+    return 0;
+  }
+  // torch.sub's alpha scales the subtrahend: only the plain difference is a centering.
+  if (const auto alpha = sub.attr("alpha").number(); alpha && *alpha != 1.0) {
+    return 0;
+  }
+  return i + 1;
+}
+
 } // namespace
 
 fusion_plan plan_fusion(const graph& g) {
@@ -427,6 +452,27 @@ fusion_plan plan_fusion(const graph& g) {
       s.value = n.outputs[0].value;
       region.insert(s.value);
       main = s.value;
+      continue;
+    }
+    // A centering, x - mean(x over dims, keepdim): one normalize launch (statistics, then each
+    // value less its row's mean) that covers both ops.
+    if (const size_t sub = centering_sub(g, i, main); sub != 0) {
+      if (const auto later = escapes(i, main)) {
+        return problem(plan_issue::branch, n.op,
+                       "an earlier value of the chain is read again by " + *later + " after it");
+      }
+      fuse_step s;
+      s.kind = fuse_kind::norm;
+      s.rule = "norm:center";
+      s.ops = {n.op, g.nodes[sub].op};
+      s.value = g.nodes[sub].outputs.at(0).value;
+      s.edge = fuse_edge::split;
+      s.why = fuse_reason::norm_needs_statistics;
+      s.kernel = ++kernel;
+      p.steps.push_back(s);
+      region = {s.value};
+      main = s.value;
+      i = sub;
       continue;
     }
     // A view or a kernel of its own: it reads the chain's latest value, and nothing else of the
@@ -1047,6 +1093,20 @@ std::optional<step_family> batch_norm_family(fused_frame& f, const chain_step& s
   return out;
 }
 
+// A centering (the step's node is the subtraction; its second operand the mean): a normalize
+// launch over the mean's axes whose output is each value less its row's mean.
+std::optional<step_family> center_family(fused_frame& f, const chain_step& s, step_family out) {
+  const node* mean = s.n.inputs.size() == 2 ? f.g.producer(s.n.inputs[1].value) : nullptr;
+  const auto dims = mean != nullptr ? reduced_axes(*mean, s.rank) : std::nullopt;
+  if (!dims) {
+    return f.why(s.op, "a centering over axes that are not one consecutive span");
+  }
+  const auto [b, e2] = span_of(*dims);
+  out.raw = "x - st.mean";
+  out.config = fmt::format("kb::normalize::config{{{}, {}, 0, -1, -1}}", b, e2);
+  return out;
+}
+
 std::optional<step_family> norm_family(fused_frame& f, const chain_step& s) {
   step_family out;
   out.f = step_fam::normalize;
@@ -1065,6 +1125,9 @@ std::optional<step_family> norm_family(fused_frame& f, const chain_step& s) {
   }
   if (s.rule == "batch_norm") {
     return batch_norm_family(f, s, std::move(out));
+  }
+  if (s.rule == "center") {
+    return center_family(f, s, std::move(out));
   }
   return f.why(s.op, "a norm the chain does not lower");
 }

@@ -279,6 +279,15 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
             std::string::npos)
       << o.low->math;
   EXPECT_EQ(o.low->math.find("map_in_place"), std::string::npos) << o.low->math;
+  // A centering x - mean(x over the spatial axes) is one normalize launch over those axes.
+  const graph& ctr = graphs().at("28_Conv2d_CenterSpatial_ReLU");
+  const outcome oc = lower(ctr, contract_for(ctr, fs::temp_directory_path()));
+  ASSERT_TRUE(oc.ok()) << oc.message();
+  EXPECT_EQ(oc.low->rule, "conv:conv2d|center+relu");
+  EXPECT_NE(oc.low->math.find("kb::normalize::launch_naive<kb_step1, float, true>(&sa, "
+                              "kb::normalize::config{2, 4, 0, -1, -1})"),
+            std::string::npos)
+      << oc.low->math;
   // LayerNorm's weight and bias are the normalize launch's own (they span the reduced axes).
   const graph& ln = graphs().at("14_Linear_LayerNorm_GELU");
   const outcome ol = lower(ln, contract_for(ln, fs::temp_directory_path()));
@@ -337,7 +346,7 @@ TEST(FusionPlan, ChainStepsComputeWhatPyTorchDoes) {
       {"17_Linear_LogSumExp_ReLU", "lse"},       {"19_Conv2d_ReLU_GlobalAvgPool_Scale", "gap"},
       {"20_ConvT2d_AvgPool_Softmax", "poolsm"},  {"22_Conv2d_MaxOverChannels_Tanh", "mx"},
       {"23_Linear_LogSoftmax_ParamScale", "lsm"}, {"06_Conv2d_BatchNorm_ReLU", "bn"},
-      {"26_Linear_LayerNorm_AddInput", "addin"}};
+      {"26_Linear_LayerNorm_AddInput", "addin"}, {"28_Conv2d_CenterSpatial_ReLU", "ctr"}};
   const temp_dir t("kb-chain-math");
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/epilogue.cuh>\n"
                      "#include <kblaster/device/lowered.cuh>\n"
@@ -411,6 +420,11 @@ int main() {
   sc.p[1] = scale;
   expect("log_softmax * scale[1]", lsm::kb_map1<double>::map(l, 1, 5, sc), -2 * l);
   // BatchNorm (the batch's statistics of a channel), its weight and bias, then ReLU.
+  // A centering over the spatial axes, then ReLU: x - mean(x), folded into one apply.
+  using Z = ctr::kb_step1<double>;
+  const auto zs = Z::finalize(over<Z>({1, 2, 6}), 3, nullptr);
+  expect("centering + relu", Z::apply(6, zs, 1, 0), 3);
+  expect("centering + relu, below the mean", Z::apply(2, zs, 1, 0), 0);
   using B = bn::kb_step1<double>;
   const auto bs = B::finalize(over<B>({1, 3}), 2, nullptr);
   expect("batch norm + relu", B::apply(3, bs, 2, 0.5), 1 / std::sqrt(1 + 1e-5) * 2 + 0.5);
@@ -486,6 +500,7 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"24_Conv2d_GroupNorm_MaxPool_Sum", {{2, 12, 12, 12}, {2, 12, 12, 12}, {2, 12, 6, 6}}},
       {"06_Conv2d_BatchNorm_ReLU", {{8, 16, 32, 32}}}, // a batch norm step, channel rows
       {"26_Linear_LayerNorm_AddInput", {{32, 48}}},    // an operand read at the element's index
+      {"28_Conv2d_CenterSpatial_ReLU", {{4, 8, 16, 18}}}, // a centering step
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());
