@@ -309,6 +309,49 @@ size_t centering_sub(const graph& g, size_t i, const std::string& main) {
   return i + 1;
 }
 
+// The step of a centering: the mean (node i) and the subtraction (node sub) in one kernel.
+fuse_step centering_step(const graph& g, size_t i, size_t sub, int kernel) {
+  fuse_step s;
+  s.kind = fuse_kind::norm;
+  s.rule = "norm:center";
+  s.ops = {g.nodes[i].op, g.nodes[sub].op};
+  s.value = g.nodes[sub].outputs.at(0).value;
+  s.edge = fuse_edge::split;
+  s.why = fuse_reason::norm_needs_statistics;
+  s.kernel = kernel;
+  return s;
+}
+
+// The operands an elementwise op of the chain reads (its floating-point leaves, into *operands),
+// or why one of them cannot be fused: it does not broadcast over the chain's value, or it is of
+// the chain's shape in the anchor's own kernel (whose epilogue has no element index), or the
+// op's result is not of the chain's shape.
+std::optional<std::string> pointwise_operands(const node& n, const std::vector<leaf_info>& leaves,
+                                              const std::vector<std::string>& main_shape,
+                                              int kernel, std::vector<std::string>* operands) {
+  for (const auto& l : leaves) {
+    const auto b = broadcast_for(n, l.shape, main_shape);
+    if (!b) {
+      return fmt::format("{} of shape [{}] over the chain's [{}]: neither per channel nor one "
+                         "value nor of the chain's shape",
+                         l.base, fmt::join(l.shape, ", "), fmt::join(main_shape, ", "));
+    }
+    if (*b == broadcast::full && kernel == 0) {
+      return fmt::format("{} of the chain's shape [{}] in the anchor's kernel: its epilogue has "
+                         "no element index (a full-size operand is read in the elementwise pass "
+                         "after a later kernel)",
+                         l.base, fmt::join(main_shape, ", "));
+    }
+    if (task::is_floating(l.type)) {
+      operands->push_back(l.base);
+    }
+  }
+  if (n.outputs.size() != 1 || n.outputs[0].shape != main_shape) {
+    return std::string("an elementwise op whose result is not of the chain's shape");
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 fusion_plan plan_fusion(const graph& g) {
@@ -410,28 +453,8 @@ fusion_plan plan_fusion(const graph& g) {
     }
     if (is_pointwise(n)) {
       std::vector<std::string> operands;
-      for (const auto& l : leaves) {
-        const auto b = broadcast_for(n, l.shape, main_shape);
-        if (!b) {
-          return problem(plan_issue::operand_not_broadcast, n.op,
-                         fmt::format("{} of shape [{}] over the chain's [{}]: neither per channel "
-                                     "nor one value nor of the chain's shape",
-                                     l.base, fmt::join(l.shape, ", "), fmt::join(main_shape, ", ")));
-        }
-        if (*b == broadcast::full && kernel == 0) {
-          return problem(plan_issue::operand_not_broadcast, n.op,
-                         fmt::format("{} of the chain's shape [{}] in the anchor's kernel: its "
-                                     "epilogue has no element index (a full-size operand is read "
-                                     "in the elementwise pass after a later kernel)",
-                                     l.base, fmt::join(main_shape, ", ")));
-        }
-        if (task::is_floating(l.type)) {
-          operands.push_back(l.base);
-        }
-      }
-      if (n.outputs.size() != 1 || n.outputs[0].shape != main_shape) {
-        return problem(plan_issue::operand_not_broadcast, n.op,
-                       "an elementwise op whose result is not of the chain's shape");
+      if (const auto bad = pointwise_operands(n, leaves, main_shape, kernel, &operands)) {
+        return problem(plan_issue::operand_not_broadcast, n.op, *bad);
       }
       if (p.steps.back().kind != fuse_kind::epilogue) {
         fuse_step s;
@@ -461,17 +484,9 @@ fusion_plan plan_fusion(const graph& g) {
         return problem(plan_issue::branch, n.op,
                        "an earlier value of the chain is read again by " + *later + " after it");
       }
-      fuse_step s;
-      s.kind = fuse_kind::norm;
-      s.rule = "norm:center";
-      s.ops = {n.op, g.nodes[sub].op};
-      s.value = g.nodes[sub].outputs.at(0).value;
-      s.edge = fuse_edge::split;
-      s.why = fuse_reason::norm_needs_statistics;
-      s.kernel = ++kernel;
-      p.steps.push_back(s);
-      region = {s.value};
-      main = s.value;
+      p.steps.push_back(centering_step(g, i, sub, ++kernel));
+      region = {p.steps.back().value};
+      main = p.steps.back().value;
       i = sub;
       continue;
     }
