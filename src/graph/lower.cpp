@@ -200,12 +200,43 @@ bool channel_affine(const node& n, lowering& l) {
   return true;
 }
 
+// The elementwise ops after a graph's first node, over its value (`v`) and constants, as one
+// expression folded into the family op's output ("v" when the node is the output), and their
+// names; nullopt when the rest is not such a chain.
+struct node_tail {
+  std::string expr = "v";
+  std::string ops;
+};
+std::optional<node_tail> pointwise_tail(const graph& g, const node& n) {
+  node_tail t;
+  if (n.outputs.size() != 1 || g.outputs.size() != 1 || !g.outputs[0].is_tensor()) {
+    return std::nullopt;
+  }
+  if (g.outputs[0].value == n.outputs[0].value) {
+    return g.nodes.size() == 1 ? std::optional<node_tail>(t) : std::nullopt;
+  }
+  detail::pointwise tail(g, {{n.outputs[0].value, "v"}}, n.outputs[0].shape);
+  const auto e = tail.of(g.outputs[0].value);
+  if (!e) {
+    return std::nullopt;
+  }
+  t.expr = *e;
+  t.ops = tail.ops();
+  return t;
+}
+
 std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
-  const node* n = only_node_producing_output(g);
+  const node* n = g.nodes.empty() ? nullptr : &g.nodes.front();
   const auto tensors = tensor_inputs(g);
-  if (g.nodes.size() != 1 || n == nullptr || n->op.rfind("nn.", 0) != 0 || tensors.size() != 1 ||
-      n->inputs.empty() || n->inputs[0].value != tensors[0]->value) {
+  if (n == nullptr || n->op.rfind("nn.", 0) != 0 || tensors.size() != 1 || n->inputs.empty() ||
+      n->inputs[0].value != tensors[0]->value) {
+    return std::nullopt;
+  }
+  // A norm alone, or followed by elementwise ops over its value (LayerNorm then GELU): the tail
+  // folds into the family's apply.
+  const auto tail = pointwise_tail(g, *n);
+  if (!tail) {
     return std::nullopt;
   }
   const input& x = *tensors[0];
@@ -285,18 +316,21 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   if (l.reduce_dims.empty() || !task::is_floating(x.type)) {
     return std::nullopt;
   }
-  l.math = header(l.rule, fmt::format("(x - mean) / sqrt(var + {}){}, biased variance, Welford "
-                                      "states combined with Chan's rule.",
-                                      eps, affine ? " * weight + bias" : "")) +
+  if (!tail->ops.empty()) {
+    l.rule += "+" + tail->ops;
+  }
+  l.math = header(l.rule, fmt::format("v = (x - mean) / sqrt(var + {}){}, biased variance, "
+                                      "Welford states combined with Chan's rule; y = {}.",
+                                      eps, affine ? " * weight + bias" : "", tail->expr)) +
            "\ntemplate <class A> struct kb_op {\n" + welford_body +
            fmt::format("  static KB_HD stats finalize(state s, int64_t, const double*) {{\n"
                        "    return {{s.mean, A(1) / kb::fn::sqrt(s.m2 / s.count + {})}};\n  }}\n",
                        number(eps)) +
-           (affine ? "  static KB_HD A apply(A x, const stats& st, A weight, A bias) { return (x - "
-                     "st.mean) * st.rstd * weight + bias; }\n"
-                   : "  static KB_HD A apply(A x, const stats& st, A, A) { return (x - st.mean) * "
-                     "st.rstd; }\n") +
-           "};\n";
+           (affine ? "  static KB_HD A apply(A x, const stats& st, A weight, A bias) {\n"
+                     "    const A v = (x - st.mean) * st.rstd * weight + bias;\n"
+                   : "  static KB_HD A apply(A x, const stats& st, A, A) {\n"
+                     "    const A v = (x - st.mean) * st.rstd;\n") +
+           "    return " + tail->expr + ";\n  }\n};\n";
   l.flops = "8*" + product_expr(x.shape);
   return l;
 }

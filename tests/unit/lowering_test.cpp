@@ -159,6 +159,14 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
         {{"x", "x"}, {"state_gn_weight", "weight"}, {"state_gn_bias", "bias"}},
         false,
         4}},
+      // A norm followed by elementwise ops over its value: the tail folds into apply.
+      {"L1_171",
+       {"normalize:groupnorm+sigmoid+mul",
+        F::normalize,
+        {1, 2, 3},
+        {{"x", "x"}, {"state_gn_weight", "weight"}, {"state_gn_bias", "bias"}},
+        false,
+        3}},
       // An affine instance norm: one group per channel.
       {"L1_170",
        {"normalize:instancenorm",
@@ -221,7 +229,8 @@ TEST_F(lowered_imports, golden_lowered_math) {
            {"L1_118", "mse.cuh"},
            {"L1_121", "cross_entropy.cuh"},
            {"L1_124", "matmul_scaled.cuh"},
-           {"L1_167", "hinge.cuh"}}) {
+           {"L1_167", "hinge.cuh"},
+           {"L1_171", "groupnorm_swish.cuh"}}) {
     SCOPED_TRACE(id);
     const auto r = lower_task(contract(id));
     ASSERT_TRUE(r.result.ok()) << r.result.message();
@@ -246,7 +255,8 @@ TEST_F(lowered_imports, lowered_math_computes_what_pytorch_does) {
       {"L1_109", "mean"},    {"L1_110", "max"},      {"L1_111", "softmax"}, {"L1_112", "logsoftmax"},
       {"L1_113", "ln"},      {"L1_114", "rms"},      {"L1_115", "l2"},     {"L1_116", "fro"},
       {"L1_117", "inorm"},   {"L1_118", "mse"},      {"L1_119", "sl1"},    {"L1_120", "kl"},
-      {"L1_121", "ce"},      {"L1_124", "mmscaled"}, {"L1_125", "l1mean"}, {"L1_167", "hinge"}};
+      {"L1_121", "ce"},      {"L1_124", "mmscaled"}, {"L1_125", "l1mean"}, {"L1_167", "hinge"},
+      {"L1_127", "gnorm"},   {"L1_171", "gswish"}};
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/lowered.cuh>\n"
                      "#include <kblaster/device/online_softmax.cuh>\n#include <cmath>\n#include <cstdio>\n";
   for (const auto& [id, name] : ns) {
@@ -299,6 +309,14 @@ int main() {
   using LN = ln::kb_op<double>;
   expect("layernorm", LN::apply(3, LN::finalize(over<LN>({1, 2, 3}), 3, nullptr), 2, 1),
          (3 - 2) / std::sqrt(2.0 / 3 + 1e-5) * 2 + 1);
+  // GroupNorm's apply gets its channel's weight and bias from the family; then 2 * v * sigmoid(v).
+  using GN = gnorm::kb_op<double>;
+  const auto gs = GN::finalize(over<GN>({1, 3}), 2, nullptr);
+  expect("groupnorm", GN::apply(3, gs, 2, 0.5), 1 / std::sqrt(1 + 1e-5) * 2 + 0.5);
+  using GS = gswish::kb_op<double>;
+  const double gv = 1 / std::sqrt(1 + 1e-5) * 2 + 0.5;
+  expect("groupnorm + swish tail", GS::apply(3, GS::finalize(over<GS>({1, 3}), 2, nullptr), 2, 0.5),
+         2 * gv / (1 + std::exp(-gv)));
   using IN = inorm::kb_op<double>;
   expect("instancenorm", IN::apply(1, IN::finalize(over<IN>({1, 3}), 2, nullptr), 1, 0),
          -1 / std::sqrt(1 + 1e-5));
