@@ -16,6 +16,8 @@ namespace kb::graph {
 using nlohmann::json;
 using detail::number;
 using detail::product_expr;
+using detail::centering_sub;
+using detail::readers;
 using detail::reduced_axes;
 using detail::short_name;
 using detail::starts_with;
@@ -163,7 +165,7 @@ std::optional<split_kind> split_of(const node& n) {
   if (module == "GroupNorm") {
     return split_kind{fuse_kind::norm, "norm:group_norm", fuse_reason::norm_needs_statistics};
   }
-  if (module == "LayerNorm") {
+  if (module == "LayerNorm" || n.op == "torch.nn.functional.layer_norm") {
     return split_kind{fuse_kind::norm, "norm:layer_norm", fuse_reason::norm_needs_statistics};
   }
   if (starts_with(module, "InstanceNorm")) {
@@ -268,45 +270,6 @@ std::optional<broadcast> broadcast_for(const node& reader, const std::vector<std
     return b;
   }
   return !leaf.empty() && leaf == main ? std::optional<broadcast>(broadcast::full) : std::nullopt;
-}
-
-// Nodes that read `value`, by index.
-std::vector<size_t> readers(const graph& g, const std::string& value) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& o : g.nodes[i].inputs) {
-      if (o.is_tensor() && o.value == value) {
-        out.push_back(i);
-        break;
-      }
-    }
-  }
-  return out;
-}
-
-// Whether node i is the mean of a centering `main - mean(main, dims, keepdim=True)`: the mean
-// reads the chain's latest value, the very next node subtracts its result from that value, and
-// nothing else reads either. The subtraction's index, or 0.
-size_t centering_sub(const graph& g, size_t i, const std::string& main) {
-  const node& n = g.nodes[i];
-  if (n.op != "torch.mean" || n.inputs.empty() || n.inputs[0].value != main ||
-      n.outputs.size() != 1 || !n.attr("keepdim").boolean().value_or(false) ||
-      !n.attr("dtype").is_none() || i + 1 >= g.nodes.size()) {
-    return 0;
-  }
-  const node& sub = g.nodes[i + 1];
-  const std::string& mean = n.outputs[0].value;
-  if (sub.op != "torch.sub" || sub.inputs.size() != 2 || sub.inputs[0].value != main ||
-      sub.inputs[1].value != mean || sub.outputs.size() != 1 ||
-      readers(g, mean) != std::vector<size_t>{i + 1} ||
-      readers(g, main) != std::vector<size_t>{i, i + 1}) {
-    return 0;
-  }
-  // torch.sub's alpha scales the subtrahend: only the plain difference is a centering.
-  if (const auto alpha = sub.attr("alpha").number(); alpha && *alpha != 1.0) {
-    return 0;
-  }
-  return i + 1;
 }
 
 // The step of a centering: the mean (node i) and the subtraction (node sub) in one kernel.
@@ -1045,15 +1008,15 @@ bool launch_affine(fused_frame& f, const node& n, step_family& out) {
 // inputs.
 std::optional<step_family> layer_norm_family(fused_frame& f, const chain_step& s, step_family out) {
   const node& n = s.n;
-  const auto ns = n.attr("normalized_shape").integers();
-  if (!ns || ns->empty() || ns->size() > s.rank) {
+  const auto ns = detail::normalized_rank(n);
+  if (!ns || *ns == 0 || *ns > s.rank) {
     return f.why(s.op, "a LayerNorm without its normalized_shape");
   }
   if (!launch_affine(f, n, out)) {
     return f.why(s.op, "a LayerNorm weight or bias that is not module state");
   }
-  out.config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", s.rank - ns->size(),
-                           s.rank, out.weight_in, out.bias_in);
+  out.config = fmt::format("kb::normalize::config{{{}, {}, 0, {}, {}}}", s.rank - *ns, s.rank,
+                           out.weight_in, out.bias_in);
   return out;
 }
 

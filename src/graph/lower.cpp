@@ -213,7 +213,7 @@ std::optional<node_tail> pointwise_tail(const graph& g, const node& n) {
     return std::nullopt;
   }
   if (g.outputs[0].value == n.outputs[0].value) {
-    return g.nodes.size() == 1 ? std::optional<node_tail>(t) : std::nullopt;
+    return &n == &g.nodes.back() ? std::optional<node_tail>(t) : std::nullopt;
   }
   detail::pointwise tail(g, {{n.outputs[0].value, "v"}}, n.outputs[0].shape);
   const auto e = tail.of(g.outputs[0].value);
@@ -229,8 +229,9 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   const graph& g = ctx.g;
   const node* n = g.nodes.empty() ? nullptr : &g.nodes.front();
   const auto tensors = tensor_inputs(g);
-  if (n == nullptr || n->op.rfind("nn.", 0) != 0 || tensors.size() != 1 || n->inputs.empty() ||
-      n->inputs[0].value != tensors[0]->value) {
+  const bool functional_ln = n != nullptr && n->op == "torch.nn.functional.layer_norm";
+  if (n == nullptr || (n->op.rfind("nn.", 0) != 0 && !functional_ln) || tensors.size() != 1 ||
+      n->inputs.empty() || n->inputs[0].value != tensors[0]->value) {
     return std::nullopt;
   }
   // A norm alone, or followed by elementwise ops over its value (LayerNorm then GELU): the tail
@@ -240,7 +241,7 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
     return std::nullopt;
   }
   const input& x = *tensors[0];
-  const std::string kind = n->op.substr(3);
+  const std::string kind = functional_ln ? "LayerNorm" : n->op.substr(3);
   const size_t rank = x.shape.size();
   const double eps = n->attr("eps").number().value_or(1e-5);
   lowering l;
@@ -248,11 +249,11 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
   l.roles[x.value] = "x";
   bool affine = false;
   if (kind == "LayerNorm") {
-    const auto ns = n->attr("normalized_shape").integers();
-    if (!ns || ns->empty() || ns->size() > rank) {
+    const auto ns = detail::normalized_rank(*n);
+    if (!ns || *ns == 0 || *ns > rank) {
       return std::nullopt;
     }
-    for (size_t i = rank - ns->size(); i < rank; ++i) {
+    for (size_t i = rank - *ns; i < rank; ++i) {
       l.reduce_dims.push_back(static_cast<int>(i));
     }
     affine = n->inputs.size() > 1;
@@ -332,6 +333,39 @@ std::optional<lowering> norm_module_rule(const rule_context& ctx) {
                      "    const A v = (x - st.mean) * st.rstd;\n") +
            "    return " + tail->expr + ";\n  }\n};\n";
   l.flops = "8*" + product_expr(x.shape);
+  return l;
+}
+
+// x - mean(x over consecutive dims, keepdim=True), then elementwise ops over that value: a
+// normalize whose output is each value less its row's mean.
+std::optional<lowering> center_rule(const rule_context& ctx) {
+  const graph& g = ctx.g;
+  const auto tensors = tensor_inputs(g);
+  if (tensors.size() != 1 || !g.state.empty() || g.nodes.size() < 2 ||
+      detail::centering_sub(g, 0, tensors[0]->value) != 1) {
+    return std::nullopt;
+  }
+  const input& x = *tensors[0];
+  const auto dims = detail::reduced_axes(g.nodes[0], x.shape.size());
+  const auto tail = pointwise_tail(g, g.nodes[1]);
+  if (!dims || !tail || !task::is_floating(x.type)) {
+    return std::nullopt;
+  }
+  lowering l;
+  l.fam = task::family::normalize;
+  l.roles[x.value] = "x";
+  l.reduce_dims = *dims;
+  l.rule = "normalize:center" + (tail->ops.empty() ? std::string() : "+" + tail->ops);
+  l.math = header(l.rule, "v = x - mean(x) over the row (Welford states combined with Chan's "
+                          "rule); y = " +
+                              tail->expr + ".") +
+           "\ntemplate <class A> struct kb_op {\n" + welford_body +
+           "  static KB_HD stats finalize(state s, int64_t, const double*) { return {s.mean, "
+           "A(1)}; }\n"
+           "  static KB_HD A apply(A x, const stats& st, A, A) {\n    const A v = x - st.mean;\n"
+           "    return " +
+           tail->expr + ";\n  }\n};\n";
+  l.flops = "4*" + product_expr(x.shape);
   return l;
 }
 
@@ -777,7 +811,10 @@ const std::vector<rule>& rules() {
       {"elementwise: a pointwise expression of one input", elementwise_rule},
       {"reduce: sum, mean, prod, max, min over consecutive axes", reduce_rule},
       {"normalize: softmax, log_softmax over a dim", softmax_rule},
-      {"normalize: LayerNorm, InstanceNorm (not affine)", norm_module_rule},
+      {"normalize: LayerNorm (nn and F), InstanceNorm, GroupNorm, BatchNorm (batch statistics), "
+       "each with an elementwise tail",
+       norm_module_rule},
+      {"normalize: x - mean(x) over consecutive dims, with an elementwise tail", center_rule},
       {"normalize: x / g(reduce(f(x))) (RMS, L1, L2, Frobenius)", scale_by_statistic_rule},
       {"loss: mean or sum of a pointwise expression of two inputs; MSE, L1, Huber, smooth L1, "
        "KL divergence",

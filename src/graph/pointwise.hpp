@@ -358,5 +358,57 @@ private:
   std::string m_why;
 };
 
+// The nodes that read `value`, in order.
+inline std::vector<size_t> readers(const graph& g, const std::string& value) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.nodes[i].inputs) {
+      if (o.is_tensor() && o.value == value) {
+        out.push_back(i);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// Whether node i is the mean of a centering `main - mean(main, dims, keepdim=True)`: the mean
+// reads the chain's latest value, the very next node subtracts its result from that value, and
+// nothing else reads either. The subtraction's index, or 0.
+inline size_t centering_sub(const graph& g, size_t i, const std::string& main) {
+  const node& n = g.nodes[i];
+  if (n.op != "torch.mean" || n.inputs.empty() || n.inputs[0].value != main ||
+      n.outputs.size() != 1 || !n.attr("keepdim").boolean().value_or(false) ||
+      !n.attr("dtype").is_none() || i + 1 >= g.nodes.size()) {
+    return 0;
+  }
+  const node& sub = g.nodes[i + 1];
+  const std::string& mean = n.outputs[0].value;
+  if (sub.op != "torch.sub" || sub.inputs.size() != 2 || sub.inputs[0].value != main ||
+      sub.inputs[1].value != mean || sub.outputs.size() != 1 ||
+      readers(g, mean) != std::vector<size_t>{i + 1} ||
+      readers(g, main) != std::vector<size_t>{i, i + 1}) {
+    return 0;
+  }
+  // torch.sub's alpha scales the subtrahend: only the plain difference is a centering.
+  if (const auto alpha = sub.attr("alpha").number(); alpha && *alpha != 1.0) {
+    return 0;
+  }
+  return i + 1;
+}
+
+// The number of trailing axes a LayerNorm normalizes: the length of its normalized_shape, known
+// even where the sizes are not read statically (F.layer_norm(x, (x.shape[-1],))), since they must
+// equal x's trailing dims.
+inline std::optional<size_t> normalized_rank(const node& n) {
+  const attr_value& a = n.attr("normalized_shape");
+  if (const auto ns = a.integers()) {
+    return ns->size();
+  }
+  if (const auto* l = std::get_if<attr_value::list>(&a.v)) {
+    return l->size();
+  }
+  return std::nullopt;
+}
 
 } // namespace kb::graph::detail

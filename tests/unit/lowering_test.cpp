@@ -167,6 +167,10 @@ TEST_F(lowered_imports, each_family_is_lowered_by_its_rule) {
         {{"x", "x"}, {"state_gn_weight", "weight"}, {"state_gn_bias", "bias"}},
         false,
         3}},
+      // x - mean(x over the last two dims), then tanh; F.layer_norm whose normalized_shape is
+      // x.shape[-1] (its length alone says which axes).
+      {"L1_172", {"normalize:center+tanh", F::normalize, {2, 3}, {{"x", "x"}}}},
+      {"L1_173", {"normalize:layernorm", F::normalize, {1}, {{"x", "x"}}}},
       // An affine instance norm: one group per channel.
       {"L1_170",
        {"normalize:instancenorm",
@@ -256,7 +260,7 @@ TEST_F(lowered_imports, lowered_math_computes_what_pytorch_does) {
       {"L1_113", "ln"},      {"L1_114", "rms"},      {"L1_115", "l2"},     {"L1_116", "fro"},
       {"L1_117", "inorm"},   {"L1_118", "mse"},      {"L1_119", "sl1"},    {"L1_120", "kl"},
       {"L1_121", "ce"},      {"L1_124", "mmscaled"}, {"L1_125", "l1mean"}, {"L1_167", "hinge"},
-      {"L1_127", "gnorm"},   {"L1_171", "gswish"}};
+      {"L1_127", "gnorm"},   {"L1_171", "gswish"},   {"L1_172", "center"}, {"L1_173", "fln"}};
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/lowered.cuh>\n"
                      "#include <kblaster/device/online_softmax.cuh>\n#include <cmath>\n#include <cstdio>\n";
   for (const auto& [id, name] : ns) {
@@ -317,6 +321,15 @@ int main() {
   const double gv = 1 / std::sqrt(1 + 1e-5) * 2 + 0.5;
   expect("groupnorm + swish tail", GS::apply(3, GS::finalize(over<GS>({1, 3}), 2, nullptr), 2, 0.5),
          2 * gv / (1 + std::exp(-gv)));
+  using CT = center::kb_op<double>;
+  expect("center + tanh", CT::apply(3, CT::finalize(over<CT>({1, 2, 6}), 3, nullptr), 1, 0),
+         std::tanh(0.0));
+  expect("center + tanh, off the mean", CT::apply(6, CT::finalize(over<CT>({1, 2, 6}), 3, nullptr),
+                                                   1, 0),
+         std::tanh(3.0));
+  using FL = fln::kb_op<double>;
+  expect("F.layer_norm eps 1e-6", FL::apply(3, FL::finalize(over<FL>({1, 3}), 2, nullptr), 1, 0),
+         1 / std::sqrt(1 + 1e-6));
   using IN = inorm::kb_op<double>;
   expect("instancenorm", IN::apply(1, IN::finalize(over<IN>({1, 3}), 2, nullptr), 1, 0),
          -1 / std::sqrt(1 + 1e-5));
