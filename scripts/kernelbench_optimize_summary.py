@@ -106,6 +106,9 @@ def summarize(work):
                 row["build"] = res["environment"].get("build") or res["environment"].get("commit")
             if result.get("unsupported"):
                 row["unsupported"] = result["unsupported"]
+            if result.get("detail"):
+                # What kept the task from being evaluated (a describe's error), its last lines.
+                row["detail"] = result["detail"][-800:]
             improved = result["outcome"] == "improved" and result.get("speedup", 1.0) >= 1.0
             row["speedup_vs_eager"] = result.get("speedup", 1.0) if improved else 1.0
             row["verified"] = improved

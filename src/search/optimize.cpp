@@ -115,7 +115,8 @@ json task_result::to_json() const {
           {"stages", stages},
           {"stopped_because", stopped_because ? json(to_string(*stopped_because)) : json(nullptr)},
           {"lowering", lowering},
-          {"unsupported", unsupported}};
+          {"unsupported", unsupported},
+          {"detail", detail}};
 }
 
 optimizer::optimizer(store::store& st, int64_t run, memory& mem, proposer& prop,
@@ -238,8 +239,10 @@ task_result unready_task(const task_frame& f, const pytorch::readiness& ready, t
   const auto [o, reason] = classify_outcome(in);
   res.final = o;
   res.reason = reason;
+  res.detail = ready.message;
   record_unless_stopped(f.env.store, {f.env.run, f.task_row, to_string(o), reason, std::nullopt});
-  f.env.say(fmt::format("task {}: {} ({})", f.c.id, to_string(o), reason));
+  f.env.say(fmt::format("task {}: {} ({}){}{}", f.c.id, to_string(o), reason,
+                        ready.message.empty() ? "" : ": ", ready.message));
   return res;
 }
 

@@ -133,6 +133,9 @@ struct task_result {
   // covered it, the unsupported ops with their reasons (contract::not_lowered).
   std::string lowering;
   std::vector<std::string> unsupported;
+  // A task that could not be made ready to evaluate (a module not trusted, a describe that
+  // failed): what stopped it, with the process's output where one ran ("" otherwise).
+  std::string detail;
   nlohmann::json to_json() const;
 };
 

@@ -9,6 +9,11 @@
 #include "common/sha256.hpp"
 #include "eval/session.hpp"
 #include "pytorch/pytorch.hpp"
+#include "search/builtin_proposer.hpp"
+#include "search/memory.hpp"
+#include "search/optimize.hpp"
+#include "search_test_support.hpp"
+#include "store/store.hpp"
 
 #include <gtest/gtest.h>
 
@@ -225,6 +230,38 @@ TEST(module_trust, make_ready_refuses_before_anything_runs) {
       << ready.message;
   EXPECT_TRUE(c.oracle.empty()) << "an oracle was generated for an untrusted module";
   EXPECT_FALSE(fs::exists(results[0].task_dir / "resolved.json"));
+}
+
+// optimize on a task that cannot be made ready ends at once, blocked, with what stopped it in
+// the task's result and its message: nothing reaches the GPU.
+TEST(module_trust, optimize_says_why_a_task_is_not_ready) {
+  temp_dir dir("kb-trust-optimize");
+  scoped_env file("KBLASTER_TRUST_FILE", (dir.path() / "trusted_modules").string());
+  import_options opt;
+  opt.out = dir.path() / "t";
+  const auto results = import_files(root, {problems / "1_ReLU.py"}, opt);
+  ASSERT_EQ(results.size(), 1u);
+  ASSERT_FALSE(results[0].task_dir.empty()) << results[0].reason;
+  const auto c = task::load_contract(results[0].task_dir / "task.toml");
+  store::store st(dir.path() / "store");
+  search::memory mem(st);
+  search::builtin_proposer prop(mem);
+  search::testing::scripted_gpu gpu;
+  std::vector<std::string> said;
+  search::optimizer o(st, st.begin_run("optimize", nlohmann::json::object()), mem, prop, {},
+                      "gpu", std::ref(gpu), {},
+                      [&](const std::string& line) { said.push_back(line); });
+  const auto r = o.optimize(c);
+  EXPECT_EQ(r.final, search::outcome::blocked);
+  EXPECT_EQ(r.reason, "blocked.untrusted_module");
+  EXPECT_TRUE(contains(r.detail, (results[0].task_dir / "model.py").string())) << r.detail;
+  EXPECT_EQ(r.to_json()["detail"], r.detail);
+  EXPECT_EQ(gpu.calls, 0);
+  bool told = false;
+  for (const auto& line : said) {
+    told = told || contains(line, "kblaster tasks trust");
+  }
+  EXPECT_TRUE(told) << "the progress lines do not say how to trust the module";
 }
 
 // The variables that hold the model's API key (the default name, the fallback, any other
