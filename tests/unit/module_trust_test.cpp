@@ -214,22 +214,29 @@ TEST(module_trust, import_asks_once_per_file_on_a_terminal) {
   EXPECT_TRUE(contains(r.output, "L1_002_SumOverDim/model.py (imported from")) << r.output;
 }
 
-TEST(module_trust, make_ready_refuses_before_anything_runs) {
-  temp_dir dir("kb-trust-ready");
-  scoped_env file("KBLASTER_TRUST_FILE", (dir.path() / "trusted_modules").string());
+// 1_ReLU.py imported into `dir` with an empty trust file (KBLASTER_TRUST_FILE, set by the
+// caller): its task folder, whose module is not trusted.
+fs::path import_untrusted(const temp_dir& dir) {
   import_options opt;
   opt.out = dir.path() / "t";
   const auto results = import_files(root, {problems / "1_ReLU.py"}, opt);
-  ASSERT_EQ(results.size(), 1u);
-  ASSERT_FALSE(results[0].task_dir.empty()) << results[0].reason;
-  auto c = task::load_contract(results[0].task_dir / "task.toml");
+  EXPECT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results.empty() || results[0].task_dir.empty());
+  return results.empty() ? fs::path() : results[0].task_dir;
+}
+
+TEST(module_trust, make_ready_refuses_before_anything_runs) {
+  temp_dir dir("kb-trust-ready");
+  scoped_env file("KBLASTER_TRUST_FILE", (dir.path() / "trusted_modules").string());
+  const fs::path task_dir = import_untrusted(dir);
+  ASSERT_FALSE(task_dir.empty());
+  auto c = task::load_contract(task_dir / "task.toml");
   const auto ready = make_ready(root, c);
   EXPECT_FALSE(ready.ok);
   EXPECT_EQ(ready.reason, "blocked.untrusted_module");
-  EXPECT_TRUE(contains(ready.message, (results[0].task_dir / "model.py").string()))
-      << ready.message;
+  EXPECT_TRUE(contains(ready.message, (task_dir / "model.py").string())) << ready.message;
   EXPECT_TRUE(c.oracle.empty()) << "an oracle was generated for an untrusted module";
-  EXPECT_FALSE(fs::exists(results[0].task_dir / "resolved.json"));
+  EXPECT_FALSE(fs::exists(task_dir / "resolved.json"));
 }
 
 // optimize on a task that cannot be made ready ends at once, blocked, with what stopped it in
@@ -237,12 +244,9 @@ TEST(module_trust, make_ready_refuses_before_anything_runs) {
 TEST(module_trust, optimize_says_why_a_task_is_not_ready) {
   temp_dir dir("kb-trust-optimize");
   scoped_env file("KBLASTER_TRUST_FILE", (dir.path() / "trusted_modules").string());
-  import_options opt;
-  opt.out = dir.path() / "t";
-  const auto results = import_files(root, {problems / "1_ReLU.py"}, opt);
-  ASSERT_EQ(results.size(), 1u);
-  ASSERT_FALSE(results[0].task_dir.empty()) << results[0].reason;
-  const auto c = task::load_contract(results[0].task_dir / "task.toml");
+  const fs::path task_dir = import_untrusted(dir);
+  ASSERT_FALSE(task_dir.empty());
+  const auto c = task::load_contract(task_dir / "task.toml");
   store::store st(dir.path() / "store");
   search::memory mem(st);
   search::builtin_proposer prop(mem);
@@ -254,7 +258,7 @@ TEST(module_trust, optimize_says_why_a_task_is_not_ready) {
   const auto r = o.optimize(c);
   EXPECT_EQ(r.final, search::outcome::blocked);
   EXPECT_EQ(r.reason, "blocked.untrusted_module");
-  EXPECT_TRUE(contains(r.detail, (results[0].task_dir / "model.py").string())) << r.detail;
+  EXPECT_TRUE(contains(r.detail, (task_dir / "model.py").string())) << r.detail;
   EXPECT_EQ(r.to_json()["detail"], r.detail);
   EXPECT_EQ(gpu.calls, 0);
   bool told = false;
