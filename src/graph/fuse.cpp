@@ -63,6 +63,8 @@ std::string to_string(fuse_reason r) {
     return "norm_needs_statistics";
   case fuse_reason::pool_windows:
     return "pool_windows";
+  case fuse_reason::product_reads_rows:
+    return "product_reads_rows";
   }
   return "anchor";
 }
@@ -150,6 +152,11 @@ struct split_kind {
 };
 
 std::optional<split_kind> split_of(const node& n) {
+  // A second product or convolution: each of its outputs reads a whole row (a window) of the
+  // chain's value, across the producer's output tiles.
+  if (const auto rule = anchor_rule(n.op)) {
+    return split_kind{fuse_kind::anchor, *rule, fuse_reason::product_reads_rows};
+  }
   static const std::map<std::string, std::string> reductions{
       {"torch.sum", "sum"},   {"torch.mean", "mean"}, {"torch.amax", "max"},
       {"torch.max", "max"},   {"torch.amin", "min"},  {"torch.min", "min"},
@@ -291,7 +298,8 @@ fuse_step centering_step(const graph& g, size_t i, size_t sub, int kernel) {
 // op's result is not of the chain's shape.
 std::optional<std::string> pointwise_operands(const node& n, const std::vector<leaf_info>& leaves,
                                               const std::vector<std::string>& main_shape,
-                                              int kernel, std::vector<std::string>* operands) {
+                                              bool anchor_kernel,
+                                              std::vector<std::string>* operands) {
   for (const auto& l : leaves) {
     const auto b = broadcast_for(n, l.shape, main_shape);
     if (!b) {
@@ -299,8 +307,8 @@ std::optional<std::string> pointwise_operands(const node& n, const std::vector<l
                          "value nor of the chain's shape",
                          l.base, fmt::join(l.shape, ", "), fmt::join(main_shape, ", "));
     }
-    if (*b == broadcast::full && kernel == 0) {
-      return fmt::format("{} of the chain's shape [{}] in the anchor's kernel: its epilogue has "
+    if (*b == broadcast::full && anchor_kernel) {
+      return fmt::format("{} of the chain's shape [{}] in an anchor's kernel: its epilogue has "
                          "no element index (a full-size operand is read in the elementwise pass "
                          "after a later kernel)",
                          l.base, fmt::join(main_shape, ", "));
@@ -317,7 +325,79 @@ std::optional<std::string> pointwise_operands(const node& n, const std::vector<l
 
 } // namespace
 
-fusion_plan plan_fusion(const graph& g) {
+namespace {
+constexpr const char* attention_op = "torch.nn.functional.scaled_dot_product_attention";
+}
+
+graph expand_attention(const graph& g) {
+  graph out = g;
+  out.nodes.clear();
+  for (const auto& n : g.nodes) {
+    const bool plain = n.op == attention_op && n.inputs.size() == 3 && n.outputs.size() == 1 &&
+                       n.attr("attn_mask").is_none() && !n.attr("is_causal").boolean().value_or(false) &&
+                       n.attr("dropout_p").number().value_or(0.0) == 0.0 &&
+                       !n.attr("enable_gqa").boolean().value_or(false) &&
+                       (n.attr("scale").is_none() || n.attr("scale").number().has_value()) &&
+                       std::all_of(n.inputs.begin(), n.inputs.end(), [](const operand& o) {
+                         return o.is_tensor() && o.shape.size() >= 2;
+                       });
+    if (!plain) {
+      out.nodes.push_back(n);
+      continue;
+    }
+    const operand& q = n.inputs[0];
+    const operand& k = n.inputs[1];
+    const operand& result = n.outputs[0];
+    operand scores = result;
+    scores.value = result.value + "__scores";
+    scores.shape = q.shape;
+    scores.shape.back() = k.shape[k.shape.size() - 2];
+    operand weights = scores;
+    weights.value = result.value + "__weights";
+    node product{"torch.matmul", {q, k}, {scores}, {}, n.module};
+    product.attrs["transpose_b"] = attr_value{true};
+    product.attrs["scale"] = n.attr("scale");
+    product.attrs["attention"] = attr_value{true};
+    node softmax{"torch.softmax", {scores}, {weights}, {}, n.module};
+    softmax.attrs["dim"] = attr_value{int64_t{-1}};
+    node values{"torch.matmul", {weights, n.inputs[2]}, {result}, {}, n.module};
+    out.nodes.push_back(std::move(product));
+    out.nodes.push_back(std::move(softmax));
+    out.nodes.push_back(std::move(values));
+  }
+  return out;
+}
+
+namespace {
+
+// What stops any plan of a graph before its anchor is looked for: the graph's own issues, more
+// than one output, an attention of a form that is not expanded.
+std::optional<plan_problem> graph_problem(const graph& g) {
+  for (const auto& i : validate(g)) {
+    if (i.why == reason::unknown_op) {
+      return plan_problem{plan_issue::unknown_op, i.op, "not an op the graph knows"};
+    }
+    return plan_problem{plan_issue::invalid_graph, i.op, describe(i)};
+  }
+  if (g.outputs.size() != 1 || !g.outputs[0].is_tensor()) {
+    return plan_problem{plan_issue::several_outputs, "graph",
+                        fmt::format("the forward returns {} values; a plan ends in one tensor",
+                                    g.outputs.size())};
+  }
+  for (const auto& n : g.nodes) {
+    if (n.op == attention_op) {
+      return plan_problem{plan_issue::unknown_op, n.op,
+                          "attention with a mask, causal masking, dropout or grouped heads is "
+                          "not planned (the plain form is two products and a softmax)"};
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+fusion_plan plan_fusion(const graph& input) {
+  const graph g = expand_attention(input);
   fusion_plan p;
   const auto problem = [&](plan_issue why, const std::string& op, const std::string& detail) {
     p.problems.push_back({why, op.empty() ? "graph" : op, detail});
@@ -325,16 +405,8 @@ fusion_plan plan_fusion(const graph& g) {
     p.kernels = 0;
     return p;
   };
-  for (const auto& i : validate(g)) {
-    if (i.why == reason::unknown_op) {
-      return problem(plan_issue::unknown_op, i.op, "not an op the graph knows");
-    }
-    return problem(plan_issue::invalid_graph, i.op, describe(i));
-  }
-  if (g.outputs.size() != 1 || !g.outputs[0].is_tensor()) {
-    return problem(plan_issue::several_outputs, "graph",
-                   fmt::format("the forward returns {} values; a plan ends in one tensor",
-                               g.outputs.size()));
+  if (const auto bad = graph_problem(g)) {
+    return problem(bad->why, bad->op, bad->detail);
   }
   size_t a = 0;
   while (a < g.nodes.size() && !anchor_rule(g.nodes[a].op)) {
@@ -366,6 +438,7 @@ fusion_plan plan_fusion(const graph& g) {
   first.value = anchor.outputs.at(0).value;
   p.steps.push_back(first);
   int kernel = 0;
+  bool anchor_kernel = true; // the kernel the chain is in begins with a product or convolution
   std::set<std::string> region{first.value}; // the chain's values since the last kernel began
   std::string main = first.value;            // the chain's latest value
   std::vector<std::string> main_shape = anchor.outputs[0].shape;
@@ -416,7 +489,7 @@ fusion_plan plan_fusion(const graph& g) {
     }
     if (is_pointwise(n)) {
       std::vector<std::string> operands;
-      if (const auto bad = pointwise_operands(n, leaves, main_shape, kernel, &operands)) {
+      if (const auto bad = pointwise_operands(n, leaves, main_shape, anchor_kernel, &operands)) {
         return problem(plan_issue::operand_not_broadcast, n.op, *bad);
       }
       if (p.steps.back().kind != fuse_kind::epilogue) {
@@ -448,6 +521,7 @@ fusion_plan plan_fusion(const graph& g) {
                        "an earlier value of the chain is read again by " + *later + " after it");
       }
       p.steps.push_back(centering_step(g, i, sub, ++kernel));
+      anchor_kernel = false;
       region = {p.steps.back().value};
       main = p.steps.back().value;
       i = sub;
@@ -499,6 +573,7 @@ fusion_plan plan_fusion(const graph& g) {
       s.edge = fuse_edge::split;
       s.why = split->why;
       s.kernel = ++kernel;
+      anchor_kernel = split->kind == fuse_kind::anchor;
     }
     p.steps.push_back(s);
     region = {out};
@@ -676,7 +751,7 @@ std::optional<std::vector<kernel_steps>> kernels_of(const fusion_plan& p, const 
       // A view before the epilogue: only in a later kernel, whose elementwise pass reads
       // operands at the element's flat index or one value (per-channel operands are refused
       // when the epilogue's leaves are made); the anchor's epilogue indexes the anchor's output.
-      if (k.value != k.main->value && s.kernel == 0) {
+      if (k.value != k.main->value && k.main->kind == fuse_kind::anchor) {
         return why(s.ops.front(), "a view inside a kernel's fused chain (the epilogue indexes the "
                                   "output of the kernel's first step)");
       }
@@ -793,14 +868,18 @@ std::optional<lowering> product_lowering(const fused_frame& f,
                                          const std::vector<std::string>& out_shape) {
   const graph& g = f.g;
   const node* anchor = f.anchor;
+  // nn.Linear and torch.mm take 2-D operands; torch.matmul batched ones too (the matmul family's
+  // batched forms), and an attention's scores Q @ K^T over its heads.
+  const bool batched = f.p.anchor == "torch.matmul";
   const auto rank2 = [&](const std::string& v) {
+    const auto fits = [&](size_t rank) { return batched ? rank >= 2 : rank == 2; };
     for (const auto& in : g.inputs) {
       if (in.value == v && !in.scalar) {
-        return in.shape.size() == 2 && task::is_floating(in.type);
+        return fits(in.shape.size()) && task::is_floating(in.type);
       }
     }
     const state_tensor* s = state_of(g, v);
-    return s != nullptr && s->shape.size() == 2 && task::is_floating(s->type);
+    return s != nullptr && fits(s->shape.size()) && task::is_floating(s->type);
   };
   // `x @ self.weight.T`: the weight as it is stored, transposed by the product.
   const state_tensor* tb = anchor->inputs.size() < 2 || !anchor->inputs[1].is_tensor()
@@ -817,7 +896,13 @@ std::optional<lowering> product_lowering(const fused_frame& f,
   l.roles[anchor->inputs[0].value] = "a";
   l.roles[tb != nullptr ? tb->value : anchor->inputs[1].value] = "b";
   task::matmul_params mp;
-  mp.trans_b = f.p.anchor == "nn.Linear" || tb != nullptr; // the weight is [out, in]
+  // The weight is [out, in]; an attention's scores multiply by K transposed.
+  mp.trans_b = f.p.anchor == "nn.Linear" || tb != nullptr ||
+               anchor->attr("transpose_b").boolean().value_or(false);
+  if (const auto scale = anchor->attr("scale").number()) {
+    mp.alpha = *scale;
+  }
+  mp.batch = anchor->inputs[0].shape.size() > 2 || anchor->inputs[1].shape.size() > 2;
   l.params = [mp](task::contract& c) { c.matmul = mp; };
   const auto& xs = anchor->inputs[0].shape;
   l.flops = fmt::format("2*{}*({})", product_expr(out_shape), xs.back());
@@ -836,7 +921,9 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
   const fusion_plan& p = f.p;
   const node* anchor = f.anchor;
   const bool gemm = f.gemm;
-  const std::string index = gemm ? "n" : "channel";
+  // A product's epilogue indexes its output's columns: a per-channel operand is one per column
+  // of a 2-D output only.
+  const std::string index = !gemm ? "channel" : anchor->outputs[0].shape.size() == 2 ? "n" : "";
   const std::string acc = gemm ? "acc" : "v";
   const std::vector<std::string>& out_shape = anchor->outputs[0].shape;
   std::string body;
@@ -1260,8 +1347,96 @@ struct chain_step_code {
   std::vector<std::string> out_shape;
   std::string ops_math;
   std::string launch;
+  std::string workspace; // a product step: its workspace need, in kb_chain::prepare
   std::string rule;
 };
+
+// A second product of the chain (kernel k): the chain's value times the product's second operand
+// (an operand of the call, epilogue<j>) with the first anchor's strategy at its point (the
+// candidate's anchor family, kb_chain's `family`), its own epilogue (kb_op<k>) in the output
+// tile, and the anchor's workspace region.
+std::optional<chain_step_code> product_step(fused_frame& f, const chain_step& s,
+                                            chain_step_code code) {
+  const graph& g = f.g;
+  const node& n = s.n;
+  const bool product = n.op == "nn.Linear" || n.op == "torch.matmul" || n.op == "torch.mm";
+  if (!f.gemm || !product) {
+    return f.why(s.op, "a " + std::string(product ? "product" : "convolution") + " after a " +
+                           f.p.anchor +
+                           ": a chain runs a later anchor with the first one's strategy, and only "
+                           "products after a product are lowered");
+  }
+  if (n.inputs.size() < 2 || !n.inputs[1].is_tensor()) {
+    return f.why(s.op, "a product without a tensor second operand");
+  }
+  const state_tensor* tb = transposed_state(g, n.inputs[1].value);
+  const std::string bvalue = tb != nullptr ? tb->value : n.inputs[1].value;
+  const auto leaf = leaf_of(g, bvalue, f.chain_input);
+  if (!leaf || leaf->base != bvalue || !task::is_floating(leaf->type) ||
+      (n.op != "torch.matmul" && leaf->shape.size() != 2)) {
+    return f.why(s.op, "a second operand that is not a floating-point input or module state (2-D "
+                       "for nn.Linear and torch.mm)");
+  }
+  const bool trans_b = n.op == "nn.Linear" || tb != nullptr;
+  const int b = f.operand(bvalue);
+  const std::string index = code.out_shape.size() == 2 ? "n" : "";
+  std::string body;
+  std::string main_leaf = "acc";
+  if (n.op == "nn.Linear" && n.inputs.size() > 2 && n.inputs[2].is_tensor()) {
+    const auto bias = f.state_operand(n, 2);
+    if (!bias || index.empty()) {
+      return f.why(s.op, "a Linear's bias that is not module state over a 2-D output");
+    }
+    body = fmt::format("    const A kb_acc = acc + kb::epi::at<A>(ops, {}, n);\n", *bias);
+    main_leaf = "kb_acc";
+  }
+  const kernel_steps& ks = s.ks;
+  const std::string value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
+  epilogue_leaves leaves = f.leaves_for(ks.main->value, main_leaf, code.out_shape, index);
+  if (!leaves.error.empty()) {
+    return f.why(s.op, leaves.error);
+  }
+  detail::pointwise pw(g, std::move(leaves.leaves), code.out_shape);
+  const auto e = pw.of(value);
+  if (!e) {
+    return f.why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : s.op,
+                 "the epilogue after " + ks.main->rule + " is not a pointwise expression (" +
+                     pw.why() + ")");
+  }
+  const size_t k = s.k;
+  code.ops_math = fmt::format("\ntemplate <class A> struct kb_op{} {{\n  static KB_HD A epilogue(A acc, "
+                              "int64_t m, int64_t n, const kb::epi::operands& ops) {{\n"
+                              "    (void)m;\n    (void)n;\n    (void)ops;\n{}    return {};\n  }}\n}};\n",
+                              k, body, *e);
+  const int so = s.si + 1;
+  code.launch = fmt::format(
+      "    {{ // kernel {0}: {1}, the anchor's strategy\n"
+      "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
+      "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
+      "      kb_tensor in[1 + kb::epi::max_operands];\n"
+      "      int epi[kb::epi::max_operands];\n"
+      "      const kb_args sa = kb::chain::product_args(a, x, cfg.epi, in, epi, &y, base + "
+      "offsets[kernels - 1], anchor_bytes);\n"
+      "      rc = family.template launch<kb_op{0}>(&sa, product_config(cfg, epi, {5}, {6}));\n"
+      "      if (rc != 0) {{\n        return rc;\n      }}\n    }}\n",
+      k, ks.main->rule, k - 1, s.si, so, b, trans_b ? 1 : 0);
+  code.workspace = fmt::format(
+      "    {{ // kernel {0}'s workspace in the anchor's region\n"
+      "      kb_tensor x = kb::chain::dense(nullptr, s[{1}], rank[{1}]);\n"
+      "      kb_tensor y = kb::chain::dense(nullptr, s[{2}], rank[{2}]);\n"
+      "      kb_tensor in[1 + kb::epi::max_operands];\n"
+      "      int epi[kb::epi::max_operands];\n"
+      "      const kb_args sa = kb::chain::product_args(a, x, cfg.epi, in, epi, &y, nullptr, 0);\n"
+      "      uint64_t bytes = 0;\n"
+      "      rc = family.template workspace<kb_op{0}>(&sa, product_config(cfg, epi, {3}, {4}), &bytes);\n"
+      "      if (rc != 0) {{\n        return rc;\n      }}\n"
+      "      *anchor_bytes = bytes > *anchor_bytes ? bytes : *anchor_bytes;\n    }}\n",
+      k, s.si, so, b, trans_b ? 1 : 0);
+  std::string name = ks.main->rule.substr(ks.main->rule.find(':') + 1);
+  const std::string ops = pw.ops();
+  code.rule = name + (ops == "identity" ? "" : "+" + ops);
+  return code;
+}
 
 std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   const kernel_steps& ks = f.kernels[k];
@@ -1284,6 +1459,9 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
                      ks.main->rule.substr(ks.main->rule.find(':') + 1),
                      code.in_shape.size(),
                      static_cast<int>(2 * k - 1)};
+  if (ks.main->kind == fuse_kind::anchor) {
+    return product_step(f, s, std::move(code));
+  }
   std::optional<step_family> fam;
   if (ks.main->kind == fuse_kind::reduce) {
     fam = reduce_family(f, s);
@@ -1411,10 +1589,31 @@ std::optional<shape_binding> bind_shapes(const fused_frame& f,
   return out;
 }
 
+// A later product's config (kb_chain::product_config): the chain's value as a, the call's operand
+// `b` (input 1 + b of the step's arguments, kb::chain::product_args) as b, the operands moved with
+// it; no factor, mask or diagonal.
+constexpr const char* product_config_code = R"(
+  template <class C> static C product_config(const C& cfg, const int (&epi)[kb::epi::max_operands], int b, int trans_b) {
+    C c = cfg;
+    c.a = 0;
+    c.b = 1 + b;
+    c.trans_a = 0;
+    c.trans_b = trans_b;
+    c.alpha = 1.0;
+    c.mask = 0;
+    c.diag_a = 0;
+    for (int j = 0; j < kb::epi::max_operands; ++j) {
+      c.epi[j] = epi[j];
+    }
+    return c;
+  }
+)";
+
 // The chain's code (kb_chain) over `count` shapes bound by `b`: the anchor into buffer 0, then
 // the steps' `launches`.
 std::string chain_code(size_t K, size_t count, const shape_binding& b, const std::string& xi,
-                       const std::string& launches) {
+                       const std::string& launches, const std::string& workspaces,
+                       const std::string& anchor_call) {
   return fmt::format(
       R"(
 #if defined(__CUDACC__)
@@ -1444,9 +1643,12 @@ struct kb_chain {{
     return kb::chain::count(s[count - 1], rank[count - 1]) == kb::numel(a->outputs[0]) ? 0 : -1;
   }}
 
-  template <class C, class W>
-  static int prepare(const kb_args* a, const C& cfg, W anchor_workspace, int64_t (*s)[KB_MAX_DIMS],
-                     uint64_t* offsets, uint64_t* anchor_bytes, uint64_t* total) {{
+{product_config}
+  template <class C, class W, class F>
+  static int prepare(const kb_args* a, const C& cfg, W anchor_workspace, F family,
+                     int64_t (*s)[KB_MAX_DIMS], uint64_t* offsets, uint64_t* anchor_bytes,
+                     uint64_t* total) {{
+    (void)family;
     if (a->num_outputs < 1) {{
       return -1;
     }}
@@ -1470,26 +1672,28 @@ struct kb_chain {{
     if (rc != 0) {{
       return rc;
     }}
-    offsets[kernels - 1] = at;
+{workspaces}    offsets[kernels - 1] = at;
     *total = at + *anchor_bytes;
     return 0;
   }}
 
-  template <class C, class W>
-  static int workspace_bytes(const kb_args* a, const C& cfg, W anchor_workspace, uint64_t* bytes) {{
+  template <class C, class W, class F>
+  static int workspace_bytes(const kb_args* a, const C& cfg, W anchor_workspace, F family,
+                             uint64_t* bytes) {{
     int64_t s[count][KB_MAX_DIMS];
     uint64_t offsets[kernels];
     uint64_t anchor_bytes = 0;
-    return prepare(a, cfg, anchor_workspace, s, offsets, &anchor_bytes, bytes);
+    return prepare(a, cfg, anchor_workspace, family, s, offsets, &anchor_bytes, bytes);
   }}
 
-  template <class C, class L, class W>
-  static int launch(const kb_args* a, const C& cfg, L anchor, W anchor_workspace) {{
+  template <class C, class L, class W, class F>
+  static int launch(const kb_args* a, const C& cfg, L anchor, W anchor_workspace, F family) {{
+    (void)anchor;
     int64_t s[count][KB_MAX_DIMS];
     uint64_t offsets[kernels];
     uint64_t anchor_bytes = 0;
     uint64_t total = 0;
-    int rc = prepare(a, cfg, anchor_workspace, s, offsets, &anchor_bytes, &total);
+    int rc = prepare(a, cfg, anchor_workspace, family, s, offsets, &anchor_bytes, &total);
     if (rc != 0) {{
       return rc;
     }}
@@ -1514,8 +1718,7 @@ struct kb_chain {{
       aa.outputs = &y;
       aa.workspace = anchor_bytes > 0 ? base + offsets[kernels - 1] : nullptr;
       aa.workspace_bytes = anchor_bytes;
-      rc = anchor(&aa);
-      if (rc != 0) {{
+{anchor_call}      if (rc != 0) {{
         return rc;
       }}
     }}
@@ -1526,13 +1729,16 @@ struct kb_chain {{
 )",
       fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count),
       fmt::arg("ranks", fmt::join(b.ranks, ", ")), fmt::arg("bind", b.bind),
-      fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches));
+      fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches),
+      fmt::arg("workspaces", workspaces), fmt::arg("anchor_call", anchor_call),
+      fmt::arg("product_config", workspaces.empty() ? "" : product_config_code));
 }
 
 } // namespace
 
 std::optional<lowering> fused_lowering(const rule_context& ctx) {
-  const graph& g = ctx.g;
+  const graph expanded = expand_attention(ctx.g); // the plan's values are the expanded graph's
+  const graph& g = expanded;
   const fusion_plan p = plan_fusion(g);
   if (p.anchor.empty()) {
     return std::nullopt; // no anchor: the other rules say why
@@ -1588,6 +1794,7 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   std::vector<std::vector<std::string>> shapes{anchor->outputs[0].shape};
   std::string ops_math; // the steps' family ops and the elementwise maps
   std::string launches; // kb_chain::launch's body after the anchor
+  std::string workspaces; // the later products' workspace needs, in kb_chain::prepare
   std::vector<std::string> step_rules;
   for (size_t k = 1; k < f.kernels.size(); ++k) {
     const auto step = lower_chain_step(f, k);
@@ -1598,6 +1805,7 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     shapes.push_back(step->out_shape);
     ops_math += step->ops_math;
     launches += step->launch;
+    workspaces += step->workspace;
     step_rules.push_back(step->rule);
   }
   if (!assign_operand_roles(f, l)) {
@@ -1611,7 +1819,17 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     return std::nullopt;
   }
   const size_t K = f.kernels.size();
-  const std::string chain_math = chain_code(K, shapes.size(), *binding, xi, launches);
+  // An attention's scale, 1 / sqrt of Q's last dim, is the shape's: kernel 0 runs the anchor's
+  // strategy with it in the config.
+  const bool runtime_scale =
+      anchor->attr("attention").boolean().value_or(false) && anchor->attr("scale").is_none();
+  const std::string anchor_call =
+      runtime_scale ? "      C c0 = cfg;\n"
+                      "      c0.alpha = cfg.alpha / ::sqrt(static_cast<double>(a->inputs[cfg.a].shape[a->inputs[cfg.a].ndim - 1]));\n"
+                      "      rc = family.template launch<kb_op>(&aa, c0);\n"
+                    : "      rc = anchor(&aa);\n";
+  const std::string chain_math =
+      chain_code(K, shapes.size(), *binding, xi, launches, workspaces, anchor_call);
   l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));
   l.math = fused_header(l.rule,
                         fmt::format("A chain of {} kernels: the {} with its epilogue in the output "

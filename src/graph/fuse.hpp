@@ -45,6 +45,8 @@ enum class fuse_reason {
   norm_needs_statistics, // group, instance, layer or batch (batch statistics) norm: a statistics
                          // pass over the group before the normalized values exist
   pool_windows,          // pooling: its windows cross the producer's output tiles
+  product_reads_rows,    // a second GEMM or convolution over the chain's value: each output reads
+                         // a whole row (a window) of it, across the producer's output tiles
 };
 std::string to_string(fuse_reason r);
 
@@ -89,7 +91,14 @@ struct fusion_plan {
   std::string coverage() const;
 };
 
-// Plans a graph. Pure: reads the graph only.
+// scaled_dot_product_attention(Q, K, V) in its plain form (no mask, causal masking, dropout or
+// grouped heads) as the three ops it is: scores = Q @ K^T * scale (torch.matmul with the
+// attributes transpose_b, scale and attention; scale none: 1 / sqrt of Q's last dim), a
+// torch.softmax over the last dim into the weights, and weights @ V. The intermediates are named
+// <output>__scores and <output>__weights. Other nodes are kept as they are.
+graph expand_attention(const graph& g);
+
+// Plans a graph (after expand_attention). Pure: reads the graph only.
 fusion_plan plan_fusion(const graph& g);
 
 // The plan as JSON (the golden files of the planner's tests compare this exactly).

@@ -334,6 +334,69 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
   EXPECT_NE(oe.low->math.find("kb::reduce::config{1, 2, 0}"), std::string::npos);
 }
 
+TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
+  // Two Linears: the second is kernel 1, the anchor family's launch of its own op (kb_op1: its
+  // bias, then the scale) over the first kernel's output times its weight (an operand, trans_b).
+  const graph& two = graphs().at("30_Linear_Sigmoid_Linear_LogSumExp");
+  const outcome o = lower(two, contract_for(two, fs::temp_directory_path()));
+  ASSERT_TRUE(o.ok()) << o.message();
+  EXPECT_EQ(o.low->rule, "matmul:linear+sigmoid|linear+mul|logsumexp");
+  const std::string w2 = o.low->roles.at("state_fc2_weight");
+  const std::string b2 = o.low->roles.at("state_fc2_bias");
+  ASSERT_EQ(w2.rfind("epilogue", 0), 0u);
+  ASSERT_EQ(b2.rfind("epilogue", 0), 0u);
+  const std::string& m = o.low->math;
+  EXPECT_NE(m.find(fmt::format("family.template launch<kb_op1>(&sa, product_config(cfg, epi, {}, 1))",
+                               w2.substr(8))),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find(fmt::format("const A kb_acc = acc + kb::epi::at<A>(ops, {}, n);", b2.substr(8))),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("family.template workspace<kb_op1>"), std::string::npos) << m;
+  EXPECT_NE(m.find("kb::reduce::launch_naive<kb_step2"), std::string::npos) << m;
+
+  // Attention: Q @ K^T over the heads (batched, b transposed) scaled by 1/sqrt of Q's last dim at
+  // run time, a softmax over the last dim, then the weights times V (V an operand).
+  const graph& att = graphs().at("31_ScaledDotProductAttention");
+  const outcome oa = lower(att, contract_for(att, fs::temp_directory_path()));
+  ASSERT_TRUE(oa.ok()) << oa.message();
+  EXPECT_EQ(oa.low->rule, "matmul:matmul|softmax|matmul");
+  EXPECT_EQ(oa.low->roles.at("q"), "a");
+  EXPECT_EQ(oa.low->roles.at("k"), "b");
+  EXPECT_EQ(oa.low->roles.at("v"), "epilogue0");
+  task::contract ac = contract_for(att, fs::temp_directory_path());
+  oa.low->params(ac);
+  ASSERT_TRUE(ac.matmul.has_value());
+  EXPECT_TRUE(ac.matmul->trans_b);
+  EXPECT_TRUE(ac.matmul->batch);
+  EXPECT_EQ(ac.matmul->alpha, 1.0);
+  const std::string& am = oa.low->math;
+  EXPECT_NE(am.find("c0.alpha = cfg.alpha / ::sqrt(static_cast<double>(a->inputs[cfg.a].shape["
+                    "a->inputs[cfg.a].ndim - 1]))"),
+            std::string::npos)
+      << am;
+  EXPECT_NE(am.find("family.template launch<kb_op2>(&sa, product_config(cfg, epi, 0, 0))"),
+            std::string::npos)
+      << am;
+  EXPECT_NE(am.find("kb::normalize::launch_naive<kb_step1"), std::string::npos) << am;
+
+  // A plain attention expands into the three ops; a causal one is kept, and has no plan.
+  const graph ex = expand_attention(att);
+  ASSERT_EQ(ex.nodes.size(), 3u);
+  EXPECT_EQ(ex.nodes[0].op, "torch.matmul");
+  EXPECT_TRUE(ex.nodes[0].attr("transpose_b").boolean().value_or(false));
+  EXPECT_EQ(ex.nodes[0].outputs[0].shape,
+            (std::vector<std::string>{"batch_size", "heads", "seq_q", "seq_k"}));
+  EXPECT_EQ(ex.nodes[1].op, "torch.softmax");
+  EXPECT_EQ(ex.nodes[2].outputs[0].value, att.outputs[0].value);
+  const graph& causal = graphs().at("32_Attention_Causal");
+  EXPECT_EQ(expand_attention(causal).nodes.size(), 1u);
+  const fusion_plan pc = plan_fusion(causal);
+  ASSERT_FALSE(pc.ok());
+  EXPECT_EQ(pc.problems[0].why, plan_issue::unknown_op);
+}
+
 #ifndef KBLASTER_CUDA_INCLUDE
 #define KBLASTER_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
@@ -501,6 +564,8 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"06_Conv2d_BatchNorm_ReLU", {{8, 16, 32, 32}}}, // a batch norm step, channel rows
       {"26_Linear_LayerNorm_AddInput", {{32, 48}}},    // an operand read at the element's index
       {"28_Conv2d_CenterSpatial_ReLU", {{4, 8, 16, 18}}}, // a centering step
+      {"30_Linear_Sigmoid_Linear_LogSumExp", {{32, 40}, {32, 24}}}, // a second product
+      {"31_ScaledDotProductAttention", {{2, 3, 20, 24}, {2, 3, 20, 24}}}, // attention
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());

@@ -2,15 +2,19 @@
 // (src/graph/fuse.cpp). The anchor (a matmul or conv strategy, its fused epilogue in the output
 // tile) writes its output into the workspace; each following kernel of the plan is a launch of an
 // existing family's driver (reduce, normalize: softmax, log_softmax, layer, group and instance
-// norms; pool) over the intermediate before it, into the next intermediate or the task's output,
+// norms; pool) or a later product with the anchor's strategy (the candidate's anchor family, with
+// the product's own epilogue) over the intermediate before it, into the next intermediate or the
+// task's output,
 // and an elementwise pass with the output element's channel and flat index applies what the
 // family's math cannot index (a norm's per-channel affine, operands per channel or of the output's
 // shape). The generated math of such a task
 // (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
-//   kb_chain::workspace_bytes(args, kb_family_config, anchor_workspace, &bytes)
-//   kb_chain::launch(args, kb_family_config, anchor_launch, anchor_workspace)
+//   kb_chain::workspace_bytes(args, kb_family_config, anchor_workspace, family, &bytes)
+//   kb_chain::launch(args, kb_family_config, anchor_launch, anchor_workspace, family)
+// where `family` runs the anchor's strategy over another op and config:
+// family.template launch<Op>(args, config) and family.template workspace<Op>(args, config, &bytes).
 // Intermediates are contiguous float32; the workspace holds them (each 256-byte aligned) and then
-// the anchor strategy's own workspace.
+// the anchor strategy's own workspace (the largest any of the chain's products needs).
 #pragma once
 
 #include "kblaster/device/epilogue.cuh"
@@ -76,6 +80,30 @@ inline kb_args step_args(const kb_args* base, const kb_tensor* inputs, int num_i
   a.outputs = output;
   a.workspace = nullptr;
   a.workspace_bytes = 0;
+  return a;
+}
+
+// The arguments of a later product of the chain: the chain's value x as input 0 and the call's
+// operands (base->inputs[epi[j]]) as inputs 1 + j, with `shifted` their indices there; the output
+// y and the anchor's workspace region.
+inline kb_args product_args(const kb_args* base, const kb_tensor& x,
+                            const int (&epi)[epi::max_operands], kb_tensor* in,
+                            int (&shifted)[epi::max_operands], const kb_tensor* y, void* workspace,
+                            uint64_t workspace_bytes) {
+  in[0] = x;
+  int n = 1;
+  for (int j = 0; j < epi::max_operands; ++j) {
+    shifted[j] = -1;
+    in[1 + j] = kb_tensor{};
+    if (epi[j] >= 0 && epi[j] < base->num_inputs) {
+      in[1 + j] = base->inputs[epi[j]];
+      shifted[j] = 1 + j;
+      n = 2 + j;
+    }
+  }
+  kb_args a = step_args(base, in, n, y);
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
   return a;
 }
 
