@@ -439,6 +439,9 @@ fusion_plan plan_fusion(const graph& input) {
   p.steps.push_back(first);
   int kernel = 0;
   bool anchor_kernel = true; // the kernel the chain is in begins with a product or convolution
+  // The values earlier kernels left in the workspace, with their shapes: a later epilogue reads
+  // them at the element's index.
+  std::map<std::string, std::vector<std::string>> left;
   std::set<std::string> region{first.value}; // the chain's values since the last kernel began
   std::string main = first.value;            // the chain's latest value
   std::vector<std::string> main_shape = anchor.outputs[0].shape;
@@ -462,6 +465,7 @@ fusion_plan plan_fusion(const graph& input) {
     const node& n = g.nodes[i];
     std::vector<std::string> chain_reads;
     std::vector<leaf_info> leaves;
+    std::vector<std::string> residuals;
     bool other = false;
     for (const auto& o : n.inputs) {
       if (!o.is_tensor()) {
@@ -471,9 +475,16 @@ fusion_plan plan_fusion(const graph& input) {
         chain_reads.push_back(o.value);
       } else if (const auto l = leaf_of(g, o.value, chain_input)) {
         leaves.push_back(*l);
+      } else if (const auto it = left.find(o.value);
+                 it != left.end() && !anchor_kernel && is_pointwise(n) && it->second == main_shape) {
+        residuals.push_back(o.value);
       } else {
         other = true;
       }
+    }
+    if (chain_reads.empty() && !residuals.empty()) {
+      return problem(plan_issue::branch, n.op,
+                     "reads a value an earlier kernel left without the chain's latest value");
     }
     if (chain_reads.empty() && !other) {
       // An op over module state or constants only (a view of a parameter): part of an operand.
@@ -484,8 +495,9 @@ fusion_plan plan_fusion(const graph& input) {
     }
     if (other) {
       return problem(plan_issue::branch, n.op,
-                     "reads a value of the chain from before its kernel (a residual across a "
-                     "kernel boundary) or of another path");
+                     "reads a value of the chain that no earlier kernel leaves whole in the "
+                     "workspace (a value inside a kernel, one of another shape, or in the "
+                     "anchor's own kernel) or of another path");
     }
     if (is_pointwise(n)) {
       std::vector<std::string> operands;
@@ -503,6 +515,11 @@ fusion_plan plan_fusion(const graph& input) {
       }
       fuse_step& s = p.steps.back();
       s.ops.push_back(n.op);
+      for (const auto& r : residuals) {
+        if (std::find(s.residuals.begin(), s.residuals.end(), r) == s.residuals.end()) {
+          s.residuals.push_back(r);
+        }
+      }
       for (const auto& o : operands) {
         if (std::find(s.operands.begin(), s.operands.end(), o) == s.operands.end()) {
           s.operands.push_back(o);
@@ -520,6 +537,7 @@ fusion_plan plan_fusion(const graph& input) {
         return problem(plan_issue::branch, n.op,
                        "an earlier value of the chain is read again by " + *later + " after it");
       }
+      left[main] = main_shape;
       p.steps.push_back(centering_step(g, i, sub, ++kernel));
       anchor_kernel = false;
       region = {p.steps.back().value};
@@ -542,6 +560,7 @@ fusion_plan plan_fusion(const graph& input) {
                      "an earlier value of the chain is read again by " + *later + " after it");
     }
     // Its result: the one output read later (torch.max over a dim gives values and indices).
+    const std::vector<std::string> main_shape_before = main_shape;
     std::string out;
     for (const auto& o : n.outputs) {
       if (!readers(g, o.value).empty() || o.value == g.outputs[0].value) {
@@ -572,6 +591,7 @@ fusion_plan plan_fusion(const graph& input) {
       s.rule = split->rule;
       s.edge = fuse_edge::split;
       s.why = split->why;
+      left[main] = main_shape_before;
       s.kernel = ++kernel;
       anchor_kernel = split->kind == fuse_kind::anchor;
     }
@@ -594,6 +614,9 @@ json to_json(const fusion_plan& p) {
               {"edge", to_string(s.edge)}, {"reason", to_string(s.why)}, {"kernel", s.kernel}};
     if (!s.operands.empty()) {
       step["operands"] = s.operands;
+    }
+    if (!s.residuals.empty()) {
+      step["residuals"] = s.residuals;
     }
     j["steps"].push_back(step);
   }
@@ -766,6 +789,9 @@ std::optional<std::vector<kernel_steps>> kernels_of(const fusion_plan& p, const 
   return kernels;
 }
 
+// The operand slots of an epilogue (kb::epi::max_operands on the device).
+constexpr size_t kb_max_operands = 8;
+
 // The leaves of an epilogue: value -> C++; `error` when an operand is a forward input.
 struct epilogue_leaves {
   std::map<std::string, std::string> leaves;
@@ -785,6 +811,18 @@ struct fused_frame {
   // The operands of every kernel's epilogue and of the norms' affine maps, in one list (input
   // roles epilogue<k>).
   std::vector<std::string> operands;
+  // The values earlier kernels left that later epilogues read (fuse_step::residuals): operand
+  // slots from the last down, pointed at their buffers at run time.
+  std::vector<std::string> residuals;
+
+  int residual_slot(const std::string& value) {
+    auto it = std::find(residuals.begin(), residuals.end(), value);
+    if (it == residuals.end()) {
+      residuals.push_back(value);
+      it = residuals.end() - 1;
+    }
+    return static_cast<int>(kb_max_operands) - 1 - static_cast<int>(it - residuals.begin());
+  }
 
   int operand(const std::string& base) {
     const auto it = std::find(operands.begin(), operands.end(), base);
@@ -968,8 +1006,10 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
 
 // The operands' input roles (epilogue<k>) into `l`; false, with why, beyond 8 of them.
 bool assign_operand_roles(const fused_frame& f, lowering& l) {
-  if (f.operands.size() > 8) {
-    f.why(f.p.anchor, fmt::format("{} epilogue operands (at most 8)", f.operands.size()));
+  if (f.operands.size() + f.residuals.size() > kb_max_operands) {
+    f.why(f.p.anchor, fmt::format("{} epilogue operands and {} values of earlier kernels (at most "
+                                  "{} in all)",
+                                  f.operands.size(), f.residuals.size(), kb_max_operands));
     return false;
   }
   for (size_t k = 0; k < f.operands.size(); ++k) {
@@ -1234,7 +1274,7 @@ struct step_epilogue {
 
 // The epilogue after the step: folded into the family op when it reads no operand and no
 // affine comes first, else an elementwise map pass with the channel.
-std::optional<step_epilogue> epilogue_of_step(const fused_frame& f, const chain_step& s,
+std::optional<step_epilogue> epilogue_of_step(fused_frame& f, const chain_step& s,
                                               const std::vector<std::string>& out,
                                               const std::string& affine) {
   const kernel_steps& ks = s.ks;
@@ -1262,6 +1302,11 @@ std::optional<step_epilogue> epilogue_of_step(const fused_frame& f, const chain_
   epilogue_leaves leaves = f.leaves_for(viewed ? ks.epilogue_input : ks.main->value,
                                         affine.empty() ? "v" : "kb_v", out,
                                         viewed ? "" : "channel", "i", full);
+  if (ks.epilogue != nullptr) {
+    for (const auto& r : ks.epilogue->residuals) { // an earlier kernel's value, at the index
+      leaves.leaves[r] = fmt::format("kb::epi::at<A>(ops, {}, i)", f.residual_slot(r));
+    }
+  }
   detail::pointwise tail(f.g, std::move(leaves.leaves),
                          viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
   if (!leaves.error.empty()) {
@@ -1311,7 +1356,8 @@ std::string step_ops_math(const chain_step& s, const step_family& fam, const ste
 
 // The step's block of kb_chain::launch: the family op from buffer k-1 into buffer k, then the
 // map pass in place when `mapped`.
-std::string step_launch(const chain_step& s, const step_family& fam, bool mapped) {
+std::string step_launch(const chain_step& s, const step_family& fam, bool mapped,
+                        const std::string& residual_ops) {
   const size_t k = s.k;
   const int so = s.si + 1;
   const std::string family = fam.f == step_fam::reduce      ? "reduce"
@@ -1332,9 +1378,9 @@ std::string step_launch(const chain_step& s, const step_family& fam, bool mapped
                   fmt::format("kb_step{}", k), fam.config);
   if (mapped) {
     launch += fmt::format(
-        "      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
-        "ops);\n      if (rc != 0) {{\n        return rc;\n      }}\n",
-        fmt::format("kb_map{}", k), k, so, so);
+        "{}      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
+        "{});\n      if (rc != 0) {{\n        return rc;\n      }}\n",
+        residual_ops, fmt::format("kb_map{}", k), k, so, so, residual_ops.empty() ? "ops" : "rops");
   }
   launch += "    }\n";
   return launch;
@@ -1483,7 +1529,23 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   }
   const bool mapped = !fam->affine.empty() || e->post.find("kb::epi::at") != std::string::npos;
   code.ops_math = step_ops_math(s, *fam, *e, mapped);
-  code.launch = step_launch(s, *fam, mapped);
+  // The values of earlier kernels the map pass reads: their buffers in the operand slots.
+  std::string residual_ops;
+  if (ks.epilogue != nullptr && !ks.epilogue->residuals.empty()) {
+    residual_ops = "      kb::epi::operands rops = ops;\n";
+    for (const auto& r : ks.epilogue->residuals) {
+      size_t j = 0;
+      while (j < k && f.kernels[j].value != r) {
+        ++j;
+      }
+      if (j == k) {
+        return f.why(s.op, "reads " + r + ", which no earlier kernel leaves");
+      }
+      residual_ops += fmt::format("      rops.p[{}] = static_cast<const float*>(buf[{}]);\n",
+                                  f.residual_slot(r), j);
+    }
+  }
+  code.launch = step_launch(s, *fam, mapped, residual_ops);
   std::string name = s.rule;
   if (fam->reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
     name += "(mean)";

@@ -72,7 +72,10 @@ struct fuse_step {
   fuse_reason why = fuse_reason::anchor;
   int kernel = 0;                    // the kernel that runs it, 0 first
   std::vector<std::string> operands; // tensors an epilogue reads besides the chain (state_bias)
-  std::string value;                 // the graph value it produces
+  // Values an earlier kernel left (in the workspace) that an epilogue after a split step reads at
+  // the element's index: a residual across a kernel boundary (`x_conv + f(norm(x_conv))`).
+  std::vector<std::string> residuals;
+  std::string value; // the graph value it produces
 };
 
 struct plan_problem {

@@ -397,6 +397,33 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
   EXPECT_EQ(pc.problems[0].why, plan_issue::unknown_op);
 }
 
+TEST(FusionPlan, ResidualsAcrossAKernelBoundaryReadTheWorkspace) {
+  // x_conv + 2 tanh(norm(x_conv)): the conv's output is kernel 0's buffer, still in the workspace
+  // when kernel 1's map pass runs; it reads it at the element's index through the last operand
+  // slot, pointed at that buffer.
+  const graph& g = graphs().at("33_Conv2d_GroupNorm_ResidualAdd");
+  const fusion_plan p = plan_fusion(g);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p.steps.size(), 4u);
+  EXPECT_EQ(p.steps[2].residuals, std::vector<std::string>{p.steps[0].value});
+  const outcome o = lower(g, contract_for(g, fs::temp_directory_path()));
+  ASSERT_TRUE(o.ok()) << o.message();
+  EXPECT_EQ(o.low->rule, "conv:conv2d|group_norm+tanh+mul+add|logsumexp");
+  const std::string& m = o.low->math;
+  EXPECT_NE(m.find("rops.p[7] = static_cast<const float*>(buf[0]);"), std::string::npos) << m;
+  EXPECT_NE(m.find("kb::chain::map_in_place<kb_map1>(a, kb::chain::dense(buf[1], s[2], rank[2]), "
+                   "rops)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("(kb::epi::at<A>(ops, 7, i) + (kb::fn::tanh(v) * A(2)))"), std::string::npos)
+      << m;
+  // The value inside a kernel (before its epilogue) is not left whole: still a branch.
+  const graph& b = graphs().at("91_Linear_Branch");
+  const fusion_plan pb = plan_fusion(b);
+  ASSERT_FALSE(pb.ok());
+  EXPECT_EQ(pb.problems[0].why, plan_issue::branch);
+}
+
 #ifndef KBLASTER_CUDA_INCLUDE
 #define KBLASTER_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
@@ -566,6 +593,7 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"28_Conv2d_CenterSpatial_ReLU", {{4, 8, 16, 18}}}, // a centering step
       {"30_Linear_Sigmoid_Linear_LogSumExp", {{32, 40}, {32, 24}}}, // a second product
       {"31_ScaledDotProductAttention", {{2, 3, 20, 24}, {2, 3, 20, 24}}}, // attention
+      {"33_Conv2d_GroupNorm_ResidualAdd", {{2, 8, 12, 10}, {2, 8, 12, 10}}}, // a residual
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());
