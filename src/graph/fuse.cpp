@@ -396,6 +396,42 @@ std::optional<plan_problem> graph_problem(const graph& g) {
 
 } // namespace
 
+namespace {
+
+// What a node of the chain reads: values of the kernel it is in, leaves (module state, forward
+// inputs), values earlier kernels left (`left`, when it may read them: a pointwise op after a
+// split step) of the chain's shape, or anything else (`other`).
+struct reads {
+  std::vector<std::string> chain;
+  std::vector<leaf_info> leaves;
+  std::vector<std::string> residuals;
+  bool other = false;
+};
+
+reads reads_of(const graph& g, const node& n, const std::set<std::string>& region,
+               const std::string& chain_input,
+               const std::map<std::string, std::vector<std::string>>* left,
+               const std::vector<std::string>& main_shape) {
+  reads r;
+  for (const auto& o : n.inputs) {
+    if (!o.is_tensor()) {
+      continue;
+    }
+    if (region.count(o.value) != 0) {
+      r.chain.push_back(o.value);
+    } else if (const auto l = leaf_of(g, o.value, chain_input)) {
+      r.leaves.push_back(*l);
+    } else if (left != nullptr && left->count(o.value) != 0 && left->at(o.value) == main_shape) {
+      r.residuals.push_back(o.value);
+    } else {
+      r.other = true;
+    }
+  }
+  return r;
+}
+
+} // namespace
+
 fusion_plan plan_fusion(const graph& input) {
   const graph g = expand_attention(input);
   fusion_plan p;
@@ -463,25 +499,9 @@ fusion_plan plan_fusion(const graph& input) {
 
   for (size_t i = a + 1; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
-    std::vector<std::string> chain_reads;
-    std::vector<leaf_info> leaves;
-    std::vector<std::string> residuals;
-    bool other = false;
-    for (const auto& o : n.inputs) {
-      if (!o.is_tensor()) {
-        continue;
-      }
-      if (region.count(o.value) != 0) {
-        chain_reads.push_back(o.value);
-      } else if (const auto l = leaf_of(g, o.value, chain_input)) {
-        leaves.push_back(*l);
-      } else if (const auto it = left.find(o.value);
-                 it != left.end() && !anchor_kernel && is_pointwise(n) && it->second == main_shape) {
-        residuals.push_back(o.value);
-      } else {
-        other = true;
-      }
-    }
+    const reads r = reads_of(g, n, region, chain_input,
+                             anchor_kernel || !is_pointwise(n) ? nullptr : &left, main_shape);
+    const auto& [chain_reads, leaves, residuals, other] = r;
     if (chain_reads.empty() && !residuals.empty()) {
       return problem(plan_issue::branch, n.op,
                      "reads a value an earlier kernel left without the chain's latest value");
