@@ -726,7 +726,9 @@ std::vector<issue> uncovered(const graph& g) {
       {"torch.cumprod", "a scan in a form the scan family does not take"},
       {"torch.argmax", "an arg-reduction in a chain of ops: the argreduce family lowers one alone"},
       {"torch.argmin", "an arg-reduction in a chain of ops: the argreduce family lowers one alone"},
-      {"torch.nn.functional.scaled_dot_product_attention", "attention: no family of this build"},
+      {"torch.nn.functional.scaled_dot_product_attention",
+       "attention with a mask, causal masking, dropout or grouped heads (the plain form is a "
+       "chain of two products around a softmax)"},
       {"nn.Linear", "a product with the transposed weight and a bias (matmul with trans_b)"},
       {"torch.bmm", "a batched product in a chain the matmul forms do not take"},
       {"torch.einsum", "an einsum in a chain the matmul forms do not take"},
