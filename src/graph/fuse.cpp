@@ -432,8 +432,10 @@ reads reads_of(const graph& g, const node& n, const std::set<std::string>& regio
 
 } // namespace
 
-fusion_plan plan_fusion(const graph& input) {
-  const graph g = expand_attention(input);
+namespace {
+
+// The plan of a graph whose attention is expanded already.
+fusion_plan plan_expanded(const graph& g) {
   fusion_plan p;
   const auto problem = [&](plan_issue why, const std::string& op, const std::string& detail) {
     p.problems.push_back({why, op.empty() ? "graph" : op, detail});
@@ -624,6 +626,12 @@ fusion_plan plan_fusion(const graph& input) {
   }
   p.kernels = kernel + 1;
   return p;
+}
+
+} // namespace
+
+fusion_plan plan_fusion(const graph& g) {
+  return plan_expanded(expand_attention(g));
 }
 
 json to_json(const fusion_plan& p) {
@@ -967,6 +975,18 @@ std::optional<lowering> product_lowering(const fused_frame& f,
   return l;
 }
 
+// A product's (`gemm`) or convolution's indexed epilogue as the op `name`: `body`'s lines, then
+// the value `expr`.
+std::string epilogue_struct(const std::string& name, bool gemm, const std::string& body,
+                            const std::string& expr) {
+  const std::string sig = gemm ? "A acc, int64_t m, int64_t n, const kb::epi::operands& ops"
+                               : "A v, int64_t channel, const kb::epi::operands& ops";
+  const std::string unused = gemm ? "    (void)m;\n    (void)n;\n    (void)ops;\n"
+                                  : "    (void)channel;\n    (void)ops;\n";
+  return "\ntemplate <class A> struct " + name + " {\n  static KB_HD A epilogue(" + sig + ") {\n" +
+         unused + body + "    return " + expr + ";\n  }\n};\n";
+}
+
 // Kernel 0: the anchor's lowering (matmul or conv) named by the fused rule, and its epilogue in
 // the output tile (kb_op).
 struct anchor_part {
@@ -1015,12 +1035,7 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
   const std::string ops = pw.ops();
   l.rule = fmt::format("{}:{}{}", gemm ? "matmul" : "conv", anchor_name,
                        ops == "identity" ? "" : "+" + ops);
-  const std::string sig = gemm ? "A acc, int64_t m, int64_t n, const kb::epi::operands& ops"
-                               : "A v, int64_t channel, const kb::epi::operands& ops";
-  const std::string unused = gemm ? "    (void)m;\n    (void)n;\n    (void)ops;\n"
-                                  : "    (void)channel;\n    (void)ops;\n";
-  a.math = "\ntemplate <class A> struct kb_op {\n  static KB_HD A epilogue(" + sig + ") {\n" +
-           unused + body + "    return " + *e + ";\n  }\n};\n";
+  a.math = epilogue_struct("kb_op", gemm, body, *e);
   return a;
 }
 
@@ -1470,31 +1485,23 @@ std::optional<chain_step_code> product_step(fused_frame& f, const chain_step& s,
                      pw.why() + ")");
   }
   const size_t k = s.k;
-  code.ops_math = fmt::format("\ntemplate <class A> struct kb_op{} {{\n  static KB_HD A epilogue(A acc, "
-                              "int64_t m, int64_t n, const kb::epi::operands& ops) {{\n"
-                              "    (void)m;\n    (void)n;\n    (void)ops;\n{}    return {};\n  }}\n}};\n",
-                              k, body, *e);
+  code.ops_math = epilogue_struct(fmt::format("kb_op{}", k), true, body, *e);
   const int so = s.si + 1;
   code.launch = fmt::format(
       "    {{ // kernel {0}: {1}, the anchor's strategy\n"
-      "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
-      "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
-      "      kb_tensor in[1 + kb::epi::max_operands];\n"
-      "      int epi[kb::epi::max_operands];\n"
-      "      const kb_args sa = kb::chain::product_args(a, x, cfg.epi, in, epi, &y, base + "
-      "offsets[kernels - 1], anchor_bytes);\n"
-      "      rc = family.template launch<kb_op{0}>(&sa, product_config(cfg, epi, {5}, {6}));\n"
+      "      const kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
+      "      const kb::chain::product_call p(a, kb::chain::dense(buf[{2}], s[{3}], rank[{3}]), cfg.epi, "
+      "&y, base + offsets[kernels - 1], anchor_bytes);\n"
+      "      rc = family.template launch<kb_op{0}>(&p.args, p.config(cfg, {5}, {6}));\n"
       "      if (rc != 0) {{\n        return rc;\n      }}\n    }}\n",
       k, ks.main->rule, k - 1, s.si, so, b, trans_b ? 1 : 0);
   code.workspace = fmt::format(
       "    {{ // kernel {0}'s workspace in the anchor's region\n"
-      "      kb_tensor x = kb::chain::dense(nullptr, s[{1}], rank[{1}]);\n"
-      "      kb_tensor y = kb::chain::dense(nullptr, s[{2}], rank[{2}]);\n"
-      "      kb_tensor in[1 + kb::epi::max_operands];\n"
-      "      int epi[kb::epi::max_operands];\n"
-      "      const kb_args sa = kb::chain::product_args(a, x, cfg.epi, in, epi, &y, nullptr, 0);\n"
+      "      const kb_tensor y = kb::chain::dense(nullptr, s[{2}], rank[{2}]);\n"
+      "      const kb::chain::product_call p(a, kb::chain::dense(nullptr, s[{1}], rank[{1}]), cfg.epi, "
+      "&y, nullptr, 0);\n"
       "      uint64_t bytes = 0;\n"
-      "      rc = family.template workspace<kb_op{0}>(&sa, product_config(cfg, epi, {3}, {4}), &bytes);\n"
+      "      rc = family.template workspace<kb_op{0}>(&p.args, p.config(cfg, {3}, {4}), &bytes);\n"
       "      if (rc != 0) {{\n        return rc;\n      }}\n"
       "      *anchor_bytes = bytes > *anchor_bytes ? bytes : *anchor_bytes;\n    }}\n",
       k, s.si, so, b, trans_b ? 1 : 0);
@@ -1671,26 +1678,6 @@ std::optional<shape_binding> bind_shapes(const fused_frame& f,
   return out;
 }
 
-// A later product's config (kb_chain::product_config): the chain's value as a, the call's operand
-// `b` (input 1 + b of the step's arguments, kb::chain::product_args) as b, the operands moved with
-// it; no factor, mask or diagonal.
-constexpr const char* product_config_code = R"(
-  template <class C> static C product_config(const C& cfg, const int (&epi)[kb::epi::max_operands], int b, int trans_b) {
-    C c = cfg;
-    c.a = 0;
-    c.b = 1 + b;
-    c.trans_a = 0;
-    c.trans_b = trans_b;
-    c.alpha = 1.0;
-    c.mask = 0;
-    c.diag_a = 0;
-    for (int j = 0; j < kb::epi::max_operands; ++j) {
-      c.epi[j] = epi[j];
-    }
-    return c;
-  }
-)";
-
 // The chain's code (kb_chain) over `count` shapes bound by `b`: the anchor into buffer 0, then
 // the steps' `launches`.
 std::string chain_code(size_t K, size_t count, const shape_binding& b, const std::string& xi,
@@ -1725,12 +1712,9 @@ struct kb_chain {{
     return kb::chain::count(s[count - 1], rank[count - 1]) == kb::numel(a->outputs[0]) ? 0 : -1;
   }}
 
-{product_config}
-  template <class C, class W, class F>
-  static int prepare(const kb_args* a, const C& cfg, W anchor_workspace, F family,
-                     int64_t (*s)[KB_MAX_DIMS], uint64_t* offsets, uint64_t* anchor_bytes,
-                     uint64_t* total) {{
-    (void)family;
+  template <class C, class F>
+  static int prepare(const kb_args* a, const C& cfg, F family, int64_t (*s)[KB_MAX_DIMS],
+                     uint64_t* offsets, uint64_t* anchor_bytes, uint64_t* total) {{
     if (a->num_outputs < 1) {{
       return -1;
     }}
@@ -1750,7 +1734,7 @@ struct kb_chain {{
     aa.workspace = nullptr;
     aa.workspace_bytes = 0;
     *anchor_bytes = 0;
-    rc = anchor_workspace(&aa, anchor_bytes);
+    rc = family.template workspace<kb_op>(&aa, cfg, anchor_bytes);
     if (rc != 0) {{
       return rc;
     }}
@@ -1759,23 +1743,21 @@ struct kb_chain {{
     return 0;
   }}
 
-  template <class C, class W, class F>
-  static int workspace_bytes(const kb_args* a, const C& cfg, W anchor_workspace, F family,
-                             uint64_t* bytes) {{
+  template <class C, class F>
+  static int workspace_bytes(const kb_args* a, const C& cfg, F family, uint64_t* bytes) {{
     int64_t s[count][KB_MAX_DIMS];
     uint64_t offsets[kernels];
     uint64_t anchor_bytes = 0;
-    return prepare(a, cfg, anchor_workspace, family, s, offsets, &anchor_bytes, bytes);
+    return prepare(a, cfg, family, s, offsets, &anchor_bytes, bytes);
   }}
 
-  template <class C, class L, class W, class F>
-  static int launch(const kb_args* a, const C& cfg, L anchor, W anchor_workspace, F family) {{
-    (void)anchor;
+  template <class C, class F>
+  static int launch(const kb_args* a, const C& cfg, F family) {{
     int64_t s[count][KB_MAX_DIMS];
     uint64_t offsets[kernels];
     uint64_t anchor_bytes = 0;
     uint64_t total = 0;
-    int rc = prepare(a, cfg, anchor_workspace, family, s, offsets, &anchor_bytes, &total);
+    int rc = prepare(a, cfg, family, s, offsets, &anchor_bytes, &total);
     if (rc != 0) {{
       return rc;
     }}
@@ -1812,8 +1794,7 @@ struct kb_chain {{
       fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count),
       fmt::arg("ranks", fmt::join(b.ranks, ", ")), fmt::arg("bind", b.bind),
       fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches),
-      fmt::arg("workspaces", workspaces), fmt::arg("anchor_call", anchor_call),
-      fmt::arg("product_config", workspaces.empty() ? "" : product_config_code));
+      fmt::arg("workspaces", workspaces), fmt::arg("anchor_call", anchor_call));
 }
 
 } // namespace
@@ -1821,7 +1802,7 @@ struct kb_chain {{
 std::optional<lowering> fused_lowering(const rule_context& ctx) {
   const graph expanded = expand_attention(ctx.g); // the plan's values are the expanded graph's
   const graph& g = expanded;
-  const fusion_plan p = plan_fusion(g);
+  const fusion_plan p = plan_expanded(g);
   if (p.anchor.empty()) {
     return std::nullopt; // no anchor: the other rules say why
   }
@@ -1909,7 +1890,7 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
       runtime_scale ? "      C c0 = cfg;\n"
                       "      c0.alpha = cfg.alpha / ::sqrt(static_cast<double>(a->inputs[cfg.a].shape[a->inputs[cfg.a].ndim - 1]));\n"
                       "      rc = family.template launch<kb_op>(&aa, c0);\n"
-                    : "      rc = anchor(&aa);\n";
+                    : "      rc = family.template launch<kb_op>(&aa, cfg);\n";
   const std::string chain_math =
       chain_code(K, shapes.size(), *binding, xi, launches, workspaces, anchor_call);
   l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));

@@ -1197,11 +1197,8 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
         "#include KB_TASK_MATH\n\n"
         "{}"
         "struct kb_strategy_params {{\n{}}};\n\n"
-        "using kb_strategy = {}<kb_op, kb_strategy_params>;\n\n"
-        "static int kb_anchor_workspace(const kb_args* args, uint64_t* bytes) {{\n{}}}\n\n"
-        "static int kb_anchor_launch(const kb_args* args) {{ return "
-        "kb_strategy::launch(args{}); }}\n\n"
-        "// The strategy at this point over the chain's other products (their op and config).\n"
+        "// The strategy at this point over the chain's products: the anchor (kb_op under\n"
+        "// kb_family_config) and any later one (its own op and config).\n"
         "struct kb_anchor_family {{\n"
         "  template <template <class> class Op, class C>\n"
         "  static int launch(const kb_args* args, const C& config) {{\n"
@@ -1210,14 +1207,13 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
         "  static int workspace(const kb_args* args, const C& config, uint64_t* bytes) {{\n"
         "{}  }}\n}};\n\n"
         "extern \"C\" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) "
-        "{{\n  return kb_chain::workspace_bytes(args, kb_family_config, kb_anchor_workspace, "
-        "kb_anchor_family{{}}, bytes);\n}}\n\n"
+        "{{\n  return kb_chain::workspace_bytes(args, kb_family_config, kb_anchor_family{{}}, "
+        "bytes);\n}}\n\n"
         "extern \"C\" KB_EXPORT int kb_launch(const kb_args* args) {{\n  return "
-        "kb_chain::launch(args, kb_family_config, kb_anchor_launch, kb_anchor_workspace, "
-        "kb_anchor_family{{}});\n}}\n\n"
+        "kb_chain::launch(args, kb_family_config, kb_anchor_family{{}});\n}}\n\n"
         "extern \"C\" KB_EXPORT const char* kb_candidate_info(void) {{ return \"{}\"; }}\n",
         c.lowering, info, wrapped, st.header, task::family_config_source(c) + "\n", members,
-        st.entry, workspace, config_arg, st.entry,
+        st.entry,
         st.has_workspace
             ? fmt::format("    return {}<Op, kb_strategy_params>::workspace_bytes(args, config, "
                           "bytes);\n",

@@ -346,7 +346,7 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
   ASSERT_EQ(w2.rfind("epilogue", 0), 0u);
   ASSERT_EQ(b2.rfind("epilogue", 0), 0u);
   const std::string& m = o.low->math;
-  EXPECT_NE(m.find(fmt::format("family.template launch<kb_op1>(&sa, product_config(cfg, epi, {}, 1))",
+  EXPECT_NE(m.find(fmt::format("family.template launch<kb_op1>(&p.args, p.config(cfg, {}, 1))",
                                w2.substr(8))),
             std::string::npos)
       << m;
@@ -376,7 +376,7 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
                     "a->inputs[cfg.a].ndim - 1]))"),
             std::string::npos)
       << am;
-  EXPECT_NE(am.find("family.template launch<kb_op2>(&sa, product_config(cfg, epi, 0, 0))"),
+  EXPECT_NE(am.find("family.template launch<kb_op2>(&p.args, p.config(cfg, 0, 0))"),
             std::string::npos)
       << am;
   EXPECT_NE(am.find("kb::normalize::launch_naive<kb_step1"), std::string::npos) << am;

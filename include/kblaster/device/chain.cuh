@@ -9,10 +9,11 @@
 // family's math cannot index (a norm's per-channel affine, operands per channel or of the output's
 // shape). The generated math of such a task
 // (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
-//   kb_chain::workspace_bytes(args, kb_family_config, anchor_workspace, family, &bytes)
-//   kb_chain::launch(args, kb_family_config, anchor_launch, anchor_workspace, family)
-// where `family` runs the anchor's strategy over another op and config:
-// family.template launch<Op>(args, config) and family.template workspace<Op>(args, config, &bytes).
+//   kb_chain::workspace_bytes(args, kb_family_config, family, &bytes)
+//   kb_chain::launch(args, kb_family_config, family)
+// where `family` runs the anchor's strategy, at the candidate's point, over an op and a config:
+// family.template launch<Op>(args, config) and family.template workspace<Op>(args, config, &bytes)
+// (the anchor itself is kb_op under kb_family_config; a later product its kb_op<k>).
 // Intermediates are contiguous float32; the workspace holds them (each 256-byte aligned) and then
 // the anchor strategy's own workspace (the largest any of the chain's products needs).
 #pragma once
@@ -83,29 +84,52 @@ inline kb_args step_args(const kb_args* base, const kb_tensor* inputs, int num_i
   return a;
 }
 
-// The arguments of a later product of the chain: the chain's value x as input 0 and the call's
-// operands (base->inputs[epi[j]]) as inputs 1 + j, with `shifted` their indices there; the output
-// y and the anchor's workspace region.
-inline kb_args product_args(const kb_args* base, const kb_tensor& x,
-                            const int (&epi)[epi::max_operands], kb_tensor* in,
-                            int (&shifted)[epi::max_operands], const kb_tensor* y, void* workspace,
-                            uint64_t workspace_bytes) {
-  in[0] = x;
-  int n = 1;
-  for (int j = 0; j < epi::max_operands; ++j) {
-    shifted[j] = -1;
-    in[1 + j] = kb_tensor{};
-    if (epi[j] >= 0 && epi[j] < base->num_inputs) {
-      in[1 + j] = base->inputs[epi[j]];
-      shifted[j] = 1 + j;
-      n = 2 + j;
+// A later product of the chain: its arguments (the chain's value x as input 0, the call's
+// operands base->inputs[epi[j]] as inputs 1 + j, the output y, the anchor's workspace region)
+// with the storage they point into, so it is neither copied nor moved.
+struct product_call {
+  kb_tensor in[1 + epi::max_operands];
+  int epi[epi::max_operands]; // the operands' indices in `in`
+  kb_args args;
+
+  product_call(const kb_args* base, const kb_tensor& x, const int (&call_epi)[epi::max_operands],
+               const kb_tensor* y, void* workspace, uint64_t workspace_bytes) {
+    in[0] = x;
+    int n = 1;
+    for (int j = 0; j < epi::max_operands; ++j) {
+      epi[j] = -1;
+      in[1 + j] = kb_tensor{};
+      if (call_epi[j] >= 0 && call_epi[j] < base->num_inputs) {
+        in[1 + j] = base->inputs[call_epi[j]];
+        epi[j] = 1 + j;
+        n = 2 + j;
+      }
     }
+    args = step_args(base, in, n, y);
+    args.workspace = workspace;
+    args.workspace_bytes = workspace_bytes;
   }
-  kb_args a = step_args(base, in, n, y);
-  a.workspace = workspace;
-  a.workspace_bytes = workspace_bytes;
-  return a;
-}
+  product_call(const product_call&) = delete;
+  product_call& operator=(const product_call&) = delete;
+
+  // The product's config from the anchor's (a matmul config): the chain's value as a, the call's
+  // operand `b` (input 1 + b) as b, transposed or not, the operands moved with it; no factor, mask
+  // or diagonal.
+  template <class C> C config(const C& anchor, int b, int trans_b) const {
+    C c = anchor;
+    c.a = 0;
+    c.b = 1 + b;
+    c.trans_a = 0;
+    c.trans_b = trans_b;
+    c.alpha = 1.0;
+    c.mask = 0;
+    c.diag_a = 0;
+    for (int j = 0; j < epi::max_operands; ++j) {
+      c.epi[j] = epi[j];
+    }
+    return c;
+  }
+};
 
 #if defined(__CUDACC__)
 // y[i] = Op<float>::map(y[i], channel of i, i, ops) over a contiguous tensor whose axis 1 is the
