@@ -1432,20 +1432,131 @@ struct chain_step_code {
   std::string rule;
 };
 
+// The launch and workspace blocks of a later product or convolution (kernel k) from buffer k-1
+// (shape si) into buffer k (shape si + 1) with the anchor's strategy at its point (the candidate's
+// anchor family, kb_chain's `family`), its own epilogue kb_op<k> and the anchor's workspace
+// region; `config` is C++ that defines its config `c` from the call `p` and the anchor's `cfg`.
+void later_anchor_blocks(chain_step_code& code, size_t k, const std::string& rule, int si,
+                         const std::string& config) {
+  const int so = si + 1;
+  code.launch = fmt::format(
+      "    {{ // kernel {0}: {1}, the anchor's strategy\n"
+      "      const kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
+      "      const kb::chain::product_call p(a, kb::chain::dense(buf[{2}], s[{3}], rank[{3}]), cfg.epi, "
+      "&y, base + offsets[kernels - 1], anchor_bytes);\n"
+      "{5}      rc = family.template launch<kb_op{0}>(&p.args, c);\n"
+      "      if (rc != 0) {{\n        return rc;\n      }}\n    }}\n",
+      k, rule, k - 1, si, so, config);
+  code.workspace = fmt::format(
+      "    {{ // kernel {0}'s workspace in the anchor's region\n"
+      "      const kb_tensor y = kb::chain::dense(nullptr, s[{2}], rank[{2}]);\n"
+      "      const kb::chain::product_call p(a, kb::chain::dense(nullptr, s[{1}], rank[{1}]), cfg.epi, "
+      "&y, nullptr, 0);\n"
+      "{3}      uint64_t bytes = 0;\n"
+      "      rc = family.template workspace<kb_op{0}>(&p.args, c, &bytes);\n"
+      "      if (rc != 0) {{\n        return rc;\n      }}\n"
+      "      *anchor_bytes = bytes > *anchor_bytes ? bytes : *anchor_bytes;\n    }}\n",
+      k, si, so, config);
+}
+
+// A later product's or convolution's epilogue (kb_op<k>): `body`'s lines (a bias), then the
+// kernel's pointwise chain from `main_leaf`, its operands at `index`; the step's rule into `code`.
+bool later_anchor_epilogue(fused_frame& f, const chain_step& s, chain_step_code& code, bool gemm,
+                           const std::string& body, const std::string& main_leaf,
+                           const std::string& index) {
+  const kernel_steps& ks = s.ks;
+  const std::string value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
+  epilogue_leaves leaves = f.leaves_for(ks.main->value, main_leaf, code.out_shape, index);
+  if (!leaves.error.empty()) {
+    f.why(s.op, leaves.error);
+    return false;
+  }
+  detail::pointwise pw(f.g, std::move(leaves.leaves), code.out_shape);
+  const auto e = pw.of(value);
+  if (!e) {
+    f.why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : s.op,
+          "the epilogue after " + ks.main->rule + " is not a pointwise expression (" + pw.why() +
+              ")");
+    return false;
+  }
+  code.ops_math = epilogue_struct(fmt::format("kb_op{}", s.k), gemm, body, *e);
+  const std::string name = ks.main->rule.substr(ks.main->rule.find(':') + 1);
+  const std::string ops = pw.ops();
+  code.rule = name + (ops == "identity" ? "" : "+" + ops);
+  return true;
+}
+
+// A second convolution of a chain that a convolution begins (kernel k): the chain's value
+// convolved with the module's weight (an operand of the call) under the node's hyperparameters,
+// a bias in its epilogue.
+std::optional<chain_step_code> conv_step(fused_frame& f, const chain_step& s,
+                                         chain_step_code code) {
+  const graph& g = f.g;
+  const node& n = s.n;
+  std::string bad;
+  const auto p = conv_params_of(n, &bad);
+  if (!p) {
+    return f.why(s.op, bad);
+  }
+  const size_t nd = static_cast<size_t>(p->rank) + 2;
+  const state_tensor* w =
+      n.inputs.size() > 1 && n.inputs[1].is_tensor() ? state_of(g, n.inputs[1].value) : nullptr;
+  if (w == nullptr || w->shape.size() != nd || !task::is_floating(w->type)) {
+    return f.why(s.op, fmt::format("a weight that is not floating-point module state of rank {}",
+                                   nd));
+  }
+  if (code.in_shape.size() != nd || code.out_shape.size() != nd) {
+    return f.why(s.op, fmt::format("an input of rank {} for a {}-D convolution (batched inputs "
+                                   "only)",
+                                   code.in_shape.size(), p->rank));
+  }
+  const int wi = f.operand(w->value);
+  std::string body;
+  std::string main_leaf = "v";
+  const bool has_bias = n.inputs.size() > 2 && n.inputs[2].is_tensor();
+  if (has_bias != n.attr("bias").boolean().value_or(false)) {
+    return f.why(s.op, "bias=True without the module's bias tensor in the graph");
+  }
+  if (has_bias) {
+    const auto bias = f.state_operand(n, 2);
+    if (!bias) {
+      return f.why(s.op, "a bias that is not floating-point module state");
+    }
+    body = fmt::format("    const A kb_v = v + kb::epi::at<A>(ops, {}, channel);\n", *bias);
+    main_leaf = "kb_v";
+  }
+  if (!later_anchor_epilogue(f, s, code, false, body, main_leaf, "channel")) {
+    return std::nullopt;
+  }
+  std::string config = fmt::format("      auto c = p.conv_config(cfg, {});\n"
+                                   "      c.rank = {};\n      c.transposed = {};\n",
+                                   wi, p->rank, p->transposed ? 1 : 0);
+  for (int d = 0; d < p->rank; ++d) {
+    const auto at = static_cast<size_t>(d);
+    config += fmt::format("      c.stride[{0}] = {1};\n      c.padding[{0}] = {2};\n"
+                          "      c.dilation[{0}] = {3};\n      c.output_padding[{0}] = {4};\n",
+                          d, p->stride.at(at), p->padding.at(at), p->dilation.at(at),
+                          p->transposed ? p->output_padding.at(at) : 0);
+  }
+  later_anchor_blocks(code, s.k, s.ks.main->rule, s.si, config);
+  return code;
+}
+
 // A second product of the chain (kernel k): the chain's value times the product's second operand
-// (an operand of the call, epilogue<j>) with the first anchor's strategy at its point (the
-// candidate's anchor family, kb_chain's `family`), its own epilogue (kb_op<k>) in the output
-// tile, and the anchor's workspace region.
+// (an operand of the call, epilogue<j>), a Linear's bias in its epilogue.
 std::optional<chain_step_code> product_step(fused_frame& f, const chain_step& s,
                                             chain_step_code code) {
   const graph& g = f.g;
   const node& n = s.n;
   const bool product = n.op == "nn.Linear" || n.op == "torch.matmul" || n.op == "torch.mm";
-  if (!f.gemm || !product) {
+  if (!f.gemm && starts_with(n.op, "nn.Conv")) {
+    return conv_step(f, s, std::move(code));
+  }
+  if (f.gemm != product) {
     return f.why(s.op, "a " + std::string(product ? "product" : "convolution") + " after a " +
                            f.p.anchor +
-                           ": a chain runs a later anchor with the first one's strategy, and only "
-                           "products after a product are lowered");
+                           ": a chain runs a later anchor with the first one's strategy, a "
+                           "product after a product and a convolution after a convolution");
   }
   if (n.inputs.size() < 2 || !n.inputs[1].is_tensor()) {
     return f.why(s.op, "a product without a tensor second operand");
@@ -1471,43 +1582,12 @@ std::optional<chain_step_code> product_step(fused_frame& f, const chain_step& s,
     body = fmt::format("    const A kb_acc = acc + kb::epi::at<A>(ops, {}, n);\n", *bias);
     main_leaf = "kb_acc";
   }
-  const kernel_steps& ks = s.ks;
-  const std::string value = ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value;
-  epilogue_leaves leaves = f.leaves_for(ks.main->value, main_leaf, code.out_shape, index);
-  if (!leaves.error.empty()) {
-    return f.why(s.op, leaves.error);
+  if (!later_anchor_epilogue(f, s, code, true, body, main_leaf, index)) {
+    return std::nullopt;
   }
-  detail::pointwise pw(g, std::move(leaves.leaves), code.out_shape);
-  const auto e = pw.of(value);
-  if (!e) {
-    return f.why(ks.epilogue != nullptr ? ks.epilogue->ops.front() : s.op,
-                 "the epilogue after " + ks.main->rule + " is not a pointwise expression (" +
-                     pw.why() + ")");
-  }
-  const size_t k = s.k;
-  code.ops_math = epilogue_struct(fmt::format("kb_op{}", k), true, body, *e);
-  const int so = s.si + 1;
-  code.launch = fmt::format(
-      "    {{ // kernel {0}: {1}, the anchor's strategy\n"
-      "      const kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
-      "      const kb::chain::product_call p(a, kb::chain::dense(buf[{2}], s[{3}], rank[{3}]), cfg.epi, "
-      "&y, base + offsets[kernels - 1], anchor_bytes);\n"
-      "      rc = family.template launch<kb_op{0}>(&p.args, p.config(cfg, {5}, {6}));\n"
-      "      if (rc != 0) {{\n        return rc;\n      }}\n    }}\n",
-      k, ks.main->rule, k - 1, s.si, so, b, trans_b ? 1 : 0);
-  code.workspace = fmt::format(
-      "    {{ // kernel {0}'s workspace in the anchor's region\n"
-      "      const kb_tensor y = kb::chain::dense(nullptr, s[{2}], rank[{2}]);\n"
-      "      const kb::chain::product_call p(a, kb::chain::dense(nullptr, s[{1}], rank[{1}]), cfg.epi, "
-      "&y, nullptr, 0);\n"
-      "      uint64_t bytes = 0;\n"
-      "      rc = family.template workspace<kb_op{0}>(&p.args, p.config(cfg, {3}, {4}), &bytes);\n"
-      "      if (rc != 0) {{\n        return rc;\n      }}\n"
-      "      *anchor_bytes = bytes > *anchor_bytes ? bytes : *anchor_bytes;\n    }}\n",
-      k, s.si, so, b, trans_b ? 1 : 0);
-  std::string name = ks.main->rule.substr(ks.main->rule.find(':') + 1);
-  const std::string ops = pw.ops();
-  code.rule = name + (ops == "identity" ? "" : "+" + ops);
+  later_anchor_blocks(code, s.k, s.ks.main->rule, s.si,
+                      fmt::format("      const auto c = p.config(cfg, {}, {});\n", b,
+                                  trans_b ? 1 : 0));
   return code;
 }
 

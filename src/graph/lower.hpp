@@ -68,6 +68,12 @@ std::vector<rule> family_rules();
 // fusion planner's anchor (fuse.hpp) for a chain.
 std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv);
 
+// The [conv] table's hyperparameters of an nn.ConvNd / nn.ConvTransposeNd node: rank,
+// transposed, stride, padding, dilation, output padding and groups (channels and kernel sizes are
+// the caller's, from the tensors); nullopt with the reason in `why_not` for a form the conv family
+// does not take (padding_mode other than zeros, padding='same', sizes that are not ints).
+std::optional<task::conv_params> conv_params_of(const node& n, std::string* why_not);
+
 // The [pool] table of an nn.MaxPoolNd / nn.AvgPoolNd node of spatial rank `rank` (1-3): kernel,
 // stride, padding, dilation, ceil_mode, count_include_pad, divisor_override; nullopt with the
 // reason in `why_not` for a form the pool family does not take (return_indices, bad sizes).

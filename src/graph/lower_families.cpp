@@ -629,6 +629,52 @@ std::optional<lowering> conv_rule(const rule_context& ctx) {
 
 } // namespace
 
+std::optional<task::conv_params> conv_params_of(const node& n, std::string* why_not) {
+  const auto why = [&](const std::string& w) {
+    *why_not = w;
+    return std::nullopt;
+  };
+  const int rank = spatial_rank(n.op);
+  if (rank == 0) {
+    return why("not a 1-3D convolution");
+  }
+  const std::string mode = n.attr("padding_mode").text().value_or("zeros");
+  if (mode != "zeros") {
+    return why("padding_mode='" + mode + "': the conv family pads with zeros");
+  }
+  if (n.attr("padding").text()) {
+    return why("padding='" + *n.attr("padding").text() +
+               "': the conv family takes explicit padding sizes");
+  }
+  task::conv_params p;
+  p.rank = rank;
+  p.transposed = starts_with(n.op, "nn.ConvTranspose");
+  const auto ints = [&](const char* name, int fallback) -> std::optional<std::vector<int>> {
+    const attr_value& v = n.attr(name);
+    return v.is_none() ? std::vector<int>(static_cast<size_t>(rank), fallback) : per_dim(v, rank);
+  };
+  const auto stride = ints("stride", 1);
+  const auto padding = ints("padding", 0);
+  const auto dilation = ints("dilation", 1);
+  const auto output_padding = ints("output_padding", 0);
+  if (!stride || !padding || !dilation || (p.transposed && !output_padding)) {
+    return why("stride, padding, dilation or output_padding is not an int or a list of ints");
+  }
+  p.stride = *stride;
+  p.padding = *padding;
+  p.dilation = *dilation;
+  if (p.transposed) {
+    p.output_padding = *output_padding;
+  }
+  const auto groups =
+      n.attr("groups").is_none() ? std::optional<int64_t>(1) : n.attr("groups").integer();
+  if (!groups || *groups < 1) {
+    return why("groups is not a positive int");
+  }
+  p.groups = std::to_string(*groups);
+  return p;
+}
+
 std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv) {
   const graph& g = ctx.g;
   const node* n = &conv;
@@ -640,14 +686,6 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
   const int rank = spatial_rank(n->op);
   if (rank == 0) {
     return why("not a 1-3D convolution");
-  }
-  const std::string mode = n->attr("padding_mode").text().value_or("zeros");
-  if (mode != "zeros") {
-    return why("padding_mode='" + mode + "': the conv family pads with zeros");
-  }
-  if (n->attr("padding").text()) {
-    return why("padding='" + *n->attr("padding").text() +
-               "': the conv family takes explicit padding sizes");
   }
   // Operands: x, then the module's weight and (bias=True) bias.
   if (n->inputs.size() < 2 || !n->inputs[0].is_tensor()) {
@@ -674,35 +712,15 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
   if (!task::is_floating(x->type) || x->type != w->type) {
     return why("operands that are not floating point of one dtype");
   }
-  task::conv_params p;
-  p.rank = rank;
-  p.transposed = transposed;
+  std::string bad;
+  auto params = conv_params_of(*n, &bad);
+  if (!params) {
+    return why(bad);
+  }
+  task::conv_params& p = *params;
   p.in_channels = x->shape[1];
   p.out_channels = transposed ? n->outputs[0].shape.at(1) : w->shape[0];
   p.kernel.assign(w->shape.begin() + 2, w->shape.end());
-  const auto ints = [&](const char* name, int fallback) -> std::optional<std::vector<int>> {
-    const attr_value& v = n->attr(name);
-    return v.is_none() ? std::vector<int>(static_cast<size_t>(rank), fallback) : per_dim(v, rank);
-  };
-  const auto stride = ints("stride", 1);
-  const auto padding = ints("padding", 0);
-  const auto dilation = ints("dilation", 1);
-  const auto output_padding = ints("output_padding", 0);
-  if (!stride || !padding || !dilation || (transposed && !output_padding)) {
-    return why("stride, padding, dilation or output_padding is not an int or a list of ints");
-  }
-  p.stride = *stride;
-  p.padding = *padding;
-  p.dilation = *dilation;
-  if (transposed) {
-    p.output_padding = *output_padding;
-  }
-  const auto groups =
-      n->attr("groups").is_none() ? std::optional<int64_t>(1) : n->attr("groups").integer();
-  if (!groups || *groups < 1) {
-    return why("groups is not a positive int");
-  }
-  p.groups = std::to_string(*groups);
   p.bias = bias != nullptr;
   if (n->attr("bias").boolean().value_or(false) != p.bias) {
     return why("bias=True without the module's bias tensor in the graph");

@@ -346,10 +346,10 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
   ASSERT_EQ(w2.rfind("epilogue", 0), 0u);
   ASSERT_EQ(b2.rfind("epilogue", 0), 0u);
   const std::string& m = o.low->math;
-  EXPECT_NE(m.find(fmt::format("family.template launch<kb_op1>(&p.args, p.config(cfg, {}, 1))",
-                               w2.substr(8))),
+  EXPECT_NE(m.find(fmt::format("const auto c = p.config(cfg, {}, 1);", w2.substr(8))),
             std::string::npos)
       << m;
+  EXPECT_NE(m.find("family.template launch<kb_op1>(&p.args, c)"), std::string::npos) << m;
   EXPECT_NE(m.find(fmt::format("const A kb_acc = acc + kb::epi::at<A>(ops, {}, n);", b2.substr(8))),
             std::string::npos)
       << m;
@@ -376,10 +376,39 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
                     "a->inputs[cfg.a].ndim - 1]))"),
             std::string::npos)
       << am;
-  EXPECT_NE(am.find("family.template launch<kb_op2>(&p.args, p.config(cfg, 0, 0))"),
-            std::string::npos)
-      << am;
+  EXPECT_NE(am.find("const auto c = p.config(cfg, 0, 0);"), std::string::npos) << am;
+  EXPECT_NE(am.find("family.template launch<kb_op2>(&p.args, c)"), std::string::npos) << am;
   EXPECT_NE(am.find("kb::normalize::launch_naive<kb_step1"), std::string::npos) << am;
+
+  // A depthwise then a pointwise convolution: the second is kernel 1, the anchor family's launch
+  // of kb_op1 (its bias, ReLU and the scale) over the first's output, its weight an operand and
+  // its hyperparameters its own.
+  const graph& sep = graphs().at("34_Conv2d_Depthwise_Pointwise_ReLU");
+  const outcome os = lower(sep, contract_for(sep, fs::temp_directory_path()));
+  ASSERT_TRUE(os.ok()) << os.message();
+  EXPECT_EQ(os.low->rule, "conv:conv2d|conv2d+relu+mul");
+  EXPECT_EQ(os.low->roles.at("state_depthwise_weight"), "weight");
+  const std::string pw = os.low->roles.at("state_pointwise_weight");
+  const std::string pb = os.low->roles.at("state_pointwise_bias");
+  ASSERT_EQ(pw.rfind("epilogue", 0), 0u);
+  ASSERT_EQ(pb.rfind("epilogue", 0), 0u);
+  const std::string& sm = os.low->math;
+  EXPECT_NE(sm.find(fmt::format("auto c = p.conv_config(cfg, {});", pw.substr(8))),
+            std::string::npos)
+      << sm;
+  EXPECT_NE(sm.find("family.template launch<kb_op1>(&p.args, c)"), std::string::npos) << sm;
+  EXPECT_NE(sm.find("family.template workspace<kb_op1>(&p.args, c, &bytes)"), std::string::npos)
+      << sm;
+  EXPECT_NE(sm.find("c.stride[1] = 1;"), std::string::npos) << sm; // the pointwise's, not 2
+  EXPECT_NE(sm.find(fmt::format("const A kb_v = v + kb::epi::at<A>(ops, {}, channel);",
+                                pb.substr(8))),
+            std::string::npos)
+      << sm;
+  task::contract sc = contract_for(sep, fs::temp_directory_path());
+  os.low->params(sc);
+  ASSERT_TRUE(sc.conv.has_value());
+  EXPECT_EQ(sc.conv->stride, (std::vector<int>{2, 2})); // the anchor's [conv] table
+  EXPECT_EQ(sc.conv->dilation, (std::vector<int>{2, 2}));
 
   // A plain attention expands into the three ops; a causal one is kept, and has no plan.
   const graph ex = expand_attention(att);
@@ -594,6 +623,7 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"30_Linear_Sigmoid_Linear_LogSumExp", {{32, 40}, {32, 24}}}, // a second product
       {"31_ScaledDotProductAttention", {{2, 3, 20, 24}, {2, 3, 20, 24}}}, // attention
       {"33_Conv2d_GroupNorm_ResidualAdd", {{2, 8, 12, 10}, {2, 8, 12, 10}}}, // a residual
+      {"34_Conv2d_Depthwise_Pointwise_ReLU", {{2, 6, 8, 6}}}, // a second convolution
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());

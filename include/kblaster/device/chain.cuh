@@ -2,12 +2,11 @@
 // (src/graph/fuse.cpp). The anchor (a matmul or conv strategy, its fused epilogue in the output
 // tile) writes its output into the workspace; each following kernel of the plan is a launch of an
 // existing family's driver (reduce, normalize: softmax, log_softmax, layer, group and instance
-// norms; pool) or a later product with the anchor's strategy (the candidate's anchor family, with
-// the product's own epilogue) over the intermediate before it, into the next intermediate or the
-// task's output,
-// and an elementwise pass with the output element's channel and flat index applies what the
-// family's math cannot index (a norm's per-channel affine, operands per channel or of the output's
-// shape). The generated math of such a task
+// norms; pool) or a later product (convolution) with the anchor's strategy (the candidate's anchor
+// family, with the product's own epilogue) over the intermediate before it, into the next
+// intermediate or the task's output, and an elementwise pass with the output element's channel and
+// flat index applies what the family's math cannot index (a norm's per-channel affine, operands per
+// channel or of the output's shape). The generated math of such a task
 // (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
 //   kb_chain::workspace_bytes(args, kb_family_config, family, &bytes)
 //   kb_chain::launch(args, kb_family_config, family)
@@ -84,9 +83,9 @@ inline kb_args step_args(const kb_args* base, const kb_tensor* inputs, int num_i
   return a;
 }
 
-// A later product of the chain: its arguments (the chain's value x as input 0, the call's
-// operands base->inputs[epi[j]] as inputs 1 + j, the output y, the anchor's workspace region)
-// with the storage they point into, so it is neither copied nor moved.
+// A later product or convolution of the chain: its arguments (the chain's value x as input 0, the
+// call's operands base->inputs[epi[j]] as inputs 1 + j, the output y, the anchor's workspace
+// region) with the storage they point into, so it is neither copied nor moved.
 struct product_call {
   kb_tensor in[1 + epi::max_operands];
   int epi[epi::max_operands]; // the operands' indices in `in`
@@ -124,6 +123,21 @@ struct product_call {
     c.alpha = 1.0;
     c.mask = 0;
     c.diag_a = 0;
+    for (int j = 0; j < epi::max_operands; ++j) {
+      c.epi[j] = epi[j];
+    }
+    return c;
+  }
+
+  // A later convolution's config from the anchor's (a conv config): the chain's value as x, the
+  // call's operand `weight` (input 1 + weight) as the weight, the operands moved with it, no bias
+  // or scale (its epilogue adds a bias); the caller sets the convolution's hyperparameters.
+  template <class C> C conv_config(const C& anchor, int weight) const {
+    C c = anchor;
+    c.x = 0;
+    c.weight = 1 + weight;
+    c.bias = -1;
+    c.scale = -1;
     for (int j = 0; j < epi::max_operands; ++j) {
       c.epi[j] = epi[j];
     }
