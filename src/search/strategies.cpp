@@ -818,6 +818,20 @@ bool chained(const task::contract& c) {
   return c.lowering.find('|') != std::string::npos;
 }
 
+bool later_products(const task::contract& c) {
+  size_t at = c.lowering.find('|');
+  while (at != std::string::npos) {
+    const size_t end = c.lowering.find('|', at + 1);
+    const std::string step = c.lowering.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+    const std::string name = step.substr(0, step.find_first_of("+("));
+    if (name == "linear" || name == "matmul" || name == "mm" || name.rfind("conv", 0) == 0) {
+      return true;
+    }
+    at = end;
+  }
+  return false;
+}
+
 namespace {
 
 // A chained task's anchor output at one shape (its contract's output is the chain's last): the
@@ -1099,7 +1113,11 @@ bool applies(const strategy& st, const task::contract& c, const task::shape_case
     return false;
   }
   const shape_features f = features_of(c, s);
-  return f.supported_dtypes && st.fits(f);
+  // Every conv strategy takes every geometry: a later convolution the anchor's features do not
+  // describe (a pointwise after a depthwise) may want one the anchor's would not offer. The
+  // matmul strategies differ in the forms they take, which the anchor's features tell.
+  return f.supported_dtypes &&
+         (st.fits(f) || (c.fam == task::family::conv && later_products(c)));
 }
 
 std::vector<const strategy*> strategies_for(const task::contract& c) {

@@ -62,6 +62,11 @@ shape_features features_of(const task::contract& c, const task::shape_case& s);
 // rule "<family>:<anchor>[+ops]|<step>[+ops]|..."): the strategy runs the anchor, the task's math
 // (kb_chain) the kernels after it. Features are then the anchor's (its output, not the task's).
 bool chained(const task::contract& c);
+// Whether a chained task runs a later product or convolution with the anchor's strategy (a step
+// after the first named linear, matmul, mm, conv<n>d or conv_transpose<n>d). The anchor's features
+// do not describe that product: a conv chain with one is offered every conv strategy that takes
+// the anchor's dtypes, and the search times them.
+bool later_products(const task::contract& c);
 
 // One tunable parameter: its discrete values (integers, or names of an enumeration).
 struct param_axis {
@@ -94,7 +99,8 @@ const std::vector<strategy>& all_strategies();
 // By name; kb::input_error naming the known strategies when there is none.
 const strategy& find_strategy(const std::string& name);
 
-// Whether the strategy is offered for the task at the shape (family, dtypes and shape features).
+// Whether the strategy is offered for the task at the shape (family, dtypes and shape features;
+// for a conv chain with later convolutions, family and dtypes).
 bool applies(const strategy& st, const task::contract& c, const task::shape_case& s);
 
 // The strategies offered for the task at its official shape, in library order.

@@ -647,6 +647,18 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
     ASSERT_TRUE(search::chained(c));
     const auto list = search::strategies_for(c);
     ASSERT_FALSE(list.empty());
+    // A later convolution is not described by the anchor's features: every conv strategy is
+    // offered (the depthwise anchor's short reduction alone would offer conv.direct only).
+    const bool later = name.rfind("30_", 0) == 0 || name.rfind("31_", 0) == 0 ||
+                       name.rfind("34_", 0) == 0;
+    EXPECT_EQ(search::later_products(c), later) << c.lowering;
+    if (later && c.fam == task::family::conv) {
+      size_t family = 0;
+      for (const auto& st : search::all_strategies()) {
+        family += st.fam == c.fam ? 1 : 0;
+      }
+      EXPECT_EQ(list.size(), family);
+    }
     const search::strategy& st = *list.front();
     EXPECT_EQ(st.fam, c.fam);
     const std::string src = search::generate(c, st, nlohmann::json::object());
