@@ -65,6 +65,8 @@ std::string to_string(fuse_reason r) {
     return "pool_windows";
   case fuse_reason::product_reads_rows:
     return "product_reads_rows";
+  case fuse_reason::pointwise_at_index:
+    return "pointwise_at_index";
   }
   return "anchor";
 }
@@ -262,9 +264,33 @@ std::optional<broadcast> broadcast_of(const std::vector<std::string>& leaf,
   return channel ? broadcast::channel : broadcast::one;
 }
 
+// Whether two shapes are the same: dim by dim, the same expression or two the graph takes as
+// equal (graph::equal_dims: equal at the import's dims, checked at every shape of the task), as
+// `D * stride` and the transposed convolution's `(D - 1) * 2 - 2 + 2 + 1 + 1` at stride 2.
+bool same_shape(const graph& g, const std::vector<std::string>& a,
+                const std::vector<std::string>& b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) {
+      continue;
+    }
+    const bool assumed = std::any_of(g.equal_dims.begin(), g.equal_dims.end(), [&](const auto& e) {
+      return e.dims.size() == 2 && ((e.dims[0] == a[i] && e.dims[1] == b[i]) ||
+                                    (e.dims[0] == b[i] && e.dims[1] == a[i]));
+    });
+    if (!assumed) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // How a leaf read by node `reader` broadcasts: a BatchNorm's state is per channel (axis 1) by
 // definition, whatever its own rank; other operands broadcast as PyTorch aligns them (right).
-std::optional<broadcast> broadcast_for(const node& reader, const std::vector<std::string>& leaf,
+std::optional<broadcast> broadcast_for(const graph& g, const node& reader,
+                                       const std::vector<std::string>& leaf,
                                        const std::vector<std::string>& main) {
   if (starts_with(reader.op, "nn.BatchNorm") && main.size() >= 2) {
     if (leaf.empty()) {
@@ -276,7 +302,8 @@ std::optional<broadcast> broadcast_for(const node& reader, const std::vector<std
   if (const auto b = broadcast_of(leaf, main)) {
     return b;
   }
-  return !leaf.empty() && leaf == main ? std::optional<broadcast>(broadcast::full) : std::nullopt;
+  return !leaf.empty() && same_shape(g, leaf, main) ? std::optional<broadcast>(broadcast::full)
+                                                    : std::nullopt;
 }
 
 // The step of a centering: the mean (node i) and the subtraction (node sub) in one kernel.
@@ -294,30 +321,34 @@ fuse_step centering_step(const graph& g, size_t i, size_t sub, int kernel) {
 
 // The operands an elementwise op of the chain reads (its floating-point leaves, into *operands),
 // or why one of them cannot be fused: it does not broadcast over the chain's value, or it is of
-// the chain's shape in the anchor's own kernel (whose epilogue has no element index), or the
-// op's result is not of the chain's shape.
-std::optional<std::string> pointwise_operands(const node& n, const std::vector<leaf_info>& leaves,
+// the chain's shape in a later product's kernel (whose epilogue has no element index), or the
+// op's result is not of the chain's shape. One of the chain's shape in the first anchor's kernel
+// sets *at_index: that kernel's epilogue runs as a map pass with the element's index.
+std::optional<std::string> pointwise_operands(const graph& g, const node& n,
+                                              const std::vector<leaf_info>& leaves,
                                               const std::vector<std::string>& main_shape,
-                                              bool anchor_kernel,
-                                              std::vector<std::string>* operands) {
+                                              bool anchor_kernel, bool first_kernel,
+                                              bool* at_index, std::vector<std::string>* operands) {
   for (const auto& l : leaves) {
-    const auto b = broadcast_for(n, l.shape, main_shape);
+    const auto b = broadcast_for(g, n, l.shape, main_shape);
     if (!b) {
       return fmt::format("{} of shape [{}] over the chain's [{}]: neither per channel nor one "
                          "value nor of the chain's shape",
                          l.base, fmt::join(l.shape, ", "), fmt::join(main_shape, ", "));
     }
-    if (*b == broadcast::full && anchor_kernel) {
-      return fmt::format("{} of the chain's shape [{}] in an anchor's kernel: its epilogue has "
-                         "no element index (a full-size operand is read in the elementwise pass "
-                         "after a later kernel)",
+    if (*b == broadcast::full && anchor_kernel && first_kernel) {
+      *at_index = true;
+    } else if (*b == broadcast::full && anchor_kernel) {
+      return fmt::format("{} of the chain's shape [{}] in a later product's kernel: its "
+                         "epilogue has no element index (a full-size operand is read in the first "
+                         "anchor's map pass or in the elementwise pass after a later kernel)",
                          l.base, fmt::join(main_shape, ", "));
     }
     if (task::is_floating(l.type)) {
       operands->push_back(l.base);
     }
   }
-  if (n.outputs.size() != 1 || n.outputs[0].shape != main_shape) {
+  if (n.outputs.size() != 1 || !same_shape(g, n.outputs[0].shape, main_shape)) {
     return std::string("an elementwise op whose result is not of the chain's shape");
   }
   return std::nullopt;
@@ -523,7 +554,9 @@ fusion_plan plan_expanded(const graph& g) {
     }
     if (is_pointwise(n)) {
       std::vector<std::string> operands;
-      if (const auto bad = pointwise_operands(n, leaves, main_shape, anchor_kernel, &operands)) {
+      bool at_index = false;
+      if (const auto bad = pointwise_operands(g, n, leaves, main_shape, anchor_kernel, kernel == 0,
+                                              &at_index, &operands)) {
         return problem(plan_issue::operand_not_broadcast, n.op, *bad);
       }
       if (p.steps.back().kind != fuse_kind::epilogue) {
@@ -536,6 +569,9 @@ fusion_plan plan_expanded(const graph& g) {
         p.steps.push_back(s);
       }
       fuse_step& s = p.steps.back();
+      if (at_index) {
+        s.why = fuse_reason::pointwise_at_index; // the whole epilogue: one map pass
+      }
       s.ops.push_back(n.op);
       for (const auto& r : residuals) {
         if (std::find(s.residuals.begin(), s.residuals.end(), r) == s.residuals.end()) {
@@ -897,8 +933,8 @@ struct fused_frame {
           continue;
         }
         const auto k = std::find(operands.begin(), operands.end(), l->base) - operands.begin();
-        auto b = broadcast_for(n, l->shape, shape);
-        if ((!b || *b == broadcast::full) && !element.empty() && l->shape == full_shape) {
+        auto b = broadcast_for(g, n, l->shape, shape);
+        if ((!b || *b == broadcast::full) && !element.empty() && same_shape(g, l->shape, full_shape)) {
           b = broadcast::full;
         }
         if (static_cast<size_t>(k) == operands.size() || !b) {
@@ -992,6 +1028,10 @@ std::string epilogue_struct(const std::string& name, bool gemm, const std::strin
 struct anchor_part {
   lowering l;
   std::string math;
+  // The epilogue as a map pass (kb_map0, pointwise_at_index): its ops, and its block of
+  // kb_chain::launch after the anchor; empty when it runs in the tile.
+  std::string map_ops;
+  std::string map_launch;
 };
 
 std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_frame& f) {
@@ -1012,9 +1052,18 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
     main_leaf = "kb_acc";
   }
   const std::string anchor_out = anchor->outputs[0].value;
-  const std::string kernel0_value =
-      f.kernels[0].epilogue != nullptr ? f.kernels[0].epilogue->value : anchor_out;
-  epilogue_leaves leaves = f.leaves_for(anchor_out, main_leaf, out_shape, index);
+  const fuse_step* epi0 = f.kernels[0].epilogue;
+  const std::string kernel0_value = epi0 != nullptr ? epi0->value : anchor_out;
+  // An epilogue that reads a tensor of the output's shape runs after the anchor as a map pass
+  // with each element's flat index (and its channel, axis 1: a 2-D product's column).
+  const bool at_index = epi0 != nullptr && epi0->why == fuse_reason::pointwise_at_index;
+  if (at_index && gemm && out_shape.size() != 2) {
+    return f.why(epi0->ops.front(), "a tensor of the output's shape in the epilogue of a product "
+                                    "whose output is not 2-D (the map pass's channel is axis 1)");
+  }
+  epilogue_leaves leaves =
+      at_index ? f.leaves_for(anchor_out, "v", out_shape, "channel", "i", out_shape)
+               : f.leaves_for(anchor_out, main_leaf, out_shape, index);
   detail::pointwise pw(g, std::move(leaves.leaves), out_shape);
   if (!leaves.error.empty()) {
     return f.why(p.anchor, leaves.error);
@@ -1029,13 +1078,26 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
   if (!base) {
     return std::nullopt; // product_lowering or conv_lowering said why
   }
-  anchor_part a{*base, ""};
+  anchor_part a{*base, "", "", ""};
   lowering& l = a.l;
   const std::string anchor_name = p.steps.front().rule.substr(std::string("anchor:").size());
   const std::string ops = pw.ops();
   l.rule = fmt::format("{}:{}{}", gemm ? "matmul" : "conv", anchor_name,
-                       ops == "identity" ? "" : "+" + ops);
-  a.math = epilogue_struct("kb_op", gemm, body, *e);
+                       ops == "identity" || at_index ? "" : "+" + ops);
+  if (!at_index) {
+    a.math = epilogue_struct("kb_op", gemm, body, *e);
+    return a;
+  }
+  a.math = epilogue_struct("kb_op", gemm, body, main_leaf) +
+           "\ntemplate <class A> struct kb_map0 {\n"
+           "  static KB_HD A map(A v, int64_t channel, int64_t i, const kb::epi::operands& ops) {\n"
+           "    (void)channel;\n    (void)i;\n    (void)ops;\n    return " +
+           *e + ";\n  }\n};\n";
+  a.map_ops = "map+" + ops;
+  a.map_launch = "    { // kernel 0's epilogue at each element's index, in place\n"
+                 "      rc = kb::chain::map_in_place<kb_map0>(a, kb::chain::dense(buf[0], s[0], "
+                 "rank[0]), ops);\n"
+                 "      if (rc != 0) {\n        return rc;\n      }\n    }\n";
   return a;
 }
 
@@ -1895,7 +1957,6 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   if (!kernels) {
     return std::nullopt;
   }
-  const bool chained = p.kernels > 1;
   const node* anchor = g.producer(p.steps.front().value);
   const bool gemm = p.anchor == "nn.Linear" || p.anchor == "torch.matmul" || p.anchor == "torch.mm";
   const bool conv = starts_with(p.anchor, "nn.Conv");
@@ -1921,6 +1982,8 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   }
   lowering l = std::move(anchor_code->l);
   const std::string& anchor_math = anchor_code->math;
+  // A map pass after the anchor makes a chain of one kernel.
+  const bool chained = p.kernels > 1 || !anchor_code->map_launch.empty();
   if (!chained) {
     if (!assign_operand_roles(f, l)) {
       return std::nullopt;
@@ -1936,9 +1999,12 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   // step's input and 2k its output.
   std::vector<std::vector<std::string>> shapes{anchor->outputs[0].shape};
   std::string ops_math; // the steps' family ops and the elementwise maps
-  std::string launches; // kb_chain::launch's body after the anchor
+  std::string launches = anchor_code->map_launch; // kb_chain::launch's body after the anchor
   std::string workspaces; // the later products' workspace needs, in kb_chain::prepare
   std::vector<std::string> step_rules;
+  if (!anchor_code->map_ops.empty()) {
+    step_rules.push_back(anchor_code->map_ops);
+  }
   for (size_t k = 1; k < f.kernels.size(); ++k) {
     const auto step = lower_chain_step(f, k);
     if (!step) {

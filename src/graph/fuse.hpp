@@ -47,6 +47,9 @@ enum class fuse_reason {
   pool_windows,          // pooling: its windows cross the producer's output tiles
   product_reads_rows,    // a second GEMM or convolution over the chain's value: each output reads
                          // a whole row (a window) of it, across the producer's output tiles
+  pointwise_at_index,    // the first anchor's epilogue reads a tensor of its output's shape: the
+                         // tile's epilogue has no element index, so the epilogue runs as a map
+                         // pass over the anchor's output, in place, with each element's index
 };
 std::string to_string(fuse_reason r);
 

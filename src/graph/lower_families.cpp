@@ -624,6 +624,11 @@ std::optional<lowering> conv_rule(const rule_context& ctx) {
   if (n == nullptr || !starts_with(n->op, "nn.Conv")) {
     return std::nullopt;
   }
+  if (tensor_input_count(ctx.g) != 1) {
+    ctx.why_not.push_back({reason::no_lowering, n->op,
+                           "a convolution with forward inputs besides the convolved tensor"});
+    return std::nullopt;
+  }
   return conv_lowering(ctx, *n);
 }
 
@@ -700,9 +705,10 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
       return why("a bias that is not the module's state");
     }
   }
-  if (x == nullptr || w == nullptr || tensor_input_count(g) != 1) {
-    return why("the convolved tensor is not the forward's one input, or the weight is not the "
-               "module's state");
+  // Other forward inputs are a fused chain's epilogue operands (roles epilogue<k>).
+  if (x == nullptr || w == nullptr) {
+    return why("the convolved tensor is not a forward input, or the weight is not the module's "
+               "state");
   }
   if (x->shape.size() != static_cast<size_t>(rank) + 2 ||
       w->shape.size() != static_cast<size_t>(rank) + 2) {

@@ -14,7 +14,8 @@
 // 94 put a batch norm (batch statistics, with and without running statistics) in a chain, and 25
 // multiplies by a transposed parameter (x @ W.T). File 26 reads a second forward input of the
 // output's shape after the norm kernel (at the element's index); 27 reads one in the anchor's
-// own kernel and is refused.
+// own kernel (a map pass after the anchor, at the element's index), 35 in a later product's
+// kernel and is refused.
 #include "build/build.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
@@ -97,7 +98,7 @@ TEST(FusionPlan, BadInputsEndWithTheirReason) {
       {"91_Linear_Branch", {"branch", "torch.sub"}},
       {"92_Elementwise_NoAnchor", {"no_anchor", "graph"}},
       {"93_Conv2d_Cumsum", {"unknown_op", "torch.cumsum"}},
-      {"27_Linear_AddInput", {"operand_not_broadcast", "torch.add"}},
+      {"35_Linear_Linear_AddInput", {"operand_not_broadcast", "torch.add"}},
   };
   for (const auto& [name, why] : expected) {
     const fusion_plan p = plan_fusion(graphs().at(name));
@@ -410,6 +411,23 @@ TEST(FusionPlan, LaterProductsRunWithTheAnchorsStrategy) {
   EXPECT_EQ(sc.conv->stride, (std::vector<int>{2, 2})); // the anchor's [conv] table
   EXPECT_EQ(sc.conv->dilation, (std::vector<int>{2, 2}));
 
+  // A forward input of the output's shape in the anchor's own epilogue: the anchor writes its
+  // product (and bias), then a map pass applies the epilogue in place at each element's index.
+  const graph& add = graphs().at("27_Linear_AddInput");
+  const outcome oi = lower(add, contract_for(add, fs::temp_directory_path()));
+  ASSERT_TRUE(oi.ok()) << oi.message();
+  EXPECT_EQ(oi.low->rule, "matmul:linear|map+add+relu");
+  const std::string yr = oi.low->roles.at("y");
+  ASSERT_EQ(yr.rfind("epilogue", 0), 0u);
+  const std::string& im = oi.low->math;
+  EXPECT_NE(im.find("kb::chain::map_in_place<kb_map0>(a, kb::chain::dense(buf[0], s[0], rank[0]), "
+                    "ops)"),
+            std::string::npos)
+      << im;
+  EXPECT_NE(im.find(fmt::format("kb::epi::at<A>(ops, {}, i)", yr.substr(8))), std::string::npos)
+      << im;
+  EXPECT_NE(im.find("static constexpr int kernels = 1;"), std::string::npos) << im;
+
   // A plain attention expands into the three ops; a causal one is kept, and has no plan.
   const graph ex = expand_attention(att);
   ASSERT_EQ(ex.nodes.size(), 3u);
@@ -624,6 +642,7 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"31_ScaledDotProductAttention", {{2, 3, 20, 24}, {2, 3, 20, 24}}}, // attention
       {"33_Conv2d_GroupNorm_ResidualAdd", {{2, 8, 12, 10}, {2, 8, 12, 10}}}, // a residual
       {"34_Conv2d_Depthwise_Pointwise_ReLU", {{2, 6, 8, 6}}}, // a second convolution
+      {"27_Linear_AddInput", {}}, // the anchor's epilogue in a map pass over the output
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());

@@ -4,7 +4,8 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """Linear plus a second forward input of the output's shape: a full-size operand in the
-    anchor's own kernel, whose epilogue has no element index (refused with its reason)."""
+    anchor's own kernel, whose tile epilogue has no element index, so the epilogue runs as a map
+    pass over the anchor's output with each element's index."""
 
     def __init__(self, in_features, out_features):
         super().__init__()
