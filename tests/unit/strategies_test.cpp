@@ -163,6 +163,8 @@ TEST(strategy_library, offers_each_task_the_strategies_for_its_shape) {
       // Groups (a group norm) are plain rows; the strided columns refuse them.
       {"943", {"normalize.cluster_row", "normalize.split_row"}}, // 64 rows of 256 KiB
       {"944", {"normalize.warp_row", "normalize.block_row"}},    // 1024 rows of 16 KiB
+      // A per-column epilogue operand, N = 1000: no tile may evaluate the epilogue past N.
+      {"945", {"matmul.register_tiled", "matmul.tensor_core"}},
   };
   std::set<std::string> covered;
   for (const auto& c : every_task()) {

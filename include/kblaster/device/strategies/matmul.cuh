@@ -272,7 +272,8 @@ __global__ void __launch_bounds__(tile_shape<P>::threads)
       float out[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        out[q] = kb::matmul::finish<Op>(acc[i][g * 4 + q], d, m, n + q);
+        // Columns past N are not computed: the epilogue's operands end at N.
+        out[q] = n + q < d.n ? kb::matmul::finish<Op>(acc[i][g * 4 + q], d, m, n + q) : 0.0f;
       }
       if (VecStore && n + 3 < d.n) {
         store_vec<T, float, 4, P::store_hint>(c + m * d.n + n, out);
@@ -726,9 +727,12 @@ __device__ __forceinline__ void stage_c(float* cs, const float (&acc)[4][4][4], 
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t col = n0 + wn + j * 8 + 2 * t;
-        *reinterpret_cast<float2*>(srow + j * 8) =
-            make_float2(kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col),
-                        kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1));
+        // Past M or N nothing is computed: the epilogue's operands end there.
+        const bool in_row = row < d.m;
+        *reinterpret_cast<float2*>(srow + j * 8) = make_float2(
+            in_row && col < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col) : 0.0f,
+            in_row && col + 1 < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)
+                                    : 0.0f);
       }
     }
   }
@@ -988,8 +992,11 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const int64_t col = n0 + wn + j * 8 + 2 * t;
-          const float out[2] = {kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col),
-                                kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)};
+          // Columns past N are not computed: the epilogue's operands end at N.
+          const float out[2] = {
+              col < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col) : 0.0f,
+              col + 1 < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)
+                            : 0.0f};
           if (VecStore && col + 1 < d.n) {
             store_vec<T, float, 2, P::store_hint>(crow + col, out);
           } else {
