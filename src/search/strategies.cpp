@@ -1161,6 +1161,86 @@ std::string candidate_info(const strategy& st, const json& params) {
   return info;
 }
 
+namespace {
+
+// A point's parameters as the members of a params struct (`static constexpr`).
+std::string param_members(const strategy& st, const json& point) {
+  std::string members;
+  for (const auto& a : st.space) {
+    const json& v = point.at(a.name);
+    if (a.cpp_enum.empty()) {
+      members += fmt::format("  static constexpr int {} = {};\n", a.name, v.get<int>());
+    } else {
+      members += fmt::format("  static constexpr {0} {1} = {0}::{2};\n", a.cpp_enum, a.name,
+                             v.get<std::string>());
+    }
+  }
+  return members;
+}
+
+// The conv strategies' `fits` at run time (kblaster/device/strategies/conv.cuh).
+std::string conv_fit(const std::string& name) {
+  return name == "conv.implicit_gemm" ? "kb::strategies::conv::implicit_gemm_fits"
+                                      : "kb::strategies::conv::direct_fits";
+}
+
+// The chain's anchor family: the strategy at this point over every product of the chain. In a
+// conv chain with later convolutions, one the strategy does not fit runs with the other conv
+// strategy at its default point (its params struct, kb_fallback_params, first).
+std::string anchor_family_source(const task::contract& c, const strategy& st) {
+  const auto workspace_of = [](const strategy& s, const std::string& params) {
+    return s.has_workspace
+               ? fmt::format("    return {}<Op, {}>::workspace_bytes(args, config, bytes);\n",
+                             s.entry, params)
+               : std::string("    (void)args;\n    (void)config;\n    *bytes = 0;\n    return 0;\n");
+  };
+  const strategy* other = nullptr;
+  if (c.fam == task::family::conv && later_products(c)) {
+    for (const auto& s : all_strategies()) {
+      if (s.fam == task::family::conv && s.name != st.name) {
+        other = &s;
+      }
+    }
+  }
+  if (other == nullptr) {
+    return fmt::format(
+        "// The strategy at this point over the chain's products: the anchor (kb_op under\n"
+        "// kb_family_config) and any later one (its own op and config).\n"
+        "struct kb_anchor_family {{\n"
+        "  template <template <class> class Op, class C>\n"
+        "  static int launch(const kb_args* args, const C& config) {{\n"
+        "    return {}<Op, kb_strategy_params>::launch(args, config);\n  }}\n"
+        "  template <template <class> class Op, class C>\n"
+        "  static int workspace(const kb_args* args, const C& config, uint64_t* bytes) {{\n"
+        "{}  }}\n}};\n\n",
+        st.entry, workspace_of(st, "kb_strategy_params"));
+  }
+  const std::string fit = conv_fit(st.name);
+  return fmt::format(
+      "// {other}'s default point, for a product {name} does not fit.\n"
+      "struct kb_fallback_params {{\n{members}}};\n\n"
+      "// The strategy at this point over the chain's products: the anchor (kb_op under\n"
+      "// kb_family_config) and any later one (its own op and config); a convolution it does not\n"
+      "// fit (the library's condition for offering it) runs with {other} at its default point.\n"
+      "struct kb_anchor_family {{\n"
+      "  template <template <class> class Op, class C>\n"
+      "  static int launch(const kb_args* args, const C& config) {{\n"
+      "    if (!{fit}(args, config)) {{\n"
+      "      return {other_entry}<Op, kb_fallback_params>::launch(args, config);\n    }}\n"
+      "    return {entry}<Op, kb_strategy_params>::launch(args, config);\n  }}\n"
+      "  template <template <class> class Op, class C>\n"
+      "  static int workspace(const kb_args* args, const C& config, uint64_t* bytes) {{\n"
+      "    if (!{fit}(args, config)) {{\n{other_workspace}    }}\n"
+      "{workspace}  }}\n}};\n\n",
+      fmt::arg("other", other->name), fmt::arg("name", st.name),
+      fmt::arg("members", param_members(*other, other->defaults)), fmt::arg("fit", fit),
+      fmt::arg("other_entry", other->entry), fmt::arg("entry", st.entry),
+      fmt::arg("other_workspace", "  " + workspace_of(*other, "kb_fallback_params")),
+      fmt::arg("workspace", workspace_of(st, "kb_strategy_params")));
+}
+
+} // namespace
+
 std::string generate(const task::contract& c, const strategy& st, const json& params) {
   if (!c.has_family()) {
     fail_input("task {} is a pytorch task that is not lowered onto a family{}", c.id,
@@ -1173,16 +1253,7 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
   }
   const json point = resolve_params(st, params);
   const std::string info = candidate_info(st, point);
-  std::string members;
-  for (const auto& a : st.space) {
-    const json& v = point.at(a.name);
-    if (a.cpp_enum.empty()) {
-      members += fmt::format("  static constexpr int {} = {};\n", a.name, v.get<int>());
-    } else {
-      members += fmt::format("  static constexpr {0} {1} = {0}::{2};\n", a.cpp_enum, a.name,
-                             v.get<std::string>());
-    }
-  }
+  const std::string members = param_members(st, point);
   const bool has_config = c.fam != task::family::elementwise;
   const std::string config_arg = has_config ? ", kb_family_config" : "";
   const std::string workspace =
@@ -1215,15 +1286,7 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
         "#include KB_TASK_MATH\n\n"
         "{}"
         "struct kb_strategy_params {{\n{}}};\n\n"
-        "// The strategy at this point over the chain's products: the anchor (kb_op under\n"
-        "// kb_family_config) and any later one (its own op and config).\n"
-        "struct kb_anchor_family {{\n"
-        "  template <template <class> class Op, class C>\n"
-        "  static int launch(const kb_args* args, const C& config) {{\n"
-        "    return {}<Op, kb_strategy_params>::launch(args, config);\n  }}\n"
-        "  template <template <class> class Op, class C>\n"
-        "  static int workspace(const kb_args* args, const C& config, uint64_t* bytes) {{\n"
-        "{}  }}\n}};\n\n"
+        "{}"
         "extern \"C\" KB_EXPORT int kb_workspace_bytes(const kb_args* args, uint64_t* bytes) "
         "{{\n  return kb_chain::workspace_bytes(args, kb_family_config, kb_anchor_family{{}}, "
         "bytes);\n}}\n\n"
@@ -1231,13 +1294,7 @@ std::string generate(const task::contract& c, const strategy& st, const json& pa
         "kb_chain::launch(args, kb_family_config, kb_anchor_family{{}});\n}}\n\n"
         "extern \"C\" KB_EXPORT const char* kb_candidate_info(void) {{ return \"{}\"; }}\n",
         c.lowering, info, wrapped, st.header, task::family_config_source(c) + "\n", members,
-        st.entry,
-        st.has_workspace
-            ? fmt::format("    return {}<Op, kb_strategy_params>::workspace_bytes(args, config, "
-                          "bytes);\n",
-                          st.entry)
-            : "    (void)args;\n    (void)config;\n    *bytes = 0;\n    return 0;\n",
-        info);
+        anchor_family_source(c, st), info);
   }
   return fmt::format(
       "// Candidate generated by the KernelBlaster strategy library.\n"

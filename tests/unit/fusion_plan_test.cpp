@@ -677,6 +677,16 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
         family += st.fam == c.fam ? 1 : 0;
       }
       EXPECT_EQ(list.size(), family);
+      // Each strategy's candidate runs a convolution it does not fit with the other one at its
+      // default point, and compiles.
+      for (const auto* other : list) {
+        const std::string src = search::generate(c, *other, nlohmann::json::object());
+        EXPECT_NE(src.find("struct kb_fallback_params"), std::string::npos) << src;
+        auto req = build::candidate_request(root, c, src, "candidate.cu");
+        req.timeout = std::chrono::seconds(600);
+        const auto res = comp.compile(req);
+        EXPECT_TRUE(res.ok()) << other->name << ":\n" << res.log;
+      }
     }
     const search::strategy& st = *list.front();
     EXPECT_EQ(st.fam, c.fam);

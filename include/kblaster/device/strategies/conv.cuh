@@ -433,6 +433,18 @@ inline bool operands_of(const kb_args* a, const config& c, geometry* g) {
   return kb::conv::geometry_of(a, c, g) && a->outputs[0].dtype == a->inputs[c.x].dtype;
 }
 
+// The library's conditions for offering each strategy (src/search/strategies.cpp, `fits`) at a
+// call's geometry: a conv chain runs a later convolution that the candidate's strategy does not
+// fit (a pointwise after a depthwise) with the other strategy.
+inline bool implicit_gemm_fits(const kb_args* a, const config& c) {
+  geometry g{};
+  return operands_of(a, c, &g) && g.gemm_k() >= 16 && g.gemm_n() >= 8;
+}
+inline bool direct_fits(const kb_args* a, const config& c) {
+  geometry g{};
+  return operands_of(a, c, &g) && (g.gemm_k() < 64 || g.gemm_n() < 8);
+}
+
 template <template <class> class Op, class P> struct implicit_gemm {
   static_assert(P::bm == 64 || P::bm == 128, "bm");
   static_assert(P::bn == 32 || P::bn == 64 || P::bn == 128, "bn");

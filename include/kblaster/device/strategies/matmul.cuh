@@ -995,8 +995,7 @@ __global__ void __launch_bounds__(tc::threads, P::min_blocks)
           // Columns past N are not computed: the epilogue's operands end at N.
           const float out[2] = {
               col < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h], d, row, col) : 0.0f,
-              col + 1 < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1)
-                            : 0.0f};
+              col + 1 < d.n ? kb::matmul::finish<Op>(acc[i][j][2 * h + 1], d, row, col + 1) : 0.0f};
           if (VecStore && col + 1 < d.n) {
             store_vec<T, float, 2, P::store_hint>(crow + col, out);
           } else {
