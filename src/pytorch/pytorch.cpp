@@ -241,8 +241,12 @@ std::string contract_toml(const parsed_problem& p, const std::string& suite,
     o << "\n[[shapes]]\nrole = \"check\"\nname = " << quote(s.name)
       << "\ndims = " << dims_table(s.dims) << "\n";
   }
-  // Level 1 is one operator; deeper graphs accumulate more rounding in float32.
-  const double tol = p.level >= 2 ? 1e-3 : 1e-4;
+  // Level 1 is one operator; deeper graphs accumulate more rounding in float32, and so does an
+  // operator that is itself a chain of reductions: attention, two products around a softmax,
+  // whose eager float32 falls outside 1e-4 of the float64 module on heavy-tailed inputs.
+  const bool composite =
+      std::find(p.ops.begin(), p.ops.end(), "scaled_dot_product_attention") != p.ops.end();
+  const double tol = p.level >= 2 || composite ? 1e-3 : 1e-4;
   o << "\n[tolerance]\natol = " << tol << "\nrtol = " << tol << "\nrel_l2 = " << tol
     << "\ndeterministic = true\n";
   std::string all_bytes;
