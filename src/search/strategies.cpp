@@ -1,6 +1,7 @@
 #include "search/strategies.hpp"
 
 #include "common/error.hpp"
+#include "kblaster/device/families/conv_index.h"
 
 #include <fmt/format.h>
 
@@ -727,7 +728,7 @@ void add_conv_strategies(std::vector<strategy>& lib) {
        "runs on the fp32 FMA pipe; the GEMM view reuses each input value over a tile of output "
        "channels from shared memory and runs the products on tensor cores, with the split "
        "keeping the fp32 tolerance.",
-       [](const shape_features& f) { return f.k >= 16 && f.n >= 8; },
+       [](const shape_features& f) { return kb::conv::implicit_gemm_fits(f.k, f.n); },
        {ints("bm", {64, 128}, "rows of the GEMM (batch x output positions) per block"),
         ints("bn", {32, 64, 128}, "output channels per block"),
         ints("bk", {16, 32}, "depth of the K chunks in shared memory"),
@@ -766,7 +767,7 @@ void add_conv_strategies(std::vector<strategy>& lib) {
        "A depthwise convolution has a reduction of only the kernel taps, too short for a GEMM "
        "tile: it is bound by memory. Several adjacent outputs per thread share each weight load "
        "and the overlapping input rows stay in L1.",
-       [](const shape_features& f) { return f.k < 64 || f.n < 8; },
+       [](const shape_features& f) { return kb::conv::direct_fits(f.k, f.n); },
        {ints("block", {128, 256, 512}, "threads per block"),
         ints("outputs_per_thread", {1, 2, 4}, "adjacent outputs along the last dim per thread")},
        {{"block", 256}, {"outputs_per_thread", 2}},
@@ -1178,10 +1179,10 @@ std::string param_members(const strategy& st, const json& point) {
   return members;
 }
 
-// The conv strategies' `fits` at run time (kblaster/device/strategies/conv.cuh).
-std::string conv_fit(const std::string& name) {
-  return name == "conv.implicit_gemm" ? "kb::strategies::conv::implicit_gemm_fits"
-                                      : "kb::strategies::conv::direct_fits";
+// A conv strategy's `fits` at run time: its entry's name with `_fits`
+// (kblaster/device/strategies/conv.cuh), the library's offer at a call's geometry.
+std::string conv_fit(const strategy& st) {
+  return st.entry + "_fits";
 }
 
 // The chain's anchor family: the strategy at this point over every product of the chain. In a
@@ -1215,7 +1216,7 @@ std::string anchor_family_source(const task::contract& c, const strategy& st) {
         "{}  }}\n}};\n\n",
         st.entry, workspace_of(st, "kb_strategy_params"));
   }
-  const std::string fit = conv_fit(st.name);
+  const std::string fit = conv_fit(st);
   return fmt::format(
       "// {other}'s default point, for a product {name} does not fit.\n"
       "struct kb_fallback_params {{\n{members}}};\n\n"

@@ -72,6 +72,17 @@ struct geometry {
   KB_HD int64_t gemm_k() const { return cin_group() * kernel_volume(); }
 };
 
+// Where each conv strategy is offered, on the GEMM view of one group (K = input channels per group
+// x kernel volume, N = output channels per group): the library's offer (src/search/strategies.cpp)
+// and, in a conv chain, the run-time choice of strategy for each later convolution
+// (strategies/conv.cuh) use these two and nothing else.
+KB_HD constexpr bool implicit_gemm_fits(int64_t k, int64_t n) {
+  return k >= 16 && n >= 8;
+}
+KB_HD constexpr bool direct_fits(int64_t k, int64_t n) {
+  return k < 64 || n < 8;
+}
+
 // k -> (c, tap): the channel within the group and the kernel taps (kd, kh, kw).
 struct k_index {
   int64_t c;

@@ -433,16 +433,16 @@ inline bool operands_of(const kb_args* a, const config& c, geometry* g) {
   return kb::conv::geometry_of(a, c, g) && a->outputs[0].dtype == a->inputs[c.x].dtype;
 }
 
-// The library's conditions for offering each strategy (src/search/strategies.cpp, `fits`) at a
-// call's geometry: a conv chain runs a later convolution that the candidate's strategy does not
-// fit (a pointwise after a depthwise) with the other strategy.
+// The library's offer of each strategy (kb::conv::implicit_gemm_fits, direct_fits) at a call's
+// geometry, named after the strategy's entry with `_fits`: a conv chain runs a later convolution
+// that the candidate's strategy does not fit (a pointwise after a depthwise) with the other one.
 inline bool implicit_gemm_fits(const kb_args* a, const config& c) {
   geometry g{};
-  return operands_of(a, c, &g) && g.gemm_k() >= 16 && g.gemm_n() >= 8;
+  return operands_of(a, c, &g) && kb::conv::implicit_gemm_fits(g.gemm_k(), g.gemm_n());
 }
 inline bool direct_fits(const kb_args* a, const config& c) {
   geometry g{};
-  return operands_of(a, c, &g) && (g.gemm_k() < 64 || g.gemm_n() < 8);
+  return operands_of(a, c, &g) && kb::conv::direct_fits(g.gemm_k(), g.gemm_n());
 }
 
 template <template <class> class Op, class P> struct implicit_gemm {
