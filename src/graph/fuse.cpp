@@ -1023,6 +1023,28 @@ std::string epilogue_struct(const std::string& name, bool gemm, const std::strin
          unused + body + "    return " + expr + ";\n  }\n};\n";
 }
 
+// A map pass's op (kb::chain::map_in_place): each element v, with its channel (axis 1) and flat
+// index i, to `expr`, which may read `kb_v = affine` when `affine` is given.
+std::string map_struct(const std::string& name, const std::string& affine, const std::string& expr) {
+  return "\ntemplate <class A> struct " + name +
+         " {\n"
+         "  static KB_HD A map(A v, int64_t channel, int64_t i, const kb::epi::operands& ops) {\n"
+         "    (void)channel;\n    (void)i;\n    (void)ops;\n" +
+         (affine.empty() ? std::string() : "    const A kb_v = " + affine + ";\n") +
+         "    return " + expr + ";\n  }\n};\n";
+}
+
+// The map pass `name` over buffer `buf` (of the chain's shape `shape`) in place, in
+// kb_chain::launch: with the call's operands, or with `rops` after `residual_ops` defines them
+// (an earlier kernel's values at the index).
+std::string map_call(const std::string& name, size_t buf, size_t shape,
+                     const std::string& residual_ops) {
+  return fmt::format(
+      "{}      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
+      "{});\n      if (rc != 0) {{\n        return rc;\n      }}\n",
+      residual_ops, name, buf, shape, shape, residual_ops.empty() ? "ops" : "rops");
+}
+
 // Kernel 0: the anchor's lowering (matmul or conv) named by the fused rule, and its epilogue in
 // the output tile (kb_op).
 struct anchor_part {
@@ -1088,16 +1110,10 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
     a.math = epilogue_struct("kb_op", gemm, body, *e);
     return a;
   }
-  a.math = epilogue_struct("kb_op", gemm, body, main_leaf) +
-           "\ntemplate <class A> struct kb_map0 {\n"
-           "  static KB_HD A map(A v, int64_t channel, int64_t i, const kb::epi::operands& ops) {\n"
-           "    (void)channel;\n    (void)i;\n    (void)ops;\n    return " +
-           *e + ";\n  }\n};\n";
+  a.math = epilogue_struct("kb_op", gemm, body, main_leaf) + map_struct("kb_map0", "", *e);
   a.map_ops = "map+" + ops;
-  a.map_launch = "    { // kernel 0's epilogue at each element's index, in place\n"
-                 "      rc = kb::chain::map_in_place<kb_map0>(a, kb::chain::dense(buf[0], s[0], "
-                 "rank[0]), ops);\n"
-                 "      if (rc != 0) {\n        return rc;\n      }\n    }\n";
+  a.map_launch = "    { // kernel 0's epilogue at each element's index, in place\n" +
+                 map_call("kb_map0", 0, 0, "") + "    }\n";
   return a;
 }
 
@@ -1441,12 +1457,7 @@ std::string step_ops_math(const chain_step& s, const step_family& fam, const ste
                 folded + "; }\n};\n";
   }
   if (mapped) {
-    ops_math += "\ntemplate <class A> struct " + map +
-                " {\n"
-                "  static KB_HD A map(A v, int64_t channel, int64_t i, const kb::epi::operands& ops) {\n"
-                "    (void)channel;\n    (void)i;\n    (void)ops;\n" +
-                (fam.affine.empty() ? std::string() : "    const A kb_v = " + fam.affine + ";\n") +
-                "    return " + e.post + ";\n  }\n};\n";
+    ops_math += map_struct(map, fam.affine, e.post);
   }
   return ops_math;
 }
@@ -1474,10 +1485,7 @@ std::string step_launch(const chain_step& s, const step_family& fam, bool mapped
                   1 + (fam.weight_in != "-1" ? 1 : 0) + (fam.bias_in != "-1" ? 1 : 0), family,
                   fmt::format("kb_step{}", k), fam.config);
   if (mapped) {
-    launch += fmt::format(
-        "{}      rc = kb::chain::map_in_place<{}>(a, kb::chain::dense(buf[{}], s[{}], rank[{}]), "
-        "{});\n      if (rc != 0) {{\n        return rc;\n      }}\n",
-        residual_ops, fmt::format("kb_map{}", k), k, so, so, residual_ops.empty() ? "ops" : "rops");
+    launch += map_call(fmt::format("kb_map{}", k), k, so, residual_ops);
   }
   launch += "    }\n";
   return launch;
@@ -1610,16 +1618,6 @@ std::optional<chain_step_code> product_step(fused_frame& f, const chain_step& s,
                                             chain_step_code code) {
   const graph& g = f.g;
   const node& n = s.n;
-  const bool product = n.op == "nn.Linear" || n.op == "torch.matmul" || n.op == "torch.mm";
-  if (!f.gemm && starts_with(n.op, "nn.Conv")) {
-    return conv_step(f, s, std::move(code));
-  }
-  if (f.gemm != product) {
-    return f.why(s.op, "a " + std::string(product ? "product" : "convolution") + " after a " +
-                           f.p.anchor +
-                           ": a chain runs a later anchor with the first one's strategy, a "
-                           "product after a product and a convolution after a convolution");
-  }
   if (n.inputs.size() < 2 || !n.inputs[1].is_tensor()) {
     return f.why(s.op, "a product without a tensor second operand");
   }
@@ -1674,8 +1672,18 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
                      ks.main->rule.substr(ks.main->rule.find(':') + 1),
                      code.in_shape.size(),
                      static_cast<int>(2 * k - 1)};
-  if (ks.main->kind == fuse_kind::anchor) {
-    return product_step(f, s, std::move(code));
+  if (ks.main->kind == fuse_kind::anchor) { // a later product or convolution
+    const bool product = n->op == "nn.Linear" || n->op == "torch.matmul" || n->op == "torch.mm";
+    if (f.gemm && product) {
+      return product_step(f, s, std::move(code));
+    }
+    if (!f.gemm && starts_with(n->op, "nn.Conv")) {
+      return conv_step(f, s, std::move(code));
+    }
+    return f.why(op, "a " + std::string(product ? "product" : "convolution") + " after a " +
+                         f.p.anchor +
+                         ": a chain runs a later anchor with the first one's strategy, a "
+                         "product after a product and a convolution after a convolution");
   }
   std::optional<step_family> fam;
   if (ks.main->kind == fuse_kind::reduce) {
