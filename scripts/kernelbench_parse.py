@@ -814,6 +814,73 @@ def expr_of(v):
     raise GraphError("dynamic_shape", f"size {v!r} is not a dim expression")
 
 
+def product_factors(expr):
+    """A dim expression as the factors of a product at its top level: ("(a * b)" -> [a, b]), with
+    its integer factors multiplied into one; None when it is not a product (a sum, a quotient)."""
+    e = expr.strip()
+    while e.startswith("(") and e.endswith(")") and balanced(e[1:-1]):
+        e = e[1:-1].strip()
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(e):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and ch in "+-/%":
+            return None
+        elif depth == 0 and ch == "*":
+            parts.append(e[start:i].strip())
+            start = i + 1
+    parts.append(e[start:].strip())
+    symbols, number = [], 1
+    for f in parts:
+        if re.fullmatch(r"\d+", f):
+            number *= int(f)
+        elif len(parts) > 1:
+            inner = product_factors(f)
+            if inner is None:
+                symbols.append(f)
+            else:
+                symbols += inner[0]
+                number *= inner[1]
+        else:
+            symbols.append(f)
+    return symbols, number
+
+
+def balanced(e):
+    depth = 0
+    for ch in e:
+        depth += 1 if ch == "(" else -1 if ch == ")" else 0
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def remaining_factor(shape, known):
+    """The size of a view's -1 dim: the elements of `shape` over the known dims' product, as a dim
+    expression, when each known factor cancels one of the shape's (symbolically, and the integers
+    divide); None otherwise."""
+    have, number = [], 1
+    for e in shape:
+        f = product_factors(e)
+        if f is None:
+            f = ([e], 1)
+        have += f[0]
+        number *= f[1]
+    for e in known:
+        f = product_factors(e) or ([e], 1)
+        for sym in f[0]:
+            if sym not in have:
+                return None
+            have.remove(sym)
+        if f[1] == 0 or number % f[1]:
+            return None
+        number //= f[1]
+    factors = have + ([str(number)] if number != 1 or not have else [])
+    return factors[0] if len(factors) == 1 else "(" + " * ".join(factors) + ")"
+
+
 def is_float_dtype(d):
     return d.startswith(("float", "bfloat"))
 
@@ -1197,10 +1264,13 @@ class ForwardReader:
             if minus is not None:
                 known = [e for e in out if e is not None]
                 if out[:minus] == x.shape[:minus] and minus == len(out) - 1:
-                    rest = x.shape[minus:]
-                    out[minus] = rest[0] if len(rest) == 1 else "(" + " * ".join(rest) + ")"
+                    tail = x.shape[minus:]
+                    rest = tail[0] if len(tail) == 1 else "(" + " * ".join(tail) + ")"
                 else:
+                    rest = remaining_factor(x.shape, known)
+                if rest is None:
                     raise GraphError("dynamic_shape", f".{m}({known}, -1) of {x.shape}", "torch.reshape")
+                out[minus] = rest
             return self.g.add("torch.reshape", [x], {"shape": out}, [out], x.dtype)
         if m == "flatten":
             start = norm_dim(args[0] if args else kwargs.get("start_dim", 0), rank, "flatten")

@@ -98,6 +98,28 @@ class GraphTest(unittest.TestCase):
                 f.write(src)
             return kp.parse_file(path)
 
+    def test_a_views_minus_one_is_the_elements_left_when_the_known_dims_cancel(self):
+        # A parameter viewed per channel (KernelBench level 2: self.p.view(1, -1, 1, 1)), and -1
+        # anywhere once the known dims' factors cancel the input's.
+        r = self.parse_source(
+            "        y = x.view(-1, x.size(0))\n"
+            "        return x * self.p.view(1, -1)",
+            init="        self.p = nn.Parameter(torch.randn(dim))\n")
+        self.assertEqual(r["status"], "ok", r)
+        self.assertFalse(r["graph"]["unsupported"])
+        shapes = [n["outputs"][0]["shape"] for n in r["graph"]["nodes"]
+                  if n["op"] == "torch.reshape"]
+        self.assertEqual(shapes, [["dim", "batch_size"], ["1", "16"]])
+        self.assertEqual(kp.remaining_factor(["b", "(c * d)", "16"], ["b", "4", "d"]), "(c * 4)")
+        self.assertEqual(kp.remaining_factor(["b", "(h - 1) * 2 + 1", "c"], ["b", "c"]),
+                         "(h - 1) * 2 + 1")
+        self.assertEqual(kp.remaining_factor(["b", "c"], ["b", "c"]), "1")
+        # Known dims that do not divide the input's symbolically stay refused, by name.
+        self.assertIsNone(kp.remaining_factor(["b", "c"], ["d"]))
+        self.assertIsNone(kp.remaining_factor(["b", "6"], ["4"]))
+        u = self.parse_source("        return x.view(3, -1)")["graph"]["unsupported"]
+        self.assertEqual((u[0]["reason"], u[0]["op"]), ("dynamic_shape", "torch.reshape"))
+
     def test_a_min_or_max_of_two_tensors_is_elementwise_and_a_number_tensor_a_constant(self):
         # KernelBench level 2 writes torch.min(x, torch.tensor(v, device=x.device)) and
         # torch.min(x, self.constant) with a 0-d parameter: the elementwise minimum, not a dim.
