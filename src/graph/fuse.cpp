@@ -39,6 +39,8 @@ std::string to_string(fuse_kind k) {
     return "norm";
   case fuse_kind::pool:
     return "pool";
+  case fuse_kind::expand:
+    return "expand";
   }
   return "anchor";
 }
@@ -67,6 +69,8 @@ std::string to_string(fuse_reason r) {
     return "product_reads_rows";
   case fuse_reason::pointwise_at_index:
     return "pointwise_at_index";
+  case fuse_reason::broadcast_grows:
+    return "broadcast_grows";
   }
   return "anchor";
 }
@@ -287,6 +291,22 @@ bool same_shape(const graph& g, const std::vector<std::string>& a,
   return true;
 }
 
+// Whether the chain's value of shape `main` broadcasts to the larger `out`: aligned to out's last
+// dims, each of main's is 1 or out's; not the same shape.
+bool grows_to(const graph& g, const std::vector<std::string>& main,
+              const std::vector<std::string>& out) {
+  if (main.size() > out.size() || out.size() > 8 || same_shape(g, main, out)) {
+    return false;
+  }
+  const size_t off = out.size() - main.size();
+  for (size_t i = 0; i < main.size(); ++i) {
+    if (main[i] != "1" && !same_shape(g, {main[i]}, {out[off + i]})) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // How a leaf read by node `reader` broadcasts: a BatchNorm's state is per channel (axis 1) by
 // definition, whatever its own rank; other operands broadcast as PyTorch aligns them (right).
 std::optional<broadcast> broadcast_for(const graph& g, const node& reader,
@@ -465,6 +485,73 @@ reads reads_of(const graph& g, const node& n, const std::set<std::string>& regio
 
 namespace {
 
+// An elementwise op of the chain's shape into the epilogue of the current kernel (`kernel`,
+// after `steps`' last step: begun when that is no epilogue), or why its operands cannot be fused.
+std::optional<plan_problem> epilogue_step(const graph& g, const node& n, const reads& r,
+                                          const std::vector<std::string>& main_shape,
+                                          bool anchor_kernel, int kernel,
+                                          std::vector<fuse_step>* steps) {
+  std::vector<std::string> operands;
+  bool at_index = false;
+  if (const auto bad = pointwise_operands(g, n, r.leaves, main_shape, anchor_kernel, kernel == 0,
+                                          &at_index, &operands)) {
+    return plan_problem{plan_issue::operand_not_broadcast, n.op, *bad};
+  }
+  if (steps->back().kind != fuse_kind::epilogue) {
+    fuse_step s;
+    s.kind = fuse_kind::epilogue;
+    s.rule = "epilogue:pointwise";
+    s.edge = fuse_edge::fused;
+    s.why = fuse_reason::pointwise_in_tile;
+    s.kernel = kernel;
+    steps->push_back(s);
+  }
+  fuse_step& s = steps->back();
+  if (at_index) {
+    s.why = fuse_reason::pointwise_at_index; // the whole epilogue: one map pass
+  }
+  s.ops.push_back(n.op);
+  for (const auto& v : r.residuals) {
+    if (std::find(s.residuals.begin(), s.residuals.end(), v) == s.residuals.end()) {
+      s.residuals.push_back(v);
+    }
+  }
+  for (const auto& o : operands) {
+    if (std::find(s.operands.begin(), s.operands.end(), o) == s.operands.end()) {
+      s.operands.push_back(o);
+    }
+  }
+  s.value = n.outputs[0].value;
+  return std::nullopt;
+}
+
+// The step of an elementwise op whose result is larger than the chain's value `main` (kernel
+// `kernel`), appended to `steps`; or why it cannot be placed: it reads another value of the
+// chain, or an operand that does not broadcast over its result.
+std::optional<plan_problem> expand_step(const graph& g, const node& n, const reads& r,
+                                        const std::string& main, int kernel,
+                                        std::vector<fuse_step>* steps) {
+  if (std::any_of(r.chain.begin(), r.chain.end(), [&](const std::string& v) { return v != main; })) {
+    return plan_problem{plan_issue::branch, n.op, "reads a value of the chain other than its latest"};
+  }
+  fuse_step s;
+  s.kind = fuse_kind::expand;
+  s.rule = "expand:broadcast";
+  s.ops = {n.op};
+  s.edge = fuse_edge::split;
+  s.why = fuse_reason::broadcast_grows;
+  s.kernel = kernel;
+  s.residuals = r.residuals;
+  s.value = n.outputs[0].value;
+  bool at_index = false;
+  if (const auto bad = pointwise_operands(g, n, r.leaves, n.outputs[0].shape, false, false,
+                                          &at_index, &s.operands)) {
+    return plan_problem{plan_issue::operand_not_broadcast, n.op, *bad};
+  }
+  steps->push_back(s);
+  return std::nullopt;
+}
+
 // The plan of a graph whose attention is expanded already.
 fusion_plan plan_expanded(const graph& g) {
   fusion_plan p;
@@ -530,10 +617,22 @@ fusion_plan plan_expanded(const graph& g) {
     return std::nullopt;
   };
 
+  // The forward's input, read again after the anchor's kernel (`mean(gemm(x)) + x`), is read
+  // from the call's input as a residual is from the workspace.
+  for (const auto& in : g.inputs) {
+    if (in.value == chain_input) {
+      left[chain_input] = in.shape;
+    }
+  }
+
   for (size_t i = a + 1; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
+    // An elementwise op whose result is larger than the chain's value starts a kernel of its own.
+    const bool grows = is_pointwise(n) && n.outputs.size() == 1 &&
+                       grows_to(g, main_shape, n.outputs[0].shape);
     const reads r = reads_of(g, n, region, chain_input,
-                             anchor_kernel || !is_pointwise(n) ? nullptr : &left, main_shape);
+                             (anchor_kernel && !grows) || !is_pointwise(n) ? nullptr : &left,
+                             grows ? n.outputs[0].shape : main_shape);
     const auto& [chain_reads, leaves, residuals, other] = r;
     if (chain_reads.empty() && !residuals.empty()) {
       return problem(plan_issue::branch, n.op,
@@ -552,40 +651,27 @@ fusion_plan plan_expanded(const graph& g) {
                      "workspace (a value inside a kernel, one of another shape, or in the "
                      "anchor's own kernel) or of another path");
     }
+    if (grows) {
+      if (const auto bad = expand_step(g, n, r, main, ++kernel, &p.steps)) {
+        return problem(bad->why, bad->op, bad->detail);
+      }
+      if (const auto later = escapes(i, main)) {
+        return problem(plan_issue::branch, n.op,
+                       "an earlier value of the chain is read again by " + *later + " after it");
+      }
+      left[main] = main_shape;
+      anchor_kernel = false;
+      main = n.outputs[0].value;
+      main_shape = n.outputs[0].shape;
+      region = {main};
+      continue;
+    }
     if (is_pointwise(n)) {
-      std::vector<std::string> operands;
-      bool at_index = false;
-      if (const auto bad = pointwise_operands(g, n, leaves, main_shape, anchor_kernel, kernel == 0,
-                                              &at_index, &operands)) {
-        return problem(plan_issue::operand_not_broadcast, n.op, *bad);
+      if (const auto bad = epilogue_step(g, n, r, main_shape, anchor_kernel, kernel, &p.steps)) {
+        return problem(bad->why, bad->op, bad->detail);
       }
-      if (p.steps.back().kind != fuse_kind::epilogue) {
-        fuse_step s;
-        s.kind = fuse_kind::epilogue;
-        s.rule = "epilogue:pointwise";
-        s.edge = fuse_edge::fused;
-        s.why = fuse_reason::pointwise_in_tile;
-        s.kernel = kernel;
-        p.steps.push_back(s);
-      }
-      fuse_step& s = p.steps.back();
-      if (at_index) {
-        s.why = fuse_reason::pointwise_at_index; // the whole epilogue: one map pass
-      }
-      s.ops.push_back(n.op);
-      for (const auto& r : residuals) {
-        if (std::find(s.residuals.begin(), s.residuals.end(), r) == s.residuals.end()) {
-          s.residuals.push_back(r);
-        }
-      }
-      for (const auto& o : operands) {
-        if (std::find(s.operands.begin(), s.operands.end(), o) == s.operands.end()) {
-          s.operands.push_back(o);
-        }
-      }
-      s.value = n.outputs[0].value;
-      region.insert(s.value);
-      main = s.value;
+      main = n.outputs[0].value;
+      region.insert(main);
       continue;
     }
     // A centering, x - mean(x over dims, keepdim): one normalize launch (statistics, then each
@@ -1556,6 +1642,88 @@ bool later_anchor_epilogue(fused_frame& f, const chain_step& s, chain_step_code&
   return true;
 }
 
+const std::vector<std::string> no_residuals;
+
+// The operand slots of the values that kernel s.k's map pass reads from earlier kernels (and of
+// the forward's input, read again): C++ that defines `rops`, the call's operands with those slots
+// pointed at their buffers; empty when it reads none.
+std::optional<std::string> residual_operands(fused_frame& f, const chain_step& s,
+                                             const std::vector<std::string>& residuals) {
+  if (residuals.empty()) {
+    return std::string();
+  }
+  std::string out = "      kb::epi::operands rops = ops;\n";
+  for (const auto& r : residuals) {
+    if (r == f.chain_input) {
+      const input* in = detail::graph_input(f.g, r);
+      if (in == nullptr || in->type != task::dtype::float32) {
+        return f.why(s.op, "reads the forward's input " + r + " again, not in float32");
+      }
+      const std::string xi = f.gemm ? "cfg.a" : "cfg.x";
+      out += fmt::format("      if (!kb::chain::dense_float(a->inputs[{0}])) {{\n"
+                         "        return -1;\n      }}\n"
+                         "      rops.p[{1}] = static_cast<const float*>(a->inputs[{0}].data);\n",
+                         xi, f.residual_slot(r));
+      continue;
+    }
+    size_t j = 0;
+    while (j < s.k && f.kernels[j].value != r) {
+      ++j;
+    }
+    if (j == s.k) {
+      return f.why(s.op, "reads " + r + ", which no earlier kernel leaves");
+    }
+    out += fmt::format("      rops.p[{}] = static_cast<const float*>(buf[{}]);\n",
+                       f.residual_slot(r), j);
+  }
+  return out;
+}
+
+// An elementwise op whose result is larger than the chain's value (kernel k, fuse_kind::expand)
+// and the epilogue after it: one pass over the result, each element reading the value at its
+// broadcast position (kb::chain::broadcast_map), the operands at its channel or index.
+std::optional<chain_step_code> expand_code(fused_frame& f, const chain_step& s,
+                                           chain_step_code code) {
+  const kernel_steps& ks = s.ks;
+  const std::string& before = f.kernels[s.k - 1].value;
+  epilogue_leaves leaves =
+      f.leaves_for(before, "v", code.out_shape, "channel", "i", code.out_shape);
+  std::vector<std::string> residuals = ks.main->residuals;
+  if (ks.epilogue != nullptr) {
+    for (const auto& r : ks.epilogue->residuals) {
+      if (std::find(residuals.begin(), residuals.end(), r) == residuals.end()) {
+        residuals.push_back(r);
+      }
+    }
+  }
+  for (const auto& r : residuals) { // an earlier kernel's value, at the index
+    leaves.leaves[r] = fmt::format("kb::epi::at<A>(ops, {}, i)", f.residual_slot(r));
+  }
+  if (!leaves.error.empty()) {
+    return f.why(s.op, leaves.error);
+  }
+  detail::pointwise pw(f.g, std::move(leaves.leaves), code.out_shape);
+  const auto e = pw.of(ks.epilogue != nullptr ? ks.epilogue->value : ks.main->value);
+  if (!e) {
+    return f.why(s.op, "the broadcast pass is not a pointwise expression (" + pw.why() + ")");
+  }
+  const auto residual_ops = residual_operands(f, s, residuals);
+  if (!residual_ops) {
+    return std::nullopt;
+  }
+  const std::string map = fmt::format("kb_map{}", s.k);
+  const int so = s.si + 1;
+  code.ops_math = map_struct(map, "", *e);
+  code.launch = fmt::format(
+      "    {{ // kernel {0}: the chain's value broadcast to the larger result\n{1}"
+      "      rc = kb::chain::broadcast_map<{2}>(a, kb::chain::dense(buf[{3}], s[{4}], rank[{4}]), "
+      "kb::chain::dense(buf[{0}], s[{5}], rank[{5}]), {6});\n"
+      "      if (rc != 0) {{\n        return rc;\n      }}\n    }}\n",
+      s.k, *residual_ops, map, s.k - 1, s.si, so, residual_ops->empty() ? "ops" : "rops");
+  code.rule = "broadcast+" + pw.ops();
+  return code;
+}
+
 // A second convolution of a chain that a convolution begins (kernel k): the chain's value
 // convolved with the module's weight (an operand of the call) under the node's hyperparameters,
 // a bias in its epilogue.
@@ -1660,6 +1828,12 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   }
   chain_step_code code;
   code.in_shape = n->inputs[0].shape;
+  for (const auto& i : n->inputs) { // the chain's value (an elementwise op may read it second)
+    if (i.is_tensor() && i.value == f.kernels[k - 1].value) {
+      code.in_shape = i.shape;
+      break;
+    }
+  }
   for (const auto& o : n->outputs) {
     if (o.value == ks.main->value) {
       code.out_shape = o.shape;
@@ -1672,6 +1846,9 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
                      ks.main->rule.substr(ks.main->rule.find(':') + 1),
                      code.in_shape.size(),
                      static_cast<int>(2 * k - 1)};
+  if (ks.main->kind == fuse_kind::expand) {
+    return expand_code(f, s, std::move(code));
+  }
   if (ks.main->kind == fuse_kind::anchor) { // a later product or convolution
     const bool product = n->op == "nn.Linear" || n->op == "torch.matmul" || n->op == "torch.mm";
     if (f.gemm && product) {
@@ -1706,23 +1883,12 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   }
   const bool mapped = !fam->affine.empty() || e->post.find("kb::epi::at") != std::string::npos;
   code.ops_math = step_ops_math(s, *fam, *e, mapped);
-  // The values of earlier kernels the map pass reads: their buffers in the operand slots.
-  std::string residual_ops;
-  if (ks.epilogue != nullptr && !ks.epilogue->residuals.empty()) {
-    residual_ops = "      kb::epi::operands rops = ops;\n";
-    for (const auto& r : ks.epilogue->residuals) {
-      size_t j = 0;
-      while (j < k && f.kernels[j].value != r) {
-        ++j;
-      }
-      if (j == k) {
-        return f.why(s.op, "reads " + r + ", which no earlier kernel leaves");
-      }
-      residual_ops += fmt::format("      rops.p[{}] = static_cast<const float*>(buf[{}]);\n",
-                                  f.residual_slot(r), j);
-    }
+  const auto residual_ops =
+      residual_operands(f, s, ks.epilogue != nullptr ? ks.epilogue->residuals : no_residuals);
+  if (!residual_ops) {
+    return std::nullopt;
   }
-  code.launch = step_launch(s, *fam, mapped, residual_ops);
+  code.launch = step_launch(s, *fam, mapped, *residual_ops);
   std::string name = s.rule;
   if (fam->reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
     name += "(mean)";
@@ -1978,9 +2144,11 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     f.operand(anchor->inputs[2].value); // the Linear's bias: operand 0
   }
   for (const auto& k : f.kernels) {
-    if (k.epilogue != nullptr) {
-      for (const auto& o : k.epilogue->operands) {
-        f.operand(o);
+    for (const fuse_step* st : {k.main, k.epilogue}) { // an expand step reads operands too
+      if (st != nullptr) {
+        for (const auto& o : st->operands) {
+          f.operand(o);
+        }
       }
     }
   }

@@ -28,7 +28,7 @@
 
 namespace kb::graph {
 
-enum class fuse_kind { anchor, epilogue, view, reduce, softmax, norm, pool };
+enum class fuse_kind { anchor, epilogue, view, reduce, softmax, norm, pool, expand };
 std::string to_string(fuse_kind k);
 
 // How a step joins the kernel before it.
@@ -50,6 +50,10 @@ enum class fuse_reason {
   pointwise_at_index,    // the first anchor's epilogue reads a tensor of its output's shape: the
                          // tile's epilogue has no element index, so the epilogue runs as a map
                          // pass over the anchor's output, in place, with each element's index
+  broadcast_grows,       // an elementwise op whose result is larger than the chain's value (the
+                         // value broadcast against an operand: `mean(x) + x_in`, `min + bias`):
+                         // a pass of its own writes the larger result, reading the value at each
+                         // element's broadcast position
 };
 std::string to_string(fuse_reason r);
 

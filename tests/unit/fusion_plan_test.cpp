@@ -15,7 +15,9 @@
 // multiplies by a transposed parameter (x @ W.T). File 26 reads a second forward input of the
 // output's shape after the norm kernel (at the element's index); 27 reads one in the anchor's
 // own kernel (a map pass after the anchor, at the element's index), 35 in a later product's
-// kernel and is refused.
+// kernel and is refused. Files 36 and 37 end in a result larger than the chain's value (a
+// per-channel bias over a row minimum; the forward's input added to a spatial mean), written by a
+// broadcast pass of its own.
 #include "build/build.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
@@ -95,7 +97,7 @@ TEST(FusionPlan, EveryProblemFileMatchesItsGoldenPlan) {
 TEST(FusionPlan, BadInputsEndWithTheirReason) {
   const std::map<std::string, std::pair<std::string, std::string>> expected{
       {"90_Linear_UnknownOp", {"unknown_op", "torch.lgamma"}},
-      {"91_Linear_Branch", {"branch", "torch.sub"}},
+      {"91_Linear_Branch", {"branch", "torch.sum"}},
       {"92_Elementwise_NoAnchor", {"no_anchor", "graph"}},
       {"93_Conv2d_Cumsum", {"unknown_op", "torch.cumsum"}},
       {"35_Linear_Linear_AddInput", {"operand_not_broadcast", "torch.add"}},
@@ -244,6 +246,8 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
       {"94_Conv2d_BatchStats_ReLU", "conv:conv2d|batch_norm+relu"},
       {"25_Matmul_WeightT_Div_Sum", "matmul:matmul+div|sum+mul"},
       {"26_Linear_LayerNorm_AddInput", "matmul:linear|layer_norm+add+mul"},
+      {"36_Linear_GroupNorm_Min_ChannelBias", "matmul:linear|group_norm|min|broadcast+add+tanh"},
+      {"37_Conv2d_GlobalMean_GELU_AddInput", "conv:conv2d|mean+gelu|broadcast+add+mul"},
   };
   for (const auto& [name, rule] : rules) {
     SCOPED_TRACE(name);
@@ -261,9 +265,10 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
     EXPECT_NE(m.find(fmt::format("static constexpr int kernels = {};", p.kernels)), std::string::npos)
         << m;
     size_t launches = 0;
-    for (size_t at = m.find("::launch_naive<kb_step"); at != std::string::npos;
-         at = m.find("::launch_naive<kb_step", at + 1)) {
-      ++launches;
+    for (const std::string call : {"::launch_naive<kb_step", "::broadcast_map<kb_map"}) {
+      for (size_t at = m.find(call); at != std::string::npos; at = m.find(call, at + 1)) {
+        ++launches;
+      }
     }
     EXPECT_EQ(launches, static_cast<size_t>(p.kernels - 1)) << m;
   }
@@ -471,6 +476,126 @@ TEST(FusionPlan, ResidualsAcrossAKernelBoundaryReadTheWorkspace) {
   EXPECT_EQ(pb.problems[0].why, plan_issue::branch);
 }
 
+TEST(FusionPlan, TheBroadcastPassReadsEachElementAtItsSourcePosition) {
+  // kb::chain::broadcast_view on the host (nvcc compiles chain.cuh; no GPU is needed): the
+  // element of y each position reads from x, and the shapes that do not broadcast.
+  const temp_dir t("kb-broadcast-view");
+  write_file_atomic(t.path() / "check.cu", R"(#include <kblaster/device/chain.cuh>
+#include <cstdio>
+static int failures = 0;
+static kb::chain::broadcast_view view(const int64_t* xs, int xr, const int64_t* ys, int yr,
+                                      bool want) {
+  kb::chain::broadcast_view v{};
+  const bool got = kb::chain::broadcast_view_of(kb::chain::dense(nullptr, xs, xr),
+                                                kb::chain::dense(nullptr, ys, yr), &v);
+  if (got != want) {
+    std::printf("broadcast of rank %d to rank %d: got %d\n", xr, yr, got);
+    ++failures;
+  }
+  return v;
+}
+int main() {
+  // [3, 1] to [1, 4, 3, 1]: element (0, c, b, 0) reads x[b].
+  const int64_t a[] = {3, 1}, ay[] = {1, 4, 3, 1};
+  const auto va = view(a, 2, ay, 4, true);
+  for (int c = 0; c < 4; ++c) {
+    for (int b = 0; b < 3; ++b) {
+      if (va.source(c * 3 + b) != b) {
+        std::printf("[3,1] -> [1,4,3,1] at (%d, %d): %lld\n", c, b, (long long)va.source(c * 3 + b));
+        ++failures;
+      }
+    }
+  }
+  // [2, 3, 1, 1] to [2, 3, 4, 5]: element (n, c, h, w) reads x[n * 3 + c].
+  const int64_t b[] = {2, 3, 1, 1}, by[] = {2, 3, 4, 5};
+  const auto vb = view(b, 4, by, 4, true);
+  for (int i = 0; i < 120; ++i) {
+    if (vb.source(i) != i / 20) {
+      std::printf("[2,3,1,1] -> [2,3,4,5] at %d: %lld\n", i, (long long)vb.source(i));
+      ++failures;
+    }
+  }
+  // [2, 1, 5] to [2, 4, 5]: element (n, r, w) reads x[n * 5 + w].
+  const int64_t c[] = {2, 1, 5}, cy[] = {2, 4, 5};
+  const auto vc = view(c, 3, cy, 3, true);
+  if (vc.source(1 * 20 + 3 * 5 + 4) != 1 * 5 + 4) {
+    ++failures;
+  }
+  // A dim neither 1 nor the result's, and a value of higher rank than the result: refused.
+  const int64_t d[] = {2, 3}, dy[] = {4, 3}, e[] = {1, 2, 3};
+  view(d, 2, dy, 2, false);
+  view(e, 3, d, 2, false);
+  return failures == 0 ? 0 : 1;
+}
+)");
+  process_spec build;
+  build.argv = {KBLASTER_NVCC, "-std=c++20", "-I", (root / "include").string(),
+                (t.path() / "check.cu").string(), "-o", (t.path() / "check").string()};
+  build.timeout = std::chrono::seconds(300);
+  const auto b = run_process(build);
+  ASSERT_TRUE(b.ok()) << b.output;
+  process_spec run;
+  run.argv = {(t.path() / "check").string()};
+  const auto r = run_process(run);
+  EXPECT_TRUE(r.ok()) << r.output;
+}
+
+TEST(FusionPlan, AResultLargerThanTheChainsValueIsAPassOfItsOwn) {
+  // min over the features [batch, 1] + a (1, C, 1, 1) bias: a [1, C, batch, 1] result, written
+  // by a broadcast pass that reads the minimum at each element's broadcast position and the bias
+  // at its channel (axis 1 of the result); tanh after it in the same pass.
+  const graph& g = graphs().at("36_Linear_GroupNorm_Min_ChannelBias");
+  const fusion_plan p = plan_fusion(g);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p.kernels, 4);
+  ASSERT_EQ(p.steps.size(), 5u);
+  EXPECT_EQ(p.steps[3].kind, fuse_kind::expand);
+  EXPECT_EQ(to_string(p.steps[3].why), "broadcast_grows");
+  EXPECT_EQ(p.steps[3].operands, std::vector<std::string>{"state_bias"});
+  EXPECT_EQ(p.steps[4].kind, fuse_kind::epilogue);
+  EXPECT_EQ(p.steps[4].kernel, 3);
+  const outcome o = lower(g, contract_for(g, fs::temp_directory_path()));
+  ASSERT_TRUE(o.ok()) << o.message();
+  const std::string& m = o.low->math;
+  EXPECT_NE(m.find("kb::chain::broadcast_map<kb_map3>(a, kb::chain::dense(buf[2], s[5], "
+                   "rank[5]), kb::chain::dense(buf[3], s[6], rank[6]), ops)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("s[6][1] = kb_d_out_features;"), std::string::npos) << m;
+  EXPECT_NE(m.find("s[6][2] = kb_d_batch_size;"), std::string::npos) << m;
+  // The forward's input read again after the anchor's kernel: from the call's input, through the
+  // last operand slot, at the element's index of the larger result.
+  const graph& r = graphs().at("37_Conv2d_GlobalMean_GELU_AddInput");
+  const fusion_plan pr = plan_fusion(r);
+  ASSERT_TRUE(pr.ok());
+  EXPECT_EQ(pr.steps[3].residuals, std::vector<std::string>{"x"});
+  const outcome orr = lower(r, contract_for(r, fs::temp_directory_path()));
+  ASSERT_TRUE(orr.ok()) << orr.message();
+  const std::string& mr = orr.low->math;
+  EXPECT_NE(mr.find("rops.p[7] = static_cast<const float*>(a->inputs[cfg.x].data);"),
+            std::string::npos)
+      << mr;
+  EXPECT_NE(mr.find("if (!kb::chain::dense_float(a->inputs[cfg.x]))"), std::string::npos) << mr;
+  EXPECT_NE(mr.find("kb::chain::broadcast_map<kb_map2>"), std::string::npos) << mr;
+  // An operand that broadcasts over neither the chain's value nor the larger result is refused.
+  graph bad = g;
+  for (auto& st : bad.state) {
+    if (st.value == "state_bias") {
+      st.shape = {"1", "1", "out_features", "1"};
+    }
+  }
+  for (auto& n : bad.nodes) {
+    for (auto& i : n.inputs) {
+      if (i.value == "state_bias") {
+        i.shape = {"1", "1", "out_features", "1"};
+      }
+    }
+  }
+  const fusion_plan pbad = plan_fusion(bad);
+  ASSERT_FALSE(pbad.ok());
+  EXPECT_EQ(pbad.problems[0].why, plan_issue::operand_not_broadcast);
+}
+
 #ifndef KBLASTER_CUDA_INCLUDE
 #define KBLASTER_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
@@ -483,7 +608,9 @@ TEST(FusionPlan, ChainStepsComputeWhatPyTorchDoes) {
       {"17_Linear_LogSumExp_ReLU", "lse"},       {"19_Conv2d_ReLU_GlobalAvgPool_Scale", "gap"},
       {"20_ConvT2d_AvgPool_Softmax", "poolsm"},  {"22_Conv2d_MaxOverChannels_Tanh", "mx"},
       {"23_Linear_LogSoftmax_ParamScale", "lsm"}, {"06_Conv2d_BatchNorm_ReLU", "bn"},
-      {"26_Linear_LayerNorm_AddInput", "addin"}, {"28_Conv2d_CenterSpatial_ReLU", "ctr"}};
+      {"26_Linear_LayerNorm_AddInput", "addin"}, {"28_Conv2d_CenterSpatial_ReLU", "ctr"},
+      {"36_Linear_GroupNorm_Min_ChannelBias", "gmin"},
+      {"37_Conv2d_GlobalMean_GELU_AddInput", "gin"}};
   const temp_dir t("kb-chain-math");
   std::string prog = "#include <kblaster/device/core.cuh>\n#include <kblaster/device/epilogue.cuh>\n"
                      "#include <kblaster/device/lowered.cuh>\n"
@@ -574,6 +701,12 @@ int main() {
   }
   expect("layer norm, + y[2], * y[2]", addin::kb_map1<double>::map(0.25, 0, 2, yo), (0.25 + 2) * 2);
   expect("layer norm, + y[1], * y[1]", addin::kb_map1<double>::map(0.25, 0, 1, yo), (0.25 - 1.5) * -1.5);
+  // The broadcast passes: min + bias[channel], then tanh; mean, GELU, + x[i], then * 2.
+  expect("min + bias[2], tanh", gmin::kb_map3<double>::map(0.25, 2, 7, yo), std::tanh(2.25));
+  const double gm = 0.5 * 0.75 * (1 + std::erf(0.75 / std::sqrt(2.0)));
+  expect("mean + gelu", gin::kb_step1<double>::finalize(over<gin::kb_step1<double>>({0.5, 1}), 2,
+                                                        nullptr), gm);
+  expect("(v + x[1]) * 2", gin::kb_map2<double>::map(gm, 0, 1, yo), (gm - 1.5) * 2);
   return failures == 0 ? 0 : 1;
 }
 )";
@@ -643,6 +776,8 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"33_Conv2d_GroupNorm_ResidualAdd", {{2, 8, 12, 10}, {2, 8, 12, 10}}}, // a residual
       {"34_Conv2d_Depthwise_Pointwise_ReLU", {{2, 6, 8, 6}}}, // a second convolution
       {"27_Linear_AddInput", {}}, // the anchor's epilogue in a map pass over the output
+      {"36_Linear_GroupNorm_Min_ChannelBias", {{24, 32}, {24, 32}, {24, 1}}}, // a larger result
+      {"37_Conv2d_GlobalMean_GELU_AddInput", {{4, 16, 12, 10}, {4, 16, 1, 1}}}, // x read again
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());

@@ -6,8 +6,10 @@
 // family, with the product's own epilogue) over the intermediate before it, into the next
 // intermediate or the task's output, and an elementwise pass with the output element's channel and
 // flat index applies what the family's math cannot index (a norm's per-channel affine, operands per
-// channel or of the output's shape). The generated math of such a task
-// (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy library's candidate calls:
+// channel or of the output's shape); an elementwise op whose result is larger than the chain's
+// value (the value broadcast against an operand) is a pass of its own (broadcast_map). The
+// generated math of such a task (<task>/lowered/math.cuh) defines `kb_chain`, which the strategy
+// library's candidate calls:
 //   kb_chain::workspace_bytes(args, kb_family_config, family, &bytes)
 //   kb_chain::launch(args, kb_family_config, family)
 // where `family` runs the anchor's strategy, at the candidate's point, over an op and a config:
@@ -145,6 +147,42 @@ struct product_call {
   }
 };
 
+// An elementwise result y larger than the chain's value x (x's dims aligned to y's last ones,
+// each 1 or y's): y's dims and, for each, x's stride along it (0 where x has size 1 or no such
+// dim), so element i of y reads x at source(i).
+struct broadcast_view {
+  int rank;
+  int64_t shape[KB_MAX_DIMS];
+  int64_t x_stride[KB_MAX_DIMS];
+
+  KB_HD int64_t source(int64_t i) const {
+    int64_t at = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      at += (i % shape[d]) * x_stride[d];
+      i /= shape[d];
+    }
+    return at;
+  }
+};
+
+// x broadcast to y as a view; false when it does not broadcast.
+inline bool broadcast_view_of(const kb_tensor& x, const kb_tensor& y, broadcast_view* v) {
+  if (x.ndim > y.ndim || y.ndim > KB_MAX_DIMS) {
+    return false;
+  }
+  v->rank = y.ndim;
+  const int off = y.ndim - x.ndim;
+  for (int d = 0; d < y.ndim; ++d) {
+    v->shape[d] = y.shape[d];
+    const int xd = d - off;
+    if (xd >= 0 && x.shape[xd] != 1 && x.shape[xd] != y.shape[d]) {
+      return false;
+    }
+    v->x_stride[d] = xd < 0 || x.shape[xd] == 1 ? 0 : x.strides[xd];
+  }
+  return true;
+}
+
 #if defined(__CUDACC__)
 // y[i] = Op<float>::map(y[i], channel of i, i, ops) over a contiguous tensor whose axis 1 is the
 // channel (rank < 2: channel 0); i, the flat index, reads operands of y's shape.
@@ -171,6 +209,41 @@ int map_in_place(const kb_args* base, const kb_tensor& y, const epi::operands& o
                                                                     channels, inner, ops);
   return static_cast<int>(cudaGetLastError());
 }
+
+// y[i] = Op<float>::map(x at i's broadcast position, channel of i, i, ops) over a contiguous y
+// whose axis 1 is the channel (rank < 2: channel 0).
+template <template <class> class Op>
+__global__ void broadcast_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n,
+                                 broadcast_view v, int64_t channels, int64_t inner,
+                                 epi::operands ops) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t channel = channels > 0 ? (i / inner) % channels : 0;
+    y[i] = Op<float>::map(x[v.source(i)], channel, i, ops);
+  }
+}
+
+// The chain's value x broadcast to the larger y, each element mapped by Op;
+// cudaErrorInvalidValue when x does not broadcast to y.
+template <template <class> class Op>
+int broadcast_map(const kb_args* base, const kb_tensor& x, const kb_tensor& y,
+                  const epi::operands& ops) {
+  broadcast_view v{};
+  if (!broadcast_view_of(x, y, &v)) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  const int64_t n = numel(y);
+  if (n == 0) {
+    return 0;
+  }
+  const int64_t channels = y.ndim >= 2 ? y.shape[1] : 0;
+  const int64_t inner = y.ndim >= 2 ? product(y, 2, y.ndim) : 1;
+  constexpr unsigned block = 256;
+  broadcast_kernel<Op><<<grid_for(n, block), block, 0, stream_of(base)>>>(
+      static_cast<const float*>(x.data), static_cast<float*>(y.data), n, v, channels, inner, ops);
+  return static_cast<int>(cudaGetLastError());
+}
+
 #endif
 
 } // namespace kb::chain

@@ -4,7 +4,8 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Linear, its row sum, and the Linear output read again after the sum (a branch)."""
+    """Linear, ReLU, the row sum, and the Linear's output before the ReLU read again after the sum:
+    a value inside a kernel (before its epilogue), which no kernel leaves whole (a branch)."""
 
     def __init__(self, in_features, out_features):
         super().__init__()
@@ -12,7 +13,7 @@ class Model(nn.Module):
 
     def forward(self, x):
         y = self.fc(x)
-        s = torch.sum(y, dim=1, keepdim=True)
+        s = torch.sum(F.relu(y), dim=1, keepdim=True)
         return y - s
 
 
