@@ -183,16 +183,24 @@ inline bool broadcast_view_of(const kb_tensor& x, const kb_tensor& y, broadcast_
   return true;
 }
 
+// The channel (axis 1; rank < 2: channel 0) of a contiguous tensor's element at flat index i.
+struct channel_index {
+  int64_t channels;
+  int64_t inner;
+  KB_HD int64_t of(int64_t i) const { return channels > 0 ? (i / inner) % channels : 0; }
+};
+inline channel_index channel_index_of(const kb_tensor& y) {
+  return {y.ndim >= 2 ? y.shape[1] : 0, y.ndim >= 2 ? product(y, 2, y.ndim) : 1};
+}
+
 #if defined(__CUDACC__)
 // y[i] = Op<float>::map(y[i], channel of i, i, ops) over a contiguous tensor whose axis 1 is the
 // channel (rank < 2: channel 0); i, the flat index, reads operands of y's shape.
 template <template <class> class Op>
-__global__ void map_kernel(float* __restrict__ y, int64_t n, int64_t channels, int64_t inner,
-                           epi::operands ops) {
+__global__ void map_kernel(float* __restrict__ y, int64_t n, channel_index ch, epi::operands ops) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t channel = channels > 0 ? (i / inner) % channels : 0;
-    y[i] = Op<float>::map(y[i], channel, i, ops);
+    y[i] = Op<float>::map(y[i], ch.of(i), i, ops);
   }
 }
 
@@ -202,11 +210,9 @@ int map_in_place(const kb_args* base, const kb_tensor& y, const epi::operands& o
   if (n == 0) {
     return 0;
   }
-  const int64_t channels = y.ndim >= 2 ? y.shape[1] : 0;
-  const int64_t inner = y.ndim >= 2 ? product(y, 2, y.ndim) : 1;
   constexpr unsigned block = 256;
   map_kernel<Op><<<grid_for(n, block), block, 0, stream_of(base)>>>(static_cast<float*>(y.data), n,
-                                                                    channels, inner, ops);
+                                                                    channel_index_of(y), ops);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -214,12 +220,10 @@ int map_in_place(const kb_args* base, const kb_tensor& y, const epi::operands& o
 // whose axis 1 is the channel (rank < 2: channel 0).
 template <template <class> class Op>
 __global__ void broadcast_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n,
-                                 broadcast_view v, int64_t channels, int64_t inner,
-                                 epi::operands ops) {
+                                 broadcast_view v, channel_index ch, epi::operands ops) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t channel = channels > 0 ? (i / inner) % channels : 0;
-    y[i] = Op<float>::map(x[v.source(i)], channel, i, ops);
+    y[i] = Op<float>::map(x[v.source(i)], ch.of(i), i, ops);
   }
 }
 
@@ -236,11 +240,10 @@ int broadcast_map(const kb_args* base, const kb_tensor& x, const kb_tensor& y,
   if (n == 0) {
     return 0;
   }
-  const int64_t channels = y.ndim >= 2 ? y.shape[1] : 0;
-  const int64_t inner = y.ndim >= 2 ? product(y, 2, y.ndim) : 1;
   constexpr unsigned block = 256;
   broadcast_kernel<Op><<<grid_for(n, block), block, 0, stream_of(base)>>>(
-      static_cast<const float*>(x.data), static_cast<float*>(y.data), n, v, channels, inner, ops);
+      static_cast<const float*>(x.data), static_cast<float*>(y.data), n, v, channel_index_of(y),
+      ops);
   return static_cast<int>(cudaGetLastError());
 }
 
