@@ -129,6 +129,11 @@ bool is_view(const std::string& op) {
          op == "torch.unsqueeze";
 }
 
+// An anchor the matmul family's epilogue takes: nn.Linear and the 2-D (or batched) products.
+bool product_anchor(const std::string& op) {
+  return op == "nn.Linear" || op == "torch.matmul" || op == "torch.mm";
+}
+
 std::optional<std::string> anchor_rule(const std::string& op) {
   if (op == "nn.Linear") {
     return "anchor:linear";
@@ -619,10 +624,8 @@ fusion_plan plan_expanded(const graph& g) {
 
   // The forward's input, read again after the anchor's kernel (`mean(gemm(x)) + x`), is read
   // from the call's input as a residual is from the workspace.
-  for (const auto& in : g.inputs) {
-    if (in.value == chain_input) {
-      left[chain_input] = in.shape;
-    }
+  if (const input* in = detail::graph_input(g, chain_input)) {
+    left[chain_input] = in->shape;
   }
 
   for (size_t i = a + 1; i < g.nodes.size(); ++i) {
@@ -972,6 +975,11 @@ struct fused_frame {
       it = residuals.end() - 1;
     }
     return static_cast<int>(kb_max_operands) - 1 - static_cast<int>(it - residuals.begin());
+  }
+
+  // An earlier kernel's value (or the forward's input) read at the element's index i.
+  std::string residual_leaf(const std::string& value) {
+    return fmt::format("kb::epi::at<A>(ops, {}, i)", residual_slot(value));
   }
 
   int operand(const std::string& base) {
@@ -1503,7 +1511,7 @@ std::optional<step_epilogue> epilogue_of_step(fused_frame& f, const chain_step& 
                                         viewed ? "" : "channel", "i", full);
   if (ks.epilogue != nullptr) {
     for (const auto& r : ks.epilogue->residuals) { // an earlier kernel's value, at the index
-      leaves.leaves[r] = fmt::format("kb::epi::at<A>(ops, {}, i)", f.residual_slot(r));
+      leaves.leaves[r] = f.residual_leaf(r);
     }
   }
   detail::pointwise tail(f.g, std::move(leaves.leaves),
@@ -1697,7 +1705,7 @@ std::optional<chain_step_code> expand_code(fused_frame& f, const chain_step& s,
     }
   }
   for (const auto& r : residuals) { // an earlier kernel's value, at the index
-    leaves.leaves[r] = fmt::format("kb::epi::at<A>(ops, {}, i)", f.residual_slot(r));
+    leaves.leaves[r] = f.residual_leaf(r);
   }
   if (!leaves.error.empty()) {
     return f.why(s.op, leaves.error);
@@ -1850,7 +1858,7 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
     return expand_code(f, s, std::move(code));
   }
   if (ks.main->kind == fuse_kind::anchor) { // a later product or convolution
-    const bool product = n->op == "nn.Linear" || n->op == "torch.matmul" || n->op == "torch.mm";
+    const bool product = product_anchor(n->op);
     if (f.gemm && product) {
       return product_step(f, s, std::move(code));
     }
@@ -2132,7 +2140,7 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     return std::nullopt;
   }
   const node* anchor = g.producer(p.steps.front().value);
-  const bool gemm = p.anchor == "nn.Linear" || p.anchor == "torch.matmul" || p.anchor == "torch.mm";
+  const bool gemm = product_anchor(p.anchor);
   const bool conv = starts_with(p.anchor, "nn.Conv");
   if (!gemm && !conv) {
     return why(p.anchor, "a fused chain on " + p.anchor +
