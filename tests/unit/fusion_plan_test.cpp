@@ -24,6 +24,7 @@
 #include "graph/fuse.hpp"
 #include "graph/graph.hpp"
 #include "graph/lower.hpp"
+#include "host_program_support.hpp"
 #include "search/strategies.hpp"
 #include "task/task.hpp"
 
@@ -528,16 +529,10 @@ int main() {
   return failures == 0 ? 0 : 1;
 }
 )");
-  process_spec build;
-  build.argv = {KBLASTER_NVCC, "-std=c++20", "-I", (root / "include").string(),
-                (t.path() / "check.cu").string(), "-o", (t.path() / "check").string()};
-  build.timeout = std::chrono::seconds(300);
-  const auto b = run_process(build);
-  ASSERT_TRUE(b.ok()) << b.output;
-  process_spec run;
-  run.argv = {(t.path() / "check").string()};
-  const auto r = run_process(run);
-  EXPECT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(host_program::builds_and_passes(
+      {KBLASTER_NVCC, "-std=c++20", "-I", (root / "include").string(),
+       (t.path() / "check.cu").string()},
+      t.path() / "check"));
 }
 
 TEST(FusionPlan, AResultLargerThanTheChainsValueIsAPassOfItsOwn) {
@@ -711,17 +706,10 @@ int main() {
 }
 )";
   write_file_atomic(t.path() / "check.cpp", prog);
-  process_spec build;
-  build.argv = {"c++", "-std=c++20", "-I", (root / "include").string(), "-I",
-                KBLASTER_CUDA_INCLUDE, (t.path() / "check.cpp").string(), "-o",
-                (t.path() / "check").string()};
-  build.timeout = std::chrono::seconds(300);
-  const auto b = run_process(build);
-  ASSERT_TRUE(b.ok()) << b.output;
-  process_spec run;
-  run.argv = {(t.path() / "check").string()};
-  const auto r = run_process(run);
-  EXPECT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(host_program::builds_and_passes({"c++", "-std=c++20", "-I", (root / "include").string(),
+                                          "-I", KBLASTER_CUDA_INCLUDE,
+                                          (t.path() / "check.cpp").string()},
+                                         t.path() / "check"));
 }
 
 // kb_args over a contract's tensors at one shape, with no device memory behind them: enough for

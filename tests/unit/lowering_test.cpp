@@ -9,6 +9,7 @@
 #include "common/process.hpp"
 #include "graph/graph.hpp"
 #include "graph/lower.hpp"
+#include "host_program_support.hpp"
 #include "search/strategies.hpp"
 #include "task/task.hpp"
 
@@ -361,16 +362,10 @@ int main() {
 )";
   temp_dir t("kb-lowered-math");
   write_file_atomic(t.path() / "check.cpp", prog);
-  process_spec build;
-  build.argv = {"c++", "-std=c++20", "-I", (root / "include").string(), "-I", KBLASTER_CUDA_INCLUDE,
-                (t.path() / "check.cpp").string(), "-o", (t.path() / "check").string()};
-  build.timeout = std::chrono::seconds(300);
-  const auto b = run_process(build);
-  ASSERT_TRUE(b.ok()) << b.output;
-  process_spec run;
-  run.argv = {(t.path() / "check").string()};
-  const auto r = run_process(run);
-  EXPECT_TRUE(r.ok()) << r.output;
+  EXPECT_TRUE(host_program::builds_and_passes({"c++", "-std=c++20", "-I", (root / "include").string(),
+                                          "-I", KBLASTER_CUDA_INCLUDE,
+                                          (t.path() / "check.cpp").string()},
+                                         t.path() / "check"));
 }
 
 TEST_F(lowered_imports, ops_no_rule_covers_and_bad_graphs_end_with_their_reason) {
