@@ -557,6 +557,72 @@ std::optional<plan_problem> expand_step(const graph& g, const node& n, const rea
   return std::nullopt;
 }
 
+// Where the chain begins: its input (the forward's), the kernel it is in and its latest value,
+// and the first node the planner's loop places.
+struct chain_start {
+  std::string chain_input;
+  int kernel = -1;
+  bool anchor_kernel = false;
+  std::string main;
+  std::vector<std::string> main_shape;
+  size_t start = 0;
+};
+
+// The chain's start: the anchor (kernel 0, its step pushed onto `p`) when it reads the forward's
+// input, or, before it, a pass over that input (a pooling, a reduction, a softmax or a norm:
+// `conv(avg_pool(x))`) that the loop places as kernel 0, the anchor then a later kernel reading
+// its value. Sets `p.anchor`; the problem when ops before the anchor are neither.
+std::optional<plan_problem> begin_chain(const graph& g, fusion_plan& p, chain_start& c) {
+  size_t a = 0;
+  while (a < g.nodes.size() && !anchor_rule(g.nodes[a].op)) {
+    ++a;
+  }
+  if (a == g.nodes.size()) {
+    return plan_problem{plan_issue::no_anchor, "graph",
+                        "no nn.Linear, matmul or convolution begins the chain"};
+  }
+  const node& anchor = g.nodes[a];
+  // Before a product, only the transpose of its second operand, module state (`self.weight.T`).
+  const bool product = anchor.op == "torch.matmul" || anchor.op == "torch.mm";
+  const bool prologue = a == 0 || (a == 1 && product && anchor.inputs.size() > 1 &&
+                                   anchor.inputs[1].is_tensor() &&
+                                   anchor.inputs[1].value == g.nodes[0].outputs.at(0).value &&
+                                   transposed_state(g, anchor.inputs[1].value) != nullptr);
+  const node& first_node = g.nodes[0];
+  const auto first_split = split_of(first_node);
+  const input* pass_input = !prologue && first_split && first_split->kind != fuse_kind::anchor &&
+                                    !first_node.inputs.empty() && first_node.inputs[0].is_tensor()
+                                ? detail::graph_input(g, first_node.inputs[0].value)
+                                : nullptr;
+  if (pass_input == nullptr && (!prologue || anchor.inputs.empty() || !anchor.inputs[0].is_tensor() ||
+                                g.producer(anchor.inputs[0].value) != nullptr)) {
+    return plan_problem{plan_issue::before_anchor, a != 0 ? g.nodes[0].op : anchor.op,
+                        "the anchor must read the forward's input as it is, or a pass over it "
+                        "(pooling, a reduction, a softmax or a norm) that starts the chain "
+                        "(before a product, only the transpose of a 2-D parameter it multiplies "
+                        "by)"};
+  }
+  p.anchor = anchor.op;
+  if (pass_input != nullptr) {
+    c.chain_input = c.main = pass_input->value;
+    c.main_shape = pass_input->shape;
+    return std::nullopt;
+  }
+  fuse_step first;
+  first.kind = fuse_kind::anchor;
+  first.rule = *anchor_rule(anchor.op);
+  first.ops = {anchor.op};
+  first.value = anchor.outputs.at(0).value;
+  p.steps.push_back(first);
+  c.chain_input = anchor.inputs[0].value;
+  c.kernel = 0;
+  c.anchor_kernel = true;
+  c.main = first.value;
+  c.main_shape = anchor.outputs[0].shape;
+  c.start = a + 1;
+  return std::nullopt;
+}
+
 // The plan of a graph whose attention is expanded already.
 fusion_plan plan_expanded(const graph& g) {
   fusion_plan p;
@@ -569,43 +635,19 @@ fusion_plan plan_expanded(const graph& g) {
   if (const auto bad = graph_problem(g)) {
     return problem(bad->why, bad->op, bad->detail);
   }
-  size_t a = 0;
-  while (a < g.nodes.size() && !anchor_rule(g.nodes[a].op)) {
-    ++a;
+  chain_start c0;
+  if (const auto bad = begin_chain(g, p, c0)) {
+    return problem(bad->why, bad->op, bad->detail);
   }
-  if (a == g.nodes.size()) {
-    return problem(plan_issue::no_anchor, "graph",
-                   "no nn.Linear, matmul or convolution begins the chain");
-  }
-  const node& anchor = g.nodes[a];
-  // Before a product, only the transpose of its second operand, module state (`self.weight.T`).
-  const bool product = anchor.op == "torch.matmul" || anchor.op == "torch.mm";
-  const bool prologue = a == 0 || (a == 1 && product && anchor.inputs.size() > 1 &&
-                                   anchor.inputs[1].is_tensor() &&
-                                   anchor.inputs[1].value == g.nodes[0].outputs.at(0).value &&
-                                   transposed_state(g, anchor.inputs[1].value) != nullptr);
-  if (!prologue || anchor.inputs.empty() || !anchor.inputs[0].is_tensor() ||
-      g.producer(anchor.inputs[0].value) != nullptr) {
-    return problem(plan_issue::before_anchor, a != 0 ? g.nodes[0].op : anchor.op,
-                   "the anchor must read the forward's input as it is (before a product, only "
-                   "the transpose of a 2-D parameter it multiplies by)");
-  }
-  const std::string chain_input = anchor.inputs[0].value;
-  p.anchor = anchor.op;
-  fuse_step first;
-  first.kind = fuse_kind::anchor;
-  first.rule = *anchor_rule(anchor.op);
-  first.ops = {anchor.op};
-  first.value = anchor.outputs.at(0).value;
-  p.steps.push_back(first);
-  int kernel = 0;
-  bool anchor_kernel = true; // the kernel the chain is in begins with a product or convolution
+  const std::string chain_input = c0.chain_input;
+  int kernel = c0.kernel;               // the kernel the chain is in; -1 before its first
+  bool anchor_kernel = c0.anchor_kernel; // the kernel the chain is in begins with a product or conv
   // The values earlier kernels left in the workspace, with their shapes: a later epilogue reads
   // them at the element's index.
   std::map<std::string, std::vector<std::string>> left;
-  std::set<std::string> region{first.value}; // the chain's values since the last kernel began
-  std::string main = first.value;            // the chain's latest value
-  std::vector<std::string> main_shape = anchor.outputs[0].shape;
+  std::set<std::string> region{c0.main}; // the chain's values since the last kernel began
+  std::string main = c0.main;            // the chain's latest value
+  std::vector<std::string> main_shape = c0.main_shape;
 
   // A value of the region other than `keep` read by a node after index i: a branch.
   const auto escapes = [&](size_t i, const std::string& keep) -> std::optional<std::string> {
@@ -628,8 +670,13 @@ fusion_plan plan_expanded(const graph& g) {
     left[chain_input] = in->shape;
   }
 
-  for (size_t i = a + 1; i < g.nodes.size(); ++i) {
+  for (size_t i = c0.start; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
+    if (kernel < 0 && !split_of(n)) {
+      return problem(plan_issue::before_anchor, n.op,
+                     "an op over the forward's input before the chain's first kernel (a pass "
+                     "over the input must come first)");
+    }
     // An elementwise op whose result is larger than the chain's value starts a kernel of its own.
     const bool grows = is_pointwise(n) && n.outputs.size() == 1 &&
                        grows_to(g, main_shape, n.outputs[0].shape);
@@ -960,13 +1007,15 @@ struct fused_frame {
   std::vector<kernel_steps> kernels;
   const node* anchor = nullptr;
   bool gemm = false;       // the anchor is a product (else a convolution)
-  std::string chain_input; // the anchor's input
+  std::string chain_input; // the forward input the chain reads (the anchor's, or the first pass's)
   // The operands of every kernel's epilogue and of the norms' affine maps, in one list (input
   // roles epilogue<k>).
   std::vector<std::string> operands;
   // The values earlier kernels left that later epilogues read (fuse_step::residuals): operand
   // slots from the last down, pointed at their buffers at run time.
   std::vector<std::string> residuals;
+  // The anchor's kernel: 0, or after the passes over the forward's input that come before it.
+  size_t first = 0;
 
   int residual_slot(const std::string& value) {
     auto it = std::find(residuals.begin(), residuals.end(), value);
@@ -1139,7 +1188,7 @@ std::string map_call(const std::string& name, size_t buf, size_t shape,
       residual_ops, name, buf, shape, shape, residual_ops.empty() ? "ops" : "rops");
 }
 
-// Kernel 0: the anchor's lowering (matmul or conv) named by the fused rule, and its epilogue in
+// The anchor's kernel: its lowering (matmul or conv) named by the fused rule, and its epilogue in
 // the output tile (kb_op).
 struct anchor_part {
   lowering l;
@@ -1168,7 +1217,7 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
     main_leaf = "kb_acc";
   }
   const std::string anchor_out = anchor->outputs[0].value;
-  const fuse_step* epi0 = f.kernels[0].epilogue;
+  const fuse_step* epi0 = f.kernels[f.first].epilogue;
   const std::string kernel0_value = epi0 != nullptr ? epi0->value : anchor_out;
   // An epilogue that reads a tensor of the output's shape runs after the anchor as a map pass
   // with each element's flat index (and its channel, axis 1: a 2-D product's column).
@@ -1190,13 +1239,14 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
                  "the fused epilogue is not a pointwise expression (" + pw.why() + ")");
   }
   const std::optional<lowering> base =
-      gemm ? product_lowering(f, out_shape) : conv_lowering(ctx, *anchor);
+      gemm ? product_lowering(f, out_shape) : conv_lowering(ctx, *anchor, f.chain_input);
   if (!base) {
     return std::nullopt; // product_lowering or conv_lowering said why
   }
   anchor_part a{*base, "", "", ""};
   lowering& l = a.l;
-  const std::string anchor_name = p.steps.front().rule.substr(std::string("anchor:").size());
+  const std::string anchor_name =
+      f.kernels[f.first].main->rule.substr(std::string("anchor:").size());
   const std::string ops = pw.ops();
   l.rule = fmt::format("{}:{}{}", gemm ? "matmul" : "conv", anchor_name,
                        ops == "identity" || at_index ? "" : "+" + ops);
@@ -1204,10 +1254,12 @@ std::optional<anchor_part> lower_anchor(const rule_context& ctx, const fused_fra
     a.math = epilogue_struct("kb_op", gemm, body, *e);
     return a;
   }
-  a.math = epilogue_struct("kb_op", gemm, body, main_leaf) + map_struct("kb_map0", "", *e);
+  const std::string map = fmt::format("kb_map{}", f.first);
+  a.math = epilogue_struct("kb_op", gemm, body, main_leaf) + map_struct(map, "", *e);
   a.map_ops = "map+" + ops;
-  a.map_launch = "    { // kernel 0's epilogue at each element's index, in place\n" +
-                 map_call("kb_map0", 0, 0, "") + "    }\n";
+  a.map_launch = fmt::format("    {{ // kernel {}'s epilogue at each element's index, in place\n",
+                             f.first) +
+                 map_call(map, f.first, 2 * f.first, "") + "    }\n";
   return a;
 }
 
@@ -1227,7 +1279,8 @@ bool assign_operand_roles(const fused_frame& f, lowering& l) {
 
 // ---- the kernels after the anchor: the chain (kblaster/device/chain.cuh) ----------------------
 
-// Kernel k >= 1 of the chain: its main step and that step's node.
+// A kernel of the chain other than the anchor's: its main step and that step's node. Kernel 0
+// (before the anchor) reads the forward's input, kernel k >= 1 the value of kernel k-1.
 struct chain_step {
   size_t k = 0;
   const kernel_steps& ks;
@@ -1235,7 +1288,7 @@ struct chain_step {
   std::string op;   // the op refusals name
   std::string rule; // the step's rule without its kind ("layer_norm")
   size_t rank = 0;  // of the step's input
-  int si = 0;       // the shape index of its input (2k-1; its output's is 2k)
+  int si = 0;       // the shape index of its input (2k-1; its output's is 2k); -1 for kernel 0
 };
 
 // The family op of a chain step: its launch over x (the step's input) into y.
@@ -1506,16 +1559,22 @@ std::optional<step_epilogue> epilogue_of_step(fused_frame& f, const chain_step& 
       }
     }
   }
+  // A view that keeps the batch and channel dims ([b, c, d, h, w] as [b, c, d*h*w]) keeps each
+  // element's channel: operands per channel of the viewed shape are read at it.
+  const bool keeps_channel = viewed && full.size() >= 2 && out.size() >= 2 &&
+                             same_shape(f.g, {full[0], full[1]}, {out[0], out[1]});
+  const std::vector<std::string>& shape = keeps_channel ? full : out;
   epilogue_leaves leaves = f.leaves_for(viewed ? ks.epilogue_input : ks.main->value,
-                                        affine.empty() ? "v" : "kb_v", out,
-                                        viewed ? "" : "channel", "i", full);
+                                        affine.empty() ? "v" : "kb_v", shape,
+                                        viewed && !keeps_channel ? "" : "channel", "i", full);
   if (ks.epilogue != nullptr) {
     for (const auto& r : ks.epilogue->residuals) { // an earlier kernel's value, at the index
       leaves.leaves[r] = f.residual_leaf(r);
     }
   }
   detail::pointwise tail(f.g, std::move(leaves.leaves),
-                         viewed ? std::nullopt : std::optional<std::vector<std::string>>(out));
+                         viewed && !keeps_channel ? std::nullopt
+                                                  : std::optional<std::vector<std::string>>(shape));
   if (!leaves.error.empty()) {
     return f.why(s.op, leaves.error);
   }
@@ -1556,10 +1615,17 @@ std::string step_ops_math(const chain_step& s, const step_family& fam, const ste
   return ops_math;
 }
 
-// The step's block of kb_chain::launch: the family op from buffer k-1 into buffer k, then the
+// The step's input in kb_chain::launch: buffer k-1 at shape si, or for kernel 0 the call's input
+// (`xi`, checked float32 before; the family checks that it is contiguous).
+std::string step_input(const chain_step& s, const std::string& xi) {
+  return s.k == 0 ? fmt::format("a->inputs[{}]", xi)
+                  : fmt::format("kb::chain::dense(buf[{}], s[{}], rank[{}])", s.k - 1, s.si, s.si);
+}
+
+// The step's block of kb_chain::launch: the family op from its input into buffer k, then the
 // map pass in place when `mapped`.
 std::string step_launch(const chain_step& s, const step_family& fam, bool mapped,
-                        const std::string& residual_ops) {
+                        const std::string& residual_ops, const std::string& xi) {
   const size_t k = s.k;
   const int so = s.si + 1;
   const std::string family = fam.f == step_fam::reduce      ? "reduce"
@@ -1567,14 +1633,14 @@ std::string step_launch(const chain_step& s, const step_family& fam, bool mapped
                                                             : "pool";
   std::string launch =
       fmt::format("    {{ // kernel {0}: {1}\n"
-                  "      kb_tensor x = kb::chain::dense(buf[{2}], s[{3}], rank[{3}]);\n"
+                  "      kb_tensor x = {2};\n"
                   "      kb_tensor y = kb::chain::dense(buf[{0}], s[{4}], rank[{4}]);\n"
                   "{5}"
                   "      const kb_tensor in[] = {{x{6}}};\n"
                   "      const kb_args sa = kb::chain::step_args(a, in, {7}, &y);\n"
                   "      rc = kb::{8}::launch_naive<{9}, float, true>(&sa, {10});\n"
                   "      if (rc != 0) {{\n        return rc;\n      }}\n",
-                  k, s.ks.main->rule, k - 1, s.si, so, fam.views,
+                  k, s.ks.main->rule, step_input(s, xi), s.si, so, fam.views,
                   fam.extra_inputs.empty() ? "" : ", " + fam.extra_inputs,
                   1 + (fam.weight_in != "-1" ? 1 : 0) + (fam.bias_in != "-1" ? 1 : 0), family,
                   fmt::format("kb_step{}", k), fam.config);
@@ -1836,8 +1902,9 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   }
   chain_step_code code;
   code.in_shape = n->inputs[0].shape;
+  const std::string& before = k == 0 ? f.chain_input : f.kernels[k - 1].value;
   for (const auto& i : n->inputs) { // the chain's value (an elementwise op may read it second)
-    if (i.is_tensor() && i.value == f.kernels[k - 1].value) {
+    if (i.is_tensor() && i.value == before) {
       code.in_shape = i.shape;
       break;
     }
@@ -1853,7 +1920,7 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
                      op,
                      ks.main->rule.substr(ks.main->rule.find(':') + 1),
                      code.in_shape.size(),
-                     static_cast<int>(2 * k - 1)};
+                     static_cast<int>(2 * k) - 1};
   if (ks.main->kind == fuse_kind::expand) {
     return expand_code(f, s, std::move(code));
   }
@@ -1896,7 +1963,7 @@ std::optional<chain_step_code> lower_chain_step(fused_frame& f, size_t k) {
   if (!residual_ops) {
     return std::nullopt;
   }
-  code.launch = step_launch(s, *fam, mapped, *residual_ops);
+  code.launch = step_launch(s, *fam, mapped, *residual_ops, f.gemm ? "cfg.a" : "cfg.x");
   std::string name = s.rule;
   if (fam->reduce_name == "mean" && ks.main->kind == fuse_kind::pool) {
     name += "(mean)";
@@ -1912,7 +1979,8 @@ struct shape_source {
   std::vector<std::string> shape;
 };
 
-// The anchor's input and weight (or b), the operands and the output.
+// The chain's input (the anchor's, or the first pass's) and the anchor's weight (or b), the
+// operands and the output.
 std::vector<shape_source> shape_sources(const fused_frame& f, const std::string& xi,
                                         const std::string& wi) {
   const graph& g = f.g;
@@ -1928,7 +1996,7 @@ std::vector<shape_source> shape_sources(const fused_frame& f, const std::string&
     return {};
   };
   std::vector<shape_source> sources;
-  sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(f.anchor->inputs[0].value)});
+  sources.push_back({"a->inputs[" + xi + "]", xi, shape_of_value(f.chain_input)});
   const state_tensor* tb = transposed_state(g, f.anchor->inputs[1].value);
   sources.push_back({"a->inputs[" + wi + "]", wi,
                      shape_of_value(tb != nullptr ? tb->value : f.anchor->inputs[1].value)});
@@ -2002,9 +2070,38 @@ std::optional<shape_binding> bind_shapes(const fused_frame& f,
   return out;
 }
 
-// The chain's code (kb_chain) over `count` shapes bound by `b`: the anchor into buffer 0, then
-// the steps' `launches`.
-std::string chain_code(size_t K, size_t count, const shape_binding& b, const std::string& xi,
+// The anchor's call in kb_chain (`aa`, over its output `y`): the call itself, or, when passes
+// over the forward's input come before it (kernel P > 0), the call with input `xi` replaced by
+// buffer P-1.
+std::string anchor_args(size_t P, const std::string& xi, const std::string& data) {
+  if (P == 0) {
+    return "    kb_args aa = *a;\n";
+  }
+  return fmt::format("    const kb::chain::input_swap in(a, {0}, kb::chain::dense({1}, s[{2}], "
+                     "rank[{2}]));\n"
+                     "    if (!in.ok) {{\n      return -1;\n    }}\n"
+                     "    kb_args aa = in.args;\n",
+                     xi, data, 2 * P - 1);
+}
+
+// Lines of `code` indented by `by` more spaces.
+std::string indent(const std::string& code, size_t by) {
+  std::string out;
+  size_t at = 0;
+  while (at < code.size()) {
+    const size_t end = code.find('\n', at);
+    const std::string line = code.substr(at, end == std::string::npos ? end : end - at + 1);
+    out += (line.empty() || line == "\n" ? "" : std::string(by, ' ')) + line;
+    at = end == std::string::npos ? code.size() : end + 1;
+  }
+  return out;
+}
+
+// The chain's code (kb_chain) over `count` shapes bound by `b`: the passes over the input
+// (`pre_launches`, kernels before P), the anchor (kernel P) into buffer P, then the steps'
+// `launches`.
+std::string chain_code(size_t K, size_t P, size_t count, const shape_binding& b,
+                       const std::string& xi, const std::string& pre_launches,
                        const std::string& launches, const std::string& workspaces,
                        const std::string& anchor_call) {
   return fmt::format(
@@ -2012,14 +2109,15 @@ std::string chain_code(size_t K, size_t count, const shape_binding& b, const std
 #if defined(__CUDACC__)
 #include <kblaster/device/chain.cuh>
 
-// The plan's kernels in order: the anchor into buffer 0, kernel k from buffer k-1 into buffer k,
-// the last into the output. Buffers 0..{K1} are in the workspace, then the anchor's own.
+// The plan's kernels in order: kernel 0 from the call's input into buffer 0, kernel k from
+// buffer k-1 into buffer k, the last into the output; the anchor is kernel {P}. Buffers 0..{K1}
+// are in the workspace, then the anchor's own.
 struct kb_chain {{
   static constexpr int kernels = {K};
   static constexpr int count = {S};
   static constexpr int rank[count] = {{{ranks}}};
 
-  // The shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its step's input, 2k its output.
+  // The shapes: 0 kernel 0's output; for kernel k >= 1, 2k-1 its input, 2k its output.
   template <class C> static int shapes(const kb_args* a, const C& cfg, int64_t (*s)[KB_MAX_DIMS]) {{
 {bind}{fill}    for (int i = 0; i < count; ++i) {{
       for (int d = 0; d < rank[i]; ++d) {{
@@ -2051,9 +2149,8 @@ struct kb_chain {{
       offsets[k] = at;
       at += kb::chain::round_up(static_cast<uint64_t>(kb::chain::count(s[2 * k], rank[2 * k])) * sizeof(float));
     }}
-    kb_tensor y0 = kb::chain::dense(nullptr, s[0], rank[0]);
-    kb_args aa = *a;
-    aa.num_outputs = 1;
+    kb_tensor y0 = kb::chain::dense(nullptr, s[{SO}], rank[{SO}]);
+{prepare_args}    aa.num_outputs = 1;
     aa.outputs = &y0;
     aa.workspace = nullptr;
     aa.workspace_bytes = 0;
@@ -2099,10 +2196,9 @@ struct kb_chain {{
       buf[k] = base + offsets[k];
     }}
     buf[kernels - 1] = a->outputs[0].data;
-    {{ // kernel 0: the anchor and its epilogue in the output tile
-      kb_tensor y = kb::chain::dense(buf[0], s[0], rank[0]);
-      kb_args aa = *a;
-      aa.num_outputs = 1;
+{pre_launches}    {{ // kernel {P}: the anchor and its epilogue in the output tile
+      kb_tensor y = kb::chain::dense(buf[{P}], s[{SO}], rank[{SO}]);
+{launch_args}      aa.num_outputs = 1;
       aa.outputs = &y;
       aa.workspace = anchor_bytes > 0 ? base + offsets[kernels - 1] : nullptr;
       aa.workspace_bytes = anchor_bytes;
@@ -2115,7 +2211,11 @@ struct kb_chain {{
 }};
 #endif
 )",
-      fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count),
+      fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count), fmt::arg("P", P),
+      fmt::arg("SO", 2 * P), fmt::arg("prepare_args", anchor_args(P, xi, "nullptr")),
+      fmt::arg("launch_args",
+               indent(anchor_args(P, xi, P > 0 ? fmt::format("buf[{}]", P - 1) : ""), 2)),
+      fmt::arg("pre_launches", pre_launches),
       fmt::arg("ranks", fmt::join(b.ranks, ", ")), fmt::arg("bind", b.bind),
       fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches),
       fmt::arg("workspaces", workspaces), fmt::arg("anchor_call", anchor_call));
@@ -2139,7 +2239,12 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
   if (!kernels) {
     return std::nullopt;
   }
-  const node* anchor = g.producer(p.steps.front().value);
+  // The anchor: the first product or convolution, kernel P (after the passes over the forward's
+  // input that come before it).
+  const auto anchor_step = std::find_if(p.steps.begin(), p.steps.end(),
+                                        [](const fuse_step& s) { return s.kind == fuse_kind::anchor; });
+  const node* anchor = g.producer(anchor_step->value);
+  const size_t P = static_cast<size_t>(anchor_step->kernel);
   const bool gemm = product_anchor(p.anchor);
   const bool conv = starts_with(p.anchor, "nn.Conv");
   if (!gemm && !conv) {
@@ -2147,7 +2252,15 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
                              ": the matmul family's epilogue takes "
                              "Linear and 2-D products, conv's the convolutions");
   }
-  fused_frame f{g, p, why, std::move(*kernels), anchor, gemm, anchor->inputs[0].value, {}};
+  if (P > 0 && gemm) {
+    return why(p.anchor, "a product after a pass over the forward's input (the matmul family "
+                         "reads its operands as the call gives them)");
+  }
+  const node* first_pass = P > 0 ? g.producer((*kernels)[0].main->value) : nullptr;
+  const std::string chain_input =
+      first_pass != nullptr ? first_pass->inputs.at(0).value : anchor->inputs[0].value;
+  fused_frame f{g, p, why, std::move(*kernels), anchor, gemm, chain_input, {}};
+  f.first = P;
   if (p.anchor == "nn.Linear" && anchor->inputs.size() > 2 && anchor->inputs[2].is_tensor()) {
     f.operand(anchor->inputs[2].value); // the Linear's bias: operand 0
   }
@@ -2179,27 +2292,38 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
     return l;
   }
 
-  // The kernels after the anchor. Shapes: 0 the anchor's output; for kernel k >= 1, 2k-1 its
-  // step's input and 2k its output.
-  std::vector<std::vector<std::string>> shapes{anchor->outputs[0].shape};
-  std::string ops_math; // the steps' family ops and the elementwise maps
+  // The kernels other than the anchor's. Shapes: 0 kernel 0's output; for kernel k >= 1, 2k-1
+  // its input and 2k its output.
+  std::vector<std::vector<std::string>> shapes;
+  std::string ops_math;     // the steps' family ops and the elementwise maps
+  std::string pre_launches; // kb_chain::launch's body before the anchor
   std::string launches = anchor_code->map_launch; // kb_chain::launch's body after the anchor
   std::string workspaces; // the later products' workspace needs, in kb_chain::prepare
+  std::vector<std::string> pre_rules;
   std::vector<std::string> step_rules;
   if (!anchor_code->map_ops.empty()) {
     step_rules.push_back(anchor_code->map_ops);
   }
-  for (size_t k = 1; k < f.kernels.size(); ++k) {
+  for (size_t k = 0; k < f.kernels.size(); ++k) {
+    if (k == P) {
+      if (k > 0) {
+        shapes.push_back(anchor->inputs[0].shape);
+      }
+      shapes.push_back(anchor->outputs[0].shape);
+      continue;
+    }
     const auto step = lower_chain_step(f, k);
     if (!step) {
       return std::nullopt;
     }
-    shapes.push_back(step->in_shape);
+    if (k > 0) {
+      shapes.push_back(step->in_shape);
+    }
     shapes.push_back(step->out_shape);
     ops_math += step->ops_math;
-    launches += step->launch;
+    (k < P ? pre_launches : launches) += step->launch;
     workspaces += step->workspace;
-    step_rules.push_back(step->rule);
+    (k < P ? pre_rules : step_rules).push_back(step->rule);
   }
   if (!assign_operand_roles(f, l)) {
     return std::nullopt;
@@ -2221,14 +2345,24 @@ std::optional<lowering> fused_lowering(const rule_context& ctx) {
                       "      c0.alpha = cfg.alpha / ::sqrt(static_cast<double>(a->inputs[cfg.a].shape[a->inputs[cfg.a].ndim - 1]));\n"
                       "      rc = family.template launch<kb_op>(&aa, c0);\n"
                     : "      rc = family.template launch<kb_op>(&aa, cfg);\n";
-  const std::string chain_math =
-      chain_code(K, shapes.size(), *binding, xi, launches, workspaces, anchor_call);
-  l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));
+  const std::string chain_math = chain_code(K, P, shapes.size(), *binding, xi, pre_launches,
+                                            launches, workspaces, anchor_call);
+  // The passes before the anchor precede its name, each followed by '>': "conv:avg3d>conv3d|...".
+  const std::string pre = pre_rules.empty() ? "" : fmt::format("{}>", fmt::join(pre_rules, ">"));
+  l.rule.insert(l.rule.find(':') + 1, pre);
+  if (!step_rules.empty()) {
+    l.rule += "|" + fmt::format("{}", fmt::join(step_rules, "|"));
+  }
+  const std::string passes =
+      pre_rules.empty() ? "" : fmt::format("{} over the call's input, then ", fmt::join(pre_rules, ", "));
+  const std::string after = step_rules.empty()
+                                ? " into the output"
+                                : fmt::format(" into the workspace, then {}", fmt::join(step_rules, ", "));
   l.math = fused_header(l.rule,
-                        fmt::format("A chain of {} kernels: the {} with its epilogue in the output "
-                                    "tile into the workspace, then {} (kblaster/device/chain.cuh); "
+                        fmt::format("A chain of {} kernels: {}the {} with its epilogue in the "
+                                    "output tile{} (kblaster/device/chain.cuh); "
                                     "operands by input role epilogue<k>.",
-                                    K, p.anchor, fmt::join(step_rules, ", "))) +
+                                    K, passes, p.anchor, after)) +
            "#include <kblaster/device/online_softmax.cuh>\n" + anchor_math + ops_math + chain_math;
   return l;
 }

@@ -7,7 +7,9 @@
 // broadcast over the output (per channel, or one value) fuse into the output tile's epilogue of
 // the kernel before them; BatchNorm in eval mode (the oracle runs modules as `.eval()`) is a
 // per-channel affine map of its running statistics and Dropout is the identity, so both fuse too.
-// Reductions, softmax, norms that need statistics and pooling start a kernel. The choice at each
+// Reductions, softmax, norms that need statistics and pooling start a kernel. Such a pass may
+// also come before the anchor, over the forward's input (`conv(avg_pool(x))`): it is then the
+// chain's kernel 0 and the anchor a later kernel that reads its value. The choice at each
 // edge is the plan's, fixed (not a search axis): docs/task-format.md, "The fusion planner".
 //
 // A plan whose chain is one kernel (the anchor and its epilogue) is lowered onto the anchor's
@@ -45,8 +47,9 @@ enum class fuse_reason {
   norm_needs_statistics, // group, instance, layer or batch (batch statistics) norm: a statistics
                          // pass over the group before the normalized values exist
   pool_windows,          // pooling: its windows cross the producer's output tiles
-  product_reads_rows,    // a second GEMM or convolution over the chain's value: each output reads
-                         // a whole row (a window) of it, across the producer's output tiles
+  product_reads_rows,    // a GEMM or convolution over the chain's value (a second one, or the
+                         // first after a pass over the forward's input): each output reads a
+                         // whole row (a window) of it, across the producer's output tiles
   pointwise_at_index,    // the first anchor's epilogue reads a tensor of its output's shape: the
                          // tile's epilogue has no element index, so the epilogue runs as a map
                          // pass over the anchor's output, in place, with each element's index
@@ -61,8 +64,9 @@ std::string to_string(fuse_reason r);
 enum class plan_issue {
   invalid_graph,   // the graph itself is not valid (graph.hpp's issues)
   no_anchor,       // no GEMM or convolution begins the chain
-  before_anchor,   // ops run before the anchor (it must read the forward's input; a product's
-                   // second operand may be a transposed 2-D parameter)
+  before_anchor,   // ops run before the anchor that are not a pass over the forward's input
+                   // starting the chain (a pooling, reduction, softmax or norm); a product's
+                   // second operand may be a transposed 2-D parameter
   unknown_op,      // an op the planner does not place
   branch,          // a value of the chain is read again after a later kernel or by two paths
   operand_not_broadcast, // an elementwise operand that is neither a constant nor a tensor

@@ -65,8 +65,11 @@ const std::vector<rule>& rules();
 std::vector<rule> family_rules();
 // The conv family's lowering of one nn.ConvNd / nn.ConvTransposeNd node of the graph (its [conv]
 // table, roles x, weight and bias, an identity epilogue): conv_rule's for a one-node graph, the
-// fusion planner's anchor (fuse.hpp) for a chain.
-std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv);
+// fusion planner's anchor (fuse.hpp) for a chain. `x_input`, when given, is the forward input
+// that takes role x where the node reads a value a pass over that input computes (a chain that
+// pools its input before the convolution); the [conv] table and the flops are the node's own.
+std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv,
+                                      const std::string& x_input = "");
 
 // The [conv] table's hyperparameters of an nn.ConvNd / nn.ConvTransposeNd node: rank,
 // transposed, stride, padding, dilation, output padding and groups (channels and kernel sizes are

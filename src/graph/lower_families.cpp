@@ -680,7 +680,8 @@ std::optional<task::conv_params> conv_params_of(const node& n, std::string* why_
   return p;
 }
 
-std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv) {
+std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv,
+                                      const std::string& x_input) {
   const graph& g = ctx.g;
   const node* n = &conv;
   const auto why = [&](const std::string& w) {
@@ -696,7 +697,8 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
   if (n->inputs.size() < 2 || !n->inputs[0].is_tensor()) {
     return why("not a convolution of one tensor by the module's weight");
   }
-  const input* x = tensor_input(g, n->inputs[0].value);
+  const input* x = tensor_input(g, x_input.empty() ? n->inputs[0].value : x_input);
+  const std::vector<std::string>& xs = n->inputs[0].shape; // what the convolution reads
   const state_tensor* w = graph_state(g, n->inputs[1].value);
   const state_tensor* bias = nullptr;
   if (n->inputs.size() > 2 && n->inputs[2].is_tensor()) {
@@ -710,10 +712,10 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
     return why("the convolved tensor is not a forward input, or the weight is not the module's "
                "state");
   }
-  if (x->shape.size() != static_cast<size_t>(rank) + 2 ||
+  if (xs.size() != static_cast<size_t>(rank) + 2 || x->shape.size() != xs.size() ||
       w->shape.size() != static_cast<size_t>(rank) + 2) {
     return why(fmt::format("an input of rank {} for a {}-D convolution (batched inputs only)",
-                           x->shape.size(), rank));
+                           xs.size(), rank));
   }
   if (!task::is_floating(x->type) || x->type != w->type) {
     return why("operands that are not floating point of one dtype");
@@ -724,10 +726,13 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
     return why(bad);
   }
   task::conv_params& p = *params;
-  p.in_channels = x->shape[1];
+  p.in_channels = xs[1];
   p.out_channels = transposed ? n->outputs[0].shape.at(1) : w->shape[0];
   p.kernel.assign(w->shape.begin() + 2, w->shape.end());
   p.bias = bias != nullptr;
+  if (!x_input.empty() && x_input != n->inputs[0].value) {
+    p.input = xs;
+  }
   if (n->attr("bias").boolean().value_or(false) != p.bias) {
     return why("bias=True without the module's bias tensor in the graph");
   }
@@ -746,7 +751,7 @@ std::optional<lowering> conv_lowering(const rule_context& ctx, const node& conv)
            "    (void)channel;\n    return v;\n  }\n};\n";
   // 2 * (elements of the larger side) * (each output's or input's share of the weight).
   std::vector<std::string> taps(w->shape.begin() + 1, w->shape.end());
-  l.flops = fmt::format("2*{}*{}", product_expr(transposed ? x->shape : n->outputs[0].shape),
+  l.flops = fmt::format("2*{}*{}", product_expr(transposed ? xs : n->outputs[0].shape),
                         product_expr(taps));
   l.params = [p](task::contract& c) { c.conv = p; };
   return l;

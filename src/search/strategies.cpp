@@ -816,7 +816,7 @@ uint64_t strategy::space_size() const {
 }
 
 bool chained(const task::contract& c) {
-  return c.lowering.find('|') != std::string::npos;
+  return c.lowering.find_first_of("|>") != std::string::npos;
 }
 
 bool later_products(const task::contract& c) {
@@ -834,6 +834,25 @@ bool later_products(const task::contract& c) {
 }
 
 namespace {
+
+// The shape a conv task's convolution reads at one shape: x's, or in a chain with passes over
+// the forward's input before the convolution, the last pass's ([conv] input). Empty when an
+// expression does not evaluate.
+std::vector<int64_t> conv_input(const task::contract& c, const task::shape_case& s,
+                                const std::vector<int64_t>& x) {
+  if (!c.conv || c.conv->input.empty()) {
+    return x;
+  }
+  std::vector<int64_t> out;
+  try {
+    for (const auto& e : c.conv->input) {
+      out.push_back(task::eval_expr(e, s.dims));
+    }
+  } catch (const std::exception&) {
+    return {};
+  }
+  return out;
+}
 
 // A chained task's anchor output at one shape (its contract's output is the chain's last): the
 // product's [M, N] (x [M, K] times b, transposed for Linear) or the convolution's output from x,
@@ -874,7 +893,7 @@ std::vector<int64_t> anchor_output(const task::contract& c, const task::shape_ca
       with_role(c.inputs, "weight", &wi) == nullptr) {
     return {};
   }
-  const auto& x = inputs[static_cast<size_t>(xi)].shape;
+  const auto x = conv_input(c, s, inputs[static_cast<size_t>(xi)].shape);
   const auto& w = inputs[static_cast<size_t>(wi)].shape;
   const auto& p = *c.conv;
   const size_t nd = static_cast<size_t>(p.rank) + 2;
@@ -1061,13 +1080,14 @@ shape_features features_of(const task::contract& c, const task::shape_case& s) {
     const auto& w = inputs[wi];
     const auto& y = outputs[0];
     const size_t nd = static_cast<size_t>(c.conv->rank) + 2;
-    if (x.shape.size() != nd || w.shape.size() != nd || y.shape.size() != nd) {
+    const auto xs = conv_input(c, s, x.shape); // what the convolution reads
+    if (xs.size() != nd || w.shape.size() != nd || y.shape.size() != nd) {
       return f;
     }
     f.storage = x.type;
     f.elements = y.numel();
     f.transposed = c.conv->transposed;
-    f.groups = (c.conv->transposed ? y.shape[1] : x.shape[1]) / std::max<int64_t>(w.shape[1], 1);
+    f.groups = (c.conv->transposed ? y.shape[1] : xs[1]) / std::max<int64_t>(w.shape[1], 1);
     if (f.groups < 1) {
       return f;
     }

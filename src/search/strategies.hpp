@@ -59,8 +59,9 @@ struct shape_features {
 shape_features features_of(const task::contract& c, const task::shape_case& s);
 
 // Whether the task is a lowered chain of kernels (the fusion planner's plans of several kernels,
-// rule "<family>:<anchor>[+ops]|<step>[+ops]|..."): the strategy runs the anchor, the task's math
-// (kb_chain) the kernels after it. Features are then the anchor's (its output, not the task's).
+// rule "<family>:[<pass>>...]<anchor>[+ops]|<step>[+ops]|...", passes over the forward's input
+// before the anchor each followed by '>'): the strategy runs the anchor, the task's math
+// (kb_chain) the kernels around it. Features are then the anchor's (its output, not the task's).
 bool chained(const task::contract& c);
 // Whether a chained task runs a later product or convolution with the anchor's strategy (a step
 // after the first named linear, matmul, mm, conv<n>d or conv_transpose<n>d). The anchor's features

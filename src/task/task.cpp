@@ -2487,6 +2487,9 @@ nlohmann::json to_json(const contract& c) {
                  {"dilation", p.dilation},
                  {"groups", p.groups},
                  {"bias", p.bias}};
+    if (!p.input.empty()) {
+      j["conv"]["input"] = p.input;
+    }
   }
   j["pytorch"] = c.pytorch;
   if (c.module) {

@@ -184,6 +184,10 @@ struct conv_params {
   // the tensors (in_channels / weight.shape[1], transposed out_channels / weight.shape[1]).
   std::string groups = "1";
   bool bias = false; // an input with role "bias" of shape [out_channels]
+  // The convolution's input where it is not x as the call gives it: in a lowered chain whose
+  // first kernels are passes over the forward's input (a pooling before the convolution), the
+  // last pass's shape, as expressions of the task's dims. Empty: x's shape.
+  std::vector<std::string> input;
 };
 
 // One spatial dim's output size of a convolution (PyTorch's formulas); <= 0 when none exists.

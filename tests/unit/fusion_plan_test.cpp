@@ -17,7 +17,8 @@
 // own kernel (a map pass after the anchor, at the element's index), 35 in a later product's
 // kernel and is refused. Files 36 and 37 end in a result larger than the chain's value (a
 // per-channel bias over a row minimum; the forward's input added to a spatial mean), written by a
-// broadcast pass of its own.
+// broadcast pass of its own. Files 38 and 39 pool the forward's input before the convolution (the
+// pooling is the chain's kernel 0); 95, an elementwise op before it, is refused.
 #include "build/build.hpp"
 #include "common/fs.hpp"
 #include "common/process.hpp"
@@ -102,6 +103,7 @@ TEST(FusionPlan, BadInputsEndWithTheirReason) {
       {"92_Elementwise_NoAnchor", {"no_anchor", "graph"}},
       {"93_Conv2d_Cumsum", {"unknown_op", "torch.cumsum"}},
       {"35_Linear_Linear_AddInput", {"operand_not_broadcast", "torch.add"}},
+      {"95_Scale_Conv2d", {"before_anchor", "torch.mul"}},
   };
   for (const auto& [name, why] : expected) {
     const fusion_plan p = plan_fusion(graphs().at(name));
@@ -249,6 +251,10 @@ TEST(FusionPlan, PlansOfSeveralKernelsLowerIntoAChain) {
       {"26_Linear_LayerNorm_AddInput", "matmul:linear|layer_norm+add+mul"},
       {"36_Linear_GroupNorm_Min_ChannelBias", "matmul:linear|group_norm|min|broadcast+add+tanh"},
       {"37_Conv2d_GlobalMean_GELU_AddInput", "conv:conv2d|mean+gelu|broadcast+add+mul"},
+      // A pass over the forward's input before the convolution.
+      {"38_AvgPool_Conv2d_ReLU", "conv:avg2d>conv2d+relu"},
+      {"39_MaxPool3d_ConvT3d_Clamp_SpatialSoftmax_Scale",
+       "conv:max3d>conv_transpose3d+clamp|softmax+mul"},
   };
   for (const auto& [name, rule] : rules) {
     SCOPED_TRACE(name);
@@ -591,6 +597,72 @@ TEST(FusionPlan, AResultLargerThanTheChainsValueIsAPassOfItsOwn) {
   EXPECT_EQ(pbad.problems[0].why, plan_issue::operand_not_broadcast);
 }
 
+TEST(FusionPlan, APassOverTheInputBeforeTheAnchorStartsTheChain) {
+  // avg_pool(x) then a convolution: the pooling is kernel 0, from the call's input into the
+  // workspace; the convolution is the anchor at kernel 1, its input (role x, the forward's input)
+  // replaced by the pooled value; its ReLU stays in its tile, and it writes the output.
+  const graph& g = graphs().at("38_AvgPool_Conv2d_ReLU");
+  const fusion_plan p = plan_fusion(g);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p.anchor, "nn.Conv2d");
+  ASSERT_EQ(p.steps.size(), 3u);
+  EXPECT_EQ(p.steps[0].kind, fuse_kind::pool);
+  EXPECT_EQ(p.steps[0].kernel, 0);
+  EXPECT_EQ(p.steps[1].kind, fuse_kind::anchor);
+  EXPECT_EQ(p.steps[1].kernel, 1);
+  EXPECT_EQ(p.steps[1].why, fuse_reason::product_reads_rows);
+  EXPECT_EQ(p.steps[2].kernel, 1);
+  task::contract c = contract_for(g, fs::temp_directory_path());
+  const outcome o = lower(g, c);
+  ASSERT_TRUE(o.ok()) << o.message();
+  EXPECT_EQ(o.low->roles.at("x"), "x");
+  const std::string& m = o.low->math;
+  EXPECT_NE(m.find("      kb_tensor x = a->inputs[cfg.x];\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("kb::pool::launch_naive<kb_step0, float, true>"), std::string::npos) << m;
+  // The anchor reads buffer 0 at the pooled shape (s[1]) and writes the output (buffer 1, s[2]);
+  // its workspace query sees the same input.
+  EXPECT_NE(m.find("const kb::chain::input_swap in(a, cfg.x, kb::chain::dense(buf[0], s[1], "
+                   "rank[1]));"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("const kb::chain::input_swap in(a, cfg.x, kb::chain::dense(nullptr, s[1], "
+                   "rank[1]));"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kb_tensor y = kb::chain::dense(buf[1], s[2], rank[2]);"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("return kb::lowered::relu(v);"), std::string::npos) << m;
+  // The [conv] table is the convolution's own: its input is the pooled shape, and the flops
+  // count its output, not the forward input's size.
+  o.low->params(c);
+  ASSERT_TRUE(c.conv.has_value());
+  ASSERT_EQ(c.conv->input.size(), 4u);
+  EXPECT_EQ(c.conv->input[0], "batch_size");
+  EXPECT_EQ(c.conv->input[1], "in_channels");
+  EXPECT_EQ(c.conv->in_channels, "in_channels");
+  // A per-channel scale after a softmax over the flattened spatial dims, viewed back: the view
+  // keeps the batch and channel dims, so the scale is read at each element's channel.
+  const graph& s5 = graphs().at("39_MaxPool3d_ConvT3d_Clamp_SpatialSoftmax_Scale");
+  const outcome o5 = lower(s5, contract_for(s5, fs::temp_directory_path()));
+  ASSERT_TRUE(o5.ok()) << o5.message();
+  EXPECT_NE(o5.low->math.find("return (v * kb::epi::at<A>(ops, 0, channel));"), std::string::npos)
+      << o5.low->math;
+  EXPECT_NE(o5.low->math.find("kb::chain::map_in_place<kb_map2>"), std::string::npos);
+  // A product after a pass over its input is refused with the product named.
+  graph mm = g;
+  for (auto& n : mm.nodes) {
+    if (n.op == "nn.Conv2d") {
+      n.op = "nn.Linear";
+    }
+  }
+  const fusion_plan pm = plan_fusion(mm);
+  ASSERT_TRUE(pm.ok());
+  const outcome om = lower(mm, contract_for(mm, fs::temp_directory_path()));
+  EXPECT_FALSE(om.ok());
+  EXPECT_NE(om.message().find("a product after a pass over the forward's input"), std::string::npos)
+      << om.message();
+}
+
 #ifndef KBLASTER_CUDA_INCLUDE
 #define KBLASTER_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
@@ -766,6 +838,8 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
       {"27_Linear_AddInput", {}}, // the anchor's epilogue in a map pass over the output
       {"36_Linear_GroupNorm_Min_ChannelBias", {{24, 32}, {24, 32}, {24, 1}}}, // a larger result
       {"37_Conv2d_GlobalMean_GELU_AddInput", {{4, 16, 12, 10}, {4, 16, 1, 1}}}, // x read again
+      {"38_AvgPool_Conv2d_ReLU", {{2, 4, 8, 6}}}, // a pass over the input before the anchor
+      {"39_MaxPool3d_ConvT3d_Clamp_SpatialSoftmax_Scale", {{2, 3, 4, 5, 3}, {2, 5, 7, 9, 5}}},
   };
   for (const auto& [name, shapes] : files) {
     imp.argv.push_back((problems / (name + ".py")).string());
@@ -810,6 +884,14 @@ TEST(FusionPlan, ChainedCandidatesCompileAndSizeTheirWorkspace) {
         const auto res = comp.compile(req);
         EXPECT_TRUE(res.ok()) << other->name << ":\n" << res.log;
       }
+    }
+    if (name.rfind("38_", 0) == 0) {
+      // The strategy runs the convolution of the pooled input: [2, 4, 8, 6] by a 3x3 kernel
+      // (padding 1) into [2, 8, 8, 6]; its features are that product's.
+      const auto f = search::features_of(c, c.official());
+      EXPECT_EQ(f.m, 2 * 8 * 6);
+      EXPECT_EQ(f.n, 8);
+      EXPECT_EQ(f.k, 4 * 3 * 3);
     }
     const search::strategy& st = *list.front();
     EXPECT_EQ(st.fam, c.fam);

@@ -147,6 +147,30 @@ struct product_call {
   }
 };
 
+// The call with input `slot` replaced by x: the anchor of a chain whose first kernels are passes
+// over the forward's input (a pooling before the convolution) reads the last pass's value as that
+// input. `ok` is false for a slot out of range or a call of more than max_inputs inputs.
+struct input_swap {
+  static constexpr int max_inputs = 32;
+  kb_tensor in[max_inputs];
+  kb_args args;
+  bool ok = false;
+
+  input_swap(const kb_args* base, int slot, const kb_tensor& x) : args(*base) {
+    if (slot < 0 || slot >= base->num_inputs || base->num_inputs > max_inputs) {
+      return;
+    }
+    for (int j = 0; j < base->num_inputs; ++j) {
+      in[j] = base->inputs[j];
+    }
+    in[slot] = x;
+    args.inputs = in;
+    ok = true;
+  }
+  input_swap(const input_swap&) = delete;
+  input_swap& operator=(const input_swap&) = delete;
+};
+
 // An elementwise result y larger than the chain's value x (x's dims aligned to y's last ones,
 // each 1 or y's): y's dims and, for each, x's stride along it (0 where x has size 1 or no such
 // dim), so element i of y reads x at source(i).
