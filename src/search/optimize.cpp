@@ -34,7 +34,9 @@ std::pair<outcome, std::string> classify_outcome(const outcome_inputs& in) {
     return {outcome::blocked, in.blocked_reason.empty() ? "blocked" : in.blocked_reason};
   }
   if (!in.baseline_ok) {
-    return {outcome::failed, "baseline." + in.baseline_reason};
+    // The evaluation's reasons for its baseline side already name it ("baseline.verify.mismatch").
+    const bool named = in.baseline_reason.rfind("baseline.", 0) == 0;
+    return {outcome::failed, named ? in.baseline_reason : "baseline." + in.baseline_reason};
   }
   if (in.evaluated == 0 && in.no_applicable_strategy) {
     return {outcome::no_improvement, "search.no_applicable_strategy"};

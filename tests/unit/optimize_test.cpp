@@ -34,6 +34,10 @@ TEST(outcomes, each_situation_ends_in_exactly_one_outcome) {
   bad_baseline.baseline_reason = "verify.mismatch";
   EXPECT_EQ(classify_outcome(bad_baseline),
             std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
+  // The evaluation's own reason for its baseline side is not named twice.
+  bad_baseline.baseline_reason = "baseline.verify.mismatch";
+  EXPECT_EQ(classify_outcome(bad_baseline),
+            std::make_pair(outcome::failed, std::string("baseline.verify.mismatch")));
   outcome_inputs nothing;
   EXPECT_EQ(classify_outcome(nothing).first, outcome::timeout);
   nothing.stopped = search_stop::wall_budget;
