@@ -640,7 +640,7 @@ fusion_plan plan_expanded(const graph& g) {
     return problem(bad->why, bad->op, bad->detail);
   }
   const std::string chain_input = c0.chain_input;
-  int kernel = c0.kernel;               // the kernel the chain is in; -1 before its first
+  int kernel = c0.kernel; // the kernel the chain is in; -1 before its first (begin_chain's pass)
   bool anchor_kernel = c0.anchor_kernel; // the kernel the chain is in begins with a product or conv
   // The values earlier kernels left in the workspace, with their shapes: a later epilogue reads
   // them at the element's index.
@@ -672,11 +672,6 @@ fusion_plan plan_expanded(const graph& g) {
 
   for (size_t i = c0.start; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
-    if (kernel < 0 && !split_of(n)) {
-      return problem(plan_issue::before_anchor, n.op,
-                     "an op over the forward's input before the chain's first kernel (a pass "
-                     "over the input must come first)");
-    }
     // An elementwise op whose result is larger than the chain's value starts a kernel of its own.
     const bool grows = is_pointwise(n) && n.outputs.size() == 1 &&
                        grows_to(g, main_shape, n.outputs[0].shape);
@@ -2070,31 +2065,19 @@ std::optional<shape_binding> bind_shapes(const fused_frame& f,
   return out;
 }
 
-// The anchor's call in kb_chain (`aa`, over its output `y`): the call itself, or, when passes
-// over the forward's input come before it (kernel P > 0), the call with input `xi` replaced by
-// buffer P-1.
-std::string anchor_args(size_t P, const std::string& xi, const std::string& data) {
+// The anchor's call in kb_chain (`aa`), its lines indented by `pad`: the call itself, or, when
+// passes over the forward's input come before it (kernel P > 0), the call with input `xi`
+// replaced by the tensor at `data` of shape 2P-1 (buffer P-1).
+std::string anchor_args(size_t P, const std::string& xi, const std::string& data,
+                        const std::string& pad) {
   if (P == 0) {
-    return "    kb_args aa = *a;\n";
+    return pad + "kb_args aa = *a;\n";
   }
-  return fmt::format("    const kb::chain::input_swap in(a, {0}, kb::chain::dense({1}, s[{2}], "
+  return fmt::format("{3}const kb::chain::input_swap in(a, {0}, kb::chain::dense({1}, s[{2}], "
                      "rank[{2}]));\n"
-                     "    if (!in.ok) {{\n      return -1;\n    }}\n"
-                     "    kb_args aa = in.args;\n",
-                     xi, data, 2 * P - 1);
-}
-
-// Lines of `code` indented by `by` more spaces.
-std::string indent(const std::string& code, size_t by) {
-  std::string out;
-  size_t at = 0;
-  while (at < code.size()) {
-    const size_t end = code.find('\n', at);
-    const std::string line = code.substr(at, end == std::string::npos ? end : end - at + 1);
-    out += (line.empty() || line == "\n" ? "" : std::string(by, ' ')) + line;
-    at = end == std::string::npos ? code.size() : end + 1;
-  }
-  return out;
+                     "{3}if (!in.ok) {{\n{3}  return -1;\n{3}}}\n"
+                     "{3}kb_args aa = in.args;\n",
+                     xi, data, 2 * P - 1, pad);
 }
 
 // The chain's code (kb_chain) over `count` shapes bound by `b`: the passes over the input
@@ -2212,9 +2195,9 @@ struct kb_chain {{
 #endif
 )",
       fmt::arg("K1", K - 2), fmt::arg("K", K), fmt::arg("S", count), fmt::arg("P", P),
-      fmt::arg("SO", 2 * P), fmt::arg("prepare_args", anchor_args(P, xi, "nullptr")),
+      fmt::arg("SO", 2 * P), fmt::arg("prepare_args", anchor_args(P, xi, "nullptr", "    ")),
       fmt::arg("launch_args",
-               indent(anchor_args(P, xi, P > 0 ? fmt::format("buf[{}]", P - 1) : ""), 2)),
+               anchor_args(P, xi, P > 0 ? fmt::format("buf[{}]", P - 1) : "", "      ")),
       fmt::arg("pre_launches", pre_launches),
       fmt::arg("ranks", fmt::join(b.ranks, ", ")), fmt::arg("bind", b.bind),
       fmt::arg("fill", b.fill), fmt::arg("xi", xi), fmt::arg("launches", launches),
